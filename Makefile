@@ -1,0 +1,45 @@
+# The two commands a newcomer needs: `make run` and `make test`. Everything they need is installed here.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEPS := $(VENV)/.stamp-deps
+SYSTEM_PACKAGES := docker-registry skopeo umoci
+
+.PHONY: run test lint typecheck bench image deps system-deps clean
+
+$(DEPS): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+deps: $(DEPS)
+
+# Debian packages the integration tests run for real (a registry, image tools); root installs them.
+system-deps:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# The preparer on the sample app and builder layout of fixtures/demo, in a temporary directory.
+run: $(DEPS)
+	@$(BIN)/python fixtures/demo/run.py
+
+lint: $(DEPS)
+	$(BIN)/ruff check preparer tests bench
+	$(BIN)/ruff format --check preparer tests bench
+
+typecheck: $(DEPS)
+	$(BIN)/mypy
+
+# Services (an HTTP server, docker-registry) are started and stopped by the test fixtures on 127.0.0.1.
+test: $(DEPS) system-deps lint typecheck
+	$(BIN)/pytest -n 2 -q
+
+bench: $(DEPS) system-deps
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,55 @@
+"""Errors raised by the preparer's library code.
+
+Every error carries the exit code the CLI uses and formats as ``failed to <action>: <cause>``,
+the lifecycle's message shape.
+"""
+
+from __future__ import annotations
+
+from preparer.exit import ExitCode
+
+
+class PreparerError(Exception):
+    """All errors raised by this package: an action that failed and why."""
+
+    exit_code: int = ExitCode.FAILED
+
+    def __init__(self, action: str, cause: str | BaseException | None = None) -> None:
+        self.action = action
+        self.cause = None if cause is None else str(cause)
+        super().__init__(f"failed to {action}" if self.cause is None else f"failed to {action}: {self.cause}")
+
+    @property
+    def message(self) -> str:
+        """The whole ``failed to <action>: <cause>`` sentence."""
+        return str(self)
+
+
+class InvalidInputsError(PreparerError):
+    """Inputs that are well formed but invalid: flags, environment, a missing explicit file."""
+
+    exit_code = ExitCode.INVALID_INPUTS
+
+
+class DescriptorError(InvalidInputsError):
+    """A project descriptor or platform file that cannot be read or violates its schema."""
+
+
+class PlatformAPIError(PreparerError):
+    """``CNB_PLATFORM_API`` is unset, unparsable or unsupported."""
+
+    exit_code = ExitCode.INCOMPATIBLE_PLATFORM_API
+
+
+class BuildpackAPIError(PreparerError):
+    """A buildpack's ``api`` is outside the supported Buildpack API range."""
+
+    exit_code = ExitCode.INCOMPATIBLE_BUILDPACK_API
+
+
+class FetchError(PreparerError):
+    """A buildpack could not be resolved, downloaded, verified or unpacked."""
+
+
+class ApplyError(PreparerError):
+    """Writing the prepared outputs failed."""

@@ -1,0 +1,78 @@
+"""Fetching buildpacks named by a group entry's ``uri`` or ``script`` into a staging directory.
+
+Every fetcher writes only below ``FetchContext.staging``; nothing reaches ``<buildpacks>`` until
+``apply`` has fetched and checked every entry (contract §4, all-or-nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from preparer.files.buildpack import BuildpackDescriptor
+
+
+@dataclass(frozen=True, slots=True)
+class StagedBuildpack:
+    """One buildpack unpacked in staging, ``buildpack.toml`` at the top of ``path``."""
+
+    descriptor: BuildpackDescriptor
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """The result of fetching one ``uri``: the buildpack the order names and everything it carries."""
+
+    #: The buildpack the order names (a buildpackage's top-level buildpack).
+    top: BuildpackDescriptor
+    #: Every buildpack to install, ``top`` included (composites and their children).
+    buildpacks: tuple[StagedBuildpack, ...]
+    #: The ``uri`` as the user wrote it, with any credentials removed.
+    source: str
+    #: ``sha256:<hex>`` of the archive or image manifest, when known.
+    digest: str | None = None
+
+
+#: Progress callback: ``(source, bytes_done, bytes_total or None)``.
+ProgressFn = Callable[[str, int, "int | None"], None]
+
+
+def _no_progress(source: str, done: int, total: int | None) -> None:
+    """Default progress callback: report nothing."""
+
+
+@dataclass(frozen=True)
+class FetchContext:
+    """What every fetcher may use; IO happens only through these values."""
+
+    #: A private directory for this run; fetchers create their own subdirectories in it.
+    staging: Path
+    #: The descriptor's directory: relative ``uri`` paths resolve against it.
+    base_dir: Path
+    #: The download cache (``-download-cache``); ``None`` disables caching.
+    download_cache: Path | None = None
+    #: Registries reached over plain http besides loopback (``-insecure-registry``).
+    insecure_registries: tuple[str, ...] = ()
+    #: The environment, for ``CNB_REGISTRY_AUTH``, ``DOCKER_CONFIG``, ``HOME`` and proxies.
+    environ: Mapping[str, str] = field(default_factory=dict)
+    #: The platform to choose from an image index, ``os/arch[/variant]``.
+    platform: str = "linux/amd64"
+    #: The buildpack registry index for ``urn:cnb:registry:`` (contract §7.12).
+    registry_index: str = "https://raw.githubusercontent.com/buildpacks/registry-index/main"
+    #: Progress of downloads.
+    progress: ProgressFn = _no_progress
+
+
+class Fetcher(Protocol):
+    """Fetches one located buildpack into staging."""
+
+    def fetch(self, locator: object, ctx: FetchContext) -> Fetched:
+        """Fetch ``locator`` (see :mod:`preparer.fetch.locator`) below ``ctx.staging``.
+
+        :raises FetchError: exit 1 for network, I/O and content failures.
+        :raises InvalidInputsError: exit 3 when the user's input is wrong (e.g. bad reference).
+        """
+        ...

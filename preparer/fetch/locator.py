@@ -1,0 +1,138 @@
+"""Classify a group entry's ``uri`` into the kind of source it names. Pure: no IO but ``exists``.
+
+Order of the decision (contract §3 and §7.11; pack's ``GetLocatorType`` made the same choices):
+
+1. ``urn:cnb:builder:<id>[@<version>]`` and ``urn:buildpack:<id>``: a buildpack already in ``<buildpacks>``.
+2. ``urn:cnb:registry:<ns>/<name>[@<version>]``: a buildpack registry entry.
+3. ``http://`` and ``https://``: an archive to download; ``#sha256=<hex>`` pins its digest.
+4. ``file://``: a local path.
+5. ``docker://<ref>``: a buildpackage image.
+6. Any other ``<scheme>://``: unsupported (exit 3).
+7. No scheme: a path when it starts with ``.`` or ``/``, ends in ``.tgz``, ``.tar.gz``, ``.tar`` or ``.cnb``,
+   or exists relative to the descriptor's directory; otherwise an image reference.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from preparer.errors import InvalidInputsError
+
+ARCHIVE_SUFFIXES = (".tgz", ".tar.gz", ".tar", ".cnb")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_REGISTRY_ID = re.compile(r"^([a-z0-9.-]{1,253})/([a-z0-9.-]{1,253})$")
+
+
+@dataclass(frozen=True, slots=True)
+class BuilderLocator:
+    """A buildpack already in ``<buildpacks>``; ``version`` ``None`` means the highest present."""
+
+    id: str
+    version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PathLocator:
+    """A directory or archive on local disk (absolute)."""
+
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLocator:
+    """An archive at an ``http(s)`` URL (fragment removed); ``sha256`` is the pinned hex digest."""
+
+    url: str
+    sha256: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ImageLocator:
+    """A buildpackage image reference, without the ``docker://`` prefix."""
+
+    reference: str
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryLocator:
+    """A buildpack registry entry ``<namespace>/<name>``; ``version`` ``None`` means the highest."""
+
+    namespace: str
+    name: str
+    version: str | None = None
+
+
+Locator = BuilderLocator | PathLocator | HttpLocator | ImageLocator | RegistryLocator
+
+
+def _split_version(text: str) -> tuple[str, str | None]:
+    name, sep, version = text.partition("@")
+    if sep and not version:
+        return name, ""
+    return name, (version if sep else None)
+
+
+def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.path.exists) -> Locator:
+    """Classify ``uri``; relative paths resolve against ``base_dir``.
+
+    :raises InvalidInputsError: for an unsupported scheme or a malformed URN or digest pin.
+    """
+    action = f"parse buildpack uri '{redact(uri)}'"
+    for prefix in ("urn:cnb:builder:", "urn:buildpack:"):
+        if uri.startswith(prefix):
+            bp_id, version = _split_version(uri.removeprefix(prefix))
+            if not bp_id or version == "":
+                raise InvalidInputsError(action, f"expected {prefix}<id>[@<version>]")
+            return BuilderLocator(bp_id, None if version == "latest" else version)
+    if uri.startswith("urn:cnb:registry:"):
+        rest, version = _split_version(uri.removeprefix("urn:cnb:registry:"))
+        match = _REGISTRY_ID.match(rest)
+        if match is None or version == "":
+            raise InvalidInputsError(action, "expected urn:cnb:registry:<namespace>/<name>[@<version>]")
+        return RegistryLocator(match[1], match[2], None if version == "latest" else version)
+    scheme, sep, _ = uri.partition("://")
+    if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
+        scheme = scheme.lower()
+        if scheme in ("http", "https"):
+            return _http(uri, action)
+        if scheme == "file":
+            parts = urlsplit(uri)
+            if parts.netloc not in ("", "localhost"):
+                raise InvalidInputsError(action, "file:// URIs must name a local path")
+            return PathLocator(Path(unquote(parts.path)))
+        if scheme == "docker":
+            reference = uri[len("docker://") :]
+            if not reference:
+                raise InvalidInputsError(action, "expected docker://<image reference>")
+            return ImageLocator(reference)
+        raise InvalidInputsError(action, f"unsupported protocol '{scheme}'")
+    if not uri:
+        raise InvalidInputsError(action, "empty uri")
+    candidate = base_dir / uri
+    if uri.startswith((".", "/")) or uri.endswith(ARCHIVE_SUFFIXES) or exists(candidate):
+        return PathLocator(Path(os.path.normpath(candidate)))
+    return ImageLocator(uri)
+
+
+def _http(uri: str, action: str) -> HttpLocator:
+    url, _, fragment = uri.partition("#")
+    if not fragment:
+        return HttpLocator(url)
+    algorithm, _, digest = fragment.partition("=")
+    if algorithm != "sha256" or not _SHA256.match(digest.lower()):
+        raise InvalidInputsError(action, "a digest pin must read #sha256=<64 hex digits>")
+    return HttpLocator(url, digest.lower())
+
+
+def redact(uri: str) -> str:
+    """``uri`` with any ``user:password@`` and query string removed, safe to print."""
+    parts = urlsplit(uri)
+    if not parts.scheme or not parts.netloc:
+        return uri
+    netloc = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=netloc, query="", fragment=parts.fragment).geturl()

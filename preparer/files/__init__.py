@@ -1,0 +1,1 @@
+"""On-disk formats the preparer reads and writes: one module per file."""

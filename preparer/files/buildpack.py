@@ -1,0 +1,132 @@
+"""``buildpack.toml`` and the ``<buildpacks>`` directory layout.
+
+Spec: buildpack.md §buildpack.toml; platform.md §Buildpacks Directory Layout. Buildpacks live in
+``<buildpacks>/<id with "/" replaced by "_">/<version>/`` (lifecycle ``EscapeID``).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from preparer.errors import FetchError
+
+#: Buildpack ids may hold letters, digits, ``.``, ``/`` and ``-`` (spec buildpack.md §buildpack.toml).
+_ID = re.compile(r"^[A-Za-z0-9./-]+$")
+_RESERVED_IDS = frozenset({"app", "config", "generated", "sbom"})
+
+
+@dataclass(frozen=True, slots=True)
+class OrderRef:
+    """One element of a composite buildpack's ``[[order.group]]``."""
+
+    id: str
+    version: str
+    optional: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BuildpackDescriptor:
+    """What the preparer needs from a ``buildpack.toml``."""
+
+    id: str
+    version: str
+    api: str
+    #: For a composite buildpack, its groups; empty for a component buildpack.
+    order: tuple[tuple[OrderRef, ...], ...] = ()
+
+    @property
+    def ref(self) -> str:
+        """``<id>@<version>``, as the lifecycle names buildpacks in messages."""
+        return f"{self.id}@{self.version}"
+
+
+def escape_id(buildpack_id: str) -> str:
+    """The directory name of a buildpack id: ``/`` becomes ``_``."""
+    return buildpack_id.replace("/", "_")
+
+
+def buildpack_dir(buildpacks_dir: Path, buildpack_id: str, version: str) -> Path:
+    """``<buildpacks>/<escaped id>/<version>``."""
+    return buildpacks_dir / escape_id(buildpack_id) / version
+
+
+def check_id(buildpack_id: str) -> bool:
+    """Whether ``buildpack_id`` is a valid buildpack id (also safe as a path segment once escaped)."""
+    return bool(_ID.match(buildpack_id)) and buildpack_id.lower() not in _RESERVED_IDS and not any(
+        part in ("", ".", "..") for part in buildpack_id.split("/")
+    )
+
+
+def parse_buildpack_toml(doc: dict[str, Any], where: str) -> BuildpackDescriptor:
+    """Read the fields the preparer uses from a parsed ``buildpack.toml``.
+
+    :param where: names the file in error messages.
+    :raises FetchError: when ``buildpack.id``, ``buildpack.version`` or ``api`` is missing or malformed.
+    """
+    info = doc.get("buildpack")
+    if not isinstance(info, dict):
+        raise FetchError(f"read {where}", "missing [buildpack] table")
+    bp_id, version, api = info.get("id"), info.get("version"), doc.get("api", "0.1")
+    if not isinstance(bp_id, str) or not check_id(bp_id):
+        raise FetchError(f"read {where}", f"invalid buildpack id {bp_id!r}")
+    if not isinstance(version, str) or not version or "/" in version or version in (".", ".."):
+        raise FetchError(f"read {where}", f"invalid buildpack version {version!r}")
+    if not isinstance(api, str):
+        raise FetchError(f"read {where}", f"invalid api {api!r}")
+    groups: list[tuple[OrderRef, ...]] = []
+    order = doc.get("order", [])
+    if not isinstance(order, list):
+        raise FetchError(f"read {where}", "[[order]] must be an array of tables")
+    for item in order:
+        group = item.get("group", []) if isinstance(item, dict) else None
+        if not isinstance(group, list):
+            raise FetchError(f"read {where}", "[[order.group]] must be an array of tables")
+        refs = []
+        for ref in group:
+            if not (isinstance(ref, dict) and isinstance(ref.get("id"), str) and isinstance(ref.get("version"), str)):
+                raise FetchError(f"read {where}", "every [[order.group]] entry needs an id and a version")
+            refs.append(OrderRef(ref["id"], ref["version"], ref.get("optional") is True))
+        groups.append(tuple(refs))
+    return BuildpackDescriptor(bp_id, version, api, tuple(groups))
+
+
+def read_buildpack_toml(path: Path) -> BuildpackDescriptor:
+    """Load and parse ``path`` (a ``buildpack.toml``).
+
+    :raises FetchError: when the file is missing, not TOML, or lacks required fields.
+    """
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except FileNotFoundError:
+        raise FetchError(f"read {path}", "buildpack.toml not found") from None
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise FetchError(f"read {path}", err) from None
+    return parse_buildpack_toml(doc, str(path))
+
+
+def installed_versions(buildpacks_dir: Path, buildpack_id: str) -> list[str]:
+    """Versions of ``buildpack_id`` installed in ``<buildpacks>`` (directories holding a buildpack.toml)."""
+    root = buildpacks_dir / escape_id(buildpack_id)
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return []
+    return sorted(e.name for e in entries if (e / "buildpack.toml").is_file())
+
+
+def iter_installed(buildpacks_dir: Path) -> Iterator[tuple[str, str]]:
+    """Every ``(escaped id, version)`` directory under ``<buildpacks>``."""
+    try:
+        ids = sorted(buildpacks_dir.iterdir())
+    except OSError:
+        return
+    for id_dir in ids:
+        if id_dir.is_dir():
+            for version in installed_versions(buildpacks_dir, id_dir.name):
+                yield id_dir.name, version
