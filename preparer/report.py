@@ -1,0 +1,52 @@
+"""What a prepare run did, as data: the CLI renders it and ``-prepare-report`` writes it (contract §5, §7.17)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True, slots=True)
+class Unapplied:
+    """A property of the effective configuration that the preparer did not apply."""
+
+    #: The dotted key as the user wrote it, e.g. ``io.buildpacks.builder`` or ``pack.builder``.
+    key: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class BuildpackRecord:
+    """One order entry the preparer wrote, and where its buildpack came from."""
+
+    id: str
+    version: str
+    source: str
+    action: Literal["installed", "present", "inline"]
+    digest: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EnvRecord:
+    """One build env variable and what happened to its file."""
+
+    name: str
+    action: Literal["written", "kept", "skipped"]
+
+
+@dataclass(frozen=True)
+class Report:
+    """The outcome of :func:`preparer.prepare`."""
+
+    descriptor_path: str | None = None
+    schema_version: str | None = None
+    effective: dict[str, Any] = field(default_factory=dict)
+    buildpacks: tuple[BuildpackRecord, ...] = ()
+    env: tuple[EnvRecord, ...] = ()
+    app_removed: int = 0
+    unapplied: tuple[Unapplied, ...] = ()
+    #: Every warning, in the order found (unapplied properties included), without the ``Warning:`` prefix.
+    warnings: tuple[str, ...] = ()
+    dry_run: bool = False
+    #: Paths written, in order (order.toml, env files, installed buildpack directories).
+    written: tuple[str, ...] = ()

@@ -1,0 +1,32 @@
+"""Shared fixtures. Services (HTTP server, registry) live in tests/plugins and start on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["tests.plugins.cli", "tests.plugins.http_server", "tests.plugins.registry"]
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    """The repository's ``fixtures/`` directory."""
+    return FIXTURES
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep tests away from the real user's cache and docker config."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.delenv("DOCKER_CONFIG", raising=False)
+    monkeypatch.delenv("CNB_REGISTRY_AUTH", raising=False)
+    for name in list(os.environ):
+        if name.startswith("CNB_"):
+            monkeypatch.delenv(name, raising=False)

@@ -1,0 +1,1 @@
+"""Fixtures: cli (filled in by the work that owns it)."""

@@ -1,0 +1,1 @@
+"""Fixtures: http_server (filled in by the work that owns it)."""

@@ -1,0 +1,1 @@
+"""Fixtures: registry (filled in by the work that owns it)."""
