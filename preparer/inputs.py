@@ -69,7 +69,7 @@ class Inputs:
     registry_index: str = DEFAULT_BUILDPACK_REGISTRY_INDEX
     #: The target platform when choosing from an image index, ``os/arch[/variant]``.
     target_platform: str = "linux/amd64"
-    platform_api: APIVersion = APIVersion(0, 15)
+    platform_api: APIVersion = field(default_factory=lambda: APIVersion(0, 15))
     #: The environment, for registry credentials (``CNB_REGISTRY_AUTH``, ``DOCKER_CONFIG``, ``HOME``).
     environ: Mapping[str, str] = field(default_factory=dict)
 

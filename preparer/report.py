@@ -50,3 +50,18 @@ class Report:
     dry_run: bool = False
     #: Paths written, in order (order.toml, env files, installed buildpack directories).
     written: tuple[str, ...] = ()
+
+
+#: The reason given when nothing more specific applies.
+NOT_APPLIED = "not applied by the preparer"
+
+
+def unapplied_message(item: Unapplied) -> str:
+    """The warning line for ``item``, without the ``Warning: `` prefix.
+
+    >>> unapplied_message(Unapplied("io.buildpacks.builder", NOT_APPLIED))
+    'io.buildpacks.builder is not applied by the preparer'
+    """
+    if item.reason == NOT_APPLIED:
+        return f"{item.key} is not applied by the preparer"
+    return f"{item.key} is not applied by the preparer: {item.reason}"

@@ -57,8 +57,10 @@ def buildpack_dir(buildpacks_dir: Path, buildpack_id: str, version: str) -> Path
 
 def check_id(buildpack_id: str) -> bool:
     """Whether ``buildpack_id`` is a valid buildpack id (also safe as a path segment once escaped)."""
-    return bool(_ID.match(buildpack_id)) and buildpack_id.lower() not in _RESERVED_IDS and not any(
-        part in ("", ".", "..") for part in buildpack_id.split("/")
+    return (
+        bool(_ID.match(buildpack_id))
+        and buildpack_id.lower() not in _RESERVED_IDS
+        and not any(part in ("", ".", "..") for part in buildpack_id.split("/"))
     )
 
 
@@ -88,7 +90,11 @@ def parse_buildpack_toml(doc: dict[str, Any], where: str) -> BuildpackDescriptor
             raise FetchError(f"read {where}", "[[order.group]] must be an array of tables")
         refs = []
         for ref in group:
-            if not (isinstance(ref, dict) and isinstance(ref.get("id"), str) and isinstance(ref.get("version"), str)):
+            if not (
+                isinstance(ref, dict)
+                and isinstance(ref.get("id"), str)
+                and isinstance(ref.get("version"), str)
+            ):
                 raise FetchError(f"read {where}", "every [[order.group]] entry needs an id and a version")
             refs.append(OrderRef(ref["id"], ref["version"], ref.get("optional") is True))
         groups.append(tuple(refs))

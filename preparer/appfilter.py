@@ -1,0 +1,119 @@
+"""``include`` / ``exclude``: ``.gitignore`` patterns applied to ``<app>`` before the build (contract §3, §7.19).
+
+Matching is git's, through ``pathspec``'s ``GitIgnoreSpec`` (negation, anchoring, ``**`` and directory patterns),
+relative to the app root. As in git, a file inside an excluded directory cannot be re-included.
+
+- exclude: every matched file, symlink and directory (with its content) is removed;
+- include: everything not matched is removed, and directories left without included files with it.
+
+The descriptor file is never removed (buildpacks may read it), and symlinks are removed, never followed.
+Planning only reads; :func:`remove` deletes what the plan lists.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from preparer.errors import ApplyError
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """What the filter removes from ``<app>``: files (and symlinks) first, then directories, deepest first."""
+
+    files: tuple[Path, ...] = ()
+    dirs: tuple[Path, ...] = ()
+
+
+def plan_removal(
+    app_dir: Path, include: Sequence[str] | None, exclude: Sequence[str] | None, keep: Path | None = None
+) -> Removal:
+    """List what ``include`` or ``exclude`` removes from ``app_dir``; nothing is changed.
+
+    :param keep: a path never removed (the descriptor), nor the directories holding it.
+    :raises ApplyError: when ``app_dir`` cannot be read (exit 1).
+    """
+    if include is None and exclude is None:
+        return Removal()
+    import pathspec  # only runs with include/exclude need it
+
+    spec = pathspec.GitIgnoreSpec.from_lines(include if include is not None else exclude or ())
+    keep_rel = _relative(keep, app_dir)
+    files: list[Path] = []
+    dirs: list[Path] = []
+
+    def walk(directory: Path, rel: str) -> bool:
+        """Plan ``directory``; return whether anything in it stays."""
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError as err:
+            raise ApplyError(f"read {directory}", err.strerror or err) from None
+        stays = False
+        for entry in entries:
+            path, child = Path(entry.path), f"{rel}{entry.name}"
+            is_dir = entry.is_dir(follow_symlinks=False)
+            holds_keep = keep_rel is not None and (keep_rel == child or keep_rel.startswith(child + "/"))
+            matched = spec.match_file(child + "/" if is_dir else child)
+            if include is not None and matched:
+                stays = True  # included, with everything below it
+            elif is_dir:
+                if exclude is not None and matched and not holds_keep:
+                    _whole_tree(path, files, dirs)
+                elif walk(path, child + "/") or exclude is not None:
+                    stays = True  # in exclude mode an unmatched directory stays, even if emptied
+                else:
+                    dirs.append(path)
+            elif holds_keep or (exclude is not None and not matched):
+                stays = True
+            else:
+                files.append(path)
+        return stays
+
+    walk(app_dir, "")
+    return Removal(tuple(files), tuple(dirs))
+
+
+def _whole_tree(root: Path, files: list[Path], dirs: list[Path]) -> None:
+    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+        base = Path(dirpath)
+        files.extend(base / name for name in sorted(filenames))
+        # os.walk lists symlinks to directories among dirnames; they are links, removed as files.
+        for name in sorted(dirnames):
+            (files if (base / name).is_symlink() else dirs).append(base / name)
+    dirs.append(root)
+
+
+def _relative(path: Path | None, root: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return Path(os.path.abspath(path)).relative_to(os.path.abspath(root)).as_posix()
+    except ValueError:
+        return None
+
+
+def remove(removal: Removal) -> int:
+    """Delete what ``removal`` lists; return the number of files (and symlinks) removed.
+
+    :raises ApplyError: naming the path that could not be removed (exit 1).
+    """
+    for path in removal.files:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            raise ApplyError(f"remove {path}", err.strerror or err) from None
+    for path in removal.dirs:
+        try:
+            if stat.S_ISDIR(path.lstat().st_mode):
+                path.rmdir()
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            raise ApplyError(f"remove {path}", err.strerror or err) from None
+    return len(removal.files)

@@ -1,0 +1,339 @@
+"""The effective configuration: the defaults overlaid with the platform's namespace, checked and typed. Pure.
+
+``effective_config`` follows contract §2: the normalised ``io.buildpacks`` properties, then the platform
+namespace table of project.toml, then the platform file's table, merged per RFC 7396 (:mod:`preparer.overlay`).
+It then checks every applied property (contract §3; violations exit 3) and names every property it will not apply
+(:class:`~preparer.report.Unapplied`), spelled as the user wrote it in the file that last set it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from preparer._types import TOMLTable
+from preparer.descriptor import KeyPath, Layer, ProjectDescriptor, lookup
+from preparer.errors import DescriptorError, InvalidInputsError
+from preparer.overlay import merge, nulls_from_empty_tables
+from preparer.report import NOT_APPLIED, Unapplied
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """An inline buildpack's ``script`` table."""
+
+    api: str
+    inline: str
+    shell: str = "/bin/sh"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupEntry:
+    """One entry of ``group``, ``pre.group`` or ``post.group``."""
+
+    #: Where the entry was written, e.g. ``io.buildpacks.group[1]``.
+    key: str
+    id: str | None = None
+    version: str | None = None
+    uri: str | None = None
+    script: Script | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EnvEntry:
+    """One ``build.env`` variable."""
+
+    key: str
+    name: str
+    value: str
+
+
+@dataclass(frozen=True)
+class EffectiveConfig:
+    """What the preparer applies, and what it will not."""
+
+    #: The merged properties, as written to the report's ``[effective]`` table.
+    properties: TOMLTable = field(default_factory=dict)
+    group: tuple[GroupEntry, ...] | None = None
+    pre: tuple[GroupEntry, ...] | None = None
+    post: tuple[GroupEntry, ...] | None = None
+    env: tuple[EnvEntry, ...] | None = None
+    include: tuple[str, ...] | None = None
+    exclude: tuple[str, ...] | None = None
+    #: The key of include/exclude as written, for messages.
+    filter_key: str = ""
+    unapplied: tuple[Unapplied, ...] = ()
+    warnings: tuple[str, ...] = ()
+    #: Debug-level notes (entries left out by ``exec-env``).
+    notes: tuple[str, ...] = ()
+
+
+def platform_layers(
+    descriptor: ProjectDescriptor,
+    namespace: str | None,
+    platform_file: TOMLTable | None = None,
+    platform_file_name: str = "platform file",
+) -> tuple[list[Layer], list[str]]:
+    """The patches of contract §2 steps 2 and 3, as layers, and warnings about them.
+
+    :raises InvalidInputsError: a platform file without a namespace, or a namespace that is not a table (exit 3).
+    """
+    layers: list[Layer] = []
+    warnings: list[str] = []
+    if namespace is None:
+        if platform_file is not None:
+            raise InvalidInputsError("read platform config", "-platform-config needs -platform-namespace")
+        return layers, warnings
+    table = lookup(descriptor.document, namespace)
+    if table is not None:
+        layers.append(_patch_layer(table, namespace, str(descriptor.path or "project.toml")))
+    if platform_file is not None:
+        short = namespace.rsplit(".", 1)[-1]
+        for name in (short, namespace):
+            table = lookup(platform_file, name)
+            if table is not None:
+                layers.append(_patch_layer(table, name, platform_file_name))
+                break
+        else:
+            warnings.append(
+                f"{platform_file_name} has no [{short}] or [{namespace}] table; nothing to overlay"
+            )
+    return layers, warnings
+
+
+def _patch_layer(table: object, prefix: str, origin: str) -> Layer:
+    if not isinstance(table, dict):
+        raise DescriptorError(f"read {origin}", f"{prefix} must be a table")
+    # The table's own schema-version is its version, not a property (contract §2.5).
+    properties = {k: v for k, v in table.items() if k != "schema-version"}
+    return Layer(nulls_from_empty_tables(properties) or {}, prefix, origin)
+
+
+def effective_config(
+    descriptor: ProjectDescriptor,
+    patches: Sequence[Layer] = (),
+    exec_env: str = "production",
+) -> EffectiveConfig:
+    """Overlay ``patches`` onto the descriptor's defaults, then check and type the result.
+
+    :param exec_env: the build's execution environment; schema 0.3 entries whose ``exec-env`` lacks it are left out.
+    :raises DescriptorError: an applied property of the wrong type or shape (exit 3).
+    """
+    layers = (*descriptor.layers, *patches)
+    properties: TOMLTable = merge({}, *(layer.properties for layer in layers)) if layers else {}
+    reader = _Reader(layers, descriptor.exec_env, exec_env)
+    config = reader.read(properties)
+    return EffectiveConfig(
+        properties=properties,
+        group=config["group"],
+        pre=config["pre"],
+        post=config["post"],
+        env=config["env"],
+        include=config["include"],
+        exclude=config["exclude"],
+        filter_key=config["filter_key"],
+        unapplied=(*descriptor.unapplied, *reader.unapplied),
+        warnings=(*descriptor.warnings, *reader.warnings),
+        notes=tuple(reader.notes),
+    )
+
+
+_ENTRY_KEYS = frozenset({"id", "version", "uri", "script"})
+_SCRIPT_KEYS = frozenset({"api", "inline", "shell"})
+_ENV_KEYS = frozenset({"name", "value"})
+
+
+class _Reader:
+    """Walks the merged properties once: checks applied keys, records the others as unapplied."""
+
+    def __init__(self, layers: Sequence[Layer], exec_env_supported: bool, exec_env: str) -> None:
+        self.layers = layers
+        self.exec_env_supported = exec_env_supported
+        self.exec_env = exec_env
+        self.unapplied: list[Unapplied] = []
+        self.warnings: list[str] = []
+        self.notes: list[str] = []
+
+    def spell(self, path: KeyPath) -> str:
+        """``path`` as written in the last layer that set it."""
+        for layer in reversed(self.layers):
+            if _has_path(layer.properties, path):
+                return layer.spell(path)
+        return ".".join(str(p) for p in path)
+
+    def fail(self, path: KeyPath, problem: str) -> DescriptorError:
+        return DescriptorError("validate project configuration", f"{self.spell(path)}: {problem}")
+
+    def skip(self, path: KeyPath, reason: str = NOT_APPLIED) -> None:
+        self.unapplied.append(Unapplied(self.spell(path), reason))
+
+    def read(self, props: TOMLTable) -> dict[str, Any]:
+        out: dict[str, Any] = {"group": None, "pre": None, "post": None, "env": None}
+        for key, value in props.items():
+            path: KeyPath = (key,)
+            if key == "group":
+                out["group"] = self.group(value, path)
+            elif key in ("pre", "post"):
+                table = self.table(value, path)
+                for sub, subvalue in table.items():
+                    if sub == "group":
+                        out[key] = self.group(subvalue, (*path, sub))
+                    else:
+                        self.skip((*path, sub))
+            elif key == "build":
+                for sub, subvalue in self.table(value, path).items():
+                    if sub == "env":
+                        out["env"] = self.env(subvalue, (*path, sub))
+                    else:
+                        self.skip((*path, sub))
+            elif key not in ("include", "exclude"):
+                self.skip(path)
+        out["include"] = self.patterns(props, "include")
+        out["exclude"] = self.patterns(props, "exclude")
+        if out["include"] is not None and out["exclude"] is not None:
+            raise DescriptorError(
+                "validate project configuration",
+                f"{self.spell(('include',))} and {self.spell(('exclude',))} cannot both be set",
+            )
+        out["filter_key"] = self.spell(("include",) if out["include"] is not None else ("exclude",))
+        return out
+
+    def table(self, value: object, path: KeyPath) -> TOMLTable:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"must be a table, not {_kind(value)}")
+        return value
+
+    def array_of_tables(self, value: object, path: KeyPath) -> list[TOMLTable]:
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise self.fail(path, f"must be an array of tables, not {_kind(value)}")
+        return value
+
+    def string(
+        self, table: Mapping[str, Any], key: str, path: KeyPath, *, required: bool = False
+    ) -> str | None:
+        value = table.get(key)
+        if value is None:
+            if required:
+                raise self.fail(path, f"{key} is required")
+            return None
+        if not isinstance(value, str):
+            raise self.fail((*path, key), f"must be a string, not {_kind(value)}")
+        return value
+
+    def patterns(self, props: TOMLTable, key: str) -> tuple[str, ...] | None:
+        value = props.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail((key,), f"must be an array of strings, not {_kind(value)}")
+        return tuple(value)
+
+    def keeps(self, table: Mapping[str, Any], path: KeyPath) -> bool:
+        """Whether an entry applies to this build's execution environment (``exec-env``, schema 0.3)."""
+        if "exec-env" not in table:
+            return True
+        if not self.exec_env_supported:
+            self.skip((*path, "exec-env"), "exec-env needs schema version 0.3")
+            return True
+        value = table["exec-env"]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail((*path, "exec-env"), f"must be an array of strings, not {_kind(value)}")
+        if self.exec_env in value or "*" in value:
+            return True
+        self.notes.append(f"{self.spell(path)} is left out: exec-env does not include '{self.exec_env}'")
+        return False
+
+    def group(self, value: object, path: KeyPath) -> tuple[GroupEntry, ...]:
+        entries = []
+        for index, item in enumerate(self.array_of_tables(value, path)):
+            entry_path = (*path, index)
+            for key in item:
+                if key not in _ENTRY_KEYS and key != "exec-env":
+                    self.skip((*entry_path, key))
+            if self.keeps(item, entry_path):
+                entries.append(self.entry(item, entry_path))
+        return tuple(entries)
+
+    def entry(self, item: TOMLTable, path: KeyPath) -> GroupEntry:
+        bp_id = self.string(item, "id", path)
+        version = self.string(item, "version", path)
+        uri = self.string(item, "uri", path)
+        script = None
+        if "script" in item:
+            table = self.table(item["script"], (*path, "script"))
+            for key in table:
+                if key not in _SCRIPT_KEYS:
+                    self.skip((*path, "script", key))
+            script_path = (*path, "script")
+            script = Script(
+                api=self.string(table, "api", script_path, required=True) or "",
+                inline=self.string(table, "inline", script_path, required=True) or "",
+                shell=self.string(table, "shell", script_path) or "/bin/sh",
+            )
+        key = self.spell(path)
+        if uri is not None and version is not None:
+            raise self.fail(path, "uri and version cannot both be set")
+        if script is not None and (uri is not None or version is not None):
+            raise self.fail(path, "script cannot be combined with uri or version")
+        if script is not None and bp_id is None:
+            raise self.fail(path, "an inline buildpack (script) needs an id")
+        if bp_id is None and uri is None and script is None:
+            raise self.fail(path, "an entry needs an id, a uri or a script")
+        if bp_id is not None and not bp_id:
+            raise self.fail((*path, "id"), "must not be empty")
+        if version == "":
+            raise self.fail((*path, "version"), "must not be empty")
+        return GroupEntry(key, bp_id, version, uri, script)
+
+    def env(self, value: object, path: KeyPath) -> tuple[EnvEntry, ...]:
+        entries: dict[str, EnvEntry] = {}
+        for index, item in enumerate(self.array_of_tables(value, path)):
+            entry_path = (*path, index)
+            for key in item:
+                if key not in _ENV_KEYS and key != "exec-env":
+                    self.skip((*entry_path, key))
+            name = self.string(item, "name", entry_path, required=True) or ""
+            raw = item.get("value")
+            if not isinstance(raw, str):
+                missing = "value is required" if raw is None else f"value must be a string, not {_kind(raw)}"
+                raise self.fail(entry_path, missing)
+            bad_name = env_name_problem(name)
+            if bad_name:
+                raise self.fail((*entry_path, "name"), bad_name)
+            if not self.keeps(item, entry_path):
+                continue
+            if name in entries:
+                self.warnings.append(f"{self.spell(entry_path)} sets {name} again; the last value wins")
+                del entries[name]
+            entries[name] = EnvEntry(self.spell(entry_path), name, raw)
+        return tuple(entries.values())
+
+
+def env_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a file in ``<platform>/env``, or ``None`` when it can (contract §3)."""
+    if not name:
+        return "an env name must not be empty"
+    if name in (".", ".."):
+        return f"'{name}' is not a valid env name"
+    for char, label in (("/", "'/'"), ("=", "'='"), ("\0", "NUL")):
+        if char in name:
+            return f"env name {name!r} must not contain {label}"
+    return None
+
+
+def _kind(value: object) -> str:
+    return {dict: "a table", list: "an array", str: "a string", bool: "a boolean", int: "an integer"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _has_path(node: Any, path: KeyPath) -> bool:
+    for part in path:
+        if isinstance(part, int):
+            if not isinstance(node, list) or part >= len(node):
+                return False
+        elif not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True

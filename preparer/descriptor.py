@@ -1,0 +1,296 @@
+"""Project descriptors (``project.toml``) of every schema, normalised to the ``io.buildpacks`` vocabulary.
+
+Which schema a file uses (contract §2 and §7.2–7.4):
+
+- ``[_] schema-version`` decides: ``0.1``, ``0.2`` or ``0.3``; anything else exits 3.
+- Otherwise ``[io.buildpacks] schema-version`` decides: ``0.2`` or ``0.3``, or a Platform API version (the draft
+  RFC's form, read with the 0.2 rules and ``[io.buildpacks.defaults]``).
+- Otherwise a file with ``[io.buildpacks]`` is read as 0.2 and one without as 0.1, each with a warning.
+
+The result keeps, for every table that contributes properties, how the user spelled its keys, so that a warning
+can name ``build.builder`` in a 0.1 file and ``io.buildpacks.builder`` in a 0.2 one.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from preparer._types import TOMLTable
+from preparer.api import SUPPORTED_PLATFORM_APIS
+from preparer.errors import DescriptorError
+from preparer.report import Unapplied
+
+#: Descriptor schemas this preparer reads, keyed to the module-level parser for each.
+SUPPORTED_SCHEMAS = ("0.1", "0.2", "0.3")
+_VERSION = re.compile(r"^(0|[1-9]\d*)(?:\.(0|[1-9]\d*))?$")
+
+KeyPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    """One table that contributes properties to the effective configuration, and how its keys were written."""
+
+    #: The table's properties in the ``io.buildpacks`` vocabulary (``group``, ``build.env``, ...).
+    properties: TOMLTable
+    #: The dotted path of the table as written: ``io.buildpacks``, ``pack``, or ``""`` for 0.1's root.
+    prefix: str
+    #: The file the table is in, for messages.
+    origin: str
+    #: ``(normalised key prefix, written key prefix)`` pairs, e.g. ``(("group",), ("build", "buildpacks"))``.
+    renames: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
+
+    def spell(self, path: KeyPath) -> str:
+        """The dotted key of ``path`` as the user wrote it, arrays by index: ``io.buildpacks.group[0].foo``."""
+        names = list(path)
+        for normal, written in sorted(self.renames, key=lambda r: -len(r[0])):
+            if tuple(names[: len(normal)]) == normal:
+                names = [*written, *names[len(normal) :]]
+                break
+        text = self.prefix
+        for name in names:
+            if isinstance(name, int):
+                text += f"[{name}]"
+            else:
+                text = f"{text}.{name}" if text else name
+        return text
+
+
+@dataclass(frozen=True)
+class ProjectDescriptor:
+    """A parsed project descriptor: its schema and the tables that hold ``io.buildpacks`` properties."""
+
+    #: The file read, or ``None`` when there was none.
+    path: Path | None
+    #: The schema as declared (``0.2``, or a Platform API such as ``0.15`` in the RFC form); ``None`` without a file.
+    schema_version: str | None
+    #: Whether ``exec-env`` on group and env entries is part of the schema (0.3).
+    exec_env: bool
+    #: The tables holding the defaults, in overlay order (``io.buildpacks``, then ``io.buildpacks.defaults``).
+    layers: tuple[Layer, ...]
+    #: The whole document, where platform namespace tables are looked up.
+    document: TOMLTable
+    warnings: tuple[str, ...] = ()
+    unapplied: tuple[Unapplied, ...] = ()
+
+
+def empty_descriptor() -> ProjectDescriptor:
+    """The descriptor of a project without ``project.toml``: nothing to apply."""
+    return ProjectDescriptor(None, None, False, (), {})
+
+
+def parse_version(text: object, what: str, where: str) -> str:
+    """``<major>.<minor>`` or ``<major>`` (meaning ``<major>.0``), normalised to ``<major>.<minor>``.
+
+    :raises DescriptorError: for anything else, e.g. ``v0.2`` or ``0.2.0`` (exit 3).
+    """
+    if not isinstance(text, str):
+        raise DescriptorError(f"parse {where}", f"{what} must be a string, not {_type_name(text)}")
+    match = _VERSION.match(text)
+    if match is None:
+        raise DescriptorError(
+            f"parse {where}", f"{what} '{text}' is not a version of the form <major>.<minor>"
+        )
+    return f"{match[1]}.{match[2] or 0}"
+
+
+def _type_name(value: object) -> str:
+    return {dict: "a table", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def lookup(document: Mapping[str, Any], dotted: str) -> Any:
+    """The value at the dotted path ``dotted`` in ``document``, or ``None``."""
+    node: Any = document
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _table(document: Mapping[str, Any], dotted: str, where: str) -> TOMLTable | None:
+    value = lookup(document, dotted)
+    if value is not None and not isinstance(value, dict):
+        raise DescriptorError(f"parse {where}", f"{dotted} must be a table, not {_type_name(value)}")
+    return value
+
+
+def parse_descriptor(
+    document: TOMLTable, path: Path | None = None, platform_namespace: str | None = None
+) -> ProjectDescriptor:
+    """Decide the schema of ``document`` and normalise its ``io.buildpacks`` properties. Pure.
+
+    :param path: the file, for messages only.
+    :param platform_namespace: our namespace; when it is a table inside ``io.buildpacks`` it is not a default.
+    :raises DescriptorError: unknown schema versions, tables of the wrong type (exit 3).
+    """
+    where = f"project descriptor {path}" if path else "project descriptor"
+    underscore = _table(document, "_", where)
+    io = _table(document, "io.buildpacks", where)
+    declared = None if underscore is None else underscore.get("schema-version")
+    io_declared = None if io is None else io.get("schema-version")
+    warnings: list[str] = []
+
+    io_version = None
+    if io_declared is not None:
+        io_version = parse_version(io_declared, "io.buildpacks.schema-version", where)
+        platform_apis = {str(v) for v in SUPPORTED_PLATFORM_APIS}
+        if io_version not in SUPPORTED_SCHEMAS[1:] and io_version not in platform_apis:
+            raise DescriptorError(
+                f"parse {where}",
+                f"io.buildpacks.schema-version '{io_declared}' is not supported; supported: descriptor schemas "
+                f"0.2, 0.3 or a Platform API {SUPPORTED_PLATFORM_APIS[0]}..{SUPPORTED_PLATFORM_APIS[-1]}",
+            )
+    if declared is not None:
+        schema = parse_version(declared, "_.schema-version", where)
+        if schema not in SUPPORTED_SCHEMAS:
+            raise DescriptorError(
+                f"parse {where}",
+                f"schema-version '{declared}' is not supported; supported versions: {', '.join(SUPPORTED_SCHEMAS)}",
+            )
+        shown = str(declared)
+    elif io_version is not None:
+        schema = io_version if io_version in SUPPORTED_SCHEMAS else "0.2"
+        shown = str(io_declared)
+    elif io is not None:
+        schema = shown = "0.2"
+        warnings.append(
+            "no schema version declared in project.toml; reading [io.buildpacks] as schema version 0.2"
+        )
+    else:
+        schema = shown = "0.1"
+        if document:
+            warnings.append("No schema version declared in project.toml, defaulting to schema version 0.1")
+
+    origin = str(path) if path else "project.toml"
+    if schema == "0.1":
+        layers, unapplied = _parse_v01(document, io, origin, platform_namespace)
+    else:
+        layers, unapplied = _parse_v02(document, io, schema, origin, platform_namespace)
+    return ProjectDescriptor(
+        path, shown, schema == "0.3", tuple(layers), document, tuple(warnings), tuple(unapplied)
+    )
+
+
+#: How 0.1's ``[build]`` keys map onto the ``io.buildpacks`` vocabulary.
+_V01_RENAMES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("group",), ("build", "buildpacks")),
+    (("pre", "group"), ("build", "pre", "buildpacks")),
+    (("post", "group"), ("build", "post", "buildpacks")),
+    (("include",), ("build", "include")),
+    (("exclude",), ("build", "exclude")),
+    (("builder",), ("build", "builder")),
+)
+
+
+def _parse_v01(
+    document: TOMLTable, io: TOMLTable | None, origin: str, namespace: str | None
+) -> tuple[list[Layer], list[Unapplied]]:
+    build = _table(document, "build", origin) or {}
+    properties: TOMLTable = {}
+    for normal, written in _V01_RENAMES:
+        value = lookup(build, ".".join(written[1:]))
+        if value is not None:
+            _put(properties, normal, value)
+    for key, value in build.items():
+        if key in ("buildpacks", "include", "exclude", "builder"):
+            continue
+        if key in ("pre", "post") and isinstance(value, dict):
+            rest = {k: copy.deepcopy(v) for k, v in value.items() if k != "buildpacks"}
+            if rest:
+                properties.setdefault("build", {})[key] = rest
+            continue
+        # Other keys keep their place under "build", so env applies and unknown ones warn as build.<key>.
+        properties.setdefault("build", {})[key] = copy.deepcopy(value)
+    unapplied = [
+        Unapplied(
+            f"io.buildpacks.{key}", 'schema version 0.1 reads [build]; declare [_] schema-version = "0.2"'
+        )
+        for key in (io or {})
+        if not _is_namespace(io or {}, key, namespace)
+    ]
+    return [Layer(properties, "", origin, _V01_RENAMES)], unapplied
+
+
+def _parse_v02(
+    document: TOMLTable, io: TOMLTable | None, schema: str, origin: str, namespace: str | None
+) -> tuple[list[Layer], list[Unapplied]]:
+    io = copy.deepcopy(io or {})
+    unapplied: list[Unapplied] = []
+    direct: TOMLTable = {}
+    defaults: TOMLTable | None = None
+    for key, value in io.items():
+        if key == "schema-version" or _is_namespace(io, key, namespace):
+            continue
+        if key == "defaults" and isinstance(value, dict):
+            defaults = value
+            continue
+        direct[key] = value
+    renames: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
+    legacy = lookup(direct, "env.build")
+    if legacy is not None:
+        if schema == "0.2" and lookup(direct, "build.env") is None:
+            # 0.2 renamed io.buildpacks.env.build to io.buildpacks.build.env; the old key is still read alone.
+            env_table = direct.pop("env")
+            rest = {k: v for k, v in env_table.items() if k != "build"}
+            if rest:
+                direct["env"] = rest
+            build = direct.setdefault("build", {})
+            if isinstance(build, dict):
+                build["env"] = legacy
+            renames = ((("build", "env"), ("env", "build")),)
+        else:
+            reason = (
+                "[[io.buildpacks.build.env]] is set and takes its place"
+                if schema == "0.2"
+                else "schema version 0.3 reads [[io.buildpacks.build.env]]"
+            )
+            unapplied.append(Unapplied("io.buildpacks.env.build", reason))
+            env_table = direct["env"]
+            if isinstance(env_table, dict):
+                env_table.pop("build")
+                if not env_table:
+                    del direct["env"]
+    layers = [Layer(direct, "io.buildpacks", origin, renames)]
+    if defaults is not None:
+        layers.append(Layer(defaults, "io.buildpacks.defaults", origin))
+    # A 0.1 [build] table in a newer file is a mistake worth naming, not a silent no-op (pack stays silent).
+    for key in _table(document, "build", origin) or {}:
+        unapplied.append(Unapplied(f"build.{key}", f"schema version {schema} reads [io.buildpacks]"))
+    return layers, unapplied
+
+
+def _is_namespace(io: TOMLTable, key: str, namespace: str | None) -> bool:
+    """Whether ``io.buildpacks.<key>`` is a platform's namespace rather than a property (contract §7.4)."""
+    value = io.get(key)
+    return isinstance(value, dict) and (
+        "schema-version" in value or key == "pack" or namespace == f"io.buildpacks.{key}"
+    )
+
+
+def _put(table: TOMLTable, path: Sequence[str], value: Any) -> None:
+    for name in path[:-1]:
+        table = table.setdefault(name, {})
+    table[path[-1]] = value
+
+
+def load_descriptor(
+    path: Path, *, explicit: bool, platform_namespace: str | None = None
+) -> ProjectDescriptor:
+    """Read and parse the descriptor at ``path``.
+
+    :param explicit: whether the user named the file; a missing default file means nothing to apply.
+    :raises DescriptorError: a missing explicit file, unreadable or invalid TOML, an unsupported schema (exit 3).
+    """
+    from preparer.files._toml import load_toml
+
+    if not explicit and not path.exists():
+        return empty_descriptor()
+    return parse_descriptor(load_toml(path, "project descriptor"), path, platform_namespace)

@@ -1,0 +1,62 @@
+"""Reading TOML with readable errors, and writing it atomically and deterministically."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from preparer._types import TOMLTable
+from preparer.errors import ApplyError, DescriptorError
+
+
+def load_toml(path: Path, what: str) -> TOMLTable:
+    """Parse the TOML file ``path``; syntax errors name the file, line and column.
+
+    :param what: names the file's role in messages, e.g. ``project descriptor``.
+    :raises DescriptorError: when the file cannot be read or is not valid TOML (exit 3).
+    """
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise DescriptorError(f"read {what}", f"{path} does not exist") from None
+    except IsADirectoryError:
+        raise DescriptorError(f"read {what}", f"{path} is a directory") from None
+    except OSError as err:
+        raise DescriptorError(f"read {what}", f"{path}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise DescriptorError(f"parse {what}", f"{path}: not UTF-8 text ({err.reason})") from None
+    except tomllib.TOMLDecodeError as err:
+        raise DescriptorError(f"parse {what}", f"{path}: {err}") from None
+
+
+def dumps_toml(doc: dict[str, Any]) -> str:
+    """Serialise ``doc`` with tomli-w; key order is the dict's, so equal inputs give equal bytes."""
+    import tomli_w  # only runs that write TOML need it
+
+    return tomli_w.dumps(doc)
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and ``os.replace``.
+
+    :param owner: ``(uid, gid)`` to own the file, or ``None`` to keep the writer's.
+    :raises ApplyError: when the directory or file cannot be written (exit 1).
+    """
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as err:
+        raise ApplyError(f"write {path}", err.strerror or err) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, mode)
+        if owner is not None:
+            os.chown(tmp, *owner)
+        os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise ApplyError(f"write {path}", err.strerror or err) from None

@@ -1,0 +1,98 @@
+"""``order.toml``: the builder's order (read from ``-order``) and the prepared one (``<layers>/order.toml``).
+
+Spec: platform.md §order.toml. Every element has ``id`` and ``version``; ``optional`` defaults to false and is
+written only when true. ``[[order-extensions]]`` of the builder's order are carried over unchanged.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from preparer.errors import FetchError
+
+
+@dataclass(frozen=True, slots=True)
+class OrderElement:
+    """One buildpack of a group."""
+
+    id: str
+    version: str
+    optional: bool = False
+
+    @property
+    def ref(self) -> str:
+        """``<id>@<version>``."""
+        return f"{self.id}@{self.version}"
+
+
+Group = tuple[OrderElement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Order:
+    """An order: groups of buildpacks, tried in turn, plus the extensions' order kept as read."""
+
+    groups: tuple[Group, ...] = ()
+    extensions: tuple[Any, ...] = ()
+
+
+def parse_order(doc: dict[str, Any], where: str) -> Order:
+    """Read ``[[order]]`` and keep ``[[order-extensions]]`` as tables.
+
+    :raises FetchError: when an element lacks ``id`` (exit 1; the builder's files are the platform's, not the user's).
+    """
+    groups = []
+    order = doc.get("order", [])
+    if not isinstance(order, list):
+        raise FetchError(f"read builder order {where}", "[[order]] must be an array of tables")
+    for item in order:
+        elements = []
+        group = item.get("group", []) if isinstance(item, dict) else None
+        if not isinstance(group, list):
+            raise FetchError(f"read builder order {where}", "[[order.group]] must be an array of tables")
+        for element in group:
+            if not isinstance(element, dict) or not isinstance(element.get("id"), str):
+                raise FetchError(f"read builder order {where}", "every [[order.group]] element needs an id")
+            version = element.get("version", "")
+            elements.append(
+                OrderElement(
+                    element["id"],
+                    version if isinstance(version, str) else "",
+                    element.get("optional") is True,
+                )
+            )
+        groups.append(tuple(elements))
+    extensions = doc.get("order-extensions", [])
+    return Order(tuple(groups), tuple(extensions) if isinstance(extensions, list) else ())
+
+
+def read_order(path: Path) -> Order:
+    """Load the order at ``path``.
+
+    :raises FetchError: when it is missing, unreadable or malformed (exit 1).
+    """
+    try:
+        with open(path, "rb") as f:
+            return parse_order(tomllib.load(f), str(path))
+    except FileNotFoundError:
+        raise FetchError("read builder order", f"{path} does not exist") from None
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise FetchError("read builder order", f"{path}: {err}") from None
+
+
+def order_to_toml(order: Order) -> dict[str, Any]:
+    """The document of ``order.toml``, keys in a fixed order so equal orders give equal bytes."""
+    doc: dict[str, Any] = {"order": [{"group": [_element(e) for e in group]} for group in order.groups]}
+    if order.extensions:
+        doc["order-extensions"] = list(order.extensions)
+    return doc
+
+
+def _element(element: OrderElement) -> dict[str, Any]:
+    table: dict[str, Any] = {"id": element.id, "version": element.version}
+    if element.optional:
+        table["optional"] = True
+    return table

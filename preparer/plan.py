@@ -1,0 +1,200 @@
+"""From the effective configuration to a plan: what each group entry needs, and how the order is composed.
+
+Pure: the one look at ``<buildpacks>`` goes through the ``versions_of`` callable, and paths are only tested
+through ``exists``. Fetching and writing happen in :mod:`preparer.apply`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from preparer.config import EffectiveConfig, EnvEntry, GroupEntry
+from preparer.errors import FetchError
+from preparer.fetch.locator import BuilderLocator, Locator, parse_locator
+from preparer.files.order import Group, Order, OrderElement
+from preparer.semver import highest
+
+
+@dataclass(frozen=True, slots=True)
+class Present:
+    """An entry naming a buildpack already in ``<buildpacks>``, resolved to a concrete version."""
+
+    entry: GroupEntry
+    id: str
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    """An entry whose buildpack comes from elsewhere (path, archive, URL, image, registry)."""
+
+    entry: GroupEntry
+    locator: Locator
+
+
+@dataclass(frozen=True, slots=True)
+class Inline:
+    """An inline (``script``) buildpack to generate."""
+
+    entry: GroupEntry
+
+
+Step = Present | Fetch | Inline
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run will do, before any fetch or write."""
+
+    config: EffectiveConfig
+    pre: tuple[Step, ...] = ()
+    group: tuple[Step, ...] | None = None
+    post: tuple[Step, ...] = ()
+
+    @property
+    def writes_order(self) -> bool:
+        """``<layers>/order.toml`` is written only when a group, pre or post group is given (contract §7.8)."""
+        c = self.config
+        return c.group is not None or c.pre is not None or c.post is not None
+
+    @property
+    def needs_builder_order(self) -> bool:
+        """Pre/post without a group wrap the builder's groups."""
+        return self.writes_order and self.group is None
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """Every step, in order: pre, group, post."""
+        return (*self.pre, *(self.group or ()), *self.post)
+
+
+def make_plan(
+    config: EffectiveConfig,
+    base_dir: Path,
+    buildpacks_dir: Path,
+    versions_of: Callable[[str], Sequence[str]],
+    exists: Callable[[Path], bool] = os.path.exists,
+) -> Plan:
+    """Classify every group entry and resolve those naming buildpacks in ``<buildpacks>``.
+
+    :param versions_of: versions of an id installed in ``<buildpacks>``.
+    :raises InvalidInputsError: a malformed ``uri`` (exit 3).
+    :raises FetchError: an id not in ``<buildpacks>``, or no usable version of it (exit 1).
+    """
+
+    def steps(entries: tuple[GroupEntry, ...] | None) -> tuple[Step, ...]:
+        return tuple(_step(e, base_dir, buildpacks_dir, versions_of, exists) for e in entries or ())
+
+    return Plan(
+        config=config,
+        pre=steps(config.pre),
+        group=None if config.group is None else steps(config.group),
+        post=steps(config.post),
+    )
+
+
+def _step(
+    entry: GroupEntry,
+    base_dir: Path,
+    buildpacks_dir: Path,
+    versions_of: Callable[[str], Sequence[str]],
+    exists: Callable[[Path], bool],
+) -> Step:
+    if entry.script is not None:
+        return Inline(entry)
+    if entry.uri is not None:
+        locator = parse_locator(entry.uri, base_dir, exists)
+        if not isinstance(locator, BuilderLocator):
+            return Fetch(entry, locator)
+    else:
+        assert entry.id is not None  # checked by config: an entry has an id, a uri or a script
+        version = None if entry.version in (None, "latest") else entry.version
+        locator = BuilderLocator(entry.id, version)
+    return Present(entry, locator.id, _resolve(locator, entry, buildpacks_dir, versions_of))
+
+
+def _resolve(
+    locator: BuilderLocator,
+    entry: GroupEntry,
+    buildpacks_dir: Path,
+    versions_of: Callable[[str], Sequence[str]],
+) -> str:
+    versions = versions_of(locator.id)
+    action = f"resolve {entry.key} ({locator.id})"
+    if not versions:
+        raise FetchError(action, f"buildpack '{locator.id}' was not found in {buildpacks_dir}")
+    if locator.version is not None:
+        if locator.version not in versions:
+            raise FetchError(
+                action,
+                f"version '{locator.version}' of '{locator.id}' was not found in {buildpacks_dir} "
+                f"(found: {', '.join(versions)})",
+            )
+        return locator.version
+    best = highest(versions)
+    if best is None:
+        raise FetchError(
+            action,
+            f"none of the versions of '{locator.id}' in {buildpacks_dir} is a semantic version "
+            f"({', '.join(versions)}); give an explicit version",
+        )
+    return best
+
+
+def compose_order(
+    pre: Sequence[OrderElement],
+    group: Sequence[OrderElement] | None,
+    post: Sequence[OrderElement],
+    builder: Order,
+) -> Order:
+    """The prepared order (contract §3, §7.9).
+
+    With a group, one group ``pre + group + post``; without, ``pre`` and ``post`` wrap every builder group.
+    Either way a pre or post element whose id the group already holds is skipped, so a second run changes nothing.
+    The builder's ``order-extensions`` are kept.
+    """
+    groups = (tuple(group),) if group is not None else builder.groups
+    return Order(tuple(_wrap(pre, g, post) for g in groups), builder.extensions)
+
+
+def _wrap(pre: Sequence[OrderElement], group: Group, post: Sequence[OrderElement]) -> Group:
+    ids = {e.id for e in group}
+    head = []
+    for element in pre:
+        if element.id not in ids:
+            head.append(element)
+            ids.add(element.id)
+    tail = []
+    for element in post:
+        if element.id not in ids:
+            tail.append(element)
+            ids.add(element.id)
+    return (*head, *group, *tail)
+
+
+def env_actions(entries: Sequence[EnvEntry], existing: set[str]) -> list[tuple[EnvEntry, str, str | None]]:
+    """What to do with each build env variable: ``(entry, action, warning)`` (contract §3).
+
+    Names starting ``CNB_`` are reserved and skipped; a file the platform already put in ``<platform>/env``
+    holds the user's explicit setting and is kept.
+    """
+    actions: list[tuple[EnvEntry, str, str | None]] = []
+    for entry in entries:
+        if entry.name.startswith("CNB_"):
+            actions.append(
+                (entry, "skipped", f"{entry.key}: {entry.name} is reserved (CNB_ prefix); not written")
+            )
+        elif entry.name in existing:
+            actions.append(
+                (
+                    entry,
+                    "kept",
+                    f"{entry.key}: <platform>/env/{entry.name} already exists; keeping the platform's value",
+                )
+            )
+        else:
+            actions.append((entry, "written", None))
+    return actions
