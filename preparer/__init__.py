@@ -6,6 +6,7 @@ pipeline (load, parse, overlay, plan, apply) are exported too.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from preparer.errors import (
@@ -21,9 +22,12 @@ from preparer.inputs import Inputs
 from preparer.report import BuildpackRecord, EnvRecord, Report, Unapplied
 
 if TYPE_CHECKING:
-    from preparer.prepare import prepare
+    from preparer.pipeline import prepare
 
 __version__ = "0.1.0"
+
+# The library logs to "preparer" and never prints: without a handler of the caller's, records go nowhere.
+logging.getLogger("preparer").addHandler(logging.NullHandler())
 
 __all__ = [
     "ApplyError",
@@ -44,9 +48,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # The pipeline is imported on first use, so `preparer -version` stays fast.
+    # The pipeline is imported on first use, so `preparer -version` stays fast. It lives in
+    # preparer.pipeline: a submodule named `prepare` would shadow this function once imported.
     if name == "prepare":
-        from preparer.prepare import prepare
+        from preparer.pipeline import prepare
 
         return prepare
     raise AttributeError(name)

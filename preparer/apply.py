@@ -23,9 +23,9 @@ from preparer.config import EnvEntry
 from preparer.errors import ApplyError, FetchError, InvalidInputsError
 from preparer.fetch import FetchContext, Fetched, ProgressFn, StagedBuildpack
 from preparer.fetch.locator import HttpLocator, ImageLocator, PathLocator, RegistryLocator, redact
-from preparer.files._toml import dumps_toml, write_atomic
+from preparer.files._toml import write_atomic
 from preparer.files.buildpack import buildpack_dir, read_buildpack_toml
-from preparer.files.order import Order, OrderElement, order_to_toml
+from preparer.files.order import Order, OrderElement, dumps_order
 from preparer.inputs import Inputs
 from preparer.plan import Fetch, Inline, Plan, Present, Step, compose_order
 from preparer.report import BuildpackRecord
@@ -263,7 +263,7 @@ def _write_order(
         inputs.layers_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ApplyError(f"create {inputs.layers_dir}", err.strerror or err) from None
-    write_atomic(path, dumps_toml(order_to_toml(order)).encode(), 0o644, owner)
+    write_atomic(path, dumps_order(order).encode(), 0o644, owner)
     shown = "; ".join(", ".join(e.ref for e in g) for g in order.groups)
     log.info(
         "Wrote %s: %d group%s: %s", path, len(order.groups), "" if len(order.groups) == 1 else "s", shown

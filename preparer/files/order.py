@@ -83,12 +83,26 @@ def read_order(path: Path) -> Order:
         raise FetchError("read builder order", f"{path}: {err}") from None
 
 
-def order_to_toml(order: Order) -> dict[str, Any]:
-    """The document of ``order.toml``, keys in a fixed order so equal orders give equal bytes."""
-    doc: dict[str, Any] = {"order": [{"group": [_element(e) for e in group]} for group in order.groups]}
-    if order.extensions:
-        doc["order-extensions"] = list(order.extensions)
-    return doc
+def dumps_order(order: Order) -> str:
+    """The text of ``order.toml``, laid out as the spec shows it; equal orders give equal bytes."""
+    from preparer.files._toml import dumps_toml
+
+    lines: list[str] = []
+    for group in order.groups:
+        lines.append("[[order]]")
+        for element in group:
+            lines += ["", "  [[order.group]]"]
+            lines += ["  " + line for line in dumps_toml(_element(element)).splitlines()]
+        lines.append("")
+    for item in order.extensions:
+        # Extensions are carried over as read: keep every key of each element.
+        lines.append("[[order-extensions]]")
+        group = item.get("group", []) if isinstance(item, dict) else []
+        for element in group if isinstance(group, list) else []:
+            lines += ["", "  [[order-extensions.group]]"]
+            lines += ["  " + line for line in dumps_toml(dict(element)).splitlines()]
+        lines.append("")
+    return "\n".join(lines)
 
 
 def _element(element: OrderElement) -> dict[str, Any]:
