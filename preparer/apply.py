@@ -186,6 +186,10 @@ def apply_plan(
     :raises PreparerError: any failure; before the commit step nothing has changed.
     """
     to_fetch = [s for s in plan.steps if isinstance(s, Fetch | Inline)]
+    check_present([s for s in plan.steps if isinstance(s, Present)], inputs.buildpacks_dir)
+    if not to_fetch:
+        records, written = _commit_buildpacks(plan.steps, {}, inputs.buildpacks_dir)
+        return _commit_files(plan, inputs, builder_order, env, removal, {}, records, written)
     with staging_dir(inputs.buildpacks_dir) as staging:
         ctx = FetchContext(
             staging=staging,
@@ -199,10 +203,23 @@ def apply_plan(
         )
         fetched = fetch_steps(to_fetch, ctx)
         check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
-        check_present([s for s in plan.steps if isinstance(s, Present)], inputs.buildpacks_dir)
         # Everything is fetched and checked: commit.
         results = dict(zip(map(id, to_fetch), fetched, strict=True))
         records, written = _commit_buildpacks(plan.steps, results, inputs.buildpacks_dir)
+    return _commit_files(plan, inputs, builder_order, env, removal, results, records, written)
+
+
+def _commit_files(
+    plan: Plan,
+    inputs: Inputs,
+    builder_order: Order,
+    env: Sequence[tuple[EnvEntry, str, str | None]],
+    removal: Removal,
+    results: dict[int, Fetched],
+    records: list[BuildpackRecord],
+    written: list[str],
+) -> Outcome:
+    """Write order.toml and the env files, then filter ``<app>``: the last steps of a run."""
     owner = _owner(inputs)
     if plan.writes_order:
         written.append(str(_write_order(plan, results, builder_order, inputs, owner)))
