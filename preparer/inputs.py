@@ -8,6 +8,7 @@ input (``<app>/project.toml``) are filled in after the others are known, as the 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,10 +71,123 @@ class Inputs:
     #: The target platform when choosing from an image index, ``os/arch[/variant]``.
     target_platform: str = "linux/amd64"
     platform_api: APIVersion = field(default_factory=lambda: APIVersion(0, 15))
-    #: The environment, for registry credentials (``CNB_REGISTRY_AUTH``, ``DOCKER_CONFIG``, ``HOME``).
-    environ: Mapping[str, str] = field(default_factory=dict)
+    #: The environment, for registry credentials (``CNB_REGISTRY_AUTH``, ``DOCKER_CONFIG``, ``HOME``); never shown.
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def descriptor_path(self) -> Path:
         """The project descriptor to read: the explicit one, else ``<app>/project.toml``."""
         return self.project_descriptor or self.app_dir / "project.toml"
+
+
+def _env_bool(environ: Mapping[str, str], name: str) -> bool:
+    # The lifecycle's boolEnv: Go's ParseBool, and anything else counts as false.
+    from preparer.goflags import parse_bool
+
+    return parse_bool(environ.get(name, "")) is True
+
+
+def _path(value: str, cwd: Path) -> Path:
+    return Path(os.path.normpath(cwd / value))
+
+
+def _host_platform() -> str:
+    import platform
+
+    machine = platform.machine().lower()
+    arch = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)
+    return f"linux/{arch}"
+
+
+def resolve_inputs(
+    flags: Mapping[str, object], environ: Mapping[str, str], cwd: Path | None = None
+) -> Inputs:
+    """Combine the flags given, the environment and the defaults: flag > environment > default.
+
+    :param flags: values of the flags that were given, by flag name (``app``, ``log-level``, ...).
+    :param environ: the process environment.
+    :param cwd: relative paths are made absolute against it.
+    :raises InvalidInputsError: well-formed but invalid values (exit 3).
+    """
+    from preparer.errors import InvalidInputsError
+    from preparer.goflags import BY_NAME, parse_int
+
+    cwd = cwd or Path.cwd()
+
+    def value(name: str) -> object:
+        if name in flags:
+            return flags[name]
+        env = BY_NAME[name].env
+        return environ.get(env) if env else None
+
+    def text(name: str, default: str | None = None) -> str | None:
+        got = value(name)
+        return default if got is None else str(got)
+
+    def path(name: str, default: str | None = None) -> Path | None:
+        got = text(name, default)
+        return None if got is None or got == "" else _path(got, cwd)
+
+    def number(name: str) -> int | None:
+        got = value(name)
+        if got is None or got == "" or isinstance(got, int):
+            return got if isinstance(got, int) else None
+        parsed = parse_int(str(got))
+        if parsed is None:
+            raise InvalidInputsError("resolve inputs", f"{BY_NAME[name].env}={got!r} is not an integer")
+        return parsed
+
+    log_level = (text("log-level", DEFAULT_LOG_LEVEL) or DEFAULT_LOG_LEVEL).lower()
+    if log_level == "warning":
+        log_level = "warn"
+    if log_level not in LOG_LEVELS:
+        raise InvalidInputsError("parse log level", f"'{log_level}' is not one of {', '.join(LOG_LEVELS)}")
+    namespace = text("platform-namespace") or None
+    platform_config = path("platform-config")
+    if platform_config is not None and namespace is None:
+        raise InvalidInputsError("resolve inputs", "-platform-config needs -platform-namespace")
+
+    if "download-cache" in flags or ENV_DOWNLOAD_CACHE in environ:
+        download_cache = path("download-cache")
+    else:
+        from platformdirs import user_cache_dir
+
+        download_cache = Path(user_cache_dir()) / "cnb-preparer"
+    registries = list(flags.get("insecure-registry", []) or [])  # type: ignore[call-overload]
+    if "insecure-registry" not in flags:
+        registries = [r.strip() for r in environ.get(ENV_INSECURE_REGISTRIES, "").split(",") if r.strip()]
+    dry_run = flags["dry-run"] if "dry-run" in flags else _env_bool(environ, ENV_DRY_RUN)
+    return Inputs(
+        app_dir=path("app", DEFAULT_APP_DIR) or Path(DEFAULT_APP_DIR),
+        layers_dir=path("layers", DEFAULT_LAYERS_DIR) or Path(DEFAULT_LAYERS_DIR),
+        platform_dir=path("platform", DEFAULT_PLATFORM_DIR) or Path(DEFAULT_PLATFORM_DIR),
+        buildpacks_dir=path("buildpacks", DEFAULT_BUILDPACKS_DIR) or Path(DEFAULT_BUILDPACKS_DIR),
+        order_path=path("order", DEFAULT_ORDER_PATH) or Path(DEFAULT_ORDER_PATH),
+        project_descriptor=path("project-descriptor"),
+        platform_namespace=namespace,
+        platform_config=platform_config,
+        download_cache=download_cache,
+        prepare_report=path("prepare-report"),
+        dry_run=bool(dry_run),
+        uid=number("uid"),
+        gid=number("gid"),
+        insecure_registries=tuple(registries),
+        exec_env=environ.get(ENV_EXEC_ENV) or DEFAULT_EXEC_ENV,
+        registry_index=text("buildpack-registry-index") or DEFAULT_BUILDPACK_REGISTRY_INDEX,
+        target_platform=_host_platform(),
+        environ=dict(environ),
+    )
+
+
+def log_level_of(flags: Mapping[str, object], environ: Mapping[str, str]) -> str:
+    """The ``-log-level`` in force, before the other inputs are resolved (for messages about them)."""
+    raw = flags.get("log-level", environ.get(ENV_LOG_LEVEL, DEFAULT_LOG_LEVEL))
+    level = str(raw).lower()
+    return "warn" if level == "warning" else level
+
+
+def no_color(flags: Mapping[str, object], environ: Mapping[str, str]) -> bool:
+    """``-no-color``, ``CNB_NO_COLOR`` or the ``NO_COLOR`` convention (any non-empty value)."""
+    if "no-color" in flags:
+        return bool(flags["no-color"])
+    return _env_bool(environ, ENV_NO_COLOR) or bool(environ.get("NO_COLOR"))
