@@ -1,0 +1,179 @@
+"""The command line as platforms use it: Go flag syntax, environment, exit codes, output streams."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from preparer import __version__
+from tests.golden import Layout, env_files
+from tests.plugins.cli import Result, base_env, run_cli
+
+ENV_ONLY = '[_]\nschema-version = "0.2"\n[[io.buildpacks.build.env]]\nname = "A"\nvalue = "1"\n'
+
+
+def test_version_and_help_need_no_platform_api(tmp_path: Path) -> None:
+    env = base_env(tmp_path)
+    del env["CNB_PLATFORM_API"]
+    assert run_cli(["-version"], env) == Result(0, __version__ + "\n", "")
+    shown = run_cli(["-h"], env)
+    assert shown.code == 0 and "-project-descriptor string" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("api", "message"),
+    [
+        (None, "ERROR: failed to get platform API version; please set 'CNB_PLATFORM_API' to specify the desired platform API version"),
+        ("abc", "ERROR: failed to parse platform API 'abc'"),
+        ("0.6", "ERROR: failed to set platform API: platform API version '0.6' is incompatible with the lifecycle"),
+        ("1.0", "ERROR: failed to set platform API: platform API version '1.0' is incompatible with the lifecycle"),
+    ],
+)  # fmt: skip
+def test_platform_api_is_checked_before_flags(tmp_path: Path, api: str | None, message: str) -> None:
+    env = base_env(tmp_path)
+    env.pop("CNB_PLATFORM_API")
+    if api is not None:
+        env["CNB_PLATFORM_API"] = api
+    result = run_cli(["-not-a-flag"], env)
+    assert (result.code, result.stderr) == (11, message + "\n")
+
+
+@pytest.mark.parametrize("api", ["0.7", "0.12", "0.15", "v0.15"])
+def test_supported_platform_apis(tmp_path: Path, api: str) -> None:
+    env = base_env(tmp_path, CNB_PLATFORM_API=api, CNB_APP_DIR=str(tmp_path))
+    assert run_cli([], env).code == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-nope"], "flag provided but not defined: -nope"),
+        (["-uid", "x"], 'invalid value "x" for flag -uid: parse error'),
+        (["-daemon=maybe"], 'invalid boolean value "maybe" for -daemon: parse error'),
+        (["-app"], "flag needs an argument: -app"),
+        (["---app", "x"], "bad flag syntax: ---app"),
+    ],
+)
+def test_flag_syntax_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    result = run_cli(args, base_env(tmp_path))
+    assert result.code == 2
+    assert result.stderr.splitlines()[0] == message
+    assert "Traceback" not in result.stderr
+
+
+def test_every_go_spelling_of_a_flag(preparer: Callable[..., Result], layout: Layout, tmp_path: Path) -> None:
+    (layout.app / "project.toml").write_text(ENV_ONLY)
+    for spelling in (["-platform", "P"], ["-platform=P"], ["--platform", "P"], ["--platform=P"]):
+        target = tmp_path / f"p{len(spelling)}{spelling[0][:3]}"
+        args = [a.replace("P", str(target)) for a in spelling]
+        assert preparer(*args).code == 0
+        assert (target / "env" / "A").read_text() == "1"
+
+
+def test_a_creator_command_line_is_accepted_unchanged(preparer: Callable[..., Result]) -> None:
+    creator = [
+        "-cache-dir", "/cache", "-cache-image", "reg/cache", "-daemon", "-gid", "1000", "-uid", "1000",
+        "-launch-cache", "/launch-cache", "-launcher", "/cnb/lifecycle/launcher", "-log-level", "info",
+        "-previous-image", "reg/app:prev", "-process-type", "web", "-project-metadata", "/layers/pm.toml",
+        "-report", "/layers/report.toml", "-run-image", "reg/run", "-skip-restore=false", "-stack", "/cnb/stack.toml",
+        "-tag", "reg/app:1", "-tag=reg/app:2", "-insecure-registry", "reg", "-parallel", "-run", "/cnb/run.toml",
+        "-layout=false", "-layout-dir", "/layout", "-build-config", "/cnb/build-config", "-extensions", "/cnb/ext",
+        "-system", "/cnb/system.toml", "-launcher-sbom", "/cnb/lifecycle", "reg/app:latest",
+    ]  # fmt: skip
+    result = preparer(*creator, project=ENV_ONLY)
+    assert result.code == 0, result.stderr
+
+
+def test_a_bool_flag_does_not_take_the_next_argument(preparer: Callable[..., Result]) -> None:
+    # As in Go, `-skip-restore false` makes "false" the image and "reg/app" a second positional argument.
+    result = preparer("-skip-restore", "false", "reg/app", project=ENV_ONLY)
+    assert result.code == 3
+    assert result.stderr.splitlines()[-1] == (
+        "ERROR: failed to parse arguments: received 2 arguments, but expected at most 1"
+    )
+
+
+def test_flags_stop_at_the_first_positional(preparer: Callable[..., Result]) -> None:
+    result = preparer("reg/app", "-dry-run", project=ENV_ONLY)
+    assert result.code == 3
+    assert result.warnings == ["Warning: unconsumed flag-like positional arg: -dry-run"]
+
+
+def test_flags_beat_environment_beats_defaults(tmp_path: Path, layout: Layout) -> None:
+    (layout.app / "project.toml").write_text(ENV_ONLY)
+    env = base_env(
+        tmp_path,
+        CNB_APP_DIR=str(layout.app),
+        CNB_PLATFORM_DIR=str(tmp_path / "from-env"),
+        CNB_LAYERS_DIR=str(layout.layers),
+        CNB_BUILDPACKS_DIR=str(layout.buildpacks),
+        CNB_ORDER_PATH=str(layout.order),
+    )
+    assert run_cli([], env).code == 0
+    assert (tmp_path / "from-env" / "env" / "A").exists()
+    assert run_cli(["-platform", str(tmp_path / "from-flag")], env).code == 0
+    assert (tmp_path / "from-flag" / "env" / "A").exists()
+
+
+def test_streams_banner_and_no_colour_off_a_terminal(preparer: Callable[..., Result]) -> None:
+    result = preparer(project=ENV_ONLY + '[io.buildpacks]\nbuilder = "x"\n')
+    assert result.stdout.splitlines()[0] == "===> PREPARING"
+    assert result.stderr == "Warning: io.buildpacks.builder is not applied by the preparer\n"
+    assert "\033[" not in result.stdout + result.stderr
+
+
+def test_log_level_filters(preparer: Callable[..., Result], tmp_path: Path) -> None:
+    project = ENV_ONLY + '[io.buildpacks]\nbuilder = "x"\n'
+    quiet = preparer("-log-level", "error", "-platform", str(tmp_path / "p1"), project=project)
+    assert (quiet.code, quiet.stdout, quiet.stderr) == (0, "", "")
+    warn = preparer("-log-level=warn", "-platform", str(tmp_path / "p2"), project=project)
+    assert (warn.stdout, warn.warnings) == (
+        "",
+        ["Warning: io.buildpacks.builder is not applied by the preparer"],
+    )
+    bad = preparer("-log-level", "loud", project=project)
+    assert bad.code == 3
+    assert (
+        bad.stderr.splitlines()[-1]
+        == "ERROR: failed to parse log level: 'loud' is not one of debug, info, warn, error"
+    )
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(preparer: Callable[..., Result], layout: Layout) -> None:
+    project = (
+        '[_]\nschema-version = "0.2"\n[[io.buildpacks.group]]\nid = "examples/node"\n'
+        + ENV_ONLY.split("\n", 2)[2]
+    )
+    result = preparer("-dry-run", project=project)
+    assert result.code == 0
+    assert "  group: examples/node@1.2.0 (present)" in result.stdout.splitlines()
+    assert not (layout.layers / "order.toml").exists()
+    assert env_files(layout) == {}
+
+
+def test_a_broken_toml_file_names_file_line_and_column(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    result = preparer(project='[_]\nschema-version = "0.2"\n[io.buildpacks\n')
+    assert result.code == 3
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to parse project descriptor: {layout.app}/project.toml: "
+        "Expected ']' at the end of a table declaration (at line 3, column 15)"
+    )
+
+
+def test_platform_file_flags_and_env(preparer: Callable[..., Result], tmp_path: Path, layout: Layout) -> None:
+    pack = tmp_path / "pack.toml"
+    pack.write_text('[pack]\n[[pack.build.env]]\nname = "B"\nvalue = "2"\n')
+    missing_ns = preparer("-platform-config", str(pack), project=ENV_ONLY)
+    assert missing_ns.code == 3
+    result = preparer(project=ENV_ONLY, env={"CNB_PLATFORM_NAMESPACE": "io.buildpacks.pack",
+                                             "CNB_PLATFORM_CONFIG_PATH": str(pack)})  # fmt: skip
+    assert result.code == 0
+    assert env_files(layout) == {"B": "2"}
+    missing = preparer(
+        "-platform-namespace", "io.buildpacks.pack", "-platform-config", str(tmp_path / "no.toml")
+    )
+    assert missing.code == 3
