@@ -199,7 +199,8 @@ def apply_plan(
             environ=inputs.environ,
             platform=inputs.target_platform,
             registry_index=inputs.registry_index,
-            **({"progress": progress} if progress is not None else {}),
+            progress=progress or (lambda source, done, total: None),
+            timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout),
         )
         fetched = fetch_steps(to_fetch, ctx)
         check_fetched(to_fetch, fetched, inputs.buildpacks_dir)

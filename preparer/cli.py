@@ -113,7 +113,9 @@ def _prepare(parsed: goflags.Parsed, environ: dict[str, str], tty: bool) -> int:
 
 
 def _size(total: int | None) -> str:
-    return "" if total is None else f" ({total / (1 << 20):.1f} MiB)"
+    if total is None:
+        return ""
+    return f" ({total / (1 << 20):.1f} MiB)" if total >= 1 << 20 else f" ({total / 1024:.1f} KiB)"
 
 
 class LogProgress:
@@ -121,15 +123,19 @@ class LogProgress:
 
     def __init__(self) -> None:
         self.started: set[str] = set()
+        self.finished: set[str] = set()
         self.lock = threading.Lock()
 
     def __call__(self, source: str, done: int, total: int | None) -> None:
         with self.lock:
             first = source not in self.started
+            last = total is not None and done >= total and source not in self.finished
             self.started.add(source)
-        if first:
+            if last:
+                self.finished.add(source)
+        if first and total != 0:
             log.info("Downloading %s%s", source, _size(total))
-        if total is not None and done >= total:
+        if last and total:
             log.info("Downloaded %s", source)
 
     def close(self) -> None:

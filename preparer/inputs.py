@@ -41,6 +41,8 @@ ENV_DOWNLOAD_CACHE = "CNB_DOWNLOAD_CACHE_DIR"
 ENV_PREPARE_REPORT = "CNB_PREPARE_REPORT_PATH"
 ENV_DRY_RUN = "CNB_DRY_RUN"
 ENV_BUILDPACK_REGISTRY_INDEX = "CNB_BUILDPACK_REGISTRY_INDEX"
+#: Seconds to wait for bytes from a server (and at most 10 to connect); default 60 (contract §7.13).
+ENV_HTTP_TIMEOUT, DEFAULT_HTTP_TIMEOUT = "CNB_PREPARER_HTTP_TIMEOUT", 60.0
 DEFAULT_BUILDPACK_REGISTRY_INDEX = "https://raw.githubusercontent.com/buildpacks/registry-index/main"
 
 LOG_LEVELS = ("debug", "info", "warn", "error")
@@ -70,6 +72,8 @@ class Inputs:
     registry_index: str = DEFAULT_BUILDPACK_REGISTRY_INDEX
     #: The target platform when choosing from an image index, ``os/arch[/variant]``.
     target_platform: str = "linux/amd64"
+    #: Seconds to wait between bytes from a server (and at most 10 to connect).
+    http_timeout: float = DEFAULT_HTTP_TIMEOUT
     platform_api: APIVersion = field(default_factory=lambda: APIVersion(0, 15))
     #: The environment, for registry credentials (``CNB_REGISTRY_AUTH``, ``DOCKER_CONFIG``, ``HOME``); never shown.
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -157,6 +161,12 @@ def resolve_inputs(
     if "insecure-registry" not in flags:
         registries = [r.strip() for r in environ.get(ENV_INSECURE_REGISTRIES, "").split(",") if r.strip()]
     dry_run = flags["dry-run"] if "dry-run" in flags else _env_bool(environ, ENV_DRY_RUN)
+    try:
+        http_timeout = float(environ.get(ENV_HTTP_TIMEOUT) or DEFAULT_HTTP_TIMEOUT)
+    except ValueError:
+        raise InvalidInputsError(
+            "resolve inputs", f"{ENV_HTTP_TIMEOUT} must be a number of seconds"
+        ) from None
     return Inputs(
         app_dir=path("app", DEFAULT_APP_DIR) or Path(DEFAULT_APP_DIR),
         layers_dir=path("layers", DEFAULT_LAYERS_DIR) or Path(DEFAULT_LAYERS_DIR),
@@ -175,6 +185,7 @@ def resolve_inputs(
         exec_env=environ.get(ENV_EXEC_ENV) or DEFAULT_EXEC_ENV,
         registry_index=text("buildpack-registry-index") or DEFAULT_BUILDPACK_REGISTRY_INDEX,
         target_platform=_host_platform(),
+        http_timeout=http_timeout,
         environ=dict(environ),
     )
 

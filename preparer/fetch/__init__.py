@@ -6,10 +6,14 @@ Every fetcher writes only below ``FetchContext.staging``; nothing reaches ``<bui
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import requests
 
 from preparer.files.buildpack import BuildpackDescriptor
 
@@ -44,6 +48,23 @@ def _no_progress(source: str, done: int, total: int | None) -> None:
     """Default progress callback: report nothing."""
 
 
+class Sessions:
+    """The run's one ``requests.Session``, made on first use so runs without downloads never import requests."""
+
+    def __init__(self) -> None:
+        self._session: requests.Session | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> requests.Session:
+        """The shared session (thread-safe to create; requests sessions are shared by the fetch threads)."""
+        with self._lock:
+            if self._session is None:
+                from preparer.fetch.http import new_session
+
+                self._session = new_session()
+            return self._session
+
+
 @dataclass(frozen=True)
 class FetchContext:
     """What every fetcher may use; IO happens only through these values."""
@@ -64,6 +85,13 @@ class FetchContext:
     registry_index: str = "https://raw.githubusercontent.com/buildpacks/registry-index/main"
     #: Progress of downloads.
     progress: ProgressFn = _no_progress
+    #: Seconds to wait for a connection and between bytes (contract §7.13: 10 and 60).
+    timeouts: tuple[float, float] = (10.0, 60.0)
+    #: Retries after the first attempt, on connection errors, timeouts and 5xx, with exponential backoff.
+    retries: int = 3
+    #: The first backoff, in seconds; it doubles with every retry.
+    backoff: float = 0.5
+    sessions: Sessions = field(default_factory=Sessions, compare=False, repr=False)
 
 
 class Fetcher(Protocol):

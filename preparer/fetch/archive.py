@@ -1,22 +1,100 @@
 """Safe extraction of buildpack archives and buildpackage layers (contract §4).
 
-Owned by the fetch work (issue 3): the signature below is the interface other modules use.
+Archives come from projects and registries the platform does not control, so every entry is checked before
+anything is written, and nothing is ever written outside ``dest``:
+
+- absolute names (unless the archive is a buildpackage layer, whose names start at the image root) and ``..``;
+- symbolic links whose target leaves the buildpack, and entries that would be written through a link;
+- hard links to anything but a regular file already extracted;
+- device, fifo and other special entries; setuid, setgid and sticky bits.
+
+Files are written 0644, or 0755 when any execute bit was set; directories 0755 (contract §7.18). The stream is
+read once, front to back, so memory stays flat whatever the archive's size.
 """
 
 from __future__ import annotations
 
+import gzip
+import os
+import posixpath
+import shutil
+import stat
+import tarfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
+
+from preparer.errors import FetchError
+
+_CHUNK = 1 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    """What an extraction found: the names at the top of the archive (to tell buildpacks from OCI layouts)."""
+
+    top_level: frozenset[str]
+    files: int
+
+
+class _Prefixed:
+    """A reader that returns ``head`` before the rest of ``stream`` (after peeking at the magic bytes)."""
+
+    def __init__(self, head: bytes, stream: IO[bytes]) -> None:
+        self.head, self.stream = head, stream
+
+    def read(self, size: int = -1) -> bytes:
+        if self.head:
+            if size < 0:
+                data, self.head = self.head + self.stream.read(), b""
+                return data
+            data, self.head = self.head[:size], self.head[size:]
+            if len(data) < size:
+                data += self.stream.read(size - len(data))
+            return data
+        return self.stream.read(size)
+
+
+def open_tar_stream(fileobj: IO[bytes]) -> IO[bytes]:
+    """``fileobj`` as plain tar bytes: gzip is recognised by its magic bytes, not by the file name."""
+    head = fileobj.read(2)
+    stream = _Prefixed(head, fileobj)
+    if head == _GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[arg-type]
+    return stream  # type: ignore[return-value]
+
+
+def _clean_name(raw: str, allow_absolute: bool) -> str | None:
+    """The entry's relative, normalised name; ``None`` for the root itself. Raises ``ValueError`` if unsafe."""
+    name = raw
+    if name.startswith("/"):
+        if not allow_absolute:
+            raise ValueError("absolute path")
+        name = name.lstrip("/")
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ValueError("path contains '..'")
+    return "/".join(parts) or None
+
+
+def _check_mode(member: tarfile.TarInfo) -> None:
+    if member.mode & (stat.S_ISUID | stat.S_ISGID):
+        raise ValueError("setuid or setgid bit")
+    if member.mode & stat.S_ISVTX and not member.isdir():
+        raise ValueError("sticky bit")
 
 
 def extract_tar(
-    fileobj: BinaryIO,
+    fileobj: BinaryIO | IO[bytes],
     dest: Path,
     *,
     archive: str,
     select: str | None = None,
     allow_absolute: bool = False,
-) -> None:
+) -> Extracted:
     """Extract the tar stream ``fileobj`` (gzip or plain, told apart by magic bytes) into ``dest``.
 
     :param dest: an existing, empty directory; nothing is written outside it.
@@ -28,4 +106,136 @@ def extract_tar(
     :raises FetchError: naming the archive and the entry, for ``..``, absolute names, links leaving ``dest``,
         device and fifo entries, setuid/setgid bits, and corrupt or truncated archives.
     """
-    raise NotImplementedError
+    extractor = _Extractor(dest, archive, select.strip("/") if select else None, allow_absolute)
+    try:
+        with tarfile.open(fileobj=open_tar_stream(fileobj), mode="r|") as tar:  # type: ignore[call-overload]
+            for member in tar:
+                extractor.add(tar, member)
+    except FetchError:
+        raise
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as err:
+        raise FetchError(
+            f"extract {archive}", f"not a valid tar archive ({err or type(err).__name__})"
+        ) from None
+    except OSError as err:
+        raise FetchError(f"extract {archive}", err.strerror or str(err)) from None
+    return Extracted(frozenset(extractor.top_level), extractor.files)
+
+
+class _Extractor:
+    """Checks and writes one entry at a time."""
+
+    def __init__(self, dest: Path, archive: str, select: str | None, allow_absolute: bool) -> None:
+        self.dest, self.archive, self.select, self.allow_absolute = dest, archive, select, allow_absolute
+        self.links: set[str] = set()  # symbolic links written so far: nothing may be written below one
+        self.regular: set[str] = set()  # regular files written so far: the only hard link targets
+        self.top_level: set[str] = set()
+        self.files = 0
+
+    def refuse(self, member: tarfile.TarInfo, why: str) -> FetchError:
+        return FetchError(f"extract {self.archive}", f"refusing entry '{member.name}': {why}")
+
+    def relative(self, name: str | None) -> str | None:
+        """``name`` relative to the selected subtree, ``""`` for its root, ``None`` when outside it."""
+        if self.select is None:
+            return name or ""
+        if name == self.select:
+            return ""
+        if name and name.startswith(self.select + "/"):
+            return name[len(self.select) + 1 :]
+        return None
+
+    def add(self, tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:
+        try:
+            name = self.relative(_clean_name(member.name, self.allow_absolute))
+            if name is None:
+                return
+            _check_mode(member)
+        except ValueError as why:
+            raise self.refuse(member, str(why)) from None
+        if name:
+            self.top_level.add(name.split("/", 1)[0])
+        if not name:
+            if not member.isdir():
+                raise self.refuse(member, "the archive root must be a directory")
+            return
+        if any(name == link or name.startswith(link + "/") for link in self._prefixes(name)):
+            raise self.refuse(member, "it would be written through a symbolic link")
+        target = self.dest / name
+        if member.isdir():
+            self._replace_non_dir(target)
+            target.mkdir(mode=0o755, parents=True, exist_ok=True)
+            target.chmod(0o755)
+        elif member.isreg():
+            self._write_file(tar, member, name, target)
+        elif member.issym():
+            self._symlink(member, name, target)
+        elif member.islnk():
+            self._hardlink(member, name, target)
+        else:
+            raise self.refuse(member, "devices, fifos and other special files are not allowed")
+
+    def _prefixes(self, name: str) -> Iterator[str]:
+        parts = name.split("/")
+        for i in range(1, len(parts)):
+            prefix = "/".join(parts[:i])
+            if prefix in self.links:
+                yield prefix
+
+    def _parent(self, target: Path) -> None:
+        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+
+    @staticmethod
+    def _replace_non_dir(target: Path) -> None:
+        if target.is_symlink() or (target.exists() and not target.is_dir()):
+            target.unlink()
+
+    def _clear(self, target: Path, name: str) -> None:
+        # A later entry of the same name replaces the earlier one, never writes through it.
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        elif target.is_dir():
+            shutil.rmtree(target)
+        self.links.discard(name)
+        self.regular.discard(name)
+
+    def _write_file(self, tar: tarfile.TarFile, member: tarfile.TarInfo, name: str, target: Path) -> None:
+        self._parent(target)
+        self._clear(target, name)
+        mode = 0o755 if member.mode & 0o111 else 0o644
+        source = tar.extractfile(member)
+        assert source is not None  # a regular file always has data
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        with os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(source, out, _CHUNK)
+        os.chmod(target, mode)
+        self.regular.add(name)
+        self.files += 1
+
+    def _symlink(self, member: tarfile.TarInfo, name: str, target: Path) -> None:
+        link = member.linkname
+        if link.startswith("/"):
+            raise self.refuse(member, f"symbolic link to the absolute path '{link}'")
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), link))
+        if resolved == ".." or resolved.startswith("../"):
+            raise self.refuse(member, f"symbolic link '{link}' leaves the buildpack")
+        self._parent(target)
+        self._clear(target, name)
+        os.symlink(link, target)
+        self.links.add(name)
+        self.files += 1
+
+    def _hardlink(self, member: tarfile.TarInfo, name: str, target: Path) -> None:
+        try:
+            link = self.relative(_clean_name(member.linkname, self.allow_absolute))
+        except ValueError as why:
+            raise self.refuse(member, f"hard link target: {why}") from None
+        if not link or link not in self.regular:
+            raise self.refuse(
+                member, f"hard link to '{member.linkname}', which is not a file extracted before it"
+            )
+        self._parent(target)
+        self._clear(target, name)
+        os.link(self.dest / link, target)
+        self.regular.add(name)
+        self.files += 1

@@ -3,17 +3,21 @@
 Layout under the cache root (``-download-cache``)::
 
     blobs/sha256/<hex>     verified content, never modified once renamed into place
-    tmp/                   partial downloads; renamed into blobs/ only after the digest checks
+    trees/sha256/<hex>/    a buildpack archive with that digest, extracted; reused through hard links
+    http/<sha256(url)>.json  the ETag, Last-Modified and body digest a server gave for a URL
+    tmp/                   partial downloads and extractions; renamed into place only after the checks
     locks/<key>.lock       inter-process locks (filelock), one per blob or URL being fetched
 
-A blob is only ever created by ``os.replace`` of a complete, verified temporary file, so a failed or
-truncated download can never poison the cache, and readers need no lock.
+A blob or tree only ever appears by renaming a complete, verified temporary one, so a failed or truncated
+download can never poison the cache, and readers need no lock.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -84,3 +88,49 @@ class DownloadCache:
             yield path
         finally:
             path.unlink(missing_ok=True)
+
+    # Extracted buildpack trees, keyed by the digest of the archive they came from.
+
+    def tree_path(self, digest: str) -> Path | None:
+        """The extracted tree of the archive with ``digest``, or ``None``. Trees are never modified."""
+        algorithm, hexdigest = split_digest(digest)
+        path = self.root / "trees" / algorithm / hexdigest
+        return path if path.is_dir() else None
+
+    def new_tree(self) -> Path:
+        """An empty directory on the cache's filesystem to extract into, before :meth:`add_tree`."""
+        return Path(tempfile.mkdtemp(prefix="tree-", dir=self.tmp_dir()))
+
+    def add_tree(self, src: Path, digest: str) -> Path:
+        """Move the extracted tree ``src`` into place; when another process was first, keep theirs."""
+        algorithm, hexdigest = split_digest(digest)
+        dest = self._dir(f"trees/{algorithm}") / hexdigest
+        try:
+            os.rename(src, dest)
+        except OSError:
+            if not dest.is_dir():
+                raise
+            shutil.rmtree(src, ignore_errors=True)
+        return dest
+
+    # What an HTTP server said about a URL: its validators and the digest of the body.
+
+    def _meta_path(self, url: str) -> Path:
+        # The URL is hashed: it may carry credentials, which must not be written anywhere.
+        return self._dir("http") / (hashlib.sha256(url.encode()).hexdigest() + ".json")
+
+    def http_meta(self, url: str) -> dict[str, str] | None:
+        """The stored ``etag``, ``last-modified`` and ``digest`` of ``url``, or ``None``."""
+        try:
+            meta = json.loads(self._meta_path(url).read_text())
+        except (OSError, ValueError):
+            return None
+        return meta if isinstance(meta, dict) and isinstance(meta.get("digest"), str) else None
+
+    def put_http_meta(self, url: str, meta: dict[str, str]) -> None:
+        """Record ``meta`` for ``url`` atomically."""
+        path = self._meta_path(url)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".meta-")
+        with os.fdopen(fd, "w") as f:
+            json.dump(meta, f)
+        os.replace(tmp, path)

@@ -1,0 +1,289 @@
+"""Buildpack archives over ``http(s)``: streamed, verified, retried, cached (contract §4, §7.13).
+
+The body is extracted while it arrives (one pass, memory flat), hashed on the way, and checked against the
+``Content-Length`` and any ``#sha256=`` pin before the result is used. With a download cache, the extracted tree
+is kept under the archive's digest and later runs revalidate it with ``If-None-Match`` / ``If-Modified-Since``
+and hard-link it into staging; a pinned digest already in the cache needs no request at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from preparer.errors import FetchError
+from preparer.fetch import FetchContext, Fetched
+from preparer.fetch.archive import Extracted, extract_tar
+from preparer.fetch.cache import DownloadCache
+from preparer.fetch.local import HashingReader, staged_buildpack
+from preparer.fetch.locator import HttpLocator, redact
+
+if TYPE_CHECKING:
+    import requests
+
+_CHUNK = 1 << 20
+_PROGRESS_EVERY = 0.25  # seconds between progress reports of one download
+
+
+class NetworkError(Exception):
+    """A transient failure while talking to a server: worth another attempt."""
+
+
+def new_session() -> requests.Session:
+    """A session for the whole run: pooled connections, the system CA store plus ``REQUESTS_CA_BUNDLE``."""
+    import requests
+    from requests.adapters import HTTPAdapter
+
+    from preparer import __version__
+
+    session = requests.Session()
+    session.headers["User-Agent"] = f"cnb-preparer/{__version__}"
+    adapter = HTTPAdapter(pool_connections=8, pool_maxsize=8, max_retries=0)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def describe(err: BaseException) -> str:
+    """A cause to show for a network failure, without URLs, queries or credentials."""
+    import requests
+    import urllib3
+
+    cause = err.__cause__ if isinstance(err, NetworkError) and err.__cause__ else err
+    if isinstance(err, NetworkError) and not err.__cause__:
+        return str(err)
+    if isinstance(cause, requests.Timeout | urllib3.exceptions.TimeoutError | TimeoutError):
+        return "timed out"
+    if isinstance(cause, requests.ConnectionError | urllib3.exceptions.ProtocolError | ConnectionError):
+        return "connection failed or closed early"
+    return type(cause).__name__
+
+
+class NetworkReader:
+    """A response body as a file: counts bytes, reports progress, and turns any read error into NetworkError."""
+
+    def __init__(
+        self, raw: Any, source: str, total: int | None, progress: Callable[[str, int, int | None], None]
+    ):
+        self.raw, self.source, self.total, self.progress = raw, source, total, progress
+        self.size = 0
+        self.reported = 0.0
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            data: bytes = self.raw.read(size if size >= 0 else None)
+        except Exception as err:
+            raise NetworkError(describe(err)) from err
+        self.size += len(data)
+        now = time.monotonic()
+        if now - self.reported >= _PROGRESS_EVERY or not data:
+            self.reported = now
+            self.progress(self.source, self.size, self.total)
+        return data
+
+
+def _attempts(ctx: FetchContext, source: str) -> Iterator[int]:
+    """Attempt numbers, sleeping with exponential backoff between them."""
+    for attempt in range(ctx.retries + 1):
+        if attempt:
+            time.sleep(ctx.backoff * 2 ** (attempt - 1))
+        yield attempt
+
+
+def get(ctx: FetchContext, url: str, headers: dict[str, str] | None = None) -> requests.Response:
+    """GET ``url`` streaming; connection errors and timeouts become NetworkError, 5xx too.
+
+    :raises FetchError: a 4xx answer (not retried).
+    """
+    import requests
+
+    source = redact(url)
+    try:
+        response = ctx.sessions.get().get(url, headers=headers or {}, stream=True, timeout=ctx.timeouts)
+    except requests.RequestException as err:
+        raise NetworkError(describe(err)) from err
+    if response.status_code >= 500:
+        response.close()
+        raise NetworkError(f"HTTP {response.status_code} {response.reason}")
+    if response.status_code >= 400:
+        response.close()
+        raise FetchError(f"download {source}", f"HTTP {response.status_code} {response.reason}")
+    response.raw.decode_content = False
+    return response
+
+
+def stream_body(
+    ctx: FetchContext, response: requests.Response, source: str, consume: Callable[[IO[bytes]], Any]
+) -> tuple[Any, str, int]:
+    """Feed the body to ``consume`` while hashing it; check its length. Returns (result, digest, size)."""
+    length = response.headers.get("Content-Length")
+    total = int(length) if length and length.isdigit() else None
+    body = NetworkReader(response.raw, source, total, ctx.progress)
+    hashing = HashingReader(body)  # type: ignore[arg-type]
+    with contextlib.closing(response):
+        result = consume(hashing)  # type: ignore[arg-type]
+        hashing.drain()
+    if total is not None and hashing.size != total:
+        raise NetworkError(f"the body ended after {hashing.size} of {total} bytes")
+    ctx.progress(source, hashing.size, hashing.size)
+    return result, hashing.digest, hashing.size
+
+
+def _check_pin(locator: HttpLocator, digest: str, source: str) -> None:
+    if locator.sha256 is not None and digest != "sha256:" + locator.sha256:
+        raise FetchError(
+            f"verify {source}",
+            f"sha256 mismatch: the uri pins sha256:{locator.sha256}, the download is {digest}",
+        )
+
+
+def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
+    """Download, verify and stage the buildpack archive at ``locator.url``.
+
+    :raises FetchError: HTTP errors, exhausted retries, digest or length mismatch, unsafe archives (exit 1).
+    """
+    source = redact(locator.url)
+    if locator.url.split("?", 1)[0].endswith(".cnb"):
+        return _fetch_cnb(locator, ctx, source)
+    if ctx.download_cache is None:
+        return _download_tree(locator, ctx, source, None)
+    cache = DownloadCache(ctx.download_cache)
+    with cache.lock("http:" + locator.url):
+        return _download_tree(locator, ctx, source, cache)
+
+
+def link_tree(src: Path, dest: Path) -> None:
+    """Recreate the tree ``src`` at ``dest`` with hard links, copying where the filesystem refuses links."""
+    for dirpath, dirnames, filenames in os.walk(src):
+        rel = Path(dirpath).relative_to(src)
+        target_dir = dest / rel
+        target_dir.mkdir(mode=0o755, exist_ok=True)
+        for name in dirnames + filenames:
+            from_path, to_path = Path(dirpath) / name, target_dir / name
+            if from_path.is_symlink():
+                os.symlink(os.readlink(from_path), to_path)
+            elif name in filenames:
+                try:
+                    os.link(from_path, to_path)
+                except OSError:
+                    shutil.copy2(from_path, to_path)
+        dirnames[:] = [d for d in dirnames if not (Path(dirpath) / d).is_symlink()]
+
+
+def _staged(tree: Path, ctx: FetchContext, source: str, digest: str) -> Fetched:
+    root = Path(tempfile.mkdtemp(prefix="http-", dir=ctx.staging))
+    root.chmod(0o755)
+    link_tree(tree, root)
+    staged = staged_buildpack(root, source)
+    return Fetched(staged.descriptor, (staged,), source, digest)
+
+
+def _download_tree(
+    locator: HttpLocator, ctx: FetchContext, source: str, cache: DownloadCache | None
+) -> Fetched:
+    if cache is not None and locator.sha256 is not None:
+        tree = cache.tree_path("sha256:" + locator.sha256)
+        if tree is not None:
+            return _staged(tree, ctx, source, "sha256:" + locator.sha256)
+    meta = cache.http_meta(locator.url) if cache is not None else None
+    cached_tree = cache.tree_path(meta["digest"]) if cache is not None and meta is not None else None
+    headers: dict[str, str] = {}
+    if meta is not None and cached_tree is not None:
+        if meta.get("etag"):
+            headers["If-None-Match"] = meta["etag"]
+        if meta.get("last-modified"):
+            headers["If-Modified-Since"] = meta["last-modified"]
+    last: NetworkError | None = None
+    for _ in _attempts(ctx, source):
+        dest = (
+            cache.new_tree() if cache is not None else Path(tempfile.mkdtemp(prefix="http-", dir=ctx.staging))
+        )
+        try:
+            response = get(ctx, locator.url, headers)
+            if response.status_code == 304 and meta is not None and cached_tree is not None:
+                response.close()
+                shutil.rmtree(dest)
+                _check_pin(locator, meta["digest"], source)
+                ctx.progress(source, 0, 0)
+                return _staged(cached_tree, ctx, source, meta["digest"])
+
+            def extract(body: IO[bytes], into: Path = dest) -> Extracted:
+                return extract_tar(body, into, archive=source)
+
+            extracted, digest, _ = stream_body(ctx, response, source, extract)
+            _check_pin(locator, digest, source)
+            if "oci-layout" in extracted.top_level:
+                shutil.rmtree(dest)
+                return _fetch_cnb(locator, ctx, source)
+            dest.chmod(0o755)
+            if cache is None:
+                staged = staged_buildpack(dest, source)
+                return Fetched(staged.descriptor, (staged,), source, digest)
+            staged_buildpack(dest, source)  # check before it enters the cache
+            tree = cache.add_tree(dest, digest)
+            cache.put_http_meta(
+                locator.url,
+                {"etag": response.headers.get("ETag", ""), "last-modified": response.headers.get("Last-Modified", ""),
+                 "digest": digest},
+            )  # fmt: skip
+            return _staged(tree, ctx, source, digest)
+        except NetworkError as err:
+            last = err
+        finally:
+            if dest.exists() and (cache is not None and dest.parent == cache.tmp_dir()):
+                shutil.rmtree(dest, ignore_errors=True)
+    assert last is not None
+    raise FetchError(f"download {source}", f"{last} (after {ctx.retries + 1} attempts)")
+
+
+def download_blob(
+    ctx: FetchContext, url: str, expected: str | None, dest_dir: Path, headers: dict[str, str] | None = None
+) -> tuple[Path, str]:
+    """Download ``url`` into a new file in ``dest_dir``, retrying transient failures; return (path, digest).
+
+    :param expected: ``sha256:<hex>`` the body must have (OCI blobs, pinned archives).
+    :raises FetchError: HTTP errors, exhausted retries, digest or length mismatch.
+    """
+    source = redact(url)
+    last: NetworkError | None = None
+    for _ in _attempts(ctx, source):
+        fd, name = tempfile.mkstemp(prefix="blob-", dir=dest_dir)
+        path = Path(name)
+        try:
+            response = get(ctx, url, headers)
+            with os.fdopen(fd, "wb") as out:
+                _, digest, _ = stream_body(
+                    ctx, response, source, lambda body: shutil.copyfileobj(body, out, _CHUNK)
+                )
+            if expected is not None and digest != expected:
+                raise FetchError(f"verify {source}", f"digest mismatch: expected {expected}, got {digest}")
+            return path, digest
+        except NetworkError as err:
+            last = err
+            path.unlink(missing_ok=True)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+    assert last is not None
+    raise FetchError(f"download {source}", f"{last} (after {ctx.retries + 1} attempts)")
+
+
+def _fetch_cnb(locator: HttpLocator, ctx: FetchContext, source: str) -> Fetched:
+    """A ``.cnb`` (OCI layout tar) over http: downloaded whole, then read as a buildpackage."""
+    from preparer.fetch.oci import fetch_cnb
+
+    expected = None if locator.sha256 is None else "sha256:" + locator.sha256
+    cache = DownloadCache(ctx.download_cache) if ctx.download_cache is not None else None
+    if cache is not None and expected is not None and (blob := cache.blob_path(expected)) is not None:
+        return fetch_cnb(blob, source=source, digest=expected, ctx=ctx)
+    path, digest = download_blob(ctx, locator.url, expected, cache.tmp_dir() if cache else ctx.staging)
+    _check_pin(locator, digest, source)
+    if cache is not None:
+        path = cache.add_blob(path, digest)
+    return fetch_cnb(path, source=source, digest=digest, ctx=ctx)

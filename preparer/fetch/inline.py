@@ -1,0 +1,54 @@
+"""Inline buildpacks: a group entry's ``script`` becomes a buildpack (contract §3; RFC 0048).
+
+The generated buildpack has a ``buildpack.toml`` with the entry's id, version ``0.0.0`` unless given, and the
+script's API; ``bin/detect`` always passes; ``bin/build`` is ``#!<shell>`` followed by the script. Its working
+directory at build time is the app directory, as for every buildpack.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from preparer.api import APIVersion
+from preparer.errors import InvalidInputsError
+from preparer.fetch import FetchContext, Fetched, StagedBuildpack
+from preparer.files.buildpack import check_id, read_buildpack_toml
+
+DEFAULT_VERSION = "0.0.0"
+DEFAULT_SHELL = "/bin/sh"
+
+
+def make_inline(
+    bp_id: str, version: str | None, api: str, shell: str | None, inline: str, ctx: FetchContext
+) -> Fetched:
+    """Write the inline buildpack into a new staging directory.
+
+    :raises InvalidInputsError: an invalid id or API version (exit 3).
+    """
+    from preparer.files._toml import dumps_toml
+
+    action = f"create inline buildpack '{bp_id}'"
+    if not check_id(bp_id):
+        raise InvalidInputsError(action, f"'{bp_id}' is not a valid buildpack id")
+    try:
+        APIVersion.parse(api)
+    except ValueError:
+        raise InvalidInputsError(action, f"script.api '{api}' is not a version") from None
+    shell = shell or DEFAULT_SHELL
+    if "\n" in shell:
+        raise InvalidInputsError(action, "script.shell must be a single line")
+    root = Path(tempfile.mkdtemp(prefix="inline-", dir=ctx.staging))
+    root.chmod(0o755)
+    descriptor = {"api": api, "buildpack": {"id": bp_id, "version": version or DEFAULT_VERSION}}
+    (root / "buildpack.toml").write_text(dumps_toml(descriptor))
+    (root / "buildpack.toml").chmod(0o644)
+    bin_dir = root / "bin"
+    bin_dir.mkdir(mode=0o755)
+    script = inline if inline.endswith("\n") else inline + "\n"
+    for name, body in (("detect", "exit 0\n"), ("build", script)):
+        path = bin_dir / name
+        path.write_text(f"#!{shell}\n\n{body}")
+        path.chmod(0o755)
+    staged = StagedBuildpack(read_buildpack_toml(root / "buildpack.toml"), root)
+    return Fetched(staged.descriptor, (staged,), f"inline script ({bp_id})")

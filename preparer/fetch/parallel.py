@@ -1,0 +1,50 @@
+"""Fetching several buildpacks at once, failing as a whole when one fails."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from typing import TypeVar
+
+T = TypeVar("T")
+
+#: Downloads at once: enough to overlap network and decompression on a small build machine.
+MAX_WORKERS = 4
+
+
+def fetch_all(jobs: Sequence[Callable[[], T]], *, max_workers: int = MAX_WORKERS) -> list[T]:
+    """Run ``jobs`` in threads and return their results in job order.
+
+    When a job fails, no further job starts; those already running finish (they write only into their own
+    staging directories), and the error of the first failing job in job order is raised.
+    """
+    if len(jobs) == 1:
+        return [jobs[0]()]
+    stop = threading.Event()
+
+    def guarded(job: Callable[[], T]) -> Callable[[], T | None]:
+        def run() -> T | None:
+            return None if stop.is_set() else job()
+
+        return run
+
+    with ThreadPoolExecutor(
+        max_workers=max(1, min(max_workers, len(jobs))), thread_name_prefix="fetch"
+    ) as pool:
+        futures: list[Future[T | None]] = [pool.submit(guarded(job)) for job in jobs]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        if any(f.exception() is not None for f in done):
+            stop.set()
+            for future in futures:
+                future.cancel()
+        wait(futures)
+    for future in futures:
+        if not future.cancelled() and future.exception() is not None:
+            raise future.exception()  # type: ignore[misc]
+    results: list[T] = []
+    for future in futures:
+        result = future.result()
+        assert result is not None  # no job was skipped: none failed
+        results.append(result)
+    return results
