@@ -1,1 +1,107 @@
-"""Fixtures: http_server (filled in by the work that owns it)."""
+"""Fixture: a real HTTP server on 127.0.0.1 serving files, with faults injected per path.
+
+Every response carries an ``ETag`` (the body's sha256) and honours ``If-None-Match``. Faults are queued per path
+and used one per request: ``500``, ``404``, ``truncate`` (announce the whole length, send half, close), and
+``slow`` (wait ``slow_seconds`` before the body).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+
+@dataclass
+class FileServer:
+    """The running server: where its files live, the faults to inject, and the requests it saw."""
+
+    root: Path
+    port: int = 0
+    faults: dict[str, list[str]] = field(default_factory=dict)
+    slow_seconds: float = 3.0
+    requests: list[tuple[str, int, dict[str, str]]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{name}"
+
+    def fail(self, name: str, *faults: str) -> None:
+        """Answer the next requests for ``name`` with ``faults``, in order; then serve normally."""
+        with self.lock:
+            self.faults.setdefault("/" + name, []).extend(faults)
+
+    def seen(self, name: str) -> list[tuple[int, dict[str, str]]]:
+        """The status and request headers of every request for ``name``."""
+        with self.lock:
+            return [(status, headers) for path, status, headers in self.requests if path == "/" + name]
+
+
+def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            """Quiet: tests assert on `server.requests` instead."""
+
+        def answer(self, status: int) -> None:
+            with server.lock:
+                server.requests.append((self.path.split("?")[0], status, dict(self.headers)))
+
+        def do_GET(self) -> None:
+            path = self.path.split("?")[0]
+            with server.lock:
+                queue = server.faults.get(path, [])
+                fault = queue.pop(0) if queue else None
+            file = server.root / path.lstrip("/")
+            if fault in ("500", "404") or not file.is_file():
+                status = int(fault) if fault in ("500", "404") else 404
+                self.answer(status)
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            body = file.read_bytes()
+            etag = '"' + hashlib.sha256(body).hexdigest() + '"'
+            if fault is None and self.headers.get("If-None-Match") == etag:
+                self.answer(304)
+                self.send_response(304)
+                self.send_header("ETag", etag)
+                self.end_headers()
+                return
+            self.answer(200)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("ETag", etag)
+            self.send_header("Last-Modified", "Sun, 01 Nov 2026 00:00:00 GMT")
+            self.end_headers()
+            if fault == "slow":
+                time.sleep(server.slow_seconds)
+            if fault == "truncate":
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            self.wfile.write(body)
+
+    return Handler
+
+
+@pytest.fixture
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FileServer]:
+    """A file server on 127.0.0.1 for one test, stopped afterwards."""
+    server = FileServer(tmp_path_factory.mktemp("www"))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(server))
+    httpd.daemon_threads = True
+    server.port = httpd.server_address[1]
+    thread = threading.Thread(target=httpd.serve_forever, name="http-server", daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -1,0 +1,135 @@
+"""Local and inline buildpacks through the CLI: install, checks, exit codes, all-or-nothing."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.buildpacks import buildpack_toml, make_dir, make_tgz
+from tests.golden import Layout, listing
+from tests.plugins.cli import Result
+
+HEAD = '[_]\nschema-version = "0.2"\n'
+
+
+def group(*uris: str) -> str:
+    return HEAD + "".join(f'[[io.buildpacks.group]]\nuri = "{u}"\n' for u in uris)
+
+
+def test_relative_dir_tgz_and_file_uri(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    make_dir(layout.app / "bps" / "dir", "me/dir")
+    make_tgz(layout.app / "bp.tgz", "me/tgz", "2.0.0")
+    make_tgz(tmp_path / "elsewhere.tar.gz", "me/file", "3.0.0")
+    result = preparer(project=group("./bps/dir", "bp.tgz", f"file://{tmp_path}/elsewhere.tar.gz"))
+    assert result.code == 0, result.stderr
+    for path in ("me_dir/1.0.0", "me_tgz/2.0.0", "me_file/3.0.0"):
+        root = layout.buildpacks / path
+        assert (root / "buildpack.toml").is_file()
+        assert (root / "bin" / "build").stat().st_mode & 0o777 == 0o755
+        assert (root / "buildpack.toml").stat().st_mode & 0o777 == 0o644
+    assert 'id = "me/file"\n  version = "3.0.0"' in (layout.layers / "order.toml").read_text()
+
+
+def test_inline_buildpack(preparer: Callable[..., Result], layout: Layout) -> None:
+    project = (
+        HEAD
+        + """
+[[io.buildpacks.group]]
+id = "me/inline"
+[io.buildpacks.group.script]
+api = "0.10"
+shell = "/bin/bash"
+inline = "echo building\\nexit 0"
+"""
+    )
+    assert preparer(project=project).code == 0
+    root = layout.buildpacks / "me_inline" / "0.0.0"
+    assert (root / "bin" / "build").read_text() == "#!/bin/bash\n\necho building\nexit 0\n"
+    assert (root / "bin" / "detect").read_text() == "#!/bin/bash\n\nexit 0\n"
+    assert os.access(root / "bin" / "build", os.X_OK) and os.access(root / "bin" / "detect", os.X_OK)
+    assert (root / "buildpack.toml").read_text() == buildpack_toml("me/inline", "0.0.0").replace(
+        "\n\n", "\n\n", 1
+    )
+
+
+def test_inline_needs_id_and_api(preparer: Callable[..., Result]) -> None:
+    no_api = HEAD + '[[io.buildpacks.group]]\nid = "me/x"\n[io.buildpacks.group.script]\ninline = "true"\n'
+    result = preparer(project=no_api)
+    assert result.code == 3
+    assert result.stderr.splitlines()[-1] == (
+        "ERROR: failed to validate project configuration: io.buildpacks.group[0].script: api is required"
+    )
+
+
+def test_id_must_match_the_fetched_buildpack(preparer: Callable[..., Result], layout: Layout) -> None:
+    make_tgz(layout.app / "bp.tgz", "me/real")
+    result = preparer(project=HEAD + '[[io.buildpacks.group]]\nid = "me/other"\nuri = "bp.tgz"\n')
+    assert result.code == 3
+    assert "id 'me/other' does not match the buildpack fetched from" in result.stderr
+    assert not (layout.buildpacks / "me_real").exists()
+
+
+def test_unsupported_buildpack_api_exits_12(preparer: Callable[..., Result], layout: Layout) -> None:
+    make_tgz(layout.app / "old.tgz", "me/old", api="0.6")
+    result = preparer(project=group("old.tgz"))
+    assert result.code == 12
+    assert result.stderr.splitlines()[-1] == (
+        "ERROR: failed to set API for buildpack 'me/old@1.0.0': buildpack API version '0.6' is incompatible "
+        "with the lifecycle"
+    )
+
+
+def test_composite_children_must_be_present(preparer: Callable[..., Result], layout: Layout) -> None:
+    root = layout.app / "meta"
+    root.mkdir()
+    order = '\n[[order]]\n[[order.group]]\nid = "examples/node"\nversion = "1.2.0"\n' \
+            '[[order.group]]\nid = "me/missing"\nversion = "9.9.9"\n'  # fmt: skip
+    (root / "buildpack.toml").write_text(buildpack_toml("me/meta", order=order))
+    result = preparer(project=group("./meta"))
+    assert result.code == 1
+    assert "neither in" in result.stderr and "me/missing@9.9.9" in result.stderr
+    assert "examples/node" not in result.stderr.splitlines()[-1]
+    (root / "buildpack.toml").write_text(
+        buildpack_toml("me/meta", order=order.split('[[order.group]]\nid = "me')[0])
+    )
+    assert preparer(project=group("./meta")).code == 0
+
+
+def test_missing_and_broken_sources_exit_1(preparer: Callable[..., Result], layout: Layout) -> None:
+    missing = preparer(project=group("./nope"))
+    assert missing.code == 1
+    assert missing.stderr.splitlines()[-1] == (
+        f"ERROR: failed to fetch buildpack from {layout.app}/nope: no such file or directory"
+    )
+    (layout.app / "junk.tgz").write_bytes(b"<html>not an archive</html>")
+    junk = preparer(project=group("junk.tgz"))
+    assert junk.code == 1 and "not a valid tar archive" in junk.stderr
+    make_dir(layout.app / "nobp", "me/x")
+    (layout.app / "nobp" / "buildpack.toml").unlink()
+    assert "no buildpack.toml at the root" in preparer(project=group("./nobp")).stderr
+
+
+def test_a_directory_with_a_link_outside_is_refused(preparer: Callable[..., Result], layout: Layout) -> None:
+    root = make_dir(layout.app / "sneaky", "me/sneaky")
+    os.symlink("/etc/passwd", root / "passwd")
+    result = preparer(project=group("./sneaky"))
+    assert result.code == 1
+    assert "refusing entry 'passwd': symbolic link '/etc/passwd' leaves the buildpack" in result.stderr
+
+
+def test_nothing_changes_when_a_later_entry_fails(preparer: Callable[..., Result], layout: Layout) -> None:
+    make_tgz(layout.app / "a.tgz", "me/a")
+    make_tgz(layout.app / "b.tgz", "me/b")
+    (layout.app / "junk.log").write_text("x")
+    project = group("a.tgz", "b.tgz", "./missing", "a.tgz") + (
+        '[io.buildpacks]\nexclude = ["*.log"]\n[[io.buildpacks.build.env]]\nname = "A"\nvalue = "1"\n'
+    )
+    (layout.app / "project.toml").write_text(project)
+    before = {p: listing(p) for p in (layout.app, layout.layers, layout.buildpacks)}
+    result = preparer()
+    assert result.code == 1
+    assert {p: listing(p) for p in (layout.app, layout.layers, layout.buildpacks)} == before
+    assert not layout.platform.exists()

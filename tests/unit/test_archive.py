@@ -1,0 +1,106 @@
+"""Safe extraction: every hostile entry is refused with the archive and entry named; nothing lands outside."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from preparer.errors import FetchError
+from preparer.fetch.archive import extract_tar
+from tests.buildpacks import entry, make_tar
+
+GOOD = (entry("buildpack.toml"), b'api = "0.10"\n')
+
+
+def extract(data: bytes, dest: Path, **kwargs: object) -> object:
+    return extract_tar(io.BytesIO(data), dest, archive="bp.tgz", **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("entries", "why"),
+    [
+        ([(entry("../evil"), b"x")], "refusing entry '../evil': path contains '..'"),
+        ([(entry("a/../../evil"), b"x")], "refusing entry 'a/../../evil': path contains '..'"),
+        ([(entry("/etc/evil"), b"x")], "refusing entry '/etc/evil': absolute path"),
+        ([entry("up", tarfile.SYMTYPE, link="../../etc")], "symbolic link '../../etc' leaves the buildpack"),
+        (
+            [entry("abs", tarfile.SYMTYPE, link="/etc/passwd")],
+            "symbolic link to the absolute path '/etc/passwd'",
+        ),
+        (
+            [entry("dir", tarfile.SYMTYPE, link="sub"), (entry("dir/x"), b"x")],
+            "refusing entry 'dir/x': it would be written through a symbolic link",
+        ),
+        (
+            [entry("hard", tarfile.LNKTYPE, link="/etc/passwd")],
+            "refusing entry 'hard': hard link target: absolute path",
+        ),
+        ([entry("hard", tarfile.LNKTYPE, link="../x")], "hard link target: path contains '..'"),
+        ([entry("hard", tarfile.LNKTYPE, link="missing")], "which is not a file extracted before it"),
+        ([entry("dev", tarfile.CHRTYPE)], "refusing entry 'dev': devices, fifos and other special files"),
+        ([entry("blk", tarfile.BLKTYPE)], "refusing entry 'blk': devices, fifos and other special files"),
+        ([entry("fifo", tarfile.FIFOTYPE)], "refusing entry 'fifo': devices, fifos and other special files"),
+        ([(entry("suid", mode=0o4755), b"x")], "refusing entry 'suid': setuid or setgid bit"),
+        ([(entry("sgid", mode=0o2755), b"x")], "refusing entry 'sgid': setuid or setgid bit"),
+    ],
+)
+def test_hostile_entries_are_refused(tmp_path: Path, entries: list, why: str) -> None:  # type: ignore[type-arg]
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with pytest.raises(FetchError) as info:
+        extract(make_tar([GOOD, *entries]), dest)
+    assert info.value.exit_code == 1
+    assert str(info.value).startswith("failed to extract bp.tgz: ")
+    assert why in str(info.value)
+    outside = sorted(p.name for p in tmp_path.iterdir())
+    assert outside == ["dest"]  # nothing was written next to dest
+    assert not Path("/etc/evil").exists()
+
+
+def test_a_good_archive_gzip_or_not(tmp_path: Path) -> None:
+    data = make_tar(
+        [
+            GOOD,
+            entry("bin", tarfile.DIRTYPE, mode=0o700),
+            (entry("bin/build", mode=0o700), b"#!/bin/sh\n"),
+            (entry("./lib/data", mode=0o600), b"data"),
+            entry("bin/alias", tarfile.SYMTYPE, link="build"),
+            entry("lib/copy", tarfile.LNKTYPE, link="lib/data"),
+        ]
+    )
+    for name, payload in (("plain", data), ("gzipped", gzip.compress(data))):
+        dest = tmp_path / name
+        dest.mkdir()
+        extract(payload, dest)
+        assert (dest / "bin" / "build").stat().st_mode & 0o777 == 0o755
+        assert (dest / "bin").stat().st_mode & 0o777 == 0o755
+        assert (dest / "lib" / "data").stat().st_mode & 0o777 == 0o644
+        assert (dest / "bin" / "alias").readlink() == Path("build")
+        assert (dest / "lib" / "copy").read_bytes() == b"data"
+
+
+def test_select_extracts_one_buildpack_of_a_layer(tmp_path: Path) -> None:
+    data = make_tar(
+        [
+            (entry("/cnb/buildpacks/a_b/1.0.0/buildpack.toml"), b"a"),
+            (entry("cnb/buildpacks/a_b/1.0.0/bin/build", mode=0o755), b"b"),
+            (entry("/cnb/buildpacks/other/2.0.0/buildpack.toml"), b"c"),
+        ]
+    )
+    extract(data, tmp_path, select="cnb/buildpacks/a_b/1.0.0", allow_absolute=True)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "bin",
+        "bin/build",
+        "buildpack.toml",
+    ]
+
+
+@pytest.mark.parametrize("payload", [b"not a tar at all" * 100, gzip.compress(b"x" * 1000)[:40]])
+def test_corrupt_or_truncated_archives_fail_cleanly(tmp_path: Path, payload: bytes) -> None:
+    with pytest.raises(FetchError) as info:
+        extract(payload, tmp_path)
+    assert str(info.value).startswith("failed to extract bp.tgz:")
