@@ -14,6 +14,7 @@ from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
 from preparer.errors import PreparerError
 from preparer.fetch import ProgressFn
+from preparer.fetch.locator import redact
 from preparer.files._toml import dumps_toml, load_toml, write_atomic
 from preparer.files.buildpack import installed_versions
 from preparer.files.order import Order, read_order
@@ -100,7 +101,7 @@ def _prepare(inputs: Inputs, progress: ProgressFn | None) -> Report:
     report = Report(
         descriptor_path=str(descriptor.path) if descriptor.path else None,
         schema_version=descriptor.schema_version,
-        effective=config.properties,
+        effective=_redacted(config.properties),
         env=tuple(EnvRecord(entry.name, action) for entry, action, _ in env),  # type: ignore[arg-type]
         unapplied=config.unapplied,
         warnings=tuple(warnings),
@@ -118,6 +119,17 @@ def _prepare(inputs: Inputs, progress: ProgressFn | None) -> Report:
             "app_removed": outcome.removed,
         }
     )
+
+
+def _redacted(value: Any) -> Any:
+    """``value`` with credentials removed from every URL in it: the report is output too."""
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    if isinstance(value, str) and "://" in value:
+        return redact(value)
+    return value
 
 
 def _fields(report: Report) -> dict[str, Any]:

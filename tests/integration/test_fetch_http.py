@@ -1,0 +1,192 @@
+"""Buildpack archives over http from a real server on 127.0.0.1, with faults injected, through the CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.buildpacks import make_tgz
+from tests.golden import BUILDER, Layout, listing
+from tests.plugins.cli import Result, base_env
+from tests.plugins.http_server import FileServer
+
+HEAD = '[_]\nschema-version = "0.2"\n'
+FAST = {"CNB_PREPARER_HTTP_TIMEOUT": "1"}
+
+
+def group(*uris: str) -> str:
+    return HEAD + "".join(f'[[io.buildpacks.group]]\nuri = "{u}"\n' for u in uris)
+
+
+def serve(server: FileServer, name: str, bp_id: str, payload: bytes = b"") -> str:
+    """Put a buildpack archive on the server; return its sha256."""
+    path = make_tgz(server.root / name, bp_id, payload=payload)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def cache_entries(tmp_path: Path) -> list[str]:
+    cache = tmp_path / "cache"
+    return [
+        p for p in listing(cache) if p.startswith(("blobs/sha256/", "trees/sha256/")) and p.count("/") == 2
+    ]
+
+
+def test_download_with_a_pinned_digest(preparer: Callable[..., Result], http_server: FileServer, layout: Layout,
+                                       tmp_path: Path) -> None:  # fmt: skip
+    sha = serve(http_server, "bp.tgz", "me/http")
+    report = tmp_path / "report.toml"
+    result = preparer("-prepare-report", str(report), project=group(http_server.url(f"bp.tgz#sha256={sha}")))
+    assert result.code == 0, result.stderr
+    assert (layout.buildpacks / "me_http" / "1.0.0" / "bin" / "build").is_file()
+    assert f'digest = "sha256:{sha}"' in report.read_text()
+    assert f"Downloading {http_server.url('bp.tgz')}" in result.stdout
+
+
+def test_server_errors_are_retried(
+    preparer: Callable[..., Result], http_server: FileServer, layout: Layout
+) -> None:
+    serve(http_server, "bp.tgz", "me/http")
+    http_server.fail("bp.tgz", "500", "500")
+    result = preparer(project=group(http_server.url("bp.tgz")), env=FAST)
+    assert result.code == 0, result.stderr
+    assert [status for status, _ in http_server.seen("bp.tgz")] == [500, 500, 200]
+
+
+def test_a_truncated_body_is_retried_and_never_cached(preparer: Callable[..., Result], http_server: FileServer,
+                                                      tmp_path: Path) -> None:  # fmt: skip
+    serve(http_server, "bp.tgz", "me/http", payload=b"x" * 100_000)
+    http_server.fail("bp.tgz", "truncate")
+    assert preparer(project=group(http_server.url("bp.tgz")), env=FAST).code == 0
+    assert [s for s, _ in http_server.seen("bp.tgz")] == [200, 200]
+    serve(http_server, "cut.tgz", "me/cut", payload=b"y" * 100_000)
+    http_server.fail("cut.tgz", "truncate", "truncate", "truncate", "truncate")
+    result = preparer(project=group(http_server.url("cut.tgz")), env=FAST)
+    assert result.code == 1
+    assert result.stderr.splitlines()[-1].startswith(
+        f"ERROR: failed to download {http_server.url('cut.tgz')}: "
+    )
+    assert "(after 4 attempts)" in result.stderr
+    assert len(cache_entries(tmp_path)) == 1  # only the good archive's tree
+
+
+def test_a_wrong_digest_fails_and_installs_nothing(preparer: Callable[..., Result], http_server: FileServer,
+                                                   layout: Layout, tmp_path: Path) -> None:  # fmt: skip
+    serve(http_server, "bp.tgz", "me/http")
+    before = listing(layout.buildpacks)
+    result = preparer(project=group(http_server.url("bp.tgz#sha256=" + "0" * 64)))
+    assert result.code == 1
+    assert f"ERROR: failed to verify {http_server.url('bp.tgz')}: sha256 mismatch" in result.stderr
+    assert listing(layout.buildpacks) == before
+    assert cache_entries(tmp_path) == []
+    assert len(http_server.seen("bp.tgz")) == 1  # a mismatch is not retried
+
+
+def test_not_found_is_not_retried(preparer: Callable[..., Result], http_server: FileServer) -> None:
+    result = preparer(project=group(http_server.url("missing.tgz")), env=FAST)
+    assert result.code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to download {http_server.url('missing.tgz')}: HTTP 404 Not Found"
+    )
+    assert len(http_server.seen("missing.tgz")) == 1
+
+
+def test_a_slow_server_times_out(preparer: Callable[..., Result], http_server: FileServer) -> None:
+    serve(http_server, "bp.tgz", "me/http")
+    http_server.slow_seconds = 3
+    http_server.fail("bp.tgz", "slow", "slow", "slow", "slow")
+    result = preparer(project=group(http_server.url("bp.tgz")), env={"CNB_PREPARER_HTTP_TIMEOUT": "0.5"})
+    assert result.code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to download {http_server.url('bp.tgz')}: timed out (after 4 attempts)"
+    )
+
+
+def test_warm_runs_revalidate_or_skip_the_network(preparer: Callable[..., Result], http_server: FileServer,
+                                                  layout: Layout) -> None:  # fmt: skip
+    sha = serve(http_server, "bp.tgz", "me/http", payload=b"z" * 10_000)
+    assert preparer(project=group(http_server.url("bp.tgz"))).code == 0
+    installed = layout.buildpacks / "me_http" / "1.0.0" / "data.bin"
+    first_inode = installed.stat().st_ino
+    shutil.rmtree(layout.buildpacks / "me_http")
+    assert preparer(project=group(http_server.url("bp.tgz"))).code == 0
+    statuses = http_server.seen("bp.tgz")
+    assert [s for s, _ in statuses] == [200, 304]
+    assert statuses[1][1]["If-None-Match"] == f'"{sha}"'
+    assert installed.read_bytes() == b"z" * 10_000
+    assert installed.stat().st_ino == first_inode  # hard-linked from the same cached tree
+    shutil.rmtree(layout.buildpacks / "me_http")
+    assert preparer(project=group(http_server.url(f"bp.tgz#sha256={sha}"))).code == 0
+    assert len(http_server.seen("bp.tgz")) == 2  # pinned and cached: no request at all
+
+
+def test_credentials_never_reach_output(preparer: Callable[..., Result], http_server: FileServer,
+                                        tmp_path: Path) -> None:  # fmt: skip
+    serve(http_server, "bp.tgz", "me/http")
+    secret_url = http_server.url("bp.tgz").replace("127.0.0.1", "user:s3cr3t@127.0.0.1")
+    ok = preparer(
+        "-log-level", "debug", "-prepare-report", str(tmp_path / "r.toml"), project=group(secret_url)
+    )
+    missing = preparer(
+        "-log-level=debug", project=group(secret_url.replace("bp.tgz", "nope.tgz?token=t0k3n"))
+    )
+    assert ok.code == 0 and missing.code == 1
+    for text in (ok.stdout, ok.stderr, missing.stdout, missing.stderr, (tmp_path / "r.toml").read_text()):
+        assert "s3cr3t" not in text and "t0k3n" not in text
+    assert http_server.seen("bp.tgz")[0][1]["Authorization"].startswith("Basic ")
+
+
+def test_third_of_four_downloads_failing_changes_nothing(preparer: Callable[..., Result], http_server: FileServer,
+                                                         layout: Layout) -> None:  # fmt: skip
+    for name in ("a", "b", "d"):
+        serve(http_server, f"{name}.tgz", f"me/{name}")
+    (layout.app / "junk.log").write_text("x")
+    project = group(*(http_server.url(f"{n}.tgz") for n in "abcd")) + (
+        '[io.buildpacks]\nexclude = ["*.log"]\n[[io.buildpacks.build.env]]\nname = "A"\nvalue = "1"\n'
+    )
+    (layout.app / "project.toml").write_text(project)
+    before = {p: listing(p) for p in (layout.app, layout.layers, layout.buildpacks)}
+    result = preparer(env=FAST)
+    assert result.code == 1
+    assert f"failed to download {http_server.url('c.tgz')}: HTTP 404" in result.stderr
+    assert {p: listing(p) for p in (layout.app, layout.layers, layout.buildpacks)} == before
+    assert not layout.platform.exists()
+
+
+def test_eight_concurrent_preparers_share_one_cache(http_server: FileServer, tmp_path: Path) -> None:
+    for name in ("a", "b", "c"):
+        serve(http_server, f"{name}.tgz", f"me/{name}", payload=name.encode() * 200_000)
+    project = group(*(http_server.url(f"{n}.tgz") for n in "abc"))
+    cache = tmp_path / "shared-cache"
+    procs = []
+    layouts = []
+    for i in range(8):
+        lay = Layout(tmp_path / f"build{i}")
+        shutil.copytree(BUILDER, lay.root / "cnb")
+        lay.app.mkdir(parents=True)
+        (lay.app / "project.toml").write_text(project)
+        layouts.append(lay)
+        args = [*lay.flags(), "-download-cache", str(cache)]
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "preparer", *args],
+                env=base_env(tmp_path),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    outcomes = [(p.wait(timeout=120), p.stderr.read() if p.stderr else "") for p in procs]
+    assert all(code == 0 for code, _ in outcomes), outcomes
+    orders = {(lay.layers / "order.toml").read_bytes() for lay in layouts}
+    trees = {tuple(listing(lay.buildpacks)) for lay in layouts}
+    data = {(lay.buildpacks / "me_b" / "1.0.0" / "data.bin").read_bytes() for lay in layouts}
+    assert len(orders) == 1 and len(trees) == 1 and data == {b"b" * 200_000}
+    for name in ("a", "b", "c"):
+        assert [s for s, _ in http_server.seen(f"{name}.tgz")].count(
+            200
+        ) == 1  # downloaded once, then revalidated
+    assert listing(cache / "tmp") == []
