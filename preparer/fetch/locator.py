@@ -99,6 +99,10 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
     if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
         scheme = scheme.lower()
         if scheme in ("http", "https"):
+            try:
+                urlsplit(uri).port  # noqa: B018 (parses host and port, raising for a malformed URL)
+            except ValueError as err:
+                raise InvalidInputsError(action, f"not a valid URL ({err})") from None
             return _http(uri, action)
         if scheme == "file":
             parts = urlsplit(uri)
@@ -131,7 +135,10 @@ def _http(uri: str, action: str) -> HttpLocator:
 
 def redact(uri: str) -> str:
     """``uri`` with any ``user:password@`` and query string removed, safe to print."""
-    parts = urlsplit(uri)
+    try:
+        parts = urlsplit(uri)
+    except ValueError:  # not a URL a request could be made to; still remove anything like userinfo
+        return re.sub(r"//[^/@]*@", "//", uri.split("?", 1)[0])
     if not parts.scheme or not parts.netloc:
         return uri
     netloc = parts.netloc.rpartition("@")[2]

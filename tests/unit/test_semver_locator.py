@@ -68,7 +68,16 @@ def test_a_bare_name_that_exists_is_a_path() -> None:
 
 
 @pytest.mark.parametrize(
-    "uri", ["ftp://h/x.tgz", "urn:cnb:builder:", "urn:cnb:registry:bad", "https://h/x#md5=00", "docker://"]
+    "uri",
+    [
+        "ftp://h/x.tgz",
+        "http://[::1/x.tgz",
+        "https://h:99999/x.tgz",
+        "urn:cnb:builder:",
+        "urn:cnb:registry:bad",
+        "https://h/x#md5=00",
+        "docker://",
+    ],
 )
 def test_bad_uris_exit_3(uri: str) -> None:
     with pytest.raises(InvalidInputsError):
@@ -77,3 +86,4 @@ def test_bad_uris_exit_3(uri: str) -> None:
 
 def test_redact_removes_credentials() -> None:
     assert redact("https://user:s3cret@host/x.tgz?token=abc") == "https://host/x.tgz"
+    assert redact("https://user:s3cret@[::1/x?t=1") == "https://[::1/x"
