@@ -15,20 +15,21 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from preparer.api import verify_buildpack_api
 from preparer.appfilter import Removal, remove
 from preparer.config import EnvEntry
 from preparer.errors import ApplyError, FetchError, InvalidInputsError
-from preparer.fetch import FetchContext, Fetched, ProgressFn, StagedBuildpack
-from preparer.fetch.locator import HttpLocator, ImageLocator, PathLocator, RegistryLocator, redact
 from preparer.files._toml import write_atomic
-from preparer.files.buildpack import buildpack_dir, read_buildpack_toml
 from preparer.files.order import Order, OrderElement, dumps_order
 from preparer.inputs import Inputs
 from preparer.plan import Fetch, Inline, Plan, Present, Step, compose_order
 from preparer.report import BuildpackRecord
+
+if TYPE_CHECKING:
+    # The fetchers are imported when a run fetches something: start-up is paid by every build.
+    from preparer.fetch import FetchContext, Fetched, ProgressFn, StagedBuildpack
 
 log = logging.getLogger("preparer")
 
@@ -44,6 +45,8 @@ class Outcome:
 
 def fetch_step(step: Fetch | Inline, ctx: FetchContext) -> Fetched:
     """Fetch one entry's buildpack into staging, by the kind of its source."""
+    from preparer.fetch.locator import HttpLocator, ImageLocator, PathLocator, RegistryLocator
+
     if isinstance(step, Inline):
         from preparer.fetch.inline import make_inline
 
@@ -100,6 +103,8 @@ def check_fetched(steps: Sequence[Fetch | Inline], fetched: Sequence[Fetched], b
     :raises BuildpackAPIError: an unsupported Buildpack API (exit 12).
     :raises FetchError: a composite buildpack's children are neither present nor fetched (exit 1).
     """
+    from preparer.files.buildpack import buildpack_dir
+
     carried = {(bp.descriptor.id, bp.descriptor.version) for f in fetched for bp in f.buildpacks}
     for step, result in zip(steps, fetched, strict=True):
         want = step.entry.id
@@ -129,6 +134,8 @@ def check_fetched(steps: Sequence[Fetch | Inline], fetched: Sequence[Fetched], b
 
 def check_present(steps: Sequence[Present], buildpacks_dir: Path) -> None:
     """The Buildpack API of buildpacks already in ``<buildpacks>`` that the order names (exit 12)."""
+    from preparer.files.buildpack import buildpack_dir, read_buildpack_toml
+
     for step in steps:
         descriptor = read_buildpack_toml(
             buildpack_dir(buildpacks_dir, step.id, step.version) / "buildpack.toml"
@@ -142,6 +149,8 @@ def install(staged: StagedBuildpack, buildpacks_dir: Path) -> bool:
     :returns: whether it was installed (``False``: it was already there).
     :raises ApplyError: when it cannot be moved into place (exit 1).
     """
+    from preparer.files.buildpack import buildpack_dir
+
     d = staged.descriptor
     dest = buildpack_dir(buildpacks_dir, d.id, d.version)
     if dest.exists():
@@ -190,6 +199,8 @@ def apply_plan(
     if not to_fetch:
         records, written = _commit_buildpacks(plan.steps, {}, inputs.buildpacks_dir)
         return _commit_files(plan, inputs, builder_order, env, removal, {}, records, written)
+    from preparer.fetch import FetchContext
+
     with staging_dir(inputs.buildpacks_dir) as staging:
         ctx = FetchContext(
             staging=staging,
@@ -244,6 +255,8 @@ def _commit_buildpacks(
             log.info("Using %s@%s from %s", step.id, step.version, buildpacks_dir)
             continue
         result = results[id(step)]
+        from preparer.files.buildpack import buildpack_dir
+
         installed = [bp for bp in result.buildpacks if install(bp, buildpacks_dir)]
         for bp in installed:
             written.append(str(buildpack_dir(buildpacks_dir, bp.descriptor.id, bp.descriptor.version)))
@@ -316,4 +329,6 @@ def source_of(step: Step) -> str:
         return f"{step.id}@{step.version}"
     if isinstance(step, Inline):
         return f"inline script ({step.entry.id})"
+    from preparer.fetch.locator import redact
+
     return redact(step.entry.uri or "")

@@ -6,21 +6,21 @@ import contextlib
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from preparer.appfilter import Removal, plan_removal
 from preparer.apply import apply_plan, source_of
 from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
 from preparer.errors import PreparerError
-from preparer.fetch import ProgressFn
-from preparer.fetch.locator import redact
 from preparer.files._toml import dumps_toml, load_toml, write_atomic
-from preparer.files.buildpack import installed_versions
 from preparer.files.order import Order, read_order
 from preparer.inputs import Inputs
 from preparer.plan import Plan, Present, env_actions, make_plan
 from preparer.report import EnvRecord, Report, unapplied_message
+
+if TYPE_CHECKING:
+    from preparer.fetch import ProgressFn
 
 log = logging.getLogger("preparer")
 
@@ -84,6 +84,8 @@ def _prepare(inputs: Inputs, progress: ProgressFn | None) -> Report:
         log.debug("%s", note)
 
     base_dir = descriptor.path.parent if descriptor.path else inputs.app_dir
+    from preparer.files.buildpack import installed_versions
+
     plan = make_plan(
         config,
         base_dir,
@@ -128,6 +130,8 @@ def _redacted(value: Any) -> Any:
     if isinstance(value, list):
         return [_redacted(v) for v in value]
     if isinstance(value, str) and "://" in value:
+        from preparer.fetch.locator import redact
+
         return redact(value)
     return value
 

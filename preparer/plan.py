@@ -10,12 +10,15 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from preparer.config import EffectiveConfig, EnvEntry, GroupEntry
 from preparer.errors import FetchError
-from preparer.fetch.locator import BuilderLocator, Locator, parse_locator
 from preparer.files.order import Group, Order, OrderElement
 from preparer.semver import highest
+
+if TYPE_CHECKING:
+    from preparer.fetch.locator import Locator
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,40 +108,45 @@ def _step(
 ) -> Step:
     if entry.script is not None:
         return Inline(entry)
-    if entry.uri is not None:
-        locator = parse_locator(entry.uri, base_dir, exists)
-        if not isinstance(locator, BuilderLocator):
-            return Fetch(entry, locator)
-    else:
+    if entry.uri is None:
         assert entry.id is not None  # checked by config: an entry has an id, a uri or a script
         version = None if entry.version in (None, "latest") else entry.version
-        locator = BuilderLocator(entry.id, version)
-    return Present(entry, locator.id, _resolve(locator, entry, buildpacks_dir, versions_of))
+        return Present(entry, entry.id, _resolve(entry.id, version, entry, buildpacks_dir, versions_of))
+    # Only entries with a uri need the locators.
+    from preparer.fetch.locator import BuilderLocator, parse_locator
+
+    locator = parse_locator(entry.uri, base_dir, exists)
+    if not isinstance(locator, BuilderLocator):
+        return Fetch(entry, locator)
+    return Present(
+        entry, locator.id, _resolve(locator.id, locator.version, entry, buildpacks_dir, versions_of)
+    )
 
 
 def _resolve(
-    locator: BuilderLocator,
+    bp_id: str,
+    version: str | None,
     entry: GroupEntry,
     buildpacks_dir: Path,
     versions_of: Callable[[str], Sequence[str]],
 ) -> str:
-    versions = versions_of(locator.id)
-    action = f"resolve {entry.key} ({locator.id})"
+    """The version of ``bp_id`` to use: the one asked for, or the highest semver present."""
+    versions = versions_of(bp_id)
+    action = f"resolve {entry.key} ({bp_id})"
     if not versions:
-        raise FetchError(action, f"buildpack '{locator.id}' was not found in {buildpacks_dir}")
-    if locator.version is not None:
-        if locator.version not in versions:
+        raise FetchError(action, f"buildpack '{bp_id}' was not found in {buildpacks_dir}")
+    if version is not None:
+        if version not in versions:
             raise FetchError(
                 action,
-                f"version '{locator.version}' of '{locator.id}' was not found in {buildpacks_dir} "
-                f"(found: {', '.join(versions)})",
+                f"version '{version}' of '{bp_id}' was not found in {buildpacks_dir} (found: {', '.join(versions)})",
             )
-        return locator.version
+        return version
     best = highest(versions)
     if best is None:
         raise FetchError(
             action,
-            f"none of the versions of '{locator.id}' in {buildpacks_dir} is a semantic version "
+            f"none of the versions of '{bp_id}' in {buildpacks_dir} is a semantic version "
             f"({', '.join(versions)}); give an explicit version",
         )
     return best

@@ -63,7 +63,7 @@ def open_tar_stream(fileobj: IO[bytes]) -> IO[bytes]:
     head = fileobj.read(2)
     stream = _Prefixed(head, fileobj)
     if head == _GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[arg-type]
+        return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[call-overload]
     return stream  # type: ignore[return-value]
 
 
@@ -108,7 +108,7 @@ def extract_tar(
     """
     extractor = _Extractor(dest, archive, select.strip("/") if select else None, allow_absolute)
     try:
-        with tarfile.open(fileobj=open_tar_stream(fileobj), mode="r|") as tar:  # type: ignore[call-overload]
+        with tarfile.open(fileobj=open_tar_stream(fileobj), mode="r|") as tar:
             for member in tar:
                 extractor.add(tar, member)
     except FetchError:

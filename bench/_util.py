@@ -1,0 +1,67 @@
+"""Helpers shared by the benchmark scenarios: timing whole processes, peak memory, printing ratios."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+
+def median_seconds(command: Sequence[str], runs: int, env: dict[str, str] | None = None,
+                   setup: Callable[[], None] | None = None) -> float:  # fmt: skip
+    """The median wall time of ``command`` over ``runs`` runs (``setup`` runs before each, untimed)."""
+    times = []
+    for _ in range(runs):
+        if setup:
+            setup()
+        start = time.perf_counter()
+        subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def timed(action: Callable[[], object]) -> float:
+    """Seconds taken by ``action``."""
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def peak_rss_mib(command: Sequence[str], env: dict[str, str] | None = None) -> float:
+    """Peak resident memory of ``command``, in MiB, measured in a fresh child process."""
+    script = (
+        "import resource, subprocess, sys\n"
+        "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
+    out = subprocess.run(
+        [PYTHON, "-c", script, *command], env=env, check=True, capture_output=True, text=True
+    )
+    return int(out.stdout.strip()) / 1024
+
+
+def verdict(ratio: float, goal: float) -> str:
+    return "OK" if ratio <= goal else "MISSED"
+
+
+def report(name: str, value: float, unit: str, baseline: float, baseline_name: str, goal: float) -> bool:
+    """Print one line ``name: value vs baseline -> ratio (goal) OK|MISSED``; return whether the goal was met."""
+    ratio = value / baseline if baseline else float("inf")
+    print(
+        f"{name}: {value:.3f} {unit} vs {baseline:.3f} {unit} ({baseline_name}) -> ratio {ratio:.2f} "
+        f"(goal <= {goal}) {verdict(ratio, goal)}",
+        flush=True,
+    )
+    return ratio <= goal
+
+
+def preparer_env(**extra: str) -> dict[str, str]:
+    """The environment a build container gives the preparer."""
+    return os.environ | {"CNB_PLATFORM_API": "0.15", "NO_COLOR": "1"} | extra
