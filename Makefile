@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEPS := $(VENV)/.stamp-deps
-SYSTEM_PACKAGES := docker-registry skopeo umoci
+SYSTEM_PACKAGES := docker-registry skopeo umoci apache2-utils
 
 .PHONY: run test lint typecheck bench image deps system-deps clean
 

@@ -63,7 +63,7 @@ def open_tar_stream(fileobj: IO[bytes]) -> IO[bytes]:
     head = fileobj.read(2)
     stream = _Prefixed(head, fileobj)
     if head == _GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[call-overload]
+        return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[call-overload,no-any-return]
     return stream  # type: ignore[return-value]
 
 

@@ -1,0 +1,171 @@
+"""Registry credentials, looked up in the lifecycle's order (platform spec §Registry Authentication):
+
+1. ``CNB_REGISTRY_AUTH``: JSON mapping a registry to an ``Authorization`` header value (``Basic …``, ``Bearer …``);
+2. the docker config (``$DOCKER_CONFIG/config.json`` or ``~/.docker/config.json``): ``credHelpers`` for the
+   registry, then ``auths`` (``auth``, ``username``/``password``, ``identitytoken``), then ``credsStore``; helpers
+   are the ``docker-credential-<name>`` executables;
+3. anonymous.
+
+Keys are compared without scheme and path, so ``https://index.docker.io/v1/`` is ``index.docker.io``.
+Credentials are never part of any message.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from preparer.errors import FetchError
+from preparer.fetch.oci.reference import DOCKER_HUB
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """How to authenticate to one registry. ``repr`` shows where it came from, never the secret."""
+
+    source: str
+    #: A whole ``Authorization`` header value (``Basic …`` or ``Bearer …``).
+    header: str | None = field(default=None, repr=False)
+    #: An OAuth2 refresh token for the token endpoint (docker's ``identitytoken``).
+    identity_token: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def basic(cls, source: str, username: str, password: str) -> Credential:
+        token = base64.b64encode(f"{username}:{password}".encode()).decode()
+        return cls(source, header=f"Basic {token}")
+
+
+def normalize(key: str) -> str:
+    """A registry key without scheme or path; ``docker.io`` spellings become ``index.docker.io``."""
+    host = key.split("://", 1)[-1].split("/", 1)[0].lower()
+    return DOCKER_HUB if host in ("docker.io", "registry-1.docker.io", "index.docker.io") else host
+
+
+def lookup(registry: str, environ: Mapping[str, str]) -> Credential | None:
+    """The credential for ``registry`` (as keyed: ``index.docker.io`` for Docker Hub), or ``None`` (anonymous).
+
+    :raises FetchError: ``CNB_REGISTRY_AUTH`` or the docker config is malformed, or a helper fails (exit 1).
+    """
+    registry = normalize(registry)
+    raw = environ.get("CNB_REGISTRY_AUTH")
+    if raw:
+        found = _from_cnb_registry_auth(raw, registry)
+        if found is not None:
+            return found
+    return _from_docker_config(registry, environ)
+
+
+def _from_cnb_registry_auth(raw: str, registry: str) -> Credential | None:
+    try:
+        table = json.loads(raw)
+    except ValueError:
+        raise FetchError("resolve keychain", "failed to parse CNB_REGISTRY_AUTH value") from None
+    if not isinstance(table, dict):
+        raise FetchError("resolve keychain", "CNB_REGISTRY_AUTH must be a JSON object")
+    for key, value in table.items():
+        if normalize(str(key)) != registry:
+            continue
+        if not isinstance(value, str):
+            raise FetchError("resolve keychain", f"CNB_REGISTRY_AUTH value for '{registry}' must be a string")
+        scheme = value.split(" ", 1)[0].lower()
+        if scheme not in ("basic", "bearer", "x-identity"):
+            raise FetchError("resolve keychain", f"unknown auth type from header for '{registry}'")
+        if scheme == "x-identity":
+            return Credential("CNB_REGISTRY_AUTH", identity_token=value.split(" ", 1)[1])
+        return Credential("CNB_REGISTRY_AUTH", header=value)
+    return None
+
+
+def _config_path(environ: Mapping[str, str]) -> Path | None:
+    if environ.get("DOCKER_CONFIG"):
+        return Path(environ["DOCKER_CONFIG"]) / "config.json"
+    if environ.get("HOME"):
+        return Path(environ["HOME"]) / ".docker" / "config.json"
+    return None
+
+
+def _from_docker_config(registry: str, environ: Mapping[str, str]) -> Credential | None:
+    path = _config_path(environ)
+    if path is None or not path.is_file():
+        return None
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise FetchError("read docker config", f"{path}: {type(err).__name__}") from None
+    if not isinstance(config, dict):
+        return None
+    helpers = config.get("credHelpers") or {}
+    for key, helper in helpers.items() if isinstance(helpers, dict) else ():
+        if normalize(key) == registry and isinstance(helper, str):
+            return _from_helper(helper, key, registry, environ)
+    auths = config.get("auths") or {}
+    for key, entry in auths.items() if isinstance(auths, dict) else ():
+        if normalize(key) == registry and isinstance(entry, dict):
+            found = _from_auths_entry(entry, registry, path)
+            if found is not None:
+                return found
+    store = config.get("credsStore")
+    if isinstance(store, str) and store:
+        server = "https://index.docker.io/v1/" if registry == DOCKER_HUB else registry
+        return _from_helper(store, server, registry, environ, missing_ok=True)
+    return None
+
+
+def _from_auths_entry(entry: dict[str, object], registry: str, path: Path) -> Credential | None:
+    source = f"docker config {path}"
+    if isinstance(entry.get("identitytoken"), str) and entry["identitytoken"]:
+        return Credential(source, identity_token=str(entry["identitytoken"]))
+    if isinstance(entry.get("auth"), str) and entry["auth"]:
+        try:
+            username, _, password = base64.b64decode(str(entry["auth"])).decode().partition(":")
+        except ValueError:
+            raise FetchError(
+                "read docker config", f"{path}: the auth of '{registry}' is not base64"
+            ) from None
+        return Credential.basic(source, username, password)
+    if isinstance(entry.get("username"), str) and isinstance(entry.get("password"), str):
+        return Credential.basic(source, str(entry["username"]), str(entry["password"]))
+    return None
+
+
+def _from_helper(
+    helper: str, server: str, registry: str, environ: Mapping[str, str], missing_ok: bool = False
+) -> Credential | None:
+    program = f"docker-credential-{helper}"
+    try:
+        proc = subprocess.run(
+            [program, "get"],
+            input=server,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=dict(environ),
+            check=False,
+        )
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise FetchError("get credentials", f"credential helper {program} is not installed") from None
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise FetchError(
+            "get credentials", f"credential helper {program} failed ({type(err).__name__})"
+        ) from None
+    if proc.returncode != 0:
+        if "credentials not found" in proc.stdout.lower() + proc.stderr.lower():
+            return None
+        raise FetchError("get credentials", f"credential helper {program} exited with {proc.returncode}")
+    try:
+        answer = json.loads(proc.stdout)
+        username, secret = str(answer["Username"]), str(answer["Secret"])
+    except (ValueError, KeyError, TypeError):
+        raise FetchError(
+            "get credentials", f"credential helper {program} gave an unreadable answer"
+        ) from None
+    source = f"credential helper {program}"
+    if username == "<token>":
+        return Credential(source, identity_token=secret)
+    return Credential.basic(source, username, secret)

@@ -1,0 +1,114 @@
+"""``.cnb`` files: an OCI image layout in an uncompressed tar (spec distribution.md §Buildpackage).
+
+``index.json`` names the image (an index is resolved to the build's platform); every blob read from the tar is
+checked against its digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tarfile
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from preparer.errors import FetchError
+from preparer.fetch import FetchContext, Fetched
+from preparer.fetch.oci.buildpackage import choose_platform, install_buildpackage
+from preparer.fetch.oci.client import INDEXES
+
+_CHUNK = 1 << 20
+
+
+class Layout:
+    """Random access to the blobs of an OCI layout tar."""
+
+    def __init__(self, path: Path, source: str, staging: Path) -> None:
+        self.path, self.source, self.staging = path, source, staging
+        self.lock = threading.Lock()
+        try:
+            self.tar = tarfile.open(path, mode="r:")  # noqa: SIM115 (closed by fetch_cnb's with block)
+            self.members = {
+                m.name.removeprefix("./").lstrip("/"): m for m in self.tar.getmembers() if m.isfile()
+            }
+        except (OSError, tarfile.TarError) as err:
+            raise FetchError(f"read {source}", f"not an OCI layout tar ({err})") from None
+
+    def read(self, name: str) -> bytes:
+        member = self.members.get(name)
+        if member is None:
+            raise FetchError(f"read {self.source}", f"'{name}' is missing from the layout")
+        stream = self.tar.extractfile(member)
+        assert stream is not None
+        return stream.read()
+
+    def blob(self, digest: str) -> bytes:
+        """A small blob (manifest, config), checked."""
+        data = self.read(self._blob_name(digest))
+        if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+            raise FetchError(f"read {self.source}", f"blob {digest} does not match its digest")
+        return data
+
+    def blob_file(self, digest: str) -> Path:
+        """A layer blob copied out of the tar into staging, checked while copying (one thread at a time)."""
+        with self.lock:
+            return self._blob_file(digest)
+
+    def _blob_file(self, digest: str) -> Path:
+        name = self._blob_name(digest)
+        member = self.members.get(name)
+        if member is None:
+            raise FetchError(f"read {self.source}", f"'{name}' is missing from the layout")
+        stream = self.tar.extractfile(member)
+        assert stream is not None
+        sha = hashlib.sha256()
+        with tempfile.NamedTemporaryFile(dir=self.staging, prefix="blob-", delete=False) as out:
+            while chunk := stream.read(_CHUNK):
+                sha.update(chunk)
+                out.write(chunk)
+        if "sha256:" + sha.hexdigest() != digest:
+            raise FetchError(f"read {self.source}", f"blob {digest} does not match its digest")
+        return Path(out.name)
+
+    @staticmethod
+    def _blob_name(digest: str) -> str:
+        algorithm, _, hexdigest = digest.partition(":")
+        if algorithm != "sha256" or len(hexdigest) != 64:
+            raise FetchError("read OCI layout", f"unsupported digest '{digest}'")
+        return f"blobs/{algorithm}/{hexdigest}"
+
+    def json(self, data: bytes, what: str) -> dict[str, Any]:
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            raise FetchError(f"read {self.source}", f"{what} is not JSON") from None
+        if not isinstance(doc, dict):
+            raise FetchError(f"read {self.source}", f"{what} is not a JSON object")
+        return doc
+
+
+def fetch_cnb(path: Path, *, source: str, digest: str | None, ctx: FetchContext) -> Fetched:
+    """Stage every buildpack of the ``.cnb`` at ``path``; the order names its top-level buildpack.
+
+    :raises FetchError: not a layout, missing or corrupt blobs, not a buildpackage (exit 1).
+    """
+    layout = Layout(path, source, ctx.staging)
+    with layout.tar:
+        # index.json is an index: follow it (and any nested index) to the image for the build's platform.
+        descriptor = choose_platform(
+            layout.json(layout.read("index.json"), "index.json"), ctx.platform, source
+        )
+        for _ in range(4):
+            manifest_digest = str(descriptor.get("digest"))
+            manifest = layout.json(layout.blob(manifest_digest), "manifest")
+            if manifest.get("mediaType") not in INDEXES and "manifests" not in manifest:
+                break
+            descriptor = choose_platform(manifest, ctx.platform, source)
+        else:
+            raise FetchError(f"read {source}", "indexes nest too deep")
+        config = layout.json(layout.blob(str((manifest.get("config") or {}).get("digest"))), "config")
+        return install_buildpackage(
+            manifest, config, layout.blob_file, source=source, digest=digest or manifest_digest, ctx=ctx
+        )
