@@ -41,6 +41,8 @@ ENV_DOWNLOAD_CACHE = "CNB_DOWNLOAD_CACHE_DIR"
 ENV_PREPARE_REPORT = "CNB_PREPARE_REPORT_PATH"
 ENV_DRY_RUN = "CNB_DRY_RUN"
 ENV_BUILDPACK_REGISTRY_INDEX = "CNB_BUILDPACK_REGISTRY_INDEX"
+#: The platform to choose from a multi-platform image, ``os/arch[/variant]``; default the host's.
+ENV_TARGET_PLATFORM = "CNB_PREPARER_PLATFORM"
 #: Seconds to wait for bytes from a server (and at most 10 to connect); default 60 (contract §7.13).
 ENV_HTTP_TIMEOUT, DEFAULT_HTTP_TIMEOUT = "CNB_PREPARER_HTTP_TIMEOUT", 60.0
 DEFAULT_BUILDPACK_REGISTRY_INDEX = "https://raw.githubusercontent.com/buildpacks/registry-index/main"
@@ -184,7 +186,7 @@ def resolve_inputs(
         insecure_registries=tuple(registries),
         exec_env=environ.get(ENV_EXEC_ENV) or DEFAULT_EXEC_ENV,
         registry_index=text("buildpack-registry-index") or DEFAULT_BUILDPACK_REGISTRY_INDEX,
-        target_platform=_host_platform(),
+        target_platform=environ.get(ENV_TARGET_PLATFORM) or _host_platform(),
         http_timeout=http_timeout,
         environ=dict(environ),
     )

@@ -96,14 +96,16 @@ def _attempts(ctx: FetchContext, source: str) -> Iterator[int]:
         yield attempt
 
 
-def get(ctx: FetchContext, url: str, headers: dict[str, str] | None = None) -> requests.Response:
+def get(
+    ctx: FetchContext, url: str, headers: dict[str, str] | None = None, label: str | None = None
+) -> requests.Response:
     """GET ``url`` streaming; connection errors and timeouts become NetworkError, 5xx too.
 
-    :raises FetchError: a 4xx answer (not retried).
+    :raises FetchError: a 4xx answer (not retried), naming ``label`` or the redacted URL.
     """
     import requests
 
-    source = redact(url)
+    source = label or redact(url)
     try:
         response = ctx.sessions.get().get(url, headers=headers or {}, stream=True, timeout=ctx.timeouts)
     except requests.RequestException as err:
@@ -243,20 +245,26 @@ def _download_tree(
 
 
 def download_blob(
-    ctx: FetchContext, url: str, expected: str | None, dest_dir: Path, headers: dict[str, str] | None = None
+    ctx: FetchContext,
+    url: str,
+    expected: str | None,
+    dest_dir: Path,
+    headers: dict[str, str] | None = None,
+    label: str | None = None,
 ) -> tuple[Path, str]:
     """Download ``url`` into a new file in ``dest_dir``, retrying transient failures; return (path, digest).
 
     :param expected: ``sha256:<hex>`` the body must have (OCI blobs, pinned archives).
+    :param label: how progress names the download (default: the redacted URL).
     :raises FetchError: HTTP errors, exhausted retries, digest or length mismatch.
     """
-    source = redact(url)
+    source = label or redact(url)
     last: NetworkError | None = None
     for _ in _attempts(ctx, source):
         fd, name = tempfile.mkstemp(prefix="blob-", dir=dest_dir)
         path = Path(name)
         try:
-            response = get(ctx, url, headers)
+            response = get(ctx, url, headers, label=source)
             with os.fdopen(fd, "wb") as out:
                 _, digest, _ = stream_body(
                     ctx, response, source, lambda body: shutil.copyfileobj(body, out, _CHUNK)

@@ -1,1 +1,216 @@
-"""Fixtures: registry (filled in by the work that owns it)."""
+"""Fixtures: real OCI registries (Debian's docker-registry) on 127.0.0.1, and buildpackage images in them.
+
+Images are built with ``umoci`` (one ``umoci insert`` layer per buildpack, labels with ``umoci config``) and
+pushed with ``skopeo``, as a platform's release pipeline would. One registry is open; one asks for htpasswd
+credentials. Both are stopped at the end of the session.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.buildpacks import buildpack_toml, make_dir
+
+USER, PASSWORD = "builder", "s3cret-pass"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Registry:
+    """A running docker-registry."""
+
+    host: str
+    storage: Path
+    process: subprocess.Popen[bytes]
+    auth: tuple[str, str] | None = None
+
+    def ref(self, repository: str, tag: str = "latest") -> str:
+        return f"{self.host}/{repository}:{tag}"
+
+    def blob_file(self, digest: str) -> Path:
+        """Where the registry keeps a blob on disk (to corrupt it in a test)."""
+        hexdigest = digest.removeprefix("sha256:")
+        return self.storage / "docker/registry/v2/blobs/sha256" / hexdigest[:2] / hexdigest / "data"
+
+
+def _start(root: Path, htpasswd: Path | None) -> Registry:
+    port = _free_port()
+    storage = root / "storage"
+    config = {
+        "version": 0.1,
+        "log": {"level": "error", "accesslog": {"disabled": True}},
+        "storage": {"filesystem": {"rootdirectory": str(storage)}, "delete": {"enabled": True}},
+        "http": {"addr": f"127.0.0.1:{port}", "secret": "test-only"},
+    }
+    if htpasswd is not None:
+        config["auth"] = {"htpasswd": {"realm": "preparer-tests", "path": str(htpasswd)}}
+    (root / "config.yml").write_text(json.dumps(config))  # JSON is YAML
+    process = subprocess.Popen(
+        ["docker-registry", "serve", str(root / "config.yml")],
+        stdout=subprocess.DEVNULL, stderr=(root / "registry.log").open("wb"),
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+        except OSError:
+            time.sleep(0.05)
+    else:
+        process.kill()
+        raise RuntimeError(f"docker-registry did not start: {(root / 'registry.log').read_text()}")
+    return Registry(f"127.0.0.1:{port}", storage, process)
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    """An open registry."""
+    running = _start(tmp_path_factory.mktemp("registry"), None)
+    yield running
+    running.process.terminate()
+    running.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def auth_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    """A registry that wants ``USER``/``PASSWORD`` (htpasswd, bcrypt)."""
+    root = tmp_path_factory.mktemp("auth-registry")
+    htpasswd = root / "htpasswd"
+    subprocess.run(["htpasswd", "-Bbc", str(htpasswd), USER, PASSWORD], check=True, capture_output=True)
+    running = _start(root, htpasswd)
+    running.auth = (USER, PASSWORD)
+    yield running
+    running.process.terminate()
+    running.process.wait(timeout=10)
+
+
+def _run(*args: str) -> str:
+    return subprocess.run(args, check=True, capture_output=True, text=True).stdout
+
+
+@dataclass(frozen=True)
+class Package:
+    """A buildpackage image built in an OCI layout."""
+
+    layout: Path
+    tag: str
+    top: tuple[str, str]
+
+    def manifest(self) -> dict:  # type: ignore[type-arg]
+        index = json.loads((self.layout / "index.json").read_text())
+        entry = next(
+            m for m in index["manifests"] if m["annotations"]["org.opencontainers.image.ref.name"] == self.tag
+        )
+        return json.loads(_blob(self.layout, entry["digest"]))
+
+
+def _blob(layout: Path, digest: str) -> bytes:
+    return (layout / "blobs" / "sha256" / digest.removeprefix("sha256:")).read_bytes()
+
+
+def build_package(
+    workdir: Path,
+    buildpacks: list[tuple[str, str, str]],
+    top: tuple[str, str],
+    tag: str = "latest",
+    architecture: str = "amd64",
+    layout: Path | None = None,
+    payload: bytes = b"",
+) -> Package:
+    """Build a buildpackage: each ``(id, version, order)`` becomes one layer at /cnb/buildpacks/<eid>/<version>."""
+    layout = layout or workdir / "layout"
+    if not layout.exists():
+        _run("umoci", "init", "--layout", str(layout))
+    image = f"{layout}:{tag}"
+    _run("umoci", "new", "--image", image)
+    _run("umoci", "config", "--image", image, "--architecture", architecture, "--os", "linux")
+    # One layer per buildpack: unpack, add the buildpack's directory, repack (umoci insert writes truncated tars).
+    bundle = workdir / f"bundle-{tag}"
+    shutil.rmtree(bundle, ignore_errors=True)
+    _run("umoci", "unpack", "--image", image, str(bundle))
+    for bp_id, version, order in buildpacks:
+        target = bundle / "rootfs" / "cnb" / "buildpacks" / bp_id.replace("/", "_") / version
+        make_dir(target, bp_id, version, payload=payload)
+        if order:
+            (target / "buildpack.toml").write_text(buildpack_toml(bp_id, version, order=order))
+            shutil.rmtree(target / "bin")
+        _run("umoci", "repack", "--refresh-bundle", "--image", image, str(bundle))
+    shutil.rmtree(bundle)
+    package = Package(layout, tag, top)
+    config = json.loads(_blob(layout, package.manifest()["config"]["digest"]))
+    diff_ids = config["rootfs"]["diff_ids"]
+    layers = {}
+    for (bp_id, version, order), diff_id in zip(buildpacks, diff_ids, strict=True):
+        info = {"api": "0.10", "layerDiffID": diff_id}
+        if order:
+            info["order"] = []
+        layers.setdefault(bp_id, {})[version] = info
+    metadata = {"id": top[0], "version": top[1]}
+    _run(
+        "umoci", "config", "--image", image,
+        "--config.label", f"io.buildpacks.buildpack.layers={json.dumps(layers)}",
+        "--config.label", f"io.buildpacks.buildpackage.metadata={json.dumps(metadata)}",
+    )  # fmt: skip
+    return package
+
+
+def add_index(layout: Path, tag: str, members: dict[str, str]) -> None:
+    """Add an image index ``tag`` to the layout listing the images tagged in ``members`` (tag -> architecture)."""
+    index_path = layout / "index.json"
+    index = json.loads(index_path.read_text())
+    manifests = []
+    for member_tag, architecture in members.items():
+        entry = next(
+            m
+            for m in index["manifests"]
+            if m["annotations"]["org.opencontainers.image.ref.name"] == member_tag
+        )
+        manifests.append(
+            {"mediaType": entry["mediaType"], "digest": entry["digest"], "size": entry["size"],
+             "platform": {"os": "linux", "architecture": architecture}}
+        )  # fmt: skip
+    blob = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+                       "manifests": manifests}).encode()  # fmt: skip
+    import hashlib
+
+    digest = hashlib.sha256(blob).hexdigest()
+    (layout / "blobs" / "sha256" / digest).write_bytes(blob)
+    index["manifests"].append(
+        {"mediaType": "application/vnd.oci.image.index.v1+json", "digest": f"sha256:{digest}", "size": len(blob),
+         "annotations": {"org.opencontainers.image.ref.name": tag}}
+    )  # fmt: skip
+    index_path.write_text(json.dumps(index))
+
+
+def push(
+    layout: Path, tag: str, destination: str, creds: tuple[str, str] | None = None, all_images: bool = False
+) -> str:
+    """``skopeo copy`` the layout's ``tag`` to ``docker://destination``; return the pushed manifest digest."""
+    args = ["skopeo", "copy", "--dest-tls-verify=false", "--preserve-digests"]
+    if creds:
+        args += ["--dest-creds", f"{creds[0]}:{creds[1]}"]
+    if all_images:
+        args.append("--all")
+    digest_file = layout.parent / f"digest-{tag}"
+    _run(*args, "--digestfile", str(digest_file), f"oci:{layout}:{tag}", f"docker://{destination}")
+    return digest_file.read_text().strip()
+
+
+def to_cnb(layout: Path, tag: str, path: Path) -> Path:
+    """Write the layout's ``tag`` as a ``.cnb`` file (an OCI layout tar)."""
+    _run("skopeo", "copy", f"oci:{layout}:{tag}", f"oci-archive:{path}")
+    return path

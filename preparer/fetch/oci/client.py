@@ -237,7 +237,9 @@ class Registry:
             probe.close()
         headers = {"Authorization": self.authorization} if self.authorization else {}
         try:
-            path, _ = download_blob(self.ctx, url, digest, dest_dir, headers)
+            path, _ = download_blob(
+                self.ctx, url, digest, dest_dir, headers, label=f"{self.ref} {digest[:19]}"
+            )
         except FetchError as err:
             # Name the image, not the blob URL, and keep the cause (digest mismatch, HTTP status).
             raise FetchError(f"pull {self.ref}", f"blob {digest}: {err.cause}") from None
