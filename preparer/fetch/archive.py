@@ -14,7 +14,7 @@ read once, front to back, so memory stays flat whatever the archive's size.
 
 from __future__ import annotations
 
-import gzip
+import io
 import os
 import posixpath
 import shutil
@@ -24,7 +24,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from preparer.errors import FetchError
 
@@ -40,31 +40,56 @@ class Extracted:
     files: int
 
 
-class _Prefixed:
-    """A reader that returns ``head`` before the rest of ``stream`` (after peeking at the magic bytes)."""
+class _Raw(io.RawIOBase):
+    """Any object with ``read`` as a raw stream, so a C ``BufferedReader`` can read it in large chunks."""
 
-    def __init__(self, head: bytes, stream: IO[bytes]) -> None:
-        self.head, self.stream = head, stream
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
 
-    def read(self, size: int = -1) -> bytes:
-        if self.head:
-            if size < 0:
-                data, self.head = self.head + self.stream.read(), b""
-                return data
-            data, self.head = self.head[:size], self.head[size:]
-            if len(data) < size:
-                data += self.stream.read(size - len(data))
-            return data
-        return self.stream.read(size)
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+class _Gunzip(io.RawIOBase):
+    """Decompresses a gzip stream (one member or several) in large chunks; zlib checks each member's CRC."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.inflater = zlib.decompressobj(wbits=31)
+        self.pending = b""  # compressed bytes not yet given to the inflater
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while True:
+            if not self.pending:
+                self.pending = self.stream.read(_CHUNK)
+                if not self.pending:
+                    if not self.inflater.eof:
+                        raise EOFError("compressed data ended early")
+                    return 0
+            if self.inflater.eof:
+                # The next gzip member starts here.
+                self.inflater = zlib.decompressobj(wbits=31)
+            data = self.inflater.decompress(self.pending, len(buffer))
+            self.pending = self.inflater.unconsumed_tail or self.inflater.unused_data
+            if data:
+                buffer[: len(data)] = data
+                return len(data)
 
 
 def open_tar_stream(fileobj: IO[bytes]) -> IO[bytes]:
-    """``fileobj`` as plain tar bytes: gzip is recognised by its magic bytes, not by the file name."""
-    head = fileobj.read(2)
-    stream = _Prefixed(head, fileobj)
-    if head == _GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[call-overload,no-any-return]
-    return stream  # type: ignore[return-value]
+    """``fileobj`` as plain tar bytes, read 1 MiB at a time; gzip is told by its magic bytes, not by a name."""
+    buffered = io.BufferedReader(_Raw(fileobj), buffer_size=_CHUNK)
+    if buffered.peek(2)[:2] == _GZIP_MAGIC:
+        return io.BufferedReader(_Gunzip(buffered), buffer_size=_CHUNK)
+    return buffered
 
 
 def _clean_name(raw: str, allow_absolute: bool) -> str | None:
@@ -108,12 +133,12 @@ def extract_tar(
     """
     extractor = _Extractor(dest, archive, select.strip("/") if select else None, allow_absolute)
     try:
-        with tarfile.open(fileobj=open_tar_stream(fileobj), mode="r|") as tar:
+        with tarfile.open(fileobj=open_tar_stream(fileobj), mode="r|", bufsize=_CHUNK) as tar:
             for member in tar:
                 extractor.add(tar, member)
     except FetchError:
         raise
-    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as err:
+    except (tarfile.TarError, EOFError, zlib.error) as err:
         raise FetchError(
             f"extract {archive}", f"not a valid tar archive ({err or type(err).__name__})"
         ) from None

@@ -23,8 +23,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from filelock import FileLock
-
 from preparer.errors import FetchError
 
 
@@ -74,6 +72,8 @@ class DownloadCache:
     @contextmanager
     def lock(self, key: str) -> Iterator[None]:
         """Hold the inter-process lock named ``key`` (any string; hashed into a file name)."""
+        from filelock import FileLock  # only runs that download take locks
+
         name = hashlib.sha256(key.encode()).hexdigest()
         with FileLock(str(self._dir("locks") / f"{name}.lock")):
             yield

@@ -154,10 +154,19 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
     if locator.url.split("?", 1)[0].endswith(".cnb"):
         return _fetch_cnb(locator, ctx, source)
     if ctx.download_cache is None:
-        return _download_tree(locator, ctx, source, None)
+        staged = _download_tree(locator, ctx, source, None)
+        assert staged is not None
+        return staged
     cache = DownloadCache(ctx.download_cache)
+    # Trees are never modified and metadata is replaced atomically, so a revalidation needs no lock;
+    # only a download takes the URL's lock, and then looks at the cache again.
+    revalidated = _download_tree(locator, ctx, source, cache, revalidate_only=True)
+    if revalidated is not None:
+        return revalidated
     with cache.lock("http:" + locator.url):
-        return _download_tree(locator, ctx, source, cache)
+        fetched = _download_tree(locator, ctx, source, cache)
+    assert fetched is not None
+    return fetched
 
 
 def link_tree(src: Path, dest: Path) -> None:
@@ -187,14 +196,24 @@ def _staged(tree: Path, ctx: FetchContext, source: str, digest: str) -> Fetched:
 
 
 def _download_tree(
-    locator: HttpLocator, ctx: FetchContext, source: str, cache: DownloadCache | None
-) -> Fetched:
+    locator: HttpLocator,
+    ctx: FetchContext,
+    source: str,
+    cache: DownloadCache | None,
+    revalidate_only: bool = False,
+) -> Fetched | None:
+    """Stage the archive: from the cache while the server says it is unchanged, else downloaded and extracted.
+
+    With ``revalidate_only``, return ``None`` rather than download (the caller takes the URL's lock first).
+    """
     if cache is not None and locator.sha256 is not None:
         tree = cache.tree_path("sha256:" + locator.sha256)
         if tree is not None:
             return _staged(tree, ctx, source, "sha256:" + locator.sha256)
     meta = cache.http_meta(locator.url) if cache is not None else None
     cached_tree = cache.tree_path(meta["digest"]) if cache is not None and meta is not None else None
+    if revalidate_only and cached_tree is None:
+        return None
     headers: dict[str, str] = {}
     if meta is not None and cached_tree is not None:
         if meta.get("etag"):
@@ -203,17 +222,22 @@ def _download_tree(
             headers["If-Modified-Since"] = meta["last-modified"]
     last: NetworkError | None = None
     for _ in _attempts(ctx, source):
-        dest = (
-            cache.new_tree() if cache is not None else Path(tempfile.mkdtemp(prefix="http-", dir=ctx.staging))
-        )
+        dest: Path | None = None
         try:
             response = get(ctx, locator.url, headers)
             if response.status_code == 304 and meta is not None and cached_tree is not None:
                 response.close()
-                shutil.rmtree(dest)
                 _check_pin(locator, meta["digest"], source)
                 ctx.progress(source, 0, 0)
                 return _staged(cached_tree, ctx, source, meta["digest"])
+            if revalidate_only:
+                response.close()
+                return None
+            dest = (
+                cache.new_tree()
+                if cache is not None
+                else Path(tempfile.mkdtemp(prefix="http-", dir=ctx.staging))
+            )
 
             def extract(body: IO[bytes], into: Path = dest) -> Extracted:
                 return extract_tar(body, into, archive=source)
@@ -221,13 +245,11 @@ def _download_tree(
             extracted, digest, _ = stream_body(ctx, response, source, extract)
             _check_pin(locator, digest, source)
             if "oci-layout" in extracted.top_level:
-                shutil.rmtree(dest)
                 return _fetch_cnb(locator, ctx, source)
             dest.chmod(0o755)
+            staged = staged_buildpack(dest, source)  # checked before it enters the cache
             if cache is None:
-                staged = staged_buildpack(dest, source)
                 return Fetched(staged.descriptor, (staged,), source, digest)
-            staged_buildpack(dest, source)  # check before it enters the cache
             tree = cache.add_tree(dest, digest)
             cache.put_http_meta(
                 locator.url,
@@ -238,7 +260,8 @@ def _download_tree(
         except NetworkError as err:
             last = err
         finally:
-            if dest.exists() and (cache is not None and dest.parent == cache.tmp_dir()):
+            # A tree that did not make it into the cache (failure, or handed over) is removed.
+            if dest is not None and cache is not None and dest.exists():
                 shutil.rmtree(dest, ignore_errors=True)
     assert last is not None
     raise FetchError(f"download {source}", f"{last} (after {ctx.retries + 1} attempts)")
