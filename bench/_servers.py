@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Self
 
 
 def free_port() -> int:
@@ -25,7 +26,7 @@ class FileServer:
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.port}/{name}"
 
-    def __enter__(self) -> FileServer:
+    def __enter__(self) -> Self:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "http.server", str(self.port), "--bind", "127.0.0.1", "--directory", str(self.root)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

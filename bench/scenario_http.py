@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from _servers import FileServer
-from _util import PYTHON, ROOT, peak_rss_mib, preparer_env, report, timed
+from _util import PYTHON, ROOT, median_seconds, peak_rss_mib, preparer_env, report, timed
 
 BUILDER = ROOT / "fixtures" / "builder" / "cnb"
 MIB = 1 << 20
@@ -101,6 +101,8 @@ def main() -> None:
                 warm_times.append(timed(lambda: run(command, work / "cache-cold1")))  # noqa: B023
             report(
                 "http warm (cache populated, fresh <buildpacks>)",
+            floor = median_seconds([PYTHON, "-c", "import typer, requests"], 10)
+            print(f"  (of which interpreter + typer + requests imports alone: {floor:.3f} s)", flush=True)
                 min(warm_times),
                 "s",
                 cold,
