@@ -101,14 +101,14 @@ def main() -> None:
                 warm_times.append(timed(lambda: run(command, work / "cache-cold1")))  # noqa: B023
             report(
                 "http warm (cache populated, fresh <buildpacks>)",
-            floor = median_seconds([PYTHON, "-c", "import typer, requests"], 10)
-            print(f"  (of which interpreter + typer + requests imports alone: {floor:.3f} s)", flush=True)
                 min(warm_times),
                 "s",
                 cold,
                 "the cold run",
                 0.2,
             )
+            floor = median_seconds([PYTHON, "-c", "import typer, requests"], 10)
+            print(f"  (of which interpreter + typer + requests imports alone: {floor:.3f} s)", flush=True)
             for name in names:
                 (www / name).unlink()
 
