@@ -30,7 +30,12 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
     except ValueError:
         raise FetchError(f"pull {source}", "the image config is not JSON") from None
     return install_buildpackage(
-        manifest, config, lambda d: registry.blob(d).path, source=source, digest=digest, ctx=ctx
+        manifest,
+        config,
+        lambda d, extract: registry.read_blob(d, extract)[1],
+        source=source,
+        digest=digest,
+        ctx=ctx,
     )
 
 

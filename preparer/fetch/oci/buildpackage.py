@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from preparer.errors import FetchError
 from preparer.fetch import FetchContext, Fetched, StagedBuildpack
@@ -59,7 +59,7 @@ def _label(labels: dict[str, Any], name: str, source: str) -> Any:
 def install_buildpackage(
     manifest: dict[str, Any],
     config: dict[str, Any],
-    layer_path: Callable[[str], Path],
+    read_layer: Callable[[str, Callable[[IO[bytes]], Path]], Path],
     *,
     source: str,
     digest: str | None,
@@ -67,7 +67,8 @@ def install_buildpackage(
 ) -> Fetched:
     """Extract every buildpack of the package into staging.
 
-    :param layer_path: returns the verified local file of a layer blob, by digest (may download it).
+    :param read_layer: ``read_layer(digest, extract)`` feeds the layer blob to ``extract`` (as it downloads, or
+        from the cache) and raises when the blob's digest is wrong; it returns what ``extract`` returned.
     :raises FetchError: missing or malformed labels, layers that do not match them, unsafe layers (exit 1).
     """
     labels = (config.get("config") or {}).get("Labels") or {}
@@ -91,14 +92,14 @@ def install_buildpackage(
     if not wanted:
         raise FetchError(f"read buildpackage {source}", "it holds no buildpacks")
 
-    # Fetch each needed layer once, a few at a time.
-    unique = sorted({layer for _, _, layer in wanted})
-    with ThreadPoolExecutor(
-        max_workers=min(_PARALLEL_LAYERS, len(unique)), thread_name_prefix="layer"
-    ) as pool:
-        paths = dict(zip(unique, pool.map(layer_path, unique), strict=True))
+    # Layers are extracted while they download, a few at a time.
+    def stage(item: tuple[str, str, str]) -> StagedBuildpack:
+        return _extract(*item, read_layer, source, ctx)
 
-    staged = [_extract(bp_id, version, paths[layer], source, ctx) for bp_id, version, layer in wanted]
+    with ThreadPoolExecutor(
+        max_workers=min(_PARALLEL_LAYERS, len(wanted)), thread_name_prefix="layer"
+    ) as pool:
+        staged = list(pool.map(stage, wanted))
     top_id, top_version = metadata.get("id"), metadata.get("version")
     top = next(
         (s.descriptor for s in staged if (s.descriptor.id, s.descriptor.version) == (top_id, top_version)),
@@ -113,17 +114,25 @@ def install_buildpackage(
     return Fetched(top, tuple(ordered), source, digest)
 
 
-def _extract(bp_id: str, version: str, layer: Path, source: str, ctx: FetchContext) -> StagedBuildpack:
+def _extract(
+    bp_id: str,
+    version: str,
+    layer: str,
+    read_layer: Callable[[str, Callable[[IO[bytes]], Path]], Path],
+    source: str,
+    ctx: FetchContext,
+) -> StagedBuildpack:
     """Extract one buildpack's directory from its layer (pack writes the escaped id; the spec text the raw one)."""
+    archive = f"{source} (layer of {bp_id}@{version})"
     for prefix in (f"cnb/buildpacks/{escape_id(bp_id)}/{version}", f"cnb/buildpacks/{bp_id}/{version}"):
-        root = Path(tempfile.mkdtemp(prefix="layer-", dir=ctx.staging))
-        root.chmod(0o755)
-        try:
-            with open(layer, "rb") as f:
-                extract_tar(f, root, archive=f"{source} (layer of {bp_id}@{version})", select=prefix,
-                            allow_absolute=True)  # fmt: skip
-        except OSError as err:
-            raise FetchError(f"read {layer}", err.strerror or str(err)) from None
+
+        def extract(body: IO[bytes], select: str = prefix) -> Path:
+            root = Path(tempfile.mkdtemp(prefix="layer-", dir=ctx.staging))
+            root.chmod(0o755)
+            extract_tar(body, root, archive=archive, select=select, allow_absolute=True)
+            return root
+
+        root = read_layer(layer, extract)
         if (root / "buildpack.toml").is_file():
             descriptor = read_buildpack_toml(root / "buildpack.toml")
             if (descriptor.id, descriptor.version) != (bp_id, version):

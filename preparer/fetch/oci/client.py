@@ -7,16 +7,18 @@ kept in the download cache by digest, so a second run of a digest reference make
 from __future__ import annotations
 
 import json
+import os
 import re
-import threading
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from preparer.errors import FetchError
 from preparer.fetch import FetchContext
 from preparer.fetch.cache import DownloadCache
-from preparer.fetch.http import NetworkError, _attempts, describe, download_blob
+from preparer.fetch.http import NetworkError, _attempts, describe, stream_body
 from preparer.fetch.oci import auth
 from preparer.fetch.oci.reference import Reference, scheme_for
 
@@ -30,6 +32,7 @@ DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 MANIFESTS = (OCI_MANIFEST, DOCKER_MANIFEST)
 INDEXES = (OCI_INDEX, DOCKER_LIST)
 _ACCEPT = ", ".join((*MANIFESTS, *INDEXES))
+T = TypeVar("T")
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 
 
@@ -62,7 +65,6 @@ class Registry:
                 self.credential.header
             )  # the lifecycle sends CNB_REGISTRY_AUTH headers as they are
         self.cache = DownloadCache(ctx.download_cache) if ctx.download_cache is not None else None
-        self.lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -214,33 +216,78 @@ class Registry:
 
     # Blobs
 
-    def blob(self, digest: str, size: int | None = None) -> Blob:
+    def blob(self, digest: str) -> Blob:
         """The verified blob ``digest``: from the cache, or downloaded (streamed and hashed) into it."""
+        path, _ = self.read_blob(digest, lambda body: None)
+        return Blob(path, digest)
+
+    def read_blob(self, digest: str, consume: Callable[[IO[bytes]], T]) -> tuple[Path, T]:
+        """Feed the blob to ``consume`` as it arrives, while keeping it (cache or staging) and checking its digest.
+
+        ``consume`` may be called again when an attempt fails; whatever it made of a blob whose digest turns out
+        wrong is the caller's to discard (the error is raised after it returns).
+        """
         if self.cache is not None:
             cached = self.cache.blob_path(digest)
-            if cached is not None:
-                return Blob(cached, digest)
-            with self.cache.lock("blob:" + digest):
-                cached = self.cache.blob_path(digest)
-                if cached is not None:
-                    return Blob(cached, digest)
-                path = self._download(digest, self.cache.tmp_dir())
-                return Blob(self.cache.add_blob(path, digest), digest)
-        return Blob(self._download(digest, self.ctx.staging), digest)
+            if cached is None:
+                with self.cache.lock("blob:" + digest):
+                    cached = self.cache.blob_path(digest)
+                    if cached is None:
+                        return self._download(digest, self.cache.tmp_dir(), consume, keep=self.cache)
+            with open(cached, "rb") as f:
+                return cached, consume(f)
+        return self._download(digest, self.ctx.staging, consume, keep=None)
 
-    def _download(self, digest: str, dest_dir: Path) -> Path:
+    def _download(
+        self, digest: str, dest_dir: Path, consume: Callable[[IO[bytes]], T], keep: DownloadCache | None
+    ) -> tuple[Path, T]:
+        """Stream the blob into a new file in ``dest_dir`` and through ``consume``; check length and digest."""
         url = f"{self.base}/blobs/{digest}"
-        # Make sure the authorization is current (a blob request may be the first one of this run).
-        if self.authorization is None:
-            probe = self._retrying(lambda: self._get(url, {"Range": "bytes=0-0"}))
-            self._check(probe, f"blob {digest}")
-            probe.close()
-        headers = {"Authorization": self.authorization} if self.authorization else {}
-        try:
-            path, _ = download_blob(
-                self.ctx, url, digest, dest_dir, headers, label=f"{self.ref} {digest[:19]}"
-            )
-        except FetchError as err:
-            # Name the image, not the blob URL, and keep the cause (digest mismatch, HTTP status).
-            raise FetchError(f"pull {self.ref}", f"blob {digest}: {err.cause}") from None
-        return path
+        label = f"{self.ref} {digest[:19]}"
+
+        def attempt() -> tuple[Path, T]:
+            response = self._get(url, {})
+            self._check(response, f"blob {digest}")
+            fd, name = tempfile.mkstemp(prefix="blob-", dir=dest_dir)
+            try:
+                with os.fdopen(fd, "wb") as out:
+
+                    def tee(body: IO[bytes]) -> tuple[T | None, FetchError | None]:
+                        teed = _Tee(body, out)
+                        try:
+                            return consume(teed), None  # type: ignore[arg-type]
+                        except FetchError as err:
+                            # A corrupt blob often breaks the extraction first: read it all, blame the digest.
+                            return None, err
+                        finally:
+                            teed.drain()
+
+                    (result, failure), got, _ = stream_body(self.ctx, response, label, tee)
+                if got != digest:
+                    raise FetchError(f"pull {self.ref}", f"blob {digest}: digest mismatch: got {got}")
+                if failure is not None:
+                    raise failure
+            except BaseException:
+                Path(name).unlink(missing_ok=True)
+                raise
+            path = keep.add_blob(Path(name), digest) if keep is not None else Path(name)
+            return path, result
+
+        outcome: tuple[Path, T] = self._retrying(attempt)
+        return outcome
+
+
+class _Tee:
+    """Reads ``stream`` and writes what it read to ``out``."""
+
+    def __init__(self, stream: IO[bytes], out: IO[bytes]) -> None:
+        self.stream, self.out = stream, out
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(size)
+        self.out.write(data)
+        return data
+
+    def drain(self) -> None:
+        while self.read(1 << 20):
+            pass

@@ -9,13 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import tarfile
-import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from preparer.errors import FetchError
 from preparer.fetch import FetchContext, Fetched
+from preparer.fetch.local import HashingReader
 from preparer.fetch.oci.buildpackage import choose_platform, install_buildpackage
 from preparer.fetch.oci.client import INDEXES
 
@@ -51,26 +52,27 @@ class Layout:
             raise FetchError(f"read {self.source}", f"blob {digest} does not match its digest")
         return data
 
-    def blob_file(self, digest: str) -> Path:
-        """A layer blob copied out of the tar into staging, checked while copying (one thread at a time)."""
+    def read_layer(self, digest: str, extract: Callable[[IO[bytes]], Path]) -> Path:
+        """Feed a layer blob to ``extract`` straight from the tar, checking its digest (one thread at a time)."""
         with self.lock:
-            return self._blob_file(digest)
-
-    def _blob_file(self, digest: str) -> Path:
-        name = self._blob_name(digest)
-        member = self.members.get(name)
-        if member is None:
-            raise FetchError(f"read {self.source}", f"'{name}' is missing from the layout")
-        stream = self.tar.extractfile(member)
-        assert stream is not None
-        sha = hashlib.sha256()
-        with tempfile.NamedTemporaryFile(dir=self.staging, prefix="blob-", delete=False) as out:
-            while chunk := stream.read(_CHUNK):
-                sha.update(chunk)
-                out.write(chunk)
-        if "sha256:" + sha.hexdigest() != digest:
+            member = self.members.get(self._blob_name(digest))
+            if member is None:
+                raise FetchError(
+                    f"read {self.source}", f"'{self._blob_name(digest)}' is missing from the layout"
+                )
+            stream = self.tar.extractfile(member)
+            assert stream is not None
+            reader = HashingReader(stream)
+            try:
+                result, failure = extract(reader), None  # type: ignore[arg-type]
+            except FetchError as err:
+                result, failure = None, err
+            reader.drain()
+        if reader.digest != digest:
             raise FetchError(f"read {self.source}", f"blob {digest} does not match its digest")
-        return Path(out.name)
+        if failure is not None or result is None:
+            raise failure or FetchError(f"read {self.source}", f"blob {digest} could not be read")
+        return result
 
     @staticmethod
     def _blob_name(digest: str) -> str:
@@ -110,5 +112,5 @@ def fetch_cnb(path: Path, *, source: str, digest: str | None, ctx: FetchContext)
             raise FetchError(f"read {source}", "indexes nest too deep")
         config = layout.json(layout.blob(str((manifest.get("config") or {}).get("digest"))), "config")
         return install_buildpackage(
-            manifest, config, layout.blob_file, source=source, digest=digest or manifest_digest, ctx=ctx
+            manifest, config, layout.read_layer, source=source, digest=digest or manifest_digest, ctx=ctx
         )

@@ -1,0 +1,95 @@
+"""Buildpackages from a local registry: 8 packages of 32 MiB, cold, against skopeo copy + extracting the layers.
+
+The baseline does, four at a time, what a platform without the preparer would: `skopeo copy` each image into an
+OCI directory, then `tar -xzf` each of its layers. Goal: the preparer in <= 0.8 x that time.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from _util import PYTHON, ROOT, preparer_env, report, timed
+
+sys.path.insert(0, str(ROOT))
+from tests.plugins.registry import _start, build_package, push
+
+MIB = 1 << 20
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-oci-") as tmp:
+        work = Path(tmp)
+        (work / "registry").mkdir()
+        registry = _start(work / "registry", None)
+        try:
+            refs = []
+            for i in range(8):
+                package = build_package(work / f"pkg{i}", [(f"bench/oci{i}", "1.0.0", "")], (f"bench/oci{i}", "1.0.0"),
+                                        payload=_random(32 * MIB))  # fmt: skip
+                push(package.layout, "latest", registry.ref(f"bench/oci{i}"))
+                shutil.rmtree(package.layout.parent)
+                refs.append(registry.ref(f"bench/oci{i}"))
+
+            def skopeo_and_extract(ref: str) -> None:
+                target = Path(tempfile.mkdtemp(dir=work))
+                subprocess.run(
+                    ["skopeo", "copy", "--src-tls-verify=false", f"docker://{ref}", f"oci:{target}/layout:latest"],
+                    check=True, capture_output=True,
+                )  # fmt: skip
+                index = json.loads((target / "layout" / "index.json").read_text())
+                manifest = json.loads(_blob(target / "layout", index["manifests"][0]["digest"]))
+                (target / "rootfs").mkdir()
+                for layer in manifest["layers"]:
+                    subprocess.run(["tar", "-xzf", _blob_path(target / "layout", layer["digest"]), "-C",
+                                    str(target / "rootfs")], check=True)  # fmt: skip
+
+            def baseline() -> None:
+                with ThreadPoolExecutor(4) as pool:
+                    list(pool.map(skopeo_and_extract, refs))
+
+            base = min(timed(baseline) for _ in range(2))
+            project = '[_]\nschema-version = "0.2"\n' + "".join(
+                f'[[io.buildpacks.group]]\nuri = "docker://{ref}"\n' for ref in refs
+            )
+            runs = []
+            for attempt in range(2):
+                root = work / f"run{attempt}"
+                shutil.copytree(ROOT / "fixtures" / "builder" / "cnb", root / "cnb")
+                (root / "workspace").mkdir()
+                (root / "workspace" / "project.toml").write_text(project)
+                command = [
+                    PYTHON, "-m", "preparer", "-app", str(root / "workspace"), "-layers", str(root / "layers"),
+                    "-platform", str(root / "platform"), "-buildpacks", str(root / "cnb" / "buildpacks"),
+                    "-order", str(root / "cnb" / "order.toml"), "-download-cache", str(root / "cache"),
+                ]  # fmt: skip
+                runs.append(timed(lambda c=command: subprocess.run(c, env=preparer_env(), check=True,
+                                                                    stdout=subprocess.DEVNULL)))  # fmt: skip
+            report("oci cold (8 buildpackages x 32 MiB)", min(runs), "s", base, "skopeo copy + tar -xzf, 4 at a time",
+                   0.8)  # fmt: skip
+        finally:
+            registry.process.terminate()
+            registry.process.wait()
+
+
+def _random(size: int) -> bytes:
+    import os
+
+    return os.urandom(size)
+
+
+def _blob_path(layout: Path, digest: str) -> str:
+    return str(layout / "blobs" / "sha256" / digest.removeprefix("sha256:"))
+
+
+def _blob(layout: Path, digest: str) -> bytes:
+    return Path(_blob_path(layout, digest)).read_bytes()
+
+
+if __name__ == "__main__":
+    main()
