@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEPS := $(VENV)/.stamp-deps
-SYSTEM_PACKAGES := docker-registry skopeo umoci apache2-utils
+SYSTEM_PACKAGES := docker-registry skopeo umoci apache2-utils python3-venv libpython3.11 binutils
 
 .PHONY: run test lint typecheck bench image deps system-deps clean
 
@@ -42,6 +42,12 @@ test: $(DEPS) system-deps lint typecheck
 bench: $(DEPS) system-deps
 	$(BIN)/python -m compileall -q preparer
 	$(BIN)/python bench/run.py
+
+# The lifecycle image: build/preparer (self-contained) added to LIFECYCLE_BASE as build/lifecycle-image:preparer.
+LIFECYCLE_BASE ?= local
+image: system-deps
+	lifecycle-image/build-executable.sh build
+	lifecycle-image/build-image.sh build/preparer build/lifecycle-image $(LIFECYCLE_BASE)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache .hypothesis
