@@ -14,7 +14,17 @@ import pytest
 from tests.golden import Layout, listing
 from tests.plugins.cli import Result
 from tests.plugins.http_server import FileServer
-from tests.plugins.registry import PASSWORD, USER, Package, Registry, add_index, build_package, push, to_cnb
+from tests.plugins.registry import (
+    PASSWORD,
+    USER,
+    Package,
+    Registry,
+    TokenRegistry,
+    add_index,
+    build_package,
+    push,
+    to_cnb,
+)
 
 HEAD = '[_]\nschema-version = "0.2"\n'
 CHILD_ORDER = '\n[[order]]\n[[order.group]]\nid = "me/child"\nversion = "1.0.0"\n'
@@ -253,3 +263,22 @@ def test_buildpack_registry_index(preparer: Callable[..., Result], layout: Layou
     )
     missing = preparer(*flags, project=group("urn:cnb:registry:me/nothing"))
     assert missing.code == 1 and "no buildpack me/nothing in the registry" in missing.stderr
+
+
+def test_the_bearer_token_challenge_flow(preparer: Callable[..., Result], layout: Layout, tmp_path: Path,
+                                         token_registry: TokenRegistry, composite: tuple[Package, str]) -> None:  # fmt: skip
+    uri = f"docker://{token_registry.host}/me/meta:1"
+    anonymous = preparer(project=group(uri))
+    assert anonymous.code == 1 and "unauthorized anonymously" in anonymous.stderr
+    config_dir = tmp_path / "docker-config"
+    config_dir.mkdir()
+    auth = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    (config_dir / "config.json").write_text(
+        json.dumps({"auths": {f"http://{token_registry.host}": {"auth": auth}}})
+    )
+    result = preparer("-log-level", "debug", project=group(uri), env={"DOCKER_CONFIG": str(config_dir)})
+    assert result.code == 0, result.stderr
+    assert (layout.buildpacks / "me_meta" / "2.0.0" / "buildpack.toml").is_file()
+    assert token_registry.tokens_issued  # the token came from the challenge's realm
+    for token in token_registry.tokens_issued:
+        assert token not in result.stdout + result.stderr

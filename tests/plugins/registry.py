@@ -214,3 +214,79 @@ def to_cnb(layout: Path, tag: str, path: Path) -> Path:
     """Write the layout's ``tag`` as a ``.cnb`` file (an OCI layout tar)."""
     _run("skopeo", "copy", f"oci:{layout}:{tag}", f"oci-archive:{path}")
     return path
+
+
+@dataclass
+class TokenRegistry:
+    """A bearer-token front for a real registry: the v2 API answers 401 with a Bearer challenge; the token
+    endpoint hands out tokens for ``USER``/``PASSWORD``. (docker-registry's own token auth needs a signing PKI;
+    this front keeps the real registry behind it and the real challenge flow in front.)"""
+
+    host: str
+    tokens_issued: list[str]
+
+
+@pytest.fixture(scope="session")
+def token_registry(registry: Registry) -> Iterator[TokenRegistry]:
+    import base64
+    import secrets
+    import threading
+    import urllib.request
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    issued: list[str] = []
+
+    class Front(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            """Quiet."""
+
+        def deny(self) -> None:
+            realm = f"http://{self.headers['Host']}/token"
+            self.send_response(401)
+            self.send_header(
+                "WWW-Authenticate", f'Bearer realm="{realm}",service="front",scope="repository:x:pull"'
+            )
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_GET(self) -> None:
+            if self.path.startswith("/token"):
+                expected = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+                if self.headers.get("Authorization") != expected:
+                    self.send_response(401)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                token = secrets.token_hex(8)
+                issued.append(token)
+                body = json.dumps({"token": token}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            if self.headers.get("Authorization", "").removeprefix("Bearer ") not in issued:
+                self.deny()
+                return
+            request = urllib.request.Request(f"http://{registry.host}{self.path}",
+                                             headers={"Accept": self.headers.get("Accept", "*/*")})  # fmt: skip
+            try:
+                with urllib.request.urlopen(request) as upstream:
+                    body = upstream.read()
+                    status, headers = upstream.status, upstream.headers
+            except urllib.error.HTTPError as err:
+                body, status, headers = err.read(), err.code, err.headers
+            self.send_response(status)
+            for name in ("Content-Type", "Docker-Content-Digest"):
+                if headers.get(name):
+                    self.send_header(name, headers[name])
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Front)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield TokenRegistry(f"127.0.0.1:{server.server_address[1]}", issued)
+    server.shutdown()
+    server.server_close()
