@@ -65,3 +65,23 @@ def report(name: str, value: float, unit: str, baseline: float, baseline_name: s
 def preparer_env(**extra: str) -> dict[str, str]:
     """The environment a build container gives the preparer."""
     return os.environ | {"CNB_PLATFORM_API": "0.15", "NO_COLOR": "1"} | extra
+
+
+def build_layout(root: Path, project: str) -> list[str]:
+    """A fresh build layout at ``root`` (the sample builder, an app with ``project``); the preparer command on it."""
+    import shutil
+
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(ROOT / "fixtures" / "builder" / "cnb", root / "cnb")
+    (root / "workspace").mkdir()
+    (root / "workspace" / "project.toml").write_text(project)
+    return [
+        PYTHON, "-m", "preparer", "-app", str(root / "workspace"), "-layers", str(root / "layers"),
+        "-platform", str(root / "platform"), "-buildpacks", str(root / "cnb" / "buildpacks"),
+        "-order", str(root / "cnb" / "order.toml"),
+    ]  # fmt: skip
+
+
+def group(uris: Sequence[str]) -> str:
+    """A project.toml whose group fetches ``uris``."""
+    return '[_]\nschema-version = "0.2"\n' + "".join(f'[[io.buildpacks.group]]\nuri = "{u}"\n' for u in uris)

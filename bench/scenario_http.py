@@ -17,9 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from _servers import FileServer
-from _util import PYTHON, ROOT, median_seconds, peak_rss_mib, preparer_env, report, timed
+from _util import PYTHON, build_layout, group, median_seconds, peak_rss_mib, preparer_env, report, timed
 
-BUILDER = ROOT / "fixtures" / "builder" / "cnb"
 MIB = 1 << 20
 
 
@@ -42,22 +41,6 @@ def archive(source: Path, dest: Path, compress: bool) -> Path:
     flags = "-czf" if compress else "-cf"
     subprocess.run(["tar", flags, str(dest), "-C", str(source), "."], check=True)
     return dest
-
-
-def layout(root: Path, project: str) -> list[str]:
-    shutil.rmtree(root, ignore_errors=True)
-    shutil.copytree(BUILDER, root / "cnb")
-    (root / "workspace").mkdir()
-    (root / "workspace" / "project.toml").write_text(project)
-    return [
-        PYTHON, "-m", "preparer", "-app", str(root / "workspace"), "-layers", str(root / "layers"),
-        "-platform", str(root / "platform"), "-buildpacks", str(root / "cnb" / "buildpacks"),
-        "-order", str(root / "cnb" / "order.toml"),
-    ]  # fmt: skip
-
-
-def group(uris: list[str]) -> str:
-    return '[_]\nschema-version = "0.2"\n' + "".join(f'[[io.buildpacks.group]]\nuri = "{u}"\n' for u in uris)
 
 
 def run(command: list[str], cache: Path) -> None:
@@ -87,17 +70,17 @@ def main() -> None:
                     list(pool.map(curl_tar, urls))
 
             base = min(timed(baseline) for _ in range(2))
-            command = layout(work / "run", group(urls))
+            command = build_layout(work / "run", group(urls))
             colds = []
             for attempt in range(2):
                 cache = work / f"cache-cold{attempt}"
-                command = layout(work / "run", group(urls))
+                command = build_layout(work / "run", group(urls))
                 colds.append(timed(lambda: run(command, cache)))  # noqa: B023 (called at once)
             cold = min(colds)
             report("http cold (8 x 32 MiB .tgz)", cold, "s", base, "curl | tar -xz, 4 at a time", 1.0)
             warm_times = []
             for _ in range(3):
-                command = layout(work / "run", group(urls))
+                command = build_layout(work / "run", group(urls))
                 warm_times.append(timed(lambda: run(command, work / "cache-cold1")))  # noqa: B023
             report(
                 "http warm (cache populated, fresh <buildpacks>)",
@@ -115,7 +98,7 @@ def main() -> None:
             big = make_buildpack(work / "big-src", "bench/big", 1024 * MIB)
             archive(big, www / "big.tar", compress=False)
             shutil.rmtree(big)
-            command = layout(work / "run", group([server.url("big.tar")]))
+            command = build_layout(work / "run", group([server.url("big.tar")]))
             rss = peak_rss_mib([*command, "-download-cache", str(work / "cache-big")], env=preparer_env())
             report("1 GiB buildpack: peak RSS", rss, "MiB", 100, "the 100 MiB budget", 1.0)
             (www / "big.tar").unlink()
@@ -126,9 +109,9 @@ def main() -> None:
             bps = work / f"local{count}"
             for i in range(count):
                 make_buildpack(bps / f"bp{i}", f"tiny/bp{i}", 0)
-            command = layout(work / "run", group([str(bps / f"bp{i}") for i in range(count)]))
+            command = build_layout(work / "run", group([str(bps / f"bp{i}") for i in range(count)]))
             per_count[count] = min(timed(lambda: run(command, work / "cache-local")) for _ in range(2))  # noqa: B023
-            command = layout(work / "run", group([str(bps / f"bp{i}") for i in range(count)]))
+            command = build_layout(work / "run", group([str(bps / f"bp{i}") for i in range(count)]))
         marginal = (per_count[200] - per_count[50]) / 150
         print(
             f"local buildpacks: 50 in {per_count[50]:.2f} s, 200 in {per_count[200]:.2f} s; "

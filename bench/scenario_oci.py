@@ -14,7 +14,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _util import PYTHON, ROOT, preparer_env, report, timed
+from _util import ROOT, build_layout, group, preparer_env, report, timed
 
 sys.path.insert(0, str(ROOT))
 from tests.plugins.registry import _start, build_package, push
@@ -54,20 +54,11 @@ def main() -> None:
                     list(pool.map(skopeo_and_extract, refs))
 
             base = min(timed(baseline) for _ in range(2))
-            project = '[_]\nschema-version = "0.2"\n' + "".join(
-                f'[[io.buildpacks.group]]\nuri = "docker://{ref}"\n' for ref in refs
-            )
+            project = group([f"docker://{ref}" for ref in refs])
             runs = []
             for attempt in range(2):
                 root = work / f"run{attempt}"
-                shutil.copytree(ROOT / "fixtures" / "builder" / "cnb", root / "cnb")
-                (root / "workspace").mkdir()
-                (root / "workspace" / "project.toml").write_text(project)
-                command = [
-                    PYTHON, "-m", "preparer", "-app", str(root / "workspace"), "-layers", str(root / "layers"),
-                    "-platform", str(root / "platform"), "-buildpacks", str(root / "cnb" / "buildpacks"),
-                    "-order", str(root / "cnb" / "order.toml"), "-download-cache", str(root / "cache"),
-                ]  # fmt: skip
+                command = [*build_layout(root, project), "-download-cache", str(root / "cache")]
                 runs.append(timed(lambda c=command: subprocess.run(c, env=preparer_env(), check=True,
                                                                     stdout=subprocess.DEVNULL)))  # fmt: skip
             report("oci cold (8 buildpackages x 32 MiB)", min(runs), "s", base, "skopeo copy + tar -xzf, 4 at a time",

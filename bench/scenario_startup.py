@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from _util import PYTHON, ROOT, median_seconds, preparer_env, report
+from _util import PYTHON, build_layout, median_seconds, preparer_env, report
 
 RUNS = 25
 PROJECT = """[_]
@@ -26,17 +26,10 @@ value = "production"
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        shutil.copytree(ROOT / "fixtures" / "builder" / "cnb", root / "cnb")
-        (root / "workspace").mkdir()
-        (root / "workspace" / "project.toml").write_text(PROJECT)
-        command = [
-            PYTHON, "-m", "preparer", "-app", str(root / "workspace"), "-layers", str(root / "layers"),
-            "-platform", str(root / "platform"), "-buildpacks", str(root / "cnb" / "buildpacks"),
-            "-order", str(root / "cnb" / "order.toml"), "-download-cache", str(root / "cache"),
-        ]  # fmt: skip
+        command = [*build_layout(root / "build", PROJECT), "-download-cache", str(root / "cache")]
 
         def clean() -> None:
-            shutil.rmtree(root / "platform", ignore_errors=True)
+            shutil.rmtree(root / "build" / "platform", ignore_errors=True)
 
         bare = median_seconds([PYTHON, "-c", "pass"], RUNS)
         typer = median_seconds([PYTHON, "-c", "import typer"], RUNS)
