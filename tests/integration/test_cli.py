@@ -10,6 +10,7 @@ import pytest
 from preparer import __version__
 from tests.golden import Layout, env_files
 from tests.plugins.cli import Result, base_env, run_cli
+from tests.plugins.http_server import FileServer
 
 ENV_ONLY = '[_]\nschema-version = "0.2"\n[[io.buildpacks.build.env]]\nname = "A"\nvalue = "1"\n'
 
@@ -177,3 +178,52 @@ def test_platform_file_flags_and_env(preparer: Callable[..., Result], tmp_path: 
         "-platform-namespace", "io.buildpacks.pack", "-platform-config", str(tmp_path / "no.toml")
     )
     assert missing.code == 3
+
+
+def test_dry_run_makes_no_request(preparer: Callable[..., Result], layout: Layout) -> None:
+    # Nothing listens on port 9: a request would fail the run.
+    project = '[_]\nschema-version = "0.2"\n[[io.buildpacks.group]]\nuri = "http://127.0.0.1:9/bp.tgz"\n'
+    result = preparer("-dry-run", project=project)
+    assert result.code == 0, result.stderr
+    assert "  group: http://127.0.0.1:9/bp.tgz (would fetch)" in result.stdout.splitlines()
+    assert not (layout.layers / "order.toml").exists()
+
+
+def test_colour_and_progress_bars_on_a_terminal(
+    layout: Layout, tmp_path: Path, http_server: FileServer
+) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from tests.buildpacks import make_tgz
+
+    make_tgz(http_server.root / "bp.tgz", "me/tty", payload=b"t" * 300_000)
+    (layout.app / "project.toml").write_text(
+        '[_]\nschema-version = "0.2"\n[io.buildpacks]\nbuilder = "x"\n'
+        f'[[io.buildpacks.group]]\nuri = "{http_server.url("bp.tgz")}"\n'
+    )
+    env = base_env(tmp_path)
+    del env["NO_COLOR"]
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "preparer", *layout.flags(), "-download-cache", str(tmp_path / "cache")],
+        stdout=secondary, stderr=secondary, env=env | {"COLUMNS": "100", "TERM": "xterm"},
+    )  # fmt: skip
+    os.close(secondary)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    assert proc.wait(timeout=60) == 0
+    text = output.decode(errors="replace")
+    assert "\033[1;33mWarning: \033[0m" in text  # the warning prefix in yellow
+    assert "\033[0;36m===> PREPARING\033[0m" in text
+    assert "━" in text  # rich's progress bar
+    assert (layout.buildpacks / "me_tty" / "1.0.0" / "data.bin").is_file()
