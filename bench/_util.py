@@ -11,7 +11,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON = sys.executable
+#: The Python that runs the preparer: a regular (non-editable) install, as users have it (see the Makefile).
+PYTHON = os.environ.get("BENCH_PYTHON", sys.executable)
 
 
 def median_seconds(command: Sequence[str], runs: int, env: dict[str, str] | None = None,

@@ -8,15 +8,14 @@ must be equal and the supported minor at least the requested one.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from preparer.errors import BuildpackAPIError, PlatformAPIError
 
 _VERSION = re.compile(r"^v?(\d+)\.?(\d*)$")
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class APIVersion:
+class APIVersion(NamedTuple):
     """A ``<major>.<minor>`` API version."""
 
     major: int

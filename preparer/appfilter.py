@@ -15,14 +15,13 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from preparer.errors import ApplyError
 
 
-@dataclass(frozen=True, slots=True)
-class Removal:
+class Removal(NamedTuple):
     """What the filter removes from ``<app>``: files (and symlinks) first, then directories, deepest first."""
 
     files: tuple[Path, ...] = ()

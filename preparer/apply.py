@@ -10,32 +10,30 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from preparer.api import verify_buildpack_api
-from preparer.appfilter import Removal, remove
 from preparer.config import EnvEntry
 from preparer.errors import ApplyError, FetchError, InvalidInputsError
 from preparer.files._toml import write_atomic
-from preparer.files.order import Order, OrderElement, dumps_order
 from preparer.inputs import Inputs
 from preparer.plan import Fetch, Inline, Plan, Present, Step, compose_order
 from preparer.report import BuildpackRecord
 
 if TYPE_CHECKING:
+    from preparer.appfilter import Removal
+
     # The fetchers are imported when a run fetches something: start-up is paid by every build.
     from preparer.fetch import FetchContext, Fetched, ProgressFn, StagedBuildpack
+    from preparer.files.order import Order, OrderElement
 
 log = logging.getLogger("preparer")
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What :func:`apply_plan` did."""
 
     buildpacks: tuple[BuildpackRecord, ...]
@@ -76,6 +74,8 @@ def fetch_step(step: Fetch | Inline, ctx: FetchContext) -> Fetched:
 @contextmanager
 def staging_dir(buildpacks_dir: Path) -> Iterator[Path]:
     """A private staging directory, beside ``<buildpacks>`` when possible so that commits are renames."""
+    import tempfile
+
     try:
         path = Path(tempfile.mkdtemp(prefix=".preparer-staging-", dir=buildpacks_dir))
     except OSError:
@@ -134,6 +134,8 @@ def check_fetched(steps: Sequence[Fetch | Inline], fetched: Sequence[Fetched], b
 
 def check_present(steps: Sequence[Present], buildpacks_dir: Path) -> None:
     """The Buildpack API of buildpacks already in ``<buildpacks>`` that the order names (exit 12)."""
+    if not steps:
+        return
     from preparer.files.buildpack import buildpack_dir, read_buildpack_toml
 
     for step in steps:
@@ -162,6 +164,8 @@ def install(staged: StagedBuildpack, buildpacks_dir: Path) -> bool:
             os.rename(staged.path, dest)
         except OSError:
             # Another filesystem: copy beside the destination, then rename, so the directory appears whole.
+            import tempfile
+
             tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
             shutil.copytree(staged.path, tmp, symlinks=True, dirs_exist_ok=True)
             os.rename(tmp, dest)
@@ -184,9 +188,9 @@ def _owner(inputs: Inputs) -> tuple[int, int] | None:
 def apply_plan(
     plan: Plan,
     inputs: Inputs,
-    builder_order: Order,
+    builder_order: Order | None,
     env: Sequence[tuple[EnvEntry, str, str | None]],
-    removal: Removal,
+    removal: Removal | None,
     base_dir: Path,
     progress: ProgressFn | None = None,
 ) -> Outcome:
@@ -224,9 +228,9 @@ def apply_plan(
 def _commit_files(
     plan: Plan,
     inputs: Inputs,
-    builder_order: Order,
+    builder_order: Order | None,
     env: Sequence[tuple[EnvEntry, str, str | None]],
-    removal: Removal,
+    removal: Removal | None,
     results: dict[int, Fetched],
     records: list[BuildpackRecord],
     written: list[str],
@@ -234,10 +238,14 @@ def _commit_files(
     """Write order.toml and the env files, then filter ``<app>``: the last steps of a run."""
     owner = _owner(inputs)
     if plan.writes_order:
+        assert builder_order is not None  # the pipeline reads it whenever an order is written
         written.append(str(_write_order(plan, results, builder_order, inputs, owner)))
     written.extend(_write_env(env, inputs.platform_dir, owner))
-    removed = remove(removal)
-    if removed or removal.dirs:
+    removed = 0
+    if removal is not None:
+        from preparer.appfilter import remove
+
+        removed = remove(removal)
         log.info("Removed %d files from %s (%s)", removed, inputs.app_dir, plan.config.filter_key)
     return Outcome(tuple(records), tuple(written), removed)
 
@@ -275,6 +283,8 @@ def _commit_buildpacks(
 
 def order_element(step: Step, results: dict[int, Fetched]) -> OrderElement:
     """The order element an entry becomes: its concrete id and version."""
+    from preparer.files.order import OrderElement
+
     if isinstance(step, Present):
         return OrderElement(step.id, step.version)
     top = results[id(step)].top
@@ -284,6 +294,8 @@ def order_element(step: Step, results: dict[int, Fetched]) -> OrderElement:
 def _write_order(
     plan: Plan, results: dict[int, Fetched], builder: Order, inputs: Inputs, owner: tuple[int, int] | None
 ) -> Path:
+    from preparer.files.order import dumps_order
+
     def elements(steps: Sequence[Step]) -> list[OrderElement]:
         return [order_element(s, results) for s in steps]
 

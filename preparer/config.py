@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from preparer._types import TOMLTable
 from preparer.descriptor import KeyPath, Layer, ProjectDescriptor, lookup
@@ -19,8 +19,7 @@ from preparer.overlay import merge, nulls_from_empty_tables
 from preparer.report import NOT_APPLIED, Unapplied
 
 
-@dataclass(frozen=True, slots=True)
-class Script:
+class Script(NamedTuple):
     """An inline buildpack's ``script`` table."""
 
     api: str
@@ -28,8 +27,7 @@ class Script:
     shell: str = "/bin/sh"
 
 
-@dataclass(frozen=True, slots=True)
-class GroupEntry:
+class GroupEntry(NamedTuple):
     """One entry of ``group``, ``pre.group`` or ``post.group``."""
 
     #: Where the entry was written, e.g. ``io.buildpacks.group[1]``.
@@ -40,8 +38,7 @@ class GroupEntry:
     script: Script | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class EnvEntry:
+class EnvEntry(NamedTuple):
     """One ``build.env`` variable."""
 
     key: str

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from preparer._types import TOMLTable
 from preparer.api import SUPPORTED_PLATFORM_APIS
@@ -32,8 +32,7 @@ _VERSION = re.compile(r"^(0|[1-9]\d*)(?:\.(0|[1-9]\d*))?$")
 KeyPath = tuple[str | int, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Layer:
+class Layer(NamedTuple):
     """One table that contributes properties to the effective configuration, and how its keys were written."""
 
     #: The table's properties in the ``io.buildpacks`` vocabulary (``group``, ``build.env``, ...).

@@ -8,19 +8,19 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from preparer.appfilter import Removal, plan_removal
 from preparer.apply import apply_plan, source_of
 from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
 from preparer.errors import PreparerError
 from preparer.files._toml import dumps_toml, load_toml, write_atomic
-from preparer.files.order import Order, read_order
 from preparer.inputs import Inputs
 from preparer.plan import Plan, Present, env_actions, make_plan
 from preparer.report import EnvRecord, Report, unapplied_message
 
 if TYPE_CHECKING:
+    from preparer.appfilter import Removal
     from preparer.fetch import ProgressFn
+    from preparer.files.order import Order
 
 log = logging.getLogger("preparer")
 
@@ -84,13 +84,11 @@ def _prepare(inputs: Inputs, progress: ProgressFn | None) -> Report:
         log.debug("%s", note)
 
     base_dir = descriptor.path.parent if descriptor.path else inputs.app_dir
-    from preparer.files.buildpack import installed_versions
-
     plan = make_plan(
         config,
         base_dir,
         inputs.buildpacks_dir,
-        lambda bp_id: installed_versions(inputs.buildpacks_dir, bp_id),
+        lambda bp_id: _installed_versions(inputs.buildpacks_dir, bp_id),
     )
     builder_order = _builder_order(plan, inputs.order_path)
     env = env_actions(config.env or (), _existing_env(inputs.platform_dir))
@@ -98,7 +96,11 @@ def _prepare(inputs: Inputs, progress: ProgressFn | None) -> Report:
         if env_warning:
             log.warning("%s", env_warning)
             warnings.append(env_warning)
-    removal = plan_removal(inputs.app_dir, config.include, config.exclude, descriptor.path)
+    removal = None
+    if config.include is not None or config.exclude is not None:
+        from preparer.appfilter import plan_removal
+
+        removal = plan_removal(inputs.app_dir, config.include, config.exclude, descriptor.path)
 
     report = Report(
         descriptor_path=str(descriptor.path) if descriptor.path else None,
@@ -140,10 +142,18 @@ def _fields(report: Report) -> dict[str, Any]:
     return {name: getattr(report, name) for name in report.__dataclass_fields__}
 
 
-def _builder_order(plan: Plan, path: Path) -> Order:
-    """The builder's order: required when pre/post wrap it; otherwise read only for its extensions."""
+def _installed_versions(buildpacks_dir: Path, bp_id: str) -> list[str]:
+    from preparer.files.buildpack import installed_versions  # only runs whose group names ids look
+
+    return installed_versions(buildpacks_dir, bp_id)
+
+
+def _builder_order(plan: Plan, path: Path) -> Order | None:
+    """The builder's order: required when pre/post wrap it, else read only for its extensions when it exists."""
     if not plan.writes_order:
-        return Order()
+        return None
+    from preparer.files.order import Order, read_order
+
     if plan.needs_builder_order or path.exists():
         return read_order(path)
     return Order()
@@ -156,7 +166,7 @@ def _existing_env(platform_dir: Path) -> set[str]:
         return set()
 
 
-def _log_plan(plan: Plan, env: Any, removal: Removal, inputs: Inputs) -> None:
+def _log_plan(plan: Plan, env: Any, removal: Removal | None, inputs: Inputs) -> None:
     log.info("Dry run: nothing is fetched, written or removed")
     if plan.writes_order:
         for label, steps in (("pre", plan.pre), ("group", plan.group or ()), ("post", plan.post)):
@@ -167,7 +177,7 @@ def _log_plan(plan: Plan, env: Any, removal: Removal, inputs: Inputs) -> None:
     for entry, action, _ in env:
         verb = {"written": "would write", "kept": "would keep", "skipped": "would skip"}[action]
         log.info("  %s %s", verb, inputs.platform_dir / "env" / entry.name)
-    if removal.files or removal.dirs:
+    if removal is not None and (removal.files or removal.dirs):
         log.info("  would remove %d files from %s", len(removal.files), inputs.app_dir)
 
 

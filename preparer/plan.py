@@ -10,19 +10,17 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from preparer.config import EffectiveConfig, EnvEntry, GroupEntry
 from preparer.errors import FetchError
-from preparer.files.order import Group, Order, OrderElement
-from preparer.semver import highest
 
 if TYPE_CHECKING:
     from preparer.fetch.locator import Locator
+    from preparer.files.order import Group, Order, OrderElement
 
 
-@dataclass(frozen=True, slots=True)
-class Present:
+class Present(NamedTuple):
     """An entry naming a buildpack already in ``<buildpacks>``, resolved to a concrete version."""
 
     entry: GroupEntry
@@ -30,16 +28,14 @@ class Present:
     version: str
 
 
-@dataclass(frozen=True, slots=True)
-class Fetch:
+class Fetch(NamedTuple):
     """An entry whose buildpack comes from elsewhere (path, archive, URL, image, registry)."""
 
     entry: GroupEntry
     locator: Locator
 
 
-@dataclass(frozen=True, slots=True)
-class Inline:
+class Inline(NamedTuple):
     """An inline (``script``) buildpack to generate."""
 
     entry: GroupEntry
@@ -142,6 +138,8 @@ def _resolve(
                 f"version '{version}' of '{bp_id}' was not found in {buildpacks_dir} (found: {', '.join(versions)})",
             )
         return version
+    from preparer.semver import highest
+
     best = highest(versions)
     if best is None:
         raise FetchError(
@@ -164,6 +162,8 @@ def compose_order(
     Either way a pre or post element whose id the group already holds is skipped, so a second run changes nothing.
     The builder's ``order-extensions`` are kept.
     """
+    from preparer.files.order import Order
+
     groups = (tuple(group),) if group is not None else builder.groups
     return Order(tuple(_wrap(pre, g, post) for g in groups), builder.extensions)
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Unapplied:
+class Unapplied(NamedTuple):
     """A property of the effective configuration that the preparer did not apply."""
 
     #: The dotted key as the user wrote it, e.g. ``io.buildpacks.builder`` or ``pack.builder``.
@@ -15,8 +14,7 @@ class Unapplied:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class BuildpackRecord:
+class BuildpackRecord(NamedTuple):
     """One order entry the preparer wrote, and where its buildpack came from."""
 
     id: str
@@ -26,8 +24,7 @@ class BuildpackRecord:
     digest: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class EnvRecord:
+class EnvRecord(NamedTuple):
     """One build env variable and what happened to its file."""
 
     name: str

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import os
-import tempfile
+import threading
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from preparer._types import TOMLTable
 from preparer.errors import ApplyError, DescriptorError
+
+_COUNTER = itertools.count()
 
 
 def load_toml(path: Path, what: str) -> TOMLTable:
@@ -46,8 +49,10 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644, owner: tuple[int, i
     :param owner: ``(uid, gid)`` to own the file, or ``None`` to keep the writer's.
     :raises ApplyError: when the directory or file cannot be written (exit 1).
     """
+    # A name no other writer uses (tempfile would cost its import on every run): pid, thread, and a counter.
+    tmp = str(path.parent / f".{path.name}.{os.getpid()}.{threading.get_ident()}.{next(_COUNTER)}.tmp")
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except OSError as err:
         raise ApplyError(f"write {path}", err.strerror or err) from None
     try:

@@ -7,15 +7,13 @@ written only when true. ``[[order-extensions]]`` of the builder's order are carr
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from preparer.errors import FetchError
 
 
-@dataclass(frozen=True, slots=True)
-class OrderElement:
+class OrderElement(NamedTuple):
     """One buildpack of a group."""
 
     id: str
@@ -31,8 +29,7 @@ class OrderElement:
 Group = tuple[OrderElement, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Order:
+class Order(NamedTuple):
     """An order: groups of buildpacks, tried in turn, plus the extensions' order kept as read."""
 
     groups: tuple[Group, ...] = ()
