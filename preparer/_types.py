@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any, TypeAlias
 
 #: A TOML table as tomllib returns it; after a merge patch, ``None`` marks a deleted key.
 TOMLTable: TypeAlias = dict[str, Any]
-#: A path given as a string or a path object.
-StrPath: TypeAlias = "str | os.PathLike[str]"

@@ -35,11 +35,6 @@ def semver_key(version: str) -> _Key | None:
     return release, 0, pre
 
 
-def is_semver(version: str) -> bool:
-    """Whether ``version`` is a semver 2.0 version."""
-    return _SEMVER.match(version) is not None
-
-
 def highest(versions: Iterable[str]) -> str | None:
     """The highest semver version in ``versions``; ``None`` when none is semver."""
     keyed = [(k, v) for v in versions if (k := semver_key(v)) is not None]

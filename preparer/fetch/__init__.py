@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import requests
@@ -92,15 +92,3 @@ class FetchContext:
     #: The first backoff, in seconds; it doubles with every retry.
     backoff: float = 0.5
     sessions: Sessions = field(default_factory=Sessions, compare=False, repr=False)
-
-
-class Fetcher(Protocol):
-    """Fetches one located buildpack into staging."""
-
-    def fetch(self, locator: object, ctx: FetchContext) -> Fetched:
-        """Fetch ``locator`` (see :mod:`preparer.fetch.locator`) below ``ctx.staging``.
-
-        :raises FetchError: exit 1 for network, I/O and content failures.
-        :raises InvalidInputsError: exit 3 when the user's input is wrong (e.g. bad reference).
-        """
-        ...

@@ -110,14 +110,20 @@ def get(
         response = ctx.sessions.get().get(url, headers=headers or {}, stream=True, timeout=ctx.timeouts)
     except requests.RequestException as err:
         raise NetworkError(describe(err)) from err
-    if response.status_code >= 500:
-        response.close()
-        raise NetworkError(f"HTTP {response.status_code} {response.reason}")
-    if response.status_code >= 400:
-        response.close()
-        raise FetchError(f"download {source}", f"HTTP {response.status_code} {response.reason}")
+    check_status(response, f"download {source}")
     response.raw.decode_content = False
     return response
+
+
+def check_status(response: requests.Response, action: str, what: str = "") -> None:
+    """Raise for an error answer: a 5xx is transient (NetworkError, retried), a 4xx is final (FetchError)."""
+    if response.status_code < 400:
+        return
+    response.close()
+    status = f"HTTP {response.status_code} {response.reason}"
+    if response.status_code >= 500:
+        raise NetworkError(status)
+    raise FetchError(action, f"{what}: {status}" if what else status)
 
 
 def stream_body(

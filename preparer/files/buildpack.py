@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,15 +123,3 @@ def installed_versions(buildpacks_dir: Path, buildpack_id: str) -> list[str]:
     except OSError:
         return []
     return sorted(e.name for e in entries if (e / "buildpack.toml").is_file())
-
-
-def iter_installed(buildpacks_dir: Path) -> Iterator[tuple[str, str]]:
-    """Every ``(escaped id, version)`` directory under ``<buildpacks>``."""
-    try:
-        ids = sorted(buildpacks_dir.iterdir())
-    except OSError:
-        return
-    for id_dir in ids:
-        if id_dir.is_dir():
-            for version in installed_versions(buildpacks_dir, id_dir.name):
-                yield id_dir.name, version

@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 from preparer.errors import FetchError
 from preparer.fetch import FetchContext
 from preparer.fetch.cache import DownloadCache
-from preparer.fetch.http import NetworkError, _attempts, describe, stream_body
+from preparer.fetch.http import NetworkError, _attempts, check_status, describe, stream_body
 from preparer.fetch.oci import auth
 from preparer.fetch.oci.reference import Reference, scheme_for
 
@@ -156,12 +156,7 @@ class Registry:
         if response.status_code == 404:
             response.close()
             raise FetchError(f"pull {self.ref}", f"{what} not found in {self.name}")
-        if response.status_code >= 500:
-            response.close()
-            raise NetworkError(f"HTTP {response.status_code} {response.reason}")
-        if response.status_code >= 400:
-            response.close()
-            raise FetchError(f"pull {self.ref}", f"{what}: HTTP {response.status_code} {response.reason}")
+        check_status(response, f"pull {self.ref}", what)
 
     def _retrying(self, action: Any) -> Any:
         last: NetworkError | None = None
