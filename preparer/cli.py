@@ -1,8 +1,9 @@
 """The ``preparer`` command: a thin adapter from a Go-style command line to :func:`preparer.prepare`.
 
-The only module that reads ``os.environ``, prints or exits. It follows the lifecycle's order: the version and
-help flags; ``CNB_PLATFORM_API`` before any other flag (exit 11); the flags (exit 2); the inputs (exit 3); then
-the phase itself, whose errors carry their exit codes.
+The only module that reads ``os.environ``, prints or exits. It follows the lifecycle's order: ``-h`` and
+``-version``; ``CNB_PLATFORM_API`` before any flag error (exit 11); the flags (exit 2); the inputs (exit 3); then
+the phase itself, whose errors carry their exit codes. Typer defines the command; the arguments themselves are
+read by :mod:`preparer.goflags`, because platforms pass Go-style command lines.
 """
 
 from __future__ import annotations
@@ -11,15 +12,17 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
 
 import typer
 
 from preparer import __version__, goflags
 from preparer.api import verify_platform_api
 from preparer.errors import InvalidInputsError, PreparerError
-from preparer.inputs import ENV_PLATFORM_API, log_level_of, no_color, resolve_inputs
+from preparer.exit import ExitCode
+from preparer.inputs import ENV_PLATFORM_API, ENV_PREPARE_REPORT, log_level_of, no_color, resolve_inputs
 from preparer.log import configure
 
 PROGRAM = "preparer"
@@ -49,52 +52,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code if isinstance(code, int) else 0
 
 
-def run(argv: Sequence[str], environ: dict[str, str]) -> int:
-    """The command's steps, in the lifecycle's order. Returns the exit code."""
+def run(argv: Sequence[str], environ: Mapping[str, str]) -> int:
+    """The command's steps, in the lifecycle's order. Returns the exit code.
+
+    1. Parse the flags, Go's way (no side effects yet); ``-h`` and ``-version`` need nothing else.
+    2. ``CNB_PLATFORM_API`` (exit 11), before a flag error is reported (exit 2).
+    3. Resolve the inputs (exit 3), then run the phase; its errors carry their exit codes.
+    """
     out, err = sys.stdout, sys.stderr
-    if goflags.asks_for_version_or_help(argv):
-        parsed = _parse_quietly(argv)
-        if parsed is None or parsed.help:
-            out.write(goflags.usage(PROGRAM))
-        else:
-            out.write(__version__ + "\n")
+    try:
+        parsed, flag_error = goflags.parse(argv), None
+    except goflags.FlagError as error:
+        parsed, flag_error = None, error
+    if parsed is not None and parsed.help:
+        out.write(goflags.usage(PROGRAM))
+        return 0
+    if parsed is not None and parsed.values.get("version") is True:
+        out.write(__version__ + "\n")
         return 0
     try:
         verify_platform_api(environ.get(ENV_PLATFORM_API))
     except PreparerError as error:
         err.write(f"ERROR: {error.message}\n")
         return error.exit_code
-    try:
-        parsed = goflags.parse(argv)
-    except goflags.FlagError as error:
-        err.write(f"{error}\nUsage: {PROGRAM} [flags] [<image>] (see -h)\n")
-        return 2
+    if parsed is None:
+        err.write(f"{flag_error}\nUsage: {PROGRAM} [flags] [<image>] (see -h)\n")
+        return ExitCode.USAGE
     color = not no_color(parsed.values, environ)
-    level = log_level_of(parsed.values, environ)
-    configure(level, color=color and err.isatty(), stdout=out, stderr=err)
+    configure(log_level_of(parsed.values, environ), color=color)
     for warning in parsed.warnings:
         log.warning("%s", warning)
-    return _prepare(parsed, environ, color and err.isatty())
+    return _prepare(parsed, environ, color)
 
 
-def _parse_quietly(argv: Sequence[str]) -> goflags.Parsed | None:
-    try:
-        return goflags.parse(argv)
-    except goflags.FlagError:
-        return None
-
-
-def _prepare(parsed: goflags.Parsed, environ: dict[str, str], tty: bool) -> int:
-    from preparer.pipeline import prepare
-
+def _prepare(parsed: goflags.Parsed, environ: Mapping[str, str], color: bool) -> int:
     try:
         if len(parsed.positionals) > 1:
             raise InvalidInputsError(
                 "parse arguments", f"received {len(parsed.positionals)} arguments, but expected at most 1"
             )
         inputs = resolve_inputs(parsed.values, environ)
-        log.info("===> PREPARING")
-        progress = TerminalProgress() if tty else LogProgress()
+    except PreparerError as error:
+        _report_early_failure(parsed, environ, error)
+        log.error("%s", error.message)
+        return int(error.exit_code)
+    from preparer.pipeline import prepare  # after the cheap checks: the pipeline's imports cost start-up
+
+    log.info("===> PREPARING")
+    progress: LogProgress | TerminalProgress = (
+        TerminalProgress(color) if _isatty(sys.stderr) else LogProgress()
+    )
+    try:
         try:
             prepare(inputs, progress=progress)
         finally:
@@ -108,14 +116,37 @@ def _prepare(parsed: goflags.Parsed, environ: dict[str, str], tty: bool) -> int:
     except Exception as error:  # no input may end in a traceback; it is shown at debug level only
         log.debug("unexpected error", exc_info=True)
         log.error("failed to prepare: %s: %s", type(error).__name__, error)
-        return 1
-    return 0
+        return ExitCode.FAILED
+    return ExitCode.SUCCESS
 
 
-def _size(total: int | None) -> str:
-    if total is None:
+def _report_early_failure(parsed: goflags.Parsed, environ: Mapping[str, str], error: PreparerError) -> None:
+    """Write the ``-prepare-report`` of a run that failed before the pipeline started (contract §7.17)."""
+    raw = parsed.values.get("prepare-report", environ.get(ENV_PREPARE_REPORT))
+    if not isinstance(raw, str) or not raw:
+        return
+    from preparer.files._toml import dumps_toml, write_atomic
+
+    doc = {"error": {"code": int(error.exit_code), "message": error.message}}
+    path = Path(os.path.abspath(raw))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, dumps_toml(doc).encode())
+    except (OSError, PreparerError) as failure:  # the input error is the one to show
+        log.warning("could not write the prepare report %s: %s", path, failure)
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _size(size: int | None) -> str:
+    if not size:
         return ""
-    return f" ({total / (1 << 20):.1f} MiB)" if total >= 1 << 20 else f" ({total / 1024:.1f} KiB)"
+    return f" ({size / (1 << 20):.1f} MiB)" if size >= 1 << 20 else f" ({size / 1024:.1f} KiB)"
 
 
 class LogProgress:
@@ -127,35 +158,46 @@ class LogProgress:
         self.lock = threading.Lock()
 
     def __call__(self, source: str, done: int, total: int | None) -> None:
+        if total == 0 and done == 0:
+            log.debug("Using %s from the download cache", source)
+            return
         with self.lock:
             first = source not in self.started
             last = total is not None and done >= total and source not in self.finished
             self.started.add(source)
             if last:
                 self.finished.add(source)
-        if first and total != 0:
+        if first:
             log.info("Downloading %s%s", source, _size(total))
-        if last and total:
-            log.info("Downloaded %s", source)
+        if last:
+            log.info("Downloaded %s%s", source, _size(done))
 
     def close(self) -> None:
         """Nothing to clean up."""
 
 
 class TerminalProgress:
-    """Download progress as bars on a terminal (rich, imported on the first download)."""
+    """Download progress as bars on the terminal of stderr (rich, imported on the first download)."""
 
-    def __init__(self) -> None:
+    def __init__(self, color: bool) -> None:
+        self.color = color
         self.bar: Any = None
         self.tasks: dict[str, Any] = {}
         self.lock = threading.Lock()
 
     def __call__(self, source: str, done: int, total: int | None) -> None:
+        if total == 0 and done == 0:
+            return  # a cache hit: nothing to draw
         with self.lock:
             if self.bar is None:
+                from rich.console import Console
                 from rich.progress import Progress
 
-                self.bar = Progress(transient=False)
+                console = Console(stderr=True, no_color=not self.color)
+                # Log lines written meanwhile go above the bars; stdout only when it is the same terminal.
+                self.bar = Progress(
+                    console=console, redirect_stdout=_isatty(sys.stdout), redirect_stderr=True
+                )
                 self.bar.start()
             if source not in self.tasks:
                 self.tasks[source] = self.bar.add_task(source, total=total)
@@ -163,8 +205,10 @@ class TerminalProgress:
 
     def close(self) -> None:
         """Stop drawing."""
-        if self.bar is not None:
-            self.bar.stop()
+        with self.lock:
+            if self.bar is not None:
+                self.bar.stop()
+                self.bar = None
 
 
 if __name__ == "__main__":  # pragma: no cover

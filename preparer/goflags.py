@@ -112,17 +112,21 @@ def parse_bool(text: str) -> bool | None:
 
 
 def parse_int(text: str) -> int | None:
-    """Go's ``strconv.ParseInt(text, 0, 64)``: decimal, ``0x``, ``0o``/``0`` and ``0b`` prefixes, underscores."""
+    """Go's ``strconv.ParseInt(text, 0, 64)``; ``None`` when Go would reject ``text``.
+
+    Decimal, ``0x``, ``0o`` or a leading ``0`` (octal) and ``0b`` prefixes, an optional sign, and underscores
+    between digits.
+    """
+    sign, digits = (text[0], text[1:]) if text[:1] in ("+", "-") else ("", text)
+    if not digits or not all(c.isascii() and (c.isalnum() or c == "_") for c in digits):
+        return None  # Python's int() also takes spaces and non-ASCII digits; Go does not
+    if len(digits) > 1 and digits[0] == "0" and digits[1] not in "xXoObB":
+        digits = "0o" + digits[1:]  # Go's legacy octal; Python's int() refuses leading zeros
     try:
-        if (
-            text.lstrip("+-").startswith("0")
-            and len(text.lstrip("+-")) > 1
-            and text.lstrip("+-")[1].isdigit()
-        ):
-            return int(text, 8)
-        return int(text, 0)
+        number = int(sign + digits, 0)
     except ValueError:
         return None
+    return number if -(1 << 63) <= number < 1 << 63 else None
 
 
 @dataclass
@@ -154,8 +158,9 @@ def parse(argv: Sequence[str]) -> Parsed:
             raise FlagError(f"bad flag syntax: {arg}")
         name, has_value, value = name.partition("=")
         if name in ("h", "help"):
+            # Go stops at -h with flag.ErrHelp: the usage is printed and the rest is not looked at.
             parsed.help = True
-            continue
+            return parsed
         flag = BY_NAME.get(name)
         if flag is None:
             raise FlagError(f"flag provided but not defined: -{name}")
@@ -184,22 +189,13 @@ def parse(argv: Sequence[str]) -> Parsed:
         else:
             parsed.values[name] = value
     parsed.positionals = args
-    parsed.warnings = [f"unconsumed flag-like positional arg: {a}" for a in args[1:] if a.startswith("-")]
+    # As the lifecycle does, for every positional argument (the first one too, after "--").
+    parsed.warnings = [
+        f"unconsumed flag-like positional arg: {arg} (not a flag: flags go before the first positional argument)"
+        for arg in args
+        if arg.startswith("-")
+    ]
     return parsed
-
-
-def asks_for_version_or_help(argv: Sequence[str]) -> bool:
-    """Whether ``argv`` asks for ``-version`` or ``-h`` before its first positional argument.
-
-    These work without ``CNB_PLATFORM_API`` (contract §7.15), so they are looked for before it is checked.
-    """
-    for arg in argv:
-        if arg == "--" or not arg.startswith("-") or len(arg) < 2:
-            return False
-        name, _, value = arg.lstrip("-").partition("=")
-        if name in ("h", "help") or (name == "version" and parse_bool(value or "true")):
-            return True
-    return False
 
 
 def usage(program: str = "preparer") -> str:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from preparer.api import APIVersion
+from preparer.api import SUPPORTED_PLATFORM_APIS, APIVersion, verify_platform_api
 
 # Inputs shared with the creator (platform spec §creator; lifecycle platform/defaults.go).
 ENV_APP_DIR, DEFAULT_APP_DIR = "CNB_APP_DIR", "/workspace"
@@ -76,7 +76,7 @@ class Inputs:
     target_platform: str = "linux/amd64"
     #: Seconds to wait between bytes from a server (and at most 10 to connect).
     http_timeout: float = DEFAULT_HTTP_TIMEOUT
-    platform_api: APIVersion = field(default_factory=lambda: APIVersion(0, 15))
+    platform_api: APIVersion = SUPPORTED_PLATFORM_APIS[-1]
     #: The environment, for registry credentials (``CNB_REGISTRY_AUTH``, ``DOCKER_CONFIG``, ``HOME``); never shown.
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
 
@@ -114,11 +114,15 @@ def resolve_inputs(
     :param environ: the process environment.
     :param cwd: relative paths are made absolute against it.
     :raises InvalidInputsError: well-formed but invalid values (exit 3).
+    :raises PlatformAPIError: ``CNB_PLATFORM_API`` is set but unparsable or unsupported (exit 11).
     """
     from preparer.errors import InvalidInputsError
     from preparer.goflags import BY_NAME, parse_int
 
     cwd = cwd or Path.cwd()
+    # The CLI checked it before anything else; a library caller's environment may lack it (then: the newest).
+    api = environ.get(ENV_PLATFORM_API)
+    platform_api = verify_platform_api(api) if api else SUPPORTED_PLATFORM_APIS[-1]
 
     def value(name: str) -> object:
         if name in flags:
@@ -159,16 +163,18 @@ def resolve_inputs(
         from platformdirs import user_cache_dir
 
         download_cache = Path(user_cache_dir()) / "cnb-preparer"
-    registries = list(flags.get("insecure-registry", []) or [])  # type: ignore[call-overload]
-    if "insecure-registry" not in flags:
+    given = flags.get("insecure-registry")
+    if isinstance(given, list | tuple):
+        registries = [str(r) for r in given]  # repeated flags append, with no comma split (as Go)
+    else:
         registries = [r.strip() for r in environ.get(ENV_INSECURE_REGISTRIES, "").split(",") if r.strip()]
     dry_run = flags["dry-run"] if "dry-run" in flags else _env_bool(environ, ENV_DRY_RUN)
     try:
         http_timeout = float(environ.get(ENV_HTTP_TIMEOUT) or DEFAULT_HTTP_TIMEOUT)
     except ValueError:
-        raise InvalidInputsError(
-            "resolve inputs", f"{ENV_HTTP_TIMEOUT} must be a number of seconds"
-        ) from None
+        http_timeout = -1.0
+    if not 0 < http_timeout < float("inf"):
+        raise InvalidInputsError("resolve inputs", f"{ENV_HTTP_TIMEOUT} must be a positive number of seconds")
     return Inputs(
         app_dir=path("app", DEFAULT_APP_DIR) or Path(DEFAULT_APP_DIR),
         layers_dir=path("layers", DEFAULT_LAYERS_DIR) or Path(DEFAULT_LAYERS_DIR),
@@ -188,6 +194,7 @@ def resolve_inputs(
         registry_index=text("buildpack-registry-index") or DEFAULT_BUILDPACK_REGISTRY_INDEX,
         target_platform=environ.get(ENV_TARGET_PLATFORM) or _host_platform(),
         http_timeout=http_timeout,
+        platform_api=platform_api,
         environ=dict(environ),
     )
 

@@ -15,40 +15,68 @@ _YELLOW, _RED, _CYAN, _RESET = "\033[1;33m", "\033[1;31m", "\033[0;36m", "\033[0
 
 
 class LifecycleHandler(logging.Handler):
-    """Writes records the way lifecycle phases do."""
+    """Writes records the way lifecycle phases do, each stream coloured only when it is a terminal.
 
-    def __init__(self, stdout: TextIO, stderr: TextIO, color: bool) -> None:
+    Without explicit streams, ``sys.stdout`` and ``sys.stderr`` are looked up at every record, so a progress
+    display that redirects them (rich) keeps log lines above its bars.
+    """
+
+    def __init__(
+        self, stdout: TextIO | None = None, stderr: TextIO | None = None, color: bool = True
+    ) -> None:
         super().__init__()
-        self.stdout, self.stderr, self.color = stdout, stderr, color
+        self._stdout, self._stderr, self.color = stdout, stderr, color
 
-    def paint(self, text: str, color: str) -> str:
-        return f"{color}{text}{_RESET}" if self.color else text
+    def _stream(self, error: bool) -> TextIO:
+        if error:
+            return self._stderr or sys.stderr
+        return self._stdout or sys.stdout
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
             message = record.getMessage()
+            error = record.levelno >= logging.WARNING
+            stream = self._stream(error)
+            paint = self.color and _isatty(stream)
             if record.levelno >= logging.ERROR:
-                stream, line = self.stderr, self.paint("ERROR: ", _RED) + message
+                line = _paint("ERROR: ", _RED, paint) + message
             elif record.levelno >= logging.WARNING:
-                stream, line = self.stderr, self.paint("Warning: ", _YELLOW) + message
+                line = _paint("Warning: ", _YELLOW, paint) + message
             else:
-                stream = self.stdout
-                line = self.paint(message, _CYAN) if message.startswith("===> ") else message
+                line = _paint(message, _CYAN, paint) if message.startswith("===> ") else message
+            if record.exc_info and record.levelno <= logging.DEBUG:
+                line += "\n" + logging.Formatter().formatException(record.exc_info)
             stream.write(line + "\n")
             stream.flush()
         except Exception:  # noqa: BLE001 (a logging handler never raises)
             self.handleError(record)
 
 
+def _paint(text: str, color: str, on: bool) -> str:
+    return f"{color}{text}{_RESET}" if on else text
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or unusual stream is no terminal
+        return False
+
+
 def configure(
     level: str, color: bool, stdout: TextIO | None = None, stderr: TextIO | None = None
 ) -> logging.Logger:
-    """Route the ``preparer`` logger to the lifecycle-style handler at ``level``."""
+    """Route the ``preparer`` logger to the lifecycle-style handler at ``level``.
+
+    :param color: allow colour; it is used only on a stream that is a terminal.
+    :param stdout: info and debug lines (default: the current ``sys.stdout`` at each record).
+    :param stderr: warnings and errors (default: the current ``sys.stderr`` at each record).
+    """
     logger = logging.getLogger("preparer")
     for handler in list(logger.handlers):
         if isinstance(handler, LifecycleHandler):
             logger.removeHandler(handler)
-    logger.addHandler(LifecycleHandler(stdout or sys.stdout, stderr or sys.stderr, color))
+    logger.addHandler(LifecycleHandler(stdout, stderr, color))
     logger.setLevel(LEVELS.get(level, logging.INFO))
     logger.propagate = False
     return logger

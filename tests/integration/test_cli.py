@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -96,10 +97,63 @@ def test_a_bool_flag_does_not_take_the_next_argument(preparer: Callable[..., Res
     )
 
 
+HINT = " (not a flag: flags go before the first positional argument)"
+
+
 def test_flags_stop_at_the_first_positional(preparer: Callable[..., Result]) -> None:
     result = preparer("reg/app", "-dry-run", project=ENV_ONLY)
     assert result.code == 3
-    assert result.warnings == ["Warning: unconsumed flag-like positional arg: -dry-run"]
+    assert result.warnings == ["Warning: unconsumed flag-like positional arg: -dry-run" + HINT]
+
+
+def test_double_dash_ends_the_flags(preparer: Callable[..., Result], layout: Layout) -> None:
+    # "-dry-run" after "--" is the image, not a flag: the run is real, with the lifecycle's warning (once).
+    result = preparer("--", "-dry-run", project=ENV_ONLY)
+    assert result.code == 0, result.stderr
+    assert result.stderr == "Warning: unconsumed flag-like positional arg: -dry-run" + HINT + "\n"
+    assert env_files(layout) == {"A": "1"}
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "stdout"),
+    [
+        (["-version=true"], 0, __version__ + "\n"),
+        (["--version"], 0, __version__ + "\n"),
+        (["-h", "-nope"], 0, None),  # Go stops at -h
+        (["--help"], 0, None),
+        (["-version", "-nope"], 2, ""),  # Go reads every flag before acting on -version
+        (["-nope", "-h"], 2, ""),
+    ],
+)
+def test_version_and_help_are_flags_like_the_others(
+    tmp_path: Path, args: list[str], code: int, stdout: str | None
+) -> None:
+    result = run_cli(args, base_env(tmp_path))
+    assert result.code == code
+    if stdout is None:
+        assert result.stdout.startswith("Usage: preparer [flags] [<image>]\n")
+    else:
+        assert result.stdout == stdout
+    if code == 2:
+        assert result.stderr.splitlines() == [
+            "flag provided but not defined: -nope",
+            "Usage: preparer [flags] [<image>] (see -h)",
+        ]
+
+
+def test_a_flag_value_that_looks_like_version_is_a_value(
+    preparer: Callable[..., Result], tmp_path: Path
+) -> None:
+    # "-version" is the value of -platform here, so the run happens and writes to a directory of that name.
+    result = preparer("-platform", "-version", project=ENV_ONLY, cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    assert (tmp_path / "-version" / "env" / "A").read_text() == "1"
+
+
+def test_version_false_runs_the_phase(preparer: Callable[..., Result], layout: Layout) -> None:
+    result = preparer("-version=false", project=ENV_ONLY)
+    assert result.code == 0 and result.stdout.startswith("===> PREPARING")
+    assert env_files(layout) == {"A": "1"}
 
 
 def test_flags_beat_environment_beats_defaults(tmp_path: Path, layout: Layout) -> None:
@@ -227,3 +281,104 @@ def test_colour_and_progress_bars_on_a_terminal(
     assert "\033[0;36m===> PREPARING\033[0m" in text
     assert "━" in text  # rich's progress bar
     assert (layout.buildpacks / "me_tty" / "1.0.0" / "data.bin").is_file()
+
+
+def test_relative_paths_are_taken_from_the_working_directory(
+    preparer: Callable[..., Result], tmp_path: Path
+) -> None:
+    (tmp_path / "here").mkdir()
+    result = preparer("-platform", "rel/platform", project=ENV_ONLY, cwd=tmp_path / "here")
+    assert result.code == 0, result.stderr
+    assert (tmp_path / "here" / "rel" / "platform" / "env" / "A").read_text() == "1"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        ([], {"CNB_USER_ID": "root"}, "ERROR: failed to resolve inputs: CNB_USER_ID='root' is not an integer"),
+        (["-platform-config", "x.toml"], {}, "ERROR: failed to resolve inputs: -platform-config needs -platform-namespace"),
+        ([], {"CNB_PREPARER_HTTP_TIMEOUT": "nan"},
+         "ERROR: failed to resolve inputs: CNB_PREPARER_HTTP_TIMEOUT must be a positive number of seconds"),
+        (["img", "extra"], {}, "ERROR: failed to parse arguments: received 2 arguments, but expected at most 1"),
+    ],
+)  # fmt: skip
+def test_invalid_inputs_exit_3_and_the_report_says_why(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, args: list[str], env: dict[str, str],
+    message: str,
+) -> None:  # fmt: skip
+    report = tmp_path / "out" / "report.toml"
+    result = preparer("-prepare-report", str(report), *args, project=ENV_ONLY, env=env)
+    assert (result.code, result.stdout, result.stderr) == (3, "", message + "\n")
+    assert tomllib.loads(report.read_text()) == {
+        "error": {"code": 3, "message": message.removeprefix("ERROR: ")}
+    }
+    assert env_files(layout) == {}
+
+
+def test_env_bools_follow_go_and_an_invalid_one_is_false(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    dry = preparer(project=ENV_ONLY, env={"CNB_DRY_RUN": "T"})
+    assert dry.code == 0 and "Dry run: nothing is fetched, written or removed" in dry.stdout
+    assert env_files(layout) == {}
+    real = preparer(project=ENV_ONLY, env={"CNB_DRY_RUN": "yes"})  # not a ParseBool spelling: false
+    assert real.code == 0 and "Dry run" not in real.stdout
+    assert env_files(layout) == {"A": "1"}
+
+
+def test_downloads_are_logged_once_each_off_a_terminal(
+    preparer: Callable[..., Result], layout: Layout, http_server: FileServer
+) -> None:
+    from tests.buildpacks import make_tgz
+
+    make_tgz(http_server.root / "log.tgz", "me/log", payload=b"x" * 200_000)
+    url = http_server.url("log.tgz")
+    project = f'[_]\nschema-version = "0.2"\n[[io.buildpacks.group]]\nuri = "{url}"\n'
+    result = preparer(project=project)
+    assert result.code == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("Download")]
+    assert len(lines) == 2, result.stdout
+    assert lines[0].startswith(f"Downloading {url} (") and lines[0].endswith(" KiB)")
+    assert lines[1].startswith(f"Downloaded {url} (")
+    # A second run finds the archive in the download cache: nothing is said about downloading at info level.
+    again = preparer(project=project)
+    assert again.code == 0 and f"Downloading {url}" not in again.stdout
+
+
+def test_the_console_script_and_main_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+    import sys
+
+    from preparer.cli import main
+
+    script = Path(sys.executable).parent / "preparer"
+    proc = subprocess.run([str(script), "-version"], capture_output=True, text=True, check=False)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, __version__ + "\n", "")
+    assert main(["-version"]) == 0
+    assert capsys.readouterr().out == __version__ + "\n"
+    # Odd argv values reach the Go-style parser untouched (typer does not read them): no API set, so exit 11.
+    for argv in (["-"], ["--"], [""], ["--", "--help"], ["-x=", "--"]):
+        assert main(argv) == 11
+    assert capsys.readouterr().err.count("ERROR: failed to get platform API version") == 5
+
+
+def test_an_unexpected_error_is_one_line_and_its_traceback_only_at_debug(
+    tmp_path: Path, layout: Layout, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import preparer.pipeline
+    from preparer.cli import run
+
+    # No input is known to make the pipeline raise a non-preparer exception (the hypothesis test looks for
+    # one), so one is injected here to check the CLI's last line of defence.
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(preparer.pipeline, "prepare", broken)
+    env = base_env(tmp_path)
+    assert run([*layout.flags()], env) == 1
+    err = capsys.readouterr().err
+    assert err == "ERROR: failed to prepare: RuntimeError: boom\n"
+    assert run([*layout.flags(), "-log-level", "debug"], env) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" in captured.out and 'raise RuntimeError("boom")' in captured.out
+    assert captured.err == "ERROR: failed to prepare: RuntimeError: boom\n"

@@ -61,12 +61,18 @@ def layout(tmp_path: Path) -> Layout:
 
 @pytest.fixture
 def preparer(layout: Layout, tmp_path: Path) -> Callable[..., Result]:
-    """Run the CLI against ``layout``: ``preparer(*flags, env={...})``; a project.toml is written with ``project=``."""
+    """Run the CLI against ``layout``: ``preparer(*flags, project=..., env={...}, cwd=...)``.
 
-    def run(*args: str, project: str | None = None, env: dict[str, str] | None = None) -> Result:
+    The layout's directory flags come first, so ``flags`` may override them; ``project`` is written to
+    ``<app>/project.toml``; ``env`` adds to :func:`base_env`; ``cwd`` is the process's working directory.
+    """
+
+    def run(
+        *args: str, project: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> Result:
         if project is not None:
             (layout.app / "project.toml").write_text(project)
         flags = [*layout.flags(), "-download-cache", str(tmp_path / "cache")]
-        return run_cli([*flags, *args], base_env(tmp_path, **(env or {})))
+        return run_cli([*flags, *args], base_env(tmp_path, **(env or {})), cwd=cwd)
 
     return run
