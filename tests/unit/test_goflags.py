@@ -1,0 +1,158 @@
+"""Go ``flag``-package command lines: spellings, bools, repeatable flags, where parsing stops, errors, usage."""
+
+from __future__ import annotations
+
+import pytest
+
+from preparer.goflags import FLAGS, FlagError, parse, parse_bool, parse_int, usage
+
+HINT = " (not a flag: flags go before the first positional argument)"
+
+
+@pytest.mark.parametrize("argv", [["-app", "x"], ["-app=x"], ["--app", "x"], ["--app=x"]])
+def test_four_spellings_of_a_value_flag(argv: list[str]) -> None:
+    parsed = parse(argv)
+    assert (parsed.values, parsed.positionals, parsed.warnings) == ({"app": "x"}, [], [])
+
+
+def test_values_may_contain_equals_signs_and_look_like_flags() -> None:
+    assert parse(["-app=a=b", "-layers", "-x", "-platform="]).values == {
+        "app": "a=b",
+        "layers": "-x",
+        "platform": "",
+    }
+
+
+@pytest.mark.parametrize("spelling", ["1", "t", "T", "TRUE", "true", "True"])
+def test_bool_true_spellings(spelling: str) -> None:
+    assert parse([f"-daemon={spelling}"]).values == {"daemon": True}
+    assert parse_bool(spelling) is True
+
+
+@pytest.mark.parametrize("spelling", ["0", "f", "F", "FALSE", "false", "False"])
+def test_bool_false_spellings(spelling: str) -> None:
+    assert parse([f"--skip-restore={spelling}"]).values == {"skip-restore": False}
+    assert parse_bool(spelling) is False
+
+
+@pytest.mark.parametrize("spelling", ["yes", "no", "tRuE", "", " true", "2"])
+def test_other_bool_spellings_are_refused(spelling: str) -> None:
+    assert parse_bool(spelling) is None
+    with pytest.raises(FlagError, match=f'^invalid boolean value "{spelling}" for -daemon: parse error$'):
+        parse([f"-daemon={spelling}"])
+
+
+def test_a_bool_flag_never_takes_the_next_argument() -> None:
+    parsed = parse(["-daemon", "false", "-app", "x"])
+    assert parsed.values == {"daemon": True}
+    assert parsed.positionals == ["false", "-app", "x"]
+    assert parsed.warnings == ["unconsumed flag-like positional arg: -app" + HINT]
+
+
+def test_repeatable_flags_append_without_splitting_commas() -> None:
+    parsed = parse(["-tag", "a", "-tag=b,c", "-insecure-registry", "r1", "--insecure-registry=r2"])
+    assert parsed.values == {"tag": ["a", "b,c"], "insecure-registry": ["r1", "r2"]}
+
+
+def test_the_last_value_of_a_single_flag_wins() -> None:
+    assert parse(["-app", "a", "-app", "b", "-daemon", "-daemon=false"]).values == {
+        "app": "b",
+        "daemon": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("argv", "positionals"),
+    [
+        (["img", "-app", "x"], ["img", "-app", "x"]),
+        (["-app", "x", "--", "-layers", "y"], ["-layers", "y"]),
+        (["-", "-app", "x"], ["-", "-app", "x"]),  # a lone dash is a positional argument
+        (["-app", "x", ""], [""]),
+    ],
+)
+def test_parsing_stops_at_the_first_positional_or_double_dash(
+    argv: list[str], positionals: list[str]
+) -> None:
+    parsed = parse(argv)
+    assert parsed.positionals == positionals
+    assert parsed.warnings == [
+        f"unconsumed flag-like positional arg: {arg}" + HINT for arg in positionals if arg.startswith("-")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-nope"], "flag provided but not defined: -nope"),
+        (["--nope=1"], "flag provided but not defined: -nope"),
+        (["-App", "x"], "flag provided but not defined: -App"),
+        (["-app"], "flag needs an argument: -app"),
+        (["-tag"], "flag needs an argument: -tag"),
+        (["---app"], "bad flag syntax: ---app"),
+        (["-=x"], "bad flag syntax: -=x"),
+        (["--=x"], "bad flag syntax: --=x"),
+        (["-uid", "x"], 'invalid value "x" for flag -uid: parse error'),
+        (["-gid= 1"], 'invalid value " 1" for flag -gid: parse error'),
+        (["-daemon=maybe"], 'invalid boolean value "maybe" for -daemon: parse error'),
+    ],
+)
+def test_errors_read_as_go_writes_them(argv: list[str], message: str) -> None:
+    with pytest.raises(FlagError) as caught:
+        parse(argv)
+    assert str(caught.value) == message
+
+
+def test_help_stops_parsing_as_go_does() -> None:
+    for argv in (["-h"], ["--help"], ["-help=x"], ["-app", "x", "-h", "-nope"]):
+        assert parse(argv).help
+    with pytest.raises(FlagError):
+        parse(["-nope", "-h"])
+    assert not parse(["-app", "-h"]).help  # "-h" is the value of -app
+
+
+def test_version_is_a_bool_flag() -> None:
+    assert parse(["-version"]).values == {"version": True}
+    assert parse(["-version=false"]).values == {"version": False}
+    assert parse(["-layers", "-version"]).values == {"layers": "-version"}
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("1000", 1000), ("-1", -1), ("+7", 7), ("0", 0), ("010", 8), ("0o17", 15), ("0_17", 15),
+        ("0x1F", 31), ("0X1f", 31), ("0b101", 5), ("-0x10", -16), ("1_000", 1000),
+        ("9223372036854775807", (1 << 63) - 1), ("-9223372036854775808", -(1 << 63)),
+    ],
+)  # fmt: skip
+def test_integers_as_go_parse_int_base_0(text: str, number: int) -> None:
+    assert parse_int(text) == number
+
+
+@pytest.mark.parametrize(
+    "text", ["", "-", "x", "08", "1_", "_1", "1__0", " 5", "5 ", "٣", "1.0", "9223372036854775808", "0x"]
+)
+def test_integers_go_refuses(text: str) -> None:
+    assert parse_int(text) is None
+
+
+def test_every_flag_is_in_the_usage_with_its_environment_variable() -> None:
+    text = usage()
+    assert text.startswith("Usage: preparer [flags] [<image>]\n")
+    for flag in FLAGS:
+        assert f"  -{flag.name}" in text
+        if flag.env:
+            assert f"(env {flag.env})" in text
+    assert "  -uid int\n" in text and "  -tag value\n" in text and "  -daemon\n" in text
+
+
+def test_every_creator_flag_is_accepted() -> None:
+    # lifecycle-reference §1.2: the creator's flags, so that its command line passes unchanged.
+    creator = {
+        "app", "buildpacks", "build-config", "cache-dir", "cache-image", "daemon", "gid", "uid", "insecure-registry",
+        "launch-cache", "launcher", "launcher-sbom", "layers", "layout", "layout-dir", "log-level", "no-color",
+        "order", "parallel", "platform", "previous-image", "process-type", "project-metadata", "report", "run",
+        "run-image", "skip-restore", "stack", "system", "tag", "version", "extensions", "analyzed", "group", "plan",
+    }  # fmt: skip
+    assert creator <= {flag.name for flag in FLAGS}
+    bools = {flag.name for flag in FLAGS if flag.kind == "bool"}
+    assert bools == {"daemon", "layout", "parallel", "skip-restore", "no-color", "dry-run", "version"}

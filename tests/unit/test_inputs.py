@@ -1,0 +1,191 @@
+"""resolve_inputs: flag > environment > default, absolute paths, and the inputs that are refused (exit 3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from preparer.api import APIVersion
+from preparer.errors import InvalidInputsError, PlatformAPIError
+from preparer.goflags import parse
+from preparer.inputs import (
+    DEFAULT_BUILDPACK_REGISTRY_INDEX,
+    Inputs,
+    log_level_of,
+    no_color,
+    resolve_inputs,
+)
+
+CWD = Path("/base")
+API = {"CNB_PLATFORM_API": "0.15"}
+
+
+def resolve(argv: list[str], **environ: str) -> Inputs:
+    return resolve_inputs(parse(argv).values, API | environ, cwd=CWD)
+
+
+def test_defaults_are_the_creators() -> None:
+    inputs = resolve([], XDG_CACHE_HOME="/home/u/.cache")
+    assert (inputs.app_dir, inputs.layers_dir, inputs.platform_dir) == (
+        Path("/workspace"),
+        Path("/layers"),
+        Path("/platform"),
+    )
+    assert (inputs.buildpacks_dir, inputs.order_path) == (Path("/cnb/buildpacks"), Path("/cnb/order.toml"))
+    assert inputs.descriptor_path == Path("/workspace/project.toml") and inputs.project_descriptor is None
+    assert (inputs.uid, inputs.gid, inputs.insecure_registries, inputs.dry_run) == (None, None, (), False)
+    assert (inputs.platform_namespace, inputs.platform_config, inputs.prepare_report) == (None, None, None)
+    assert inputs.exec_env == "production"
+    assert inputs.registry_index == DEFAULT_BUILDPACK_REGISTRY_INDEX
+    assert inputs.platform_api == APIVersion(0, 15)
+    assert inputs.download_cache is not None and inputs.download_cache.name == "cnb-preparer"
+    assert inputs.target_platform.startswith("linux/")
+
+
+@pytest.mark.parametrize(
+    ("flag", "env", "field"),
+    [
+        ("app", "CNB_APP_DIR", "app_dir"),
+        ("layers", "CNB_LAYERS_DIR", "layers_dir"),
+        ("platform", "CNB_PLATFORM_DIR", "platform_dir"),
+        ("buildpacks", "CNB_BUILDPACKS_DIR", "buildpacks_dir"),
+        ("order", "CNB_ORDER_PATH", "order_path"),
+        ("project-descriptor", "CNB_PROJECT_DESCRIPTOR_PATH", "project_descriptor"),
+        ("prepare-report", "CNB_PREPARE_REPORT_PATH", "prepare_report"),
+        ("download-cache", "CNB_DOWNLOAD_CACHE_DIR", "download_cache"),
+    ],
+)
+def test_flag_beats_environment_beats_default(flag: str, env: str, field: str) -> None:
+    assert getattr(resolve([], **{env: "/from/env"}), field) == Path("/from/env")
+    assert getattr(resolve([f"-{flag}", "/from/flag"], **{env: "/from/env"}), field) == Path("/from/flag")
+
+
+def test_relative_paths_become_absolute_against_the_working_directory() -> None:
+    inputs = resolve(
+        ["-app", "src", "-layers", "../layers", "-project-descriptor", "./p.toml"], CNB_PLATFORM_DIR="p"
+    )
+    assert inputs.app_dir == Path("/base/src")
+    assert inputs.layers_dir == Path("/layers")
+    assert inputs.platform_dir == Path("/base/p")
+    assert inputs.descriptor_path == Path("/base/p.toml")
+
+
+def test_an_empty_download_cache_disables_it() -> None:
+    assert resolve(["-download-cache", ""]).download_cache is None
+    assert resolve([], CNB_DOWNLOAD_CACHE_DIR="").download_cache is None
+    assert resolve(["-download-cache=c"], CNB_DOWNLOAD_CACHE_DIR="").download_cache == Path("/base/c")
+
+
+def test_the_default_download_cache_is_in_the_user_cache_directory() -> None:
+    assert resolve([], XDG_CACHE_HOME="/home/u/.cache").download_cache is not None
+
+
+def test_insecure_registries_repeat_as_flags_and_split_commas_in_the_environment() -> None:
+    env = {"CNB_INSECURE_REGISTRIES": " a:5000, b ,,c"}
+    assert resolve([], **env).insecure_registries == ("a:5000", "b", "c")
+    assert resolve(["-insecure-registry", "x,y", "-insecure-registry=z"], **env).insecure_registries == (
+        "x,y",
+        "z",
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "dry"), [("1", True), ("True", True), ("t", True), ("yes", False), ("", False)]
+)
+def test_env_bools_are_go_parse_bool_and_anything_else_is_false(value: str, dry: bool) -> None:
+    assert resolve([], CNB_DRY_RUN=value).dry_run is dry
+    assert resolve(["-dry-run=false"], CNB_DRY_RUN=value).dry_run is False
+    assert resolve(["-dry-run"], CNB_DRY_RUN="false").dry_run is True
+
+
+def test_uid_and_gid_from_flags_or_environment() -> None:
+    assert (resolve(["-uid", "1000", "-gid=0x3e8"]).uid, resolve(["-gid=0x3e8"]).gid) == (1000, 1000)
+    inputs = resolve([], CNB_USER_ID="1001", CNB_GROUP_ID="1002")
+    assert (inputs.uid, inputs.gid) == (1001, 1002)
+    assert resolve(["-uid", "5"], CNB_USER_ID="1001").uid == 5
+    assert resolve([], CNB_USER_ID="").uid is None
+
+
+def test_a_non_integer_user_id_in_the_environment_is_invalid() -> None:
+    # The lifecycle's intEnv would quietly use 0 (root); files owned by root are worse than an error.
+    with pytest.raises(InvalidInputsError) as caught:
+        resolve([], CNB_USER_ID="cnb")
+    assert caught.value.exit_code == 3
+    assert caught.value.message == "failed to resolve inputs: CNB_USER_ID='cnb' is not an integer"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["-log-level", "loud"], {}, "failed to parse log level: 'loud' is not one of debug, info, warn, error"),
+        ([], {"CNB_LOG_LEVEL": "trace"}, "failed to parse log level: 'trace' is not one of debug, info, warn, error"),
+        (["-platform-config", "pack.toml"], {}, "failed to resolve inputs: -platform-config needs -platform-namespace"),
+        ([], {"CNB_PLATFORM_CONFIG_PATH": "p.toml", "CNB_PLATFORM_NAMESPACE": ""},
+         "failed to resolve inputs: -platform-config needs -platform-namespace"),
+        ([], {"CNB_PREPARER_HTTP_TIMEOUT": "soon"},
+         "failed to resolve inputs: CNB_PREPARER_HTTP_TIMEOUT must be a positive number of seconds"),
+        ([], {"CNB_PREPARER_HTTP_TIMEOUT": "-1"},
+         "failed to resolve inputs: CNB_PREPARER_HTTP_TIMEOUT must be a positive number of seconds"),
+        ([], {"CNB_PREPARER_HTTP_TIMEOUT": "inf"},
+         "failed to resolve inputs: CNB_PREPARER_HTTP_TIMEOUT must be a positive number of seconds"),
+    ],
+)  # fmt: skip
+def test_well_formed_but_invalid_inputs_exit_3(argv: list[str], env: dict[str, str], message: str) -> None:
+    with pytest.raises(InvalidInputsError) as caught:
+        resolve(argv, **env)
+    assert (caught.value.exit_code, caught.value.message) == (3, message)
+
+
+@pytest.mark.parametrize(("value", "level"), [("DEBUG", "debug"), ("Warning", "warn"), ("error", "error")])
+def test_log_level_names_are_case_insensitive(value: str, level: str) -> None:
+    assert resolve(["-log-level", value]) is not None
+    assert log_level_of(parse(["-log-level", value]).values, {}) == level
+    assert log_level_of({}, {"CNB_LOG_LEVEL": value}) == level
+    assert log_level_of({}, {}) == "info"
+
+
+def test_platform_namespace_config_and_the_registry_index() -> None:
+    inputs = resolve(
+        [
+            "-platform-namespace",
+            "io.buildpacks.pack",
+            "-buildpack-registry-index",
+            "http://127.0.0.1:1/index",
+        ],
+        CNB_PLATFORM_CONFIG_PATH="cfg/pack.toml",
+    )
+    assert inputs.platform_namespace == "io.buildpacks.pack"
+    assert inputs.platform_config == Path("/base/cfg/pack.toml")
+    assert inputs.registry_index == "http://127.0.0.1:1/index"
+
+
+def test_exec_env_target_platform_and_the_environment_are_passed_on() -> None:
+    inputs = resolve([], CNB_EXEC_ENV="test", CNB_PREPARER_PLATFORM="linux/arm64/v8", DOCKER_CONFIG="/d")
+    assert (inputs.exec_env, inputs.target_platform) == ("test", "linux/arm64/v8")
+    assert inputs.environ["DOCKER_CONFIG"] == "/d"
+    assert "DOCKER_CONFIG" not in repr(inputs)  # the environment may hold credentials: never shown
+
+
+def test_the_platform_api_is_carried_and_checked() -> None:
+    assert resolve([], CNB_PLATFORM_API="0.12").platform_api == APIVersion(0, 12)
+    assert resolve_inputs({}, {}, cwd=CWD).platform_api == APIVersion(0, 15)  # a library caller may omit it
+    with pytest.raises(PlatformAPIError) as caught:
+        resolve([], CNB_PLATFORM_API="0.3")
+    assert caught.value.exit_code == 11
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "expected"),
+    [
+        ({}, {}, False),
+        ({}, {"NO_COLOR": "1"}, True),
+        ({}, {"NO_COLOR": ""}, False),
+        ({}, {"CNB_NO_COLOR": "true"}, True),
+        ({}, {"CNB_NO_COLOR": "please"}, False),
+        ({"no-color": True}, {}, True),
+        ({"no-color": False}, {"CNB_NO_COLOR": "true"}, False),
+    ],
+)
+def test_no_color(flags: dict[str, object], env: dict[str, str], expected: bool) -> None:
+    assert no_color(flags, env) is expected
