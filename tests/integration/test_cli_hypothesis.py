@@ -76,6 +76,41 @@ def test_random_descriptors_exit_cleanly(tmp_path: Path, project: str, pack: str
         assert not last.startswith("ERROR: failed to prepare: "), last
 
 
+# Flags whose values cannot point the run at a directory outside the test's layout (nor turn off -dry-run).
+SAFE_FLAGS = ["log-level", "no-color", "uid", "gid", "tag", "daemon", "insecure-registry", "platform-namespace",
+              "skip-restore", "process-type", "run-image", "cache-image", "parallel", "layout", "version", "h"]  # fmt: skip
+TOKENS = st.one_of(
+    st.builds(
+        lambda dashes, name, sep, value: f"{dashes}{name}{sep}{value}",
+        st.sampled_from(["-", "--", "---", ""]),
+        st.one_of(st.sampled_from(SAFE_FLAGS), st.text(string.ascii_letters + "-=", max_size=6)),
+        st.sampled_from(["", "="]),
+        st.one_of(st.sampled_from(["", "true", "false", "0x10", "debug", "WARN", "x", "1.5", "-1"]), st.text(max_size=5)),
+    ),
+    st.sampled_from(["--", "-", "", "img", "true", "false"]),
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(argv=st.lists(TOKENS, max_size=6), env_level=st.sampled_from(["", "debug", "nope"]))
+def test_random_command_lines_exit_cleanly(tmp_path: Path, argv: list[str], env_level: str) -> None:
+    layout = _fresh(tmp_path)
+    (layout.app / "project.toml").write_text('[_]\nschema-version = "0.2"\n[[io.buildpacks.build.env]]\nname = "A"\n'
+                                             'value = "1"\n')  # fmt: skip
+    args = [*layout.flags(), "-download-cache", "", "-dry-run", *argv]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(args, base_env(tmp_path, CNB_LOG_LEVEL=env_level))
+    assert code in (0, 2, 3), err.getvalue()
+    assert "Traceback" not in err.getvalue() + out.getvalue()
+    lines = err.getvalue().splitlines()
+    if code == 2:
+        assert lines[-1] == "Usage: preparer [flags] [<image>] (see -h)"
+    elif code == 3:
+        assert lines[-1].startswith("ERROR: failed to ")
+    assert not (layout.platform / "env").exists()  # a dry run, whatever came after it
+
+
 def test_hostile_examples_in_a_subprocess(tmp_path: Path) -> None:
     cases = [
         '[_]\nschema-version = "0.2"\n[[io.buildpacks.build.env]]\nname = "a/b"\nvalue = "x"\n',
