@@ -8,31 +8,59 @@ from preparer.errors import FetchError
 from preparer.fetch import FetchContext, Fetched
 from preparer.fetch.locator import ImageLocator, RegistryLocator
 
+#: Image indexes may point at indexes; more levels than this are refused.
+_MAX_INDEX_DEPTH = 4
+
 
 def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
-    """Stage every buildpack of the buildpackage image ``locator.reference`` (``docker://`` or a bare reference)."""
-    from preparer.fetch.oci.buildpackage import choose_platform, install_buildpackage
-    from preparer.fetch.oci.client import INDEXES, Registry
+    """Stage every buildpack of the buildpackage image ``locator.reference`` (``docker://`` or a bare reference).
+
+    An image index is resolved to ``ctx.platform``. Returns the package's buildpacks, its top-level one named
+    ``top``, the normalised reference as ``source`` and the image manifest's digest.
+
+    :raises InvalidInputsError: a malformed reference (exit 3).
+    :raises FetchError: missing image, wrong credentials, corrupt or mismatching blobs, not a buildpackage (exit 1).
+    """
+    import json
+
+    from preparer.fetch.oci.buildpackage import choose_platform, descriptor_size, install_buildpackage
+    from preparer.fetch.oci.client import Registry, is_digest
     from preparer.fetch.oci.reference import parse_reference
 
     ref = parse_reference(locator.reference)
     registry = Registry(ref, ctx)
     source = str(ref)
-    manifest, media_type, digest = registry.manifest(ref.identifier)
-    if media_type in INDEXES or "manifests" in manifest:
+    manifest, kind, digest = registry.manifest(ref.identifier)
+    depth = 0
+    while kind == "index":
+        depth += 1
+        if depth > _MAX_INDEX_DEPTH:
+            raise FetchError(f"pull {source}", "image indexes nest too deeply")
         chosen = choose_platform(manifest, ctx.platform, source)
-        manifest, media_type, digest = registry.manifest(str(chosen.get("digest")))
-    config_digest = str((manifest.get("config") or {}).get("digest"))
-    import json
-
+        if not is_digest(chosen.get("digest")):
+            raise FetchError(
+                f"pull {source}", f"the index entry for {ctx.platform} has no valid sha256 digest"
+            )
+        manifest, kind, digest = registry.manifest(str(chosen["digest"]))
+    config_descriptor = manifest.get("config")
+    if not isinstance(config_descriptor, dict) or not is_digest(config_descriptor.get("digest")):
+        raise FetchError(f"pull {source}", "the manifest names no image config with a valid sha256 digest")
+    config_blob = registry.blob(str(config_descriptor["digest"]), descriptor_size(config_descriptor))
     try:
-        config = json.loads(registry.blob(config_digest).path.read_bytes())
-    except ValueError:
-        raise FetchError(f"pull {source}", "the image config is not JSON") from None
+        config = json.loads(config_blob.path.read_bytes())
+    except (OSError, ValueError):
+        config = None
+    if not isinstance(config, dict):
+        raise FetchError(f"pull {source}", "the image config is not a JSON object")
+    sizes = {
+        str(layer.get("digest")): descriptor_size(layer)
+        for layer in manifest.get("layers") or []
+        if isinstance(layer, dict)
+    }
     return install_buildpackage(
         manifest,
         config,
-        lambda d, extract: registry.read_blob(d, extract)[1],
+        lambda d, extract: registry.read_blob(d, extract, sizes.get(d))[1],
         source=source,
         digest=digest,
         ctx=ctx,

@@ -18,7 +18,8 @@ from typing import IO, Any
 from preparer.errors import FetchError
 from preparer.fetch import FetchContext, Fetched, StagedBuildpack
 from preparer.fetch.archive import extract_tar
-from preparer.files.buildpack import escape_id, read_buildpack_toml
+from preparer.fetch.oci.client import is_digest
+from preparer.files.buildpack import check_id, escape_id, read_buildpack_toml
 
 LAYERS_LABEL = "io.buildpacks.buildpack.layers"
 METADATA_LABEL = "io.buildpacks.buildpackage.metadata"
@@ -47,13 +48,52 @@ def choose_platform(index: dict[str, Any], platform: str, source: str) -> dict[s
     )
 
 
-def _label(labels: dict[str, Any], name: str, source: str) -> Any:
+def descriptor_size(descriptor: dict[str, Any]) -> int | None:
+    """The ``size`` of an OCI descriptor, when it is a proper one (a non-negative integer)."""
+    size = descriptor.get("size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+
+
+def _label(labels: dict[str, Any], name: str, source: str) -> dict[str, Any]:
     if name not in labels:
         raise FetchError(f"read buildpackage {source}", f"not a buildpackage: it has no label '{name}'")
     try:
-        return json.loads(labels[name])
+        value = json.loads(labels[name])
     except (TypeError, ValueError):
         raise FetchError(f"read buildpackage {source}", f"label '{name}' is not JSON") from None
+    if not isinstance(value, dict):
+        raise FetchError(f"read buildpackage {source}", f"label '{name}' is not a JSON object")
+    return value
+
+
+def _safe_segment(version: str) -> bool:
+    return bool(version) and "/" not in version and "\\" not in version and version not in (".", "..")
+
+
+def _wanted(
+    layers_label: dict[str, Any], diff_ids: list[Any], layers: list[dict[str, Any]], source: str
+) -> list[tuple[str, str, str]]:
+    """``(id, version, layer digest)`` of every buildpack the layers label lists, in the label's order."""
+    action = f"read buildpackage {source}"
+    wanted: list[tuple[str, str, str]] = []
+    for bp_id, versions in layers_label.items():
+        if not check_id(bp_id) or not isinstance(versions, dict):
+            raise FetchError(action, f"label '{LAYERS_LABEL}' has a malformed entry for '{bp_id[:100]}'")
+        for version, info in versions.items():
+            diff_id = info.get("layerDiffID") if isinstance(info, dict) else None
+            if not _safe_segment(version) or not isinstance(diff_id, str):
+                raise FetchError(
+                    action, f"label '{LAYERS_LABEL}' has a malformed entry for {bp_id}@{version[:100]}"
+                )
+            if diff_id not in diff_ids or diff_ids.index(diff_id) >= len(layers):
+                raise FetchError(action, f"the layer of {bp_id}@{version} ({diff_id}) is not in the image")
+            layer_digest = layers[diff_ids.index(diff_id)].get("digest")
+            if not is_digest(layer_digest):
+                raise FetchError(action, f"the layer of {bp_id}@{version} has no valid sha256 digest")
+            wanted.append((bp_id, version, str(layer_digest)))
+    if not wanted:
+        raise FetchError(action, "it holds no buildpacks")
+    return wanted
 
 
 def install_buildpackage(
@@ -67,39 +107,44 @@ def install_buildpackage(
 ) -> Fetched:
     """Extract every buildpack of the package into staging.
 
+    Each layer that holds a wanted buildpack is read once (a flattened package keeps several in one layer), a few
+    at a time, and only its ``cnb/buildpacks/`` subtree is extracted.
+
     :param read_layer: ``read_layer(digest, extract)`` feeds the layer blob to ``extract`` (as it downloads, or
         from the cache) and raises when the blob's digest is wrong; it returns what ``extract`` returned.
     :raises FetchError: missing or malformed labels, layers that do not match them, unsafe layers (exit 1).
     """
-    labels = (config.get("config") or {}).get("Labels") or {}
+    image_config = config.get("config")
+    labels = image_config.get("Labels") if isinstance(image_config, dict) else None
+    labels = labels if isinstance(labels, dict) else {}
     layers_label = _label(labels, LAYERS_LABEL, source)
     metadata = _label(labels, METADATA_LABEL, source)
-    diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
+    rootfs = config.get("rootfs")
+    diff_ids = list(rootfs.get("diff_ids") or []) if isinstance(rootfs, dict) else []
     layers = [layer for layer in manifest.get("layers") or [] if isinstance(layer, dict)]
-    if not isinstance(layers_label, dict) or not isinstance(metadata, dict):
-        raise FetchError(f"read buildpackage {source}", "its labels are not JSON objects")
+    wanted = _wanted(layers_label, diff_ids, layers, source)
 
-    wanted: list[tuple[str, str, str]] = []  # (id, version, layer digest)
-    for bp_id, versions in layers_label.items():
-        for version, info in (versions or {}).items():
-            diff_id = info.get("layerDiffID") if isinstance(info, dict) else None
-            if diff_id not in diff_ids or diff_ids.index(diff_id) >= len(layers):
-                raise FetchError(
-                    f"read buildpackage {source}",
-                    f"the layer of {bp_id}@{version} ({diff_id}) is not in the image",
-                )
-            wanted.append((bp_id, version, str(layers[diff_ids.index(diff_id)].get("digest"))))
-    if not wanted:
-        raise FetchError(f"read buildpackage {source}", "it holds no buildpacks")
+    holders: dict[str, list[str]] = {}  # layer digest -> the buildpacks it holds
+    for bp_id, version, layer in wanted:
+        holders.setdefault(layer, []).append(f"{bp_id}@{version}")
+
+    def stage(layer: str) -> Path:
+        archive = f"{source} (layer of {', '.join(holders[layer])})"
+
+        def extract(body: IO[bytes]) -> Path:
+            root = Path(tempfile.mkdtemp(prefix="layer-", dir=ctx.staging))
+            extract_tar(body, root, archive=archive, select="cnb/buildpacks", allow_absolute=True)
+            return root
+
+        return read_layer(layer, extract)
 
     # Layers are extracted while they download, a few at a time.
-    def stage(item: tuple[str, str, str]) -> StagedBuildpack:
-        return _extract(*item, read_layer, source, ctx)
-
     with ThreadPoolExecutor(
-        max_workers=min(_PARALLEL_LAYERS, len(wanted)), thread_name_prefix="layer"
+        max_workers=min(_PARALLEL_LAYERS, len(holders)), thread_name_prefix="layer"
     ) as pool:
-        staged = list(pool.map(stage, wanted))
+        roots = dict(zip(holders, pool.map(stage, holders), strict=True))
+    staged = [_staged(roots[layer], bp_id, version, source) for bp_id, version, layer in wanted]
+
     top_id, top_version = metadata.get("id"), metadata.get("version")
     top = next(
         (s.descriptor for s in staged if (s.descriptor.id, s.descriptor.version) == (top_id, top_version)),
@@ -114,33 +159,19 @@ def install_buildpackage(
     return Fetched(top, tuple(ordered), source, digest)
 
 
-def _extract(
-    bp_id: str,
-    version: str,
-    layer: str,
-    read_layer: Callable[[str, Callable[[IO[bytes]], Path]], Path],
-    source: str,
-    ctx: FetchContext,
-) -> StagedBuildpack:
-    """Extract one buildpack's directory from its layer (pack writes the escaped id; the spec text the raw one)."""
-    archive = f"{source} (layer of {bp_id}@{version})"
-    for prefix in (f"cnb/buildpacks/{escape_id(bp_id)}/{version}", f"cnb/buildpacks/{bp_id}/{version}"):
-
-        def extract(body: IO[bytes], select: str = prefix) -> Path:
-            root = Path(tempfile.mkdtemp(prefix="layer-", dir=ctx.staging))
-            root.chmod(0o755)
-            extract_tar(body, root, archive=archive, select=select, allow_absolute=True)
-            return root
-
-        root = read_layer(layer, extract)
-        if (root / "buildpack.toml").is_file():
-            descriptor = read_buildpack_toml(root / "buildpack.toml")
+def _staged(root: Path, bp_id: str, version: str, source: str) -> StagedBuildpack:
+    """The buildpack's directory in an extracted layer: ``<escaped id>/<version>`` as pack writes it, else the
+    raw id as the spec's text has it."""
+    for directory in (root / escape_id(bp_id) / version, root / bp_id / version):
+        if (directory / "buildpack.toml").is_file() and not directory.is_symlink():
+            directory.chmod(0o755)
+            descriptor = read_buildpack_toml(directory / "buildpack.toml")
             if (descriptor.id, descriptor.version) != (bp_id, version):
                 raise FetchError(
                     f"read buildpackage {source}",
                     f"the layer labelled {bp_id}@{version} holds {descriptor.ref}",
                 )
-            return StagedBuildpack(descriptor, root)
+            return StagedBuildpack(descriptor, directory)
     raise FetchError(
         f"read buildpackage {source}", f"the layer of {bp_id}@{version} has no buildpack.toml for it"
     )

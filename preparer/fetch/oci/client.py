@@ -1,7 +1,8 @@
 """A registry v2 client over ``requests``: manifests, indexes and blobs, with the token challenge flow.
 
-Every blob and every manifest fetched by digest is checked against its sha256; blobs stream to disk and are
-kept in the download cache by digest, so a second run of a digest reference makes no request at all.
+Every blob and every manifest fetched by digest is checked against its sha256, and blobs against the size their
+descriptor gives; blobs stream to disk and are kept in the download cache by digest, so a second run of a digest
+reference makes no request at all. Credentials are looked up only when a request is about to be made.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 import os
 import re
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +34,11 @@ DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 MANIFESTS = (OCI_MANIFEST, DOCKER_MANIFEST)
 INDEXES = (OCI_INDEX, DOCKER_LIST)
 _ACCEPT = ", ".join((*MANIFESTS, *INDEXES))
+#: Manifests and indexes are small; a larger answer is refused instead of being read into memory.
+MAX_MANIFEST = 4 << 20
 T = TypeVar("T")
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,30 +50,64 @@ class Blob:
 
 
 def sha256_of(data: bytes) -> str:
+    """``sha256:<hex>`` of ``data``."""
     import hashlib
 
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+def is_digest(value: object) -> bool:
+    """Whether ``value`` is a ``sha256:<64 lowercase hex>`` digest (the only algorithm read here)."""
+    return isinstance(value, str) and _DIGEST.match(value) is not None
+
+
+def kind_of(doc: dict[str, Any]) -> str:
+    """``"index"`` or ``"manifest"`` for an image document, by its ``mediaType`` or, when absent, its fields.
+
+    :raises ValueError: any other document (Docker schema 1, artifacts of other kinds), with a reason.
+    """
+    media_type = doc.get("mediaType")
+    if media_type in INDEXES or (media_type is None and isinstance(doc.get("manifests"), list)):
+        return "index"
+    if media_type in MANIFESTS or (media_type is None and isinstance(doc.get("layers"), list)):
+        return "manifest"
+    if doc.get("schemaVersion") == 1:
+        raise ValueError(
+            "it is a Docker schema 1 manifest, which is not supported (push it again with a current tool)"
+        )
+    raise ValueError(f"unsupported manifest media type '{media_type}'")
+
+
 class Registry:
-    """One repository of one registry, for one run: credentials looked up once, tokens kept per scope."""
+    """One repository of one registry, for one run: credentials looked up once, on first use."""
 
     def __init__(self, ref: Reference, ctx: FetchContext) -> None:
         self.ref, self.ctx = ref, ctx
         self.base = (
             f"{scheme_for(ref.registry, ctx.insecure_registries)}://{ref.api_host}/v2/{ref.repository}"
         )
-        self.credential = auth.lookup(ref.registry, ctx.environ)
+        self._credential: auth.Credential | None = None
+        self._looked_up = False
+        self._lock = threading.Lock()
         self.authorization: str | None = None
-        if self.credential is not None and self.credential.header is not None:
-            self.authorization = (
-                self.credential.header
-            )  # the lifecycle sends CNB_REGISTRY_AUTH headers as they are
         self.cache = DownloadCache(ctx.download_cache) if ctx.download_cache is not None else None
 
     @property
     def name(self) -> str:
+        """``registry/repository``, for messages."""
         return f"{self.ref.registry}/{self.ref.repository}"
+
+    @property
+    def credential(self) -> auth.Credential | None:
+        """The credential for this registry, looked up (and any helper run) the first time a request needs it."""
+        with self._lock:
+            if not self._looked_up:
+                self._credential = auth.lookup(self.ref.registry, self.ctx.environ)
+                if self._credential is not None and self._credential.header is not None:
+                    # The lifecycle sends a CNB_REGISTRY_AUTH value as it is, without waiting for a challenge.
+                    self.authorization = self._credential.header
+                self._looked_up = True
+            return self._credential
 
     # Requests
 
@@ -85,6 +124,7 @@ class Registry:
     def _send(self, url: str, headers: dict[str, str]) -> requests.Response:
         import requests
 
+        self.credential  # noqa: B018 (looks the credential up before the first request)
         sent = dict(headers)
         if self.authorization:
             sent["Authorization"] = self.authorization
@@ -96,10 +136,11 @@ class Registry:
     def _answer_challenge(self, header: str) -> None:
         scheme = header.split(" ", 1)[0].lower()
         params = dict(_CHALLENGE.findall(header))
+        credential = self.credential
         if scheme == "basic":
-            if self.credential is None or self.credential.header is None:
+            if credential is None or credential.header is None:
                 raise self._unauthorized()
-            self.authorization = self.credential.header
+            self.authorization = credential.header
         elif scheme == "bearer" and "realm" in params:
             self.authorization = "Bearer " + self._token(params)
         else:
@@ -111,20 +152,19 @@ class Registry:
 
         query = {"service": params.get("service", ""), "scope": f"repository:{self.ref.repository}:pull"}
         session = self.ctx.sessions.get()
+        credential = self.credential
         try:
-            if self.credential is not None and self.credential.identity_token is not None:
+            if credential is not None and credential.identity_token is not None:
                 response = session.post(
                     params["realm"],
                     data={**query, "grant_type": "refresh_token", "client_id": "cnb-preparer",
-                          "refresh_token": self.credential.identity_token},
+                          "refresh_token": credential.identity_token},
                     timeout=self.ctx.timeouts,
                 )  # fmt: skip
             else:
                 headers = {}
-                if self.credential is not None and (self.credential.header or "").lower().startswith(
-                    "basic "
-                ):
-                    headers["Authorization"] = self.credential.header or ""
+                if credential is not None and (credential.header or "").lower().startswith("basic "):
+                    headers["Authorization"] = credential.header or ""
                 response = session.get(
                     params["realm"], params=query, headers=headers, timeout=self.ctx.timeouts
                 )
@@ -139,14 +179,15 @@ class Registry:
         try:
             body = response.json()
             token = body.get("token") or body.get("access_token")
-        except ValueError:
+        except (ValueError, AttributeError):
             token = None
         if not isinstance(token, str) or not token:
             raise FetchError(f"authenticate to {self.ref.registry}", "the token endpoint gave no token")
         return token
 
     def _unauthorized(self) -> FetchError:
-        how = f"with credentials from {self.credential.source}" if self.credential else "anonymously"
+        credential = self.credential
+        how = f"with credentials from {credential.source}" if credential else "anonymously"
         return FetchError(f"pull {self.name}", f"unauthorized {how}")
 
     def _check(self, response: requests.Response, what: str) -> None:
@@ -158,7 +199,7 @@ class Registry:
             raise FetchError(f"pull {self.ref}", f"{what} not found in {self.name}")
         check_status(response, f"pull {self.ref}", what)
 
-    def _retrying(self, action: Any) -> Any:
+    def _retrying(self, action: Callable[[], T]) -> T:
         last: NetworkError | None = None
         for _ in _attempts(self.ctx, self.name):
             try:
@@ -168,35 +209,57 @@ class Registry:
         assert last is not None
         raise FetchError(f"pull {self.ref}", f"{last} (after {self.ctx.retries + 1} attempts)")
 
+    def _check_digest(self, digest: object, what: str) -> str:
+        if not is_digest(digest):
+            raise FetchError(f"pull {self.ref}", f"{what} has no valid sha256 digest ({str(digest)[:80]!r})")
+        return str(digest)
+
     # Manifests
 
     def manifest(self, identifier: str) -> tuple[dict[str, Any], str, str]:
-        """The manifest or index named by a tag or digest: ``(document, media type, digest)``.
+        """The manifest or index named by a tag or digest: ``(document, "manifest" | "index", digest)``.
 
         A digest is checked, and a manifest with a digest in the cache needs no request.
+
+        :raises FetchError: missing, unauthorized, not JSON, too large, of an unsupported type, wrong digest.
         """
-        if identifier.startswith("sha256:") and self.cache is not None:
-            cached = self.cache.blob_path(identifier)
-            if cached is not None:
-                return self._parse_manifest(cached.read_bytes(), identifier)
+        by_digest = identifier.startswith("sha256:")
+        if by_digest:
+            self._check_digest(identifier, "the reference")
+            if self.cache is not None:
+                cached = self.cache.blob_path(identifier)
+                if cached is not None:
+                    return self._parse_manifest(cached.read_bytes(), identifier)
         data, digest = self._retrying(lambda: self._fetch_manifest(identifier))
-        if identifier.startswith("sha256:") and digest != identifier:
+        if by_digest and digest != identifier:
             raise FetchError(
                 f"pull {self.ref}", f"manifest digest mismatch: expected {identifier}, got {digest}"
             )
+        parsed = self._parse_manifest(data, digest)
         if self.cache is not None:
             with self.cache.temp_file() as tmp:
                 tmp.write_bytes(data)
                 self.cache.add_blob(tmp, digest)
-        return self._parse_manifest(data, digest)
+        return parsed
 
     def _fetch_manifest(self, identifier: str) -> tuple[bytes, str]:
         response = self._get(f"{self.base}/manifests/{identifier}", {"Accept": _ACCEPT})
         self._check(response, f"manifest '{identifier}'")
+        chunks, size = [], 0
         try:
-            data = response.content
+            with response:
+                for chunk in response.iter_content(1 << 16):
+                    size += len(chunk)
+                    if size > MAX_MANIFEST:
+                        raise FetchError(
+                            f"pull {self.ref}", f"manifest '{identifier}' is larger than {MAX_MANIFEST} bytes"
+                        )
+                    chunks.append(chunk)
+        except FetchError:
+            raise
         except Exception as err:
             raise NetworkError(describe(err)) from err
+        data = b"".join(chunks)
         return data, sha256_of(data)
 
     def _parse_manifest(self, data: bytes, digest: str) -> tuple[dict[str, Any], str, str]:
@@ -206,39 +269,56 @@ class Registry:
             raise FetchError(f"pull {self.ref}", "the manifest is not JSON") from None
         if not isinstance(doc, dict):
             raise FetchError(f"pull {self.ref}", "the manifest is not a JSON object")
-        media_type = doc.get("mediaType") or (OCI_INDEX if "manifests" in doc else OCI_MANIFEST)
-        return doc, str(media_type), digest
+        try:
+            kind = kind_of(doc)
+        except ValueError as err:
+            raise FetchError(f"pull {self.ref}", str(err)) from None
+        return doc, kind, digest
 
     # Blobs
 
-    def blob(self, digest: str) -> Blob:
+    def blob(self, digest: str, size: int | None = None) -> Blob:
         """The verified blob ``digest``: from the cache, or downloaded (streamed and hashed) into it."""
-        path, _ = self.read_blob(digest, lambda body: None)
+        path, _ = self.read_blob(digest, lambda body: None, size)
         return Blob(path, digest)
 
-    def read_blob(self, digest: str, consume: Callable[[IO[bytes]], T]) -> tuple[Path, T]:
-        """Feed the blob to ``consume`` as it arrives, while keeping it (cache or staging) and checking its digest.
+    def read_blob(
+        self, digest: str, consume: Callable[[IO[bytes]], T], size: int | None = None
+    ) -> tuple[Path, T]:
+        """Feed the blob to ``consume`` as it arrives, while keeping it (cache or staging) and checking it.
 
-        ``consume`` may be called again when an attempt fails; whatever it made of a blob whose digest turns out
-        wrong is the caller's to discard (the error is raised after it returns).
+        ``size`` (the descriptor's) bounds what is read and must match. ``consume`` may be called again when an
+        attempt fails; whatever it made of a blob that turns out wrong is the caller's to discard (the error is
+        raised after it returns).
+
+        :raises FetchError: missing, unauthorized, wrong size or digest, or ``consume``'s own error.
         """
+        self._check_digest(digest, "a blob")
         if self.cache is not None:
             cached = self.cache.blob_path(digest)
             if cached is None:
                 with self.cache.lock("blob:" + digest):
                     cached = self.cache.blob_path(digest)
                     if cached is None:
-                        return self._download(digest, self.cache.tmp_dir(), consume, keep=self.cache)
+                        return self._download(digest, size, self.cache.tmp_dir(), consume, keep=self.cache)
             with open(cached, "rb") as f:
                 return cached, consume(f)
-        return self._download(digest, self.ctx.staging, consume, keep=None)
+        return self._download(digest, size, self.ctx.staging, consume, keep=None)
 
     def _download(
-        self, digest: str, dest_dir: Path, consume: Callable[[IO[bytes]], T], keep: DownloadCache | None
+        self,
+        digest: str,
+        size: int | None,
+        dest_dir: Path,
+        consume: Callable[[IO[bytes]], T],
+        keep: DownloadCache | None,
     ) -> tuple[Path, T]:
-        """Stream the blob into a new file in ``dest_dir`` and through ``consume``; check length and digest."""
+        """Stream the blob into a new file in ``dest_dir`` and through ``consume``; check size and digest."""
         url = f"{self.base}/blobs/{digest}"
         label = f"{self.ref} {digest[:19]}"
+        too_large = FetchError(
+            f"pull {self.ref}", f"blob {digest}: larger than the {size} bytes of its descriptor"
+        )
 
         def attempt() -> tuple[Path, T]:
             response = self._get(url, {})
@@ -248,7 +328,7 @@ class Registry:
                 with os.fdopen(fd, "wb") as out:
 
                     def tee(body: IO[bytes]) -> tuple[T | None, FetchError | None]:
-                        teed = _Tee(body, out)
+                        teed = _Tee(body, out, size)
                         try:
                             return consume(teed), None  # type: ignore[arg-type]
                         except FetchError as err:
@@ -256,30 +336,46 @@ class Registry:
                             return None, err
                         finally:
                             teed.drain()
+                            if teed.over:
+                                raise too_large
 
-                    (result, failure), got, _ = stream_body(self.ctx, response, label, tee)
+                    (result, failure), got, count = stream_body(self.ctx, response, label, tee)
                 if got != digest:
                     raise FetchError(f"pull {self.ref}", f"blob {digest}: digest mismatch: got {got}")
+                if size is not None and count != size:
+                    raise FetchError(
+                        f"pull {self.ref}", f"blob {digest}: {count} bytes, but its descriptor says {size}"
+                    )
                 if failure is not None:
                     raise failure
             except BaseException:
                 Path(name).unlink(missing_ok=True)
                 raise
             path = keep.add_blob(Path(name), digest) if keep is not None else Path(name)
-            return path, result
+            return path, result  # failure is None: consume returned a result
 
-        outcome: tuple[Path, T] = self._retrying(attempt)
-        return outcome
+        return self._retrying(attempt)
 
 
 class _Tee:
-    """Reads ``stream`` and writes what it read to ``out``."""
+    """Reads ``stream`` and writes what it read to ``out``; stops reading past ``limit`` bytes (``over`` is set)."""
 
-    def __init__(self, stream: IO[bytes], out: IO[bytes]) -> None:
-        self.stream, self.out = stream, out
+    def __init__(self, stream: IO[bytes], out: IO[bytes], limit: int | None) -> None:
+        self.stream, self.out, self.limit = stream, out, limit
+        self.count = 0
+        self.over = False
 
     def read(self, size: int = -1) -> bytes:
+        if self.over:
+            return b""
+        if self.limit is not None:
+            room = self.limit - self.count + 1  # one byte more than allowed shows that there is more
+            size = room if size < 0 else min(size, room)
         data = self.stream.read(size)
+        self.count += len(data)
+        if self.limit is not None and self.count > self.limit:
+            self.over = True
+            return b""
         self.out.write(data)
         return data
 

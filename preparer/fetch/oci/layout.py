@@ -18,9 +18,10 @@ from preparer.errors import FetchError
 from preparer.fetch import FetchContext, Fetched
 from preparer.fetch.local import HashingReader
 from preparer.fetch.oci.buildpackage import choose_platform, install_buildpackage
-from preparer.fetch.oci.client import INDEXES
+from preparer.fetch.oci.client import kind_of
 
-_CHUNK = 1 << 20
+#: Image indexes may point at indexes; more levels than this are refused.
+_MAX_INDEX_DEPTH = 4
 
 
 class Layout:
@@ -99,18 +100,23 @@ def fetch_cnb(path: Path, *, source: str, digest: str | None, ctx: FetchContext)
     layout = Layout(path, source, ctx.staging)
     with layout.tar:
         # index.json is an index: follow it (and any nested index) to the image for the build's platform.
-        descriptor = choose_platform(
-            layout.json(layout.read("index.json"), "index.json"), ctx.platform, source
-        )
-        for _ in range(4):
+        index = layout.json(layout.read("index.json"), "index.json")
+        descriptor = choose_platform(index, ctx.platform, source)
+        for _ in range(_MAX_INDEX_DEPTH):
             manifest_digest = str(descriptor.get("digest"))
             manifest = layout.json(layout.blob(manifest_digest), "manifest")
-            if manifest.get("mediaType") not in INDEXES and "manifests" not in manifest:
-                break
+            try:
+                if kind_of(manifest) == "manifest":
+                    break
+            except ValueError as err:
+                raise FetchError(f"read {source}", str(err)) from None
             descriptor = choose_platform(manifest, ctx.platform, source)
         else:
-            raise FetchError(f"read {source}", "indexes nest too deep")
-        config = layout.json(layout.blob(str((manifest.get("config") or {}).get("digest"))), "config")
+            raise FetchError(f"read {source}", "image indexes nest too deeply")
+        config_descriptor = manifest.get("config")
+        if not isinstance(config_descriptor, dict):
+            raise FetchError(f"read {source}", "the manifest names no image config")
+        config = layout.json(layout.blob(str(config_descriptor.get("digest"))), "config")
         return install_buildpackage(
             manifest, config, layout.read_layer, source=source, digest=digest or manifest_digest, ctx=ctx
         )
