@@ -162,7 +162,10 @@ def resolve_inputs(
     else:
         from platformdirs import user_cache_dir
 
-        download_cache = Path(user_cache_dir()) / "cnb-preparer"
+        try:
+            download_cache = Path(user_cache_dir()) / "cnb-preparer"
+        except (RuntimeError, KeyError, OSError):
+            download_cache = None  # no HOME and no passwd entry (a bare lifecycle image): no cache
     given = flags.get("insecure-registry")
     if isinstance(given, list | tuple):
         registries = [str(r) for r in given]  # repeated flags append, with no comma split (as Go)
