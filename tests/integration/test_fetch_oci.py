@@ -282,3 +282,44 @@ def test_the_bearer_token_challenge_flow(preparer: Callable[..., Result], layout
     assert token_registry.tokens_issued  # the token came from the challenge's realm
     for token in token_registry.tokens_issued:
         assert token not in result.stdout + result.stderr
+
+
+def test_concurrent_preparers_share_one_cache(
+    tmp_path: Path, registry: Registry, composite: tuple[Package, str]
+) -> None:
+    """Four preparers at once, one download cache: every run installs the package, and the cache ends up
+    holding each blob once, with no partial download left behind."""
+    import subprocess
+    import sys
+
+    from tests.golden import BUILDER
+    from tests.plugins.cli import base_env
+
+    package, digest = composite
+    cache = tmp_path / "shared-cache"
+    runs = []
+    for i in range(4):
+        build = Layout(tmp_path / f"build{i}")
+        shutil.copytree(BUILDER, build.root / "cnb")
+        build.app.mkdir(parents=True)
+        build.layers.mkdir()
+        uri = (
+            f"docker://{registry.host}/me/meta@{digest}"
+            if i % 2
+            else f"docker://{registry.ref('me/meta', '1')}"
+        )
+        (build.app / "project.toml").write_text(group(uri))
+        command = [sys.executable, "-m", "preparer", *build.flags(), "-download-cache", str(cache)]
+        process = subprocess.Popen(
+            command, env=base_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        runs.append((build, process))
+    for build, process in runs:
+        _, stderr = process.communicate(timeout=120)
+        assert process.returncode == 0, stderr.decode()
+        assert order_ids(build)[0] == "me/meta"
+        assert (build.buildpacks / "me_child" / "1.0.0" / "bin" / "build").is_file()
+    manifest = package.manifest()
+    expected = {digest, manifest["config"]["digest"], *(layer["digest"] for layer in manifest["layers"])}
+    assert {"sha256:" + p.name for p in (cache / "blobs" / "sha256").iterdir()} == expected
+    assert list((cache / "tmp").iterdir()) == []

@@ -290,3 +290,194 @@ def token_registry(registry: Registry) -> Iterator[TokenRegistry]:
     yield TokenRegistry(f"127.0.0.1:{server.server_address[1]}", issued)
     server.shutdown()
     server.server_close()
+
+
+# Images written blob by blob through the registry's upload API, for shapes umoci does not make: uncompressed
+# layers, flattened packages (several buildpacks in one layer), pack's absolute entry names, Docker media types.
+
+OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"
+DOCKER_MEDIA = {
+    "manifest": "application/vnd.docker.distribution.manifest.v2+json",
+    "config": "application/vnd.docker.container.image.v1+json",
+    "layer": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+}
+OCI_MEDIA = {
+    "manifest": "application/vnd.oci.image.manifest.v1+json",
+    "config": "application/vnd.oci.image.config.v1+json",
+    "layer": OCI_LAYER + "+gzip",
+}
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def upload_blob(registry: Registry, repository: str, data: bytes) -> str:
+    """Push ``data`` with a monolithic upload (POST, then PUT with the digest); return its digest."""
+    import urllib.request
+
+    digest = _sha256(data)
+    start = urllib.request.Request(f"http://{registry.host}/v2/{repository}/blobs/uploads/", method="POST")
+    with urllib.request.urlopen(start) as response:
+        location = response.headers["Location"]
+    if location.startswith("/"):
+        location = f"http://{registry.host}{location}"
+    separator = "&" if "?" in location else "?"
+    put = urllib.request.Request(
+        f"{location}{separator}digest={digest}", data=data, method="PUT",
+        headers={"Content-Type": "application/octet-stream"},
+    )  # fmt: skip
+    with urllib.request.urlopen(put) as response:
+        assert response.status == 201, response.status
+    return digest
+
+
+def put_manifest(registry: Registry, repository: str, tag: str, body: bytes, media_type: str) -> str:
+    """PUT a manifest or index under ``tag``; return its digest."""
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"http://{registry.host}/v2/{repository}/manifests/{tag}", data=body, method="PUT",
+        headers={"Content-Type": media_type},
+    )  # fmt: skip
+    with urllib.request.urlopen(request) as response:
+        assert response.status == 201, response.status
+    return _sha256(body)
+
+
+def buildpack_layer(workdir: Path, buildpacks: list[tuple[str, str, str]], absolute: bool = True) -> bytes:
+    """One uncompressed layer holding ``(id, version, order)`` buildpacks below ``/cnb/buildpacks``, as pack
+    writes them (absolute names, every parent directory listed)."""
+    import io
+    import tarfile
+
+    prefix = "/" if absolute else ""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for directory in ("cnb", "cnb/buildpacks"):
+            info = tarfile.TarInfo(prefix + directory)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        for bp_id, version, order in buildpacks:
+            source = make_dir(workdir / f"src-{bp_id.replace('/', '_')}-{version}", bp_id, version)
+            if order:  # a composite: an order and no bin/
+                (source / "buildpack.toml").write_text(buildpack_toml(bp_id, version, order=order))
+                shutil.rmtree(source / "bin")
+            base = f"cnb/buildpacks/{bp_id.replace('/', '_')}"
+            info = tarfile.TarInfo(prefix + base)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+            tar.add(source, arcname=f"{prefix}{base}/{version}")
+    return buf.getvalue()
+
+
+def push_package(
+    registry: Registry,
+    repository: str,
+    tag: str,
+    layers: list[tuple[bytes, list[tuple[str, str, str]]]],
+    top: tuple[str, str],
+    *,
+    compress: bool = True,
+    media: dict[str, str] = OCI_MEDIA,
+) -> tuple[str, dict[str, object]]:
+    """Push a buildpackage whose layers are ``(uncompressed tar, the buildpacks it holds)``; return the manifest's
+    digest and the manifest."""
+    import gzip
+
+    diff_ids, descriptors, label = [], [], {}
+    for tar_bytes, held in layers:
+        diff_id = _sha256(tar_bytes)
+        blob = gzip.compress(tar_bytes, mtime=0) if compress else tar_bytes
+        layer_type = media["layer"] if compress else media["layer"].removesuffix("+gzip").replace(".gzip", "")
+        descriptors.append({"mediaType": layer_type, "digest": upload_blob(registry, repository, blob),
+                            "size": len(blob)})  # fmt: skip
+        diff_ids.append(diff_id)
+        for bp_id, version, order in held:
+            info: dict[str, object] = {"api": "0.10", "layerDiffID": diff_id}
+            if order:
+                info["order"] = []
+            label.setdefault(bp_id, {})[version] = info
+    config = json.dumps({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Labels": {
+            "io.buildpacks.buildpack.layers": json.dumps(label),
+            "io.buildpacks.buildpackage.metadata": json.dumps({"id": top[0], "version": top[1]}),
+        }},
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+    }).encode()  # fmt: skip
+    manifest: dict[str, object] = {
+        "schemaVersion": 2, "mediaType": media["manifest"],
+        "config": {"mediaType": media["config"], "digest": upload_blob(registry, repository, config),
+                   "size": len(config)},
+        "layers": descriptors,
+    }  # fmt: skip
+    body = json.dumps(manifest).encode()
+    return put_manifest(registry, repository, tag, body, media["manifest"]), manifest
+
+
+@dataclass
+class Front:
+    """An HTTP front for a real registry that passes every request through, except the paths in ``overrides``,
+    answered with the given ``(status, headers, body)``. It plays a registry that misbehaves (oversized or
+    malformed answers), which a real registry cannot be made to do. ``requests`` lists the paths asked for."""
+
+    host: str
+    overrides: dict[str, tuple[int, dict[str, str], bytes]]
+    requests: list[str]
+
+
+@pytest.fixture(scope="session")
+def _front_server(registry: Registry) -> Iterator[Front]:
+    import threading
+    import urllib.error
+    import urllib.request
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    front = Front("", {}, [])
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            """Quiet."""
+
+        def do_GET(self) -> None:
+            front.requests.append(self.path)
+            override = front.overrides.get(self.path)
+            if override is not None:
+                status, headers, body = override
+            else:
+                request = urllib.request.Request(f"http://{registry.host}{self.path}",
+                                                 headers={"Accept": self.headers.get("Accept", "*/*")})  # fmt: skip
+                try:
+                    with urllib.request.urlopen(request) as upstream:
+                        body, status = upstream.read(), upstream.status
+                        headers = {k: v for k, v in upstream.headers.items() if k in ("Content-Type",)}
+                except urllib.error.HTTPError as err:
+                    body, status, headers = err.read(), err.code, {}
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            if "Content-Length" not in headers:
+                self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    front.host = f"127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield front
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def front(_front_server: Front) -> Iterator[Front]:
+    """The misbehaving front, with no overrides at the start of each test."""
+    _front_server.overrides.clear()
+    _front_server.requests.clear()
+    yield _front_server
+    _front_server.overrides.clear()
