@@ -49,7 +49,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     # Outside standalone mode, click returns the code of the typer.Exit raised by the command.
     code = app(args=args, prog_name=PROGRAM, standalone_mode=False, obj=args)
+    _flush_or_discard()
     return code if isinstance(code, int) else 0
+
+
+def _say(stream: TextIO, text: str) -> None:
+    """Write ``text``; a reader that went away is no error of the preparer's (Go ignores it too)."""
+    try:
+        stream.write(text)
+        stream.flush()
+    except OSError:
+        pass
+
+
+def _flush_or_discard() -> None:
+    """Flush stdout and stderr; when a reader went away, send what is left to /dev/null.
+
+    Python flushes them again at exit and would report a closed pipe with "Exception ignored" and exit 120.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, stream.fileno())
+                os.close(devnull)
+            except (OSError, ValueError):
+                pass
 
 
 def run(argv: Sequence[str], environ: Mapping[str, str]) -> int:
@@ -65,18 +92,18 @@ def run(argv: Sequence[str], environ: Mapping[str, str]) -> int:
     except goflags.FlagError as error:
         parsed, flag_error = None, error
     if parsed is not None and parsed.help:
-        out.write(goflags.usage(PROGRAM))
+        _say(out, goflags.usage(PROGRAM))
         return 0
     if parsed is not None and parsed.values.get("version") is True:
-        out.write(__version__ + "\n")
+        _say(out, __version__ + "\n")
         return 0
     try:
         verify_platform_api(environ.get(ENV_PLATFORM_API))
     except PreparerError as error:
-        err.write(f"ERROR: {error.message}\n")
+        _say(err, f"ERROR: {error.message}\n")
         return error.exit_code
     if parsed is None:
-        err.write(f"{flag_error}\nUsage: {PROGRAM} [flags] [<image>] (see -h)\n")
+        _say(err, f"{flag_error}\nUsage: {PROGRAM} [flags] [<image>] (see -h)\n")
         return ExitCode.USAGE
     color = not no_color(parsed.values, environ)
     configure(log_level_of(parsed.values, environ), color=color)

@@ -51,6 +51,9 @@ class LifecycleHandler(logging.Handler):
         except Exception:  # noqa: BLE001 (a logging handler never raises)
             self.handleError(record)
 
+    def handleError(self, record: logging.LogRecord) -> None:
+        """Drop the line: a reader that went away (a closed pipe) must not stop the build or print a traceback."""
+
 
 def _paint(text: str, color: str, on: bool) -> str:
     return f"{color}{text}{_RESET}" if on else text

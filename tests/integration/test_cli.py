@@ -382,3 +382,25 @@ def test_an_unexpected_error_is_one_line_and_its_traceback_only_at_debug(
     captured = capsys.readouterr()
     assert "Traceback" in captured.out and 'raise RuntimeError("boom")' in captured.out
     assert captured.err == "ERROR: failed to prepare: RuntimeError: boom\n"
+
+
+@pytest.mark.parametrize("flags", [["-log-level", "debug"], ["-version"], ["-h"]])
+def test_a_closed_stdout_neither_stops_the_build_nor_prints_a_traceback(
+    layout: Layout, tmp_path: Path, flags: list[str]
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (layout.app / "project.toml").write_text(ENV_ONLY)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader went away: every write to stdout fails with EPIPE
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "preparer", *layout.flags(), "-download-cache", "", *flags],
+            stdout=write_end, stderr=subprocess.PIPE, text=True, env=base_env(tmp_path), check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert env_files(layout) == ({"A": "1"} if flags[0] == "-log-level" else {})
