@@ -1,8 +1,13 @@
-"""docs/platforms.md: its Tekton Task and Kubernetes Job parse, and their preparer command lines are accepted."""
+"""docs/platforms.md: its Tekton Task and Kubernetes Job parse, and their preparer command lines are accepted by
+the CLI's parser and run (``-dry-run``) by /cnb/lifecycle/preparer inside the lifecycle image, with the step's
+environment and volumes."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +16,13 @@ import yaml
 
 from preparer import goflags
 from preparer.inputs import resolve_inputs
-from tests.golden import ROOT
+from tests.golden import BUILDER, ROOT
+from tests.image.conftest import in_image
 
 DOC = (ROOT / "docs" / "platforms.md").read_text()
 BLOCKS = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", DOC, re.DOTALL)]
+#: What Tekton substitutes before a step starts.
+TEKTON = {"workspaces.source.path": "/workspace/source", "params.APP_IMAGE": "registry.example/my-app:latest"}
 
 
 def containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -24,20 +32,42 @@ def containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [*pod.get("initContainers", []), *pod["containers"]]
 
 
+def substituted(args: list[str]) -> list[str]:
+    return [re.sub(r"\$\(([^)]*)\)", lambda m: TEKTON[m.group(1)], a) for a in args]
+
+
+def step_env(step: dict[str, Any]) -> dict[str, str]:
+    """The step's environment; values from Secrets are stand-ins."""
+    stand_ins = {"CNB_REGISTRY_AUTH": "{}"}
+    return {e["name"]: e["value"] if "value" in e else stand_ins[e["name"]] for e in step["env"]}
+
+
+def tree(root: Path) -> list[str]:
+    """Every path in the root file system but /proc."""
+    found = []
+    for top, dirs, files in os.walk(root):
+        if Path(top) == root:
+            dirs.remove("proc")
+        found += [os.path.relpath(os.path.join(top, name), root) for name in dirs + files]
+    return sorted(found)
+
+
+def preparer_step(doc: dict[str, Any]) -> dict[str, Any]:
+    steps = [c for c in containers(doc) if c.get("command") == ["/cnb/lifecycle/preparer"]]
+    assert len(steps) == 1
+    return steps[0]
+
+
 def test_the_doc_has_a_tekton_task_and_a_job() -> None:
     assert [(b["apiVersion"], b["kind"]) for b in BLOCKS] == [("tekton.dev/v1", "Task"), ("batch/v1", "Job")]
 
 
 @pytest.mark.parametrize("doc", BLOCKS, ids=lambda d: d["kind"])
 def test_preparer_command_lines_parse_and_resolve(doc: dict[str, Any]) -> None:
-    preparers = [c for c in containers(doc) if c.get("command") == ["/cnb/lifecycle/preparer"]]
-    assert len(preparers) == 1
-    step = preparers[0]
-    # Tekton substitutes $(...) before the container starts; any value will do for the parser.
-    args = [re.sub(r"\$\([^)]*\)", "/workspace", a) for a in step["args"]]
-    parsed = goflags.parse(args)
+    step = preparer_step(doc)
+    parsed = goflags.parse(substituted(step["args"]))
     assert len(parsed.positionals) == 1 and not parsed.warnings
-    env = {e["name"]: e.get("value", "from-a-secret") for e in step["env"]}
+    env = step_env(step)
     assert env["CNB_PLATFORM_API"] == "0.15"
     inputs = resolve_inputs(parsed.values, env, cwd=Path("/"))
     mounts = {m["mountPath"] for m in step["volumeMounts"]}
@@ -45,12 +75,14 @@ def test_preparer_command_lines_parse_and_resolve(doc: dict[str, Any]) -> None:
     for written in (inputs.layers_dir, inputs.platform_dir, inputs.buildpacks_dir):
         assert str(written) in mounts
     assert inputs.uid == 1000 and inputs.gid == 1000
+    if step.get("securityContext", {}).get("readOnlyRootFilesystem"):
+        assert env.get("TMPDIR", "/tmp") in mounts  # the executable unpacks itself there
 
 
 @pytest.mark.parametrize("doc", BLOCKS, ids=lambda d: d["kind"])
 def test_the_creator_sees_what_the_preparer_wrote(doc: dict[str, Any]) -> None:
     steps = containers(doc)
-    prepare = next(c for c in steps if c.get("command") == ["/cnb/lifecycle/preparer"])
+    prepare = preparer_step(doc)
     create = next(c for c in steps if c.get("command") == ["/cnb/lifecycle/creator"])
     assert steps.index(prepare) < steps.index(create)
     shared = {m["mountPath"] for m in prepare["volumeMounts"]} & {
@@ -58,5 +90,35 @@ def test_the_creator_sees_what_the_preparer_wrote(doc: dict[str, Any]) -> None:
     }
     assert {"/layers", "/platform", "/buildpacks"} <= shared
     # The creator is pointed at the same buildpacks directory.
-    creator_flags = goflags.parse([re.sub(r"\$\([^)]*\)", "/workspace", a) for a in create["args"]])
-    assert creator_flags.values["buildpacks"] == "/buildpacks"
+    assert goflags.parse(substituted(create["args"])).values["buildpacks"] == "/buildpacks"
+    # The builder's buildpacks and order are copied into that volume before the preparer runs.
+    copy = steps[steps.index(prepare) - 1]
+    assert "/cnb/buildpacks/." in " ".join(copy["command"]) and "/cnb/order.toml" in " ".join(copy["command"])
+
+
+@pytest.mark.parametrize("doc", BLOCKS, ids=lambda d: d["kind"])
+def test_the_preparer_step_runs_in_the_image(doc: dict[str, Any], rootfs: Path) -> None:
+    """The step's exact command line and environment, in the image, on its volumes (dry run: nothing written)."""
+    step = preparer_step(doc)
+    args = substituted(step["args"])
+    env = step_env(step)
+    inputs = resolve_inputs(goflags.parse(args).values, env, cwd=Path("/"))
+    for mount in step["volumeMounts"]:
+        (rootfs / mount["mountPath"].lstrip("/")).mkdir(parents=True, exist_ok=True)
+    app = rootfs / str(inputs.app_dir).lstrip("/")
+    shutil.copytree(ROOT / "fixtures" / "demo" / "app", app, dirs_exist_ok=True)
+    buildpacks = rootfs / "buildpacks"  # what the copy step leaves in the volume
+    shutil.copytree(BUILDER / "buildpacks", buildpacks, dirs_exist_ok=True)
+    shutil.copy(BUILDER / "order.toml", buildpacks / "order.toml")
+    if "DOCKER_CONFIG" in env:
+        (rootfs / env["DOCKER_CONFIG"].lstrip("/") / "config.json").write_text(json.dumps({"auths": {}}))
+    before = tree(rootfs)
+
+    result = in_image(rootfs, "-dry-run", *args, env=env)
+    assert result.code == 0, result.stderr
+    assert result.stdout.startswith("===> PREPARING\n") and "Traceback" not in result.stderr
+    # A dry run writes nothing but the report it was asked for.
+    report = goflags.parse(args).values.get("prepare-report")
+    assert tree(rootfs) == sorted(before + ([str(report).lstrip("/")] if report else []))
+    if report:
+        assert "dry-run = true" in (rootfs / str(report).lstrip("/")).read_text()
