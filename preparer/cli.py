@@ -22,7 +22,14 @@ from preparer import __version__, goflags
 from preparer.api import verify_platform_api
 from preparer.errors import InvalidInputsError, PreparerError
 from preparer.exit import ExitCode
-from preparer.inputs import ENV_PLATFORM_API, ENV_PREPARE_REPORT, log_level_of, no_color, resolve_inputs
+from preparer.inputs import (
+    ENV_PLATFORM_API,
+    ENV_PREPARE_REPORT,
+    USAGE_DEFAULTS,
+    log_level_of,
+    no_color,
+    resolve_inputs,
+)
 from preparer.log import configure
 
 PROGRAM = "preparer"
@@ -92,7 +99,7 @@ def run(argv: Sequence[str], environ: Mapping[str, str]) -> int:
     except goflags.FlagError as error:
         parsed, flag_error = None, error
     if parsed is not None and parsed.help:
-        _say(out, goflags.usage(PROGRAM))
+        _say(out, goflags.usage(PROGRAM, USAGE_DEFAULTS))
         return 0
     if parsed is not None and parsed.values.get("version") is True:
         _say(out, __version__ + "\n")

@@ -11,7 +11,7 @@ Platforms pass the creator's command line unchanged, so the preparer reads it th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
@@ -198,12 +198,14 @@ def parse(argv: Sequence[str]) -> Parsed:
     return parsed
 
 
-def usage(program: str = "preparer") -> str:
-    """A Go-style usage text listing every flag."""
+def usage(program: str = "preparer", defaults: Mapping[str, str] | None = None) -> str:
+    """A Go-style usage text listing every flag, with its environment variable and default (by flag name)."""
     lines = [f"Usage: {program} [flags] [<image>]", ""]
     for flag in FLAGS:
         arg = {"string": " string", "int": " int", "list": " value", "bool": ""}[flag.kind]
-        env = f" (env {flag.env})" if flag.env else ""
+        notes = [f"env {flag.env}"] if flag.env else []
+        if defaults and flag.name in defaults:
+            notes.append(f'default "{defaults[flag.name]}"')
         lines.append(f"  -{flag.name}{arg}")
-        lines.append(f"    \t{flag.help}{env}")
+        lines.append(f"    \t{flag.help}" + (f" ({', '.join(notes)})" if notes else ""))
     return "\n".join(lines) + "\n"

@@ -48,6 +48,18 @@ ENV_HTTP_TIMEOUT, DEFAULT_HTTP_TIMEOUT = "CNB_PREPARER_HTTP_TIMEOUT", 60.0
 DEFAULT_BUILDPACK_REGISTRY_INDEX = "https://raw.githubusercontent.com/buildpacks/registry-index/main"
 
 LOG_LEVELS = ("debug", "info", "warn", "error")
+#: The defaults shown by ``-h``, by flag name.
+USAGE_DEFAULTS = {
+    "app": DEFAULT_APP_DIR,
+    "buildpacks": DEFAULT_BUILDPACKS_DIR,
+    "extensions": DEFAULT_EXTENSIONS_DIR,
+    "layers": DEFAULT_LAYERS_DIR,
+    "platform": DEFAULT_PLATFORM_DIR,
+    "order": DEFAULT_ORDER_PATH,
+    "log-level": DEFAULT_LOG_LEVEL,
+    "download-cache": "<user cache directory>/cnb-preparer",
+    "buildpack-registry-index": DEFAULT_BUILDPACK_REGISTRY_INDEX,
+}
 
 
 @dataclass(frozen=True)

@@ -156,3 +156,12 @@ def test_every_creator_flag_is_accepted() -> None:
     assert creator <= {flag.name for flag in FLAGS}
     bools = {flag.name for flag in FLAGS if flag.kind == "bool"}
     assert bools == {"daemon", "layout", "parallel", "skip-restore", "no-color", "dry-run", "version"}
+
+
+def test_usage_shows_the_defaults_it_is_given() -> None:
+    from preparer.inputs import USAGE_DEFAULTS
+
+    text = usage("preparer", USAGE_DEFAULTS)
+    assert '    \tapplication directory (env CNB_APP_DIR, default "/workspace")\n' in text
+    assert '(env CNB_ORDER_PATH, default "/cnb/order.toml")' in text
+    assert "  -tag value\n    \taccepted so that a creator command line works unchanged\n" in text
