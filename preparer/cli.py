@@ -133,6 +133,13 @@ def _prepare(parsed: goflags.Parsed, environ: Mapping[str, str], color: bool) ->
     from preparer.pipeline import prepare  # after the cheap checks: the pipeline's imports cost start-up
 
     log.info("===> PREPARING")
+    log.debug(
+        "Inputs: app %s, layers %s, platform %s, buildpacks %s, order %s, descriptor %s, platform namespace %s, "
+        "platform config %s, download cache %s, Platform API %s, dry run %s",
+        inputs.app_dir, inputs.layers_dir, inputs.platform_dir, inputs.buildpacks_dir, inputs.order_path,
+        inputs.descriptor_path, inputs.platform_namespace, inputs.platform_config, inputs.download_cache,
+        inputs.platform_api, inputs.dry_run,
+    )  # fmt: skip
     progress: LogProgress | TerminalProgress = (
         TerminalProgress(color) if _isatty(sys.stderr) else LogProgress()
     )

@@ -404,3 +404,12 @@ def test_a_closed_stdout_neither_stops_the_build_nor_prints_a_traceback(
         os.close(write_end)
     assert (proc.returncode, proc.stderr) == (0, "")
     assert env_files(layout) == ({"A": "1"} if flags[0] == "-log-level" else {})
+
+
+def test_debug_shows_the_resolved_inputs(preparer: Callable[..., Result], layout: Layout) -> None:
+    result = preparer("-log-level", "debug", project=ENV_ONLY)
+    assert result.code == 0
+    inputs = [line for line in result.stdout.splitlines() if line.startswith("Inputs: ")]
+    assert len(inputs) == 1
+    assert f"app {layout.app}, layers {layout.layers}," in inputs[0] and "Platform API 0.15" in inputs[0]
+    assert "Inputs: " not in preparer(project=ENV_ONLY).stdout
