@@ -94,3 +94,21 @@ def test_is_digest() -> None:
 )  # fmt: skip
 def test_registry_index_paths(ns: str, name: str, path: str) -> None:
     assert index_path(ns, name) == path
+
+
+def test_allocator_tuning_applies_once_and_respects_explicit_tunables() -> None:
+    import os
+    import subprocess
+    import sys
+
+    if not os.confstr("CS_GNU_LIBC_VERSION"):
+        pytest.skip("glibc only")
+    code = "from preparer.fetch.oci.memory import tune_allocator as t; print(t(), t())"
+    env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert plain.stdout.split() == ["True", "False"]
+    chosen = env | {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1000000"}
+    kept = subprocess.run(
+        [sys.executable, "-c", code], env=chosen, capture_output=True, text=True, check=True
+    )
+    assert kept.stdout.split() == ["False", "False"]

@@ -25,9 +25,11 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
 
     from preparer.fetch.oci.buildpackage import choose_platform, descriptor_size, install_buildpackage
     from preparer.fetch.oci.client import Registry, is_digest
+    from preparer.fetch.oci.memory import tune_allocator
     from preparer.fetch.oci.reference import parse_reference
 
     ref = parse_reference(locator.reference)
+    tune_allocator()
     registry = Registry(ref, ctx)
     source = str(ref)
     manifest, kind, digest = registry.manifest(ref.identifier)
@@ -85,5 +87,7 @@ def fetch_registry(locator: RegistryLocator, ctx: FetchContext) -> Fetched:
 def fetch_cnb(path: Path, *, source: str, digest: str | None, ctx: FetchContext) -> Fetched:
     """Stage every buildpack of the ``.cnb`` file (an OCI layout tar) at ``path``."""
     from preparer.fetch.oci.layout import fetch_cnb as from_layout
+    from preparer.fetch.oci.memory import tune_allocator
 
+    tune_allocator()
     return from_layout(path, source=source, digest=digest, ctx=ctx)
