@@ -31,6 +31,8 @@ fi
 
 umoci unpack --image "$layout:base" "$work/bundle" >/dev/null
 install -D -m 0755 "$executable" "$work/bundle/rootfs/cnb/lifecycle/preparer"
+# The executable unpacks itself into $TMPDIR (default /tmp): a base without /tmp gets one, in the same layer.
+[ -e "$work/bundle/rootfs/tmp" ] || install -d -m 1777 "$work/bundle/rootfs/tmp"
 umoci repack --image "$layout:preparer" "$work/bundle"
 umoci config --image "$layout:preparer" \
   --config.label "io.buildpacks.preparer.version=$("$executable" -version)"

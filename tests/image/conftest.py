@@ -6,6 +6,7 @@ Running it needs root (chroot, mounting /proc as a container runtime does); `mak
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -24,7 +25,8 @@ SCRIPTS = ROOT / "lifecycle-image"
 CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"
 
 
-def _run(*args: str | Path) -> str:
+def run(*args: str | Path) -> str:
+    """Run a command; its stdout, or an assertion error with its output."""
     proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, check=False)
     if proc.returncode:
         raise AssertionError(
@@ -41,7 +43,7 @@ def image() -> Path:
     BUILD.mkdir(exist_ok=True)
     layout = BUILD / "lifecycle-image"
     with FileLock(str(BUILD / ".image.lock")):
-        _run(SCRIPTS / "build-executable.sh", BUILD)  # does nothing when build/preparer is up to date
+        run(SCRIPTS / "build-executable.sh", BUILD)  # does nothing when build/preparer is up to date
         made_of = [
             *sorted(p.name for p in BUILD.glob(".preparer-*")),
             (SCRIPTS / "build-image.sh").read_text(),
@@ -50,27 +52,33 @@ def image() -> Path:
         if not stamp.exists() or not (layout / "index.json").exists():
             for old in BUILD.glob(".image-*"):
                 old.unlink()
-            _run(SCRIPTS / "build-image.sh", BUILD / "preparer", layout)
+            run(SCRIPTS / "build-image.sh", BUILD / "preparer", layout)
             stamp.touch()
     return layout
 
 
 def unpack(image: Path, bundle: Path) -> Path:
     """The image's root file system, unpacked by umoci into ``bundle``."""
-    _run("umoci", "unpack", "--image", f"{image}:preparer", bundle)
+    run("umoci", "unpack", "--image", f"{image}:preparer", bundle)
     return bundle / "rootfs"
 
 
-@pytest.fixture
-def rootfs(image: Path, tmp_path: Path) -> Iterator[Path]:
-    """The image's root file system, with /proc mounted while the test runs (as a container runtime does)."""
-    root = unpack(image, tmp_path / "bundle")
+@contextlib.contextmanager
+def proc_mounted(root: Path) -> Iterator[Path]:
+    """``root`` with /proc mounted (as a container runtime does), unmounted afterwards."""
     (root / "proc").mkdir(exist_ok=True)
-    _run("mount", "-t", "proc", "proc", root / "proc")
+    run("mount", "-t", "proc", "proc", root / "proc")
     try:
         yield root
     finally:
         subprocess.run(["umount", str(root / "proc")], check=False)
+
+
+@pytest.fixture
+def rootfs(image: Path, tmp_path: Path) -> Iterator[Path]:
+    """The image's root file system, with /proc mounted while the test runs."""
+    with proc_mounted(unpack(image, tmp_path / "bundle")) as root:
+        yield root
 
 
 def in_image(root: Path, *args: str, env: dict[str, str] | None = None, user: str | None = None) -> Result:

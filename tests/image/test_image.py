@@ -21,7 +21,7 @@ import pytest
 from preparer import __version__
 from tests.buildpacks import make_tgz
 from tests.golden import BUILDER, ROOT, Layout, env_files, listing
-from tests.image.conftest import in_image, unpack
+from tests.image.conftest import BUILD, SCRIPTS, in_image, proc_mounted, run, unpack
 from tests.plugins.cli import Result, base_env, run_cli
 from tests.plugins.http_server import FileServer
 from tests.plugins.registry import Registry, build_package, push
@@ -87,6 +87,26 @@ def test_the_image_holds_only_the_preparer_on_top_of_the_base(image: Path, tmp_p
 
     base, preparer = layers("base"), layers("preparer")
     assert preparer[:-1] == base and len(preparer) == len(base) + 1  # one layer on top of the base
+
+
+def test_any_base_image_gets_the_preparer_and_a_tmp(image: Path, tmp_path: Path) -> None:
+    """LIFECYCLE_BASE is any skopeo source; a base without /tmp gets one in the preparer's layer."""
+    base = tmp_path / "base"
+    run("umoci", "init", "--layout", base)
+    run("umoci", "new", "--image", f"{base}:lifecycle")
+    run("umoci", "unpack", "--image", f"{base}:lifecycle", tmp_path / "base-bundle")
+    (tmp_path / "base-bundle" / "rootfs" / "cnb" / "lifecycle").mkdir(parents=True)
+    (tmp_path / "base-bundle" / "rootfs" / "cnb" / "lifecycle" / "creator").write_bytes(b"stand-in")
+    run("umoci", "repack", "--image", f"{base}:lifecycle", tmp_path / "base-bundle")
+    out = tmp_path / "image"
+    run(SCRIPTS / "build-image.sh", BUILD / "preparer", out, f"oci:{base}:lifecycle")
+
+    rootfs = unpack(out, tmp_path / "bundle")
+    assert (rootfs / "cnb" / "lifecycle" / "creator").read_bytes() == b"stand-in"
+    assert (rootfs / "tmp").stat().st_mode & 0o7777 == 0o1777
+    with proc_mounted(rootfs):
+        result = in_image(rootfs, "-version")
+    assert (result.code, result.stdout) == (0, __version__ + "\n"), result.stderr
 
 
 def test_version_in_the_bare_root_file_system(rootfs: Path) -> None:
