@@ -6,6 +6,8 @@ The commands take turns, run after run, so a busy machine slows them all alike a
 
 from __future__ import annotations
 
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -31,16 +33,24 @@ value = "production"
 
 def interleaved_medians(
     commands: dict[str, Sequence[str]], runs: int, env: dict[str, str], setup: Callable[[], None]
-) -> dict[str, float]:
-    """Median wall time of each command; one run of each per round (``setup`` before each, untimed)."""
-    times: dict[str, list[float]] = {name: [] for name in commands}
+) -> dict[str, tuple[float, float]]:
+    """Median wall time and median CPU time (user + system) of each command, one run of each per round.
+
+    ``setup`` runs before each run, untimed. CPU time hardly moves with other load on the machine, so its ratio
+    is a check on the wall-time ratio when the machine is busy.
+    """
+    wall: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(runs):
         for name, command in commands.items():
             setup()
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
+            wall[name].append(time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in commands}
 
 
 def main() -> None:
@@ -59,18 +69,15 @@ def main() -> None:
 
         subprocess.run(prepare, env=preparer_env(), check=True, capture_output=True)  # warm the disk cache
         medians = interleaved_medians(commands, RUNS, preparer_env(), clean)
-        for name, seconds in medians.items():
-            print(f"{name}: {seconds * 1000:.1f} ms (median of {RUNS})")
-        typer = medians["python -c 'import typer'"]
-        report(
-            "startup (env-only prepare)",
-            medians["preparer (env-only project.toml)"],
-            "s",
-            typer,
-            "import typer",
-            GOAL,
+        for name, (wall, cpu) in medians.items():
+            print(f"{name}: {wall * 1000:.1f} ms wall, {cpu * 1000:.1f} ms CPU (medians of {RUNS})")
+        typer_wall, typer_cpu = medians["python -c 'import typer'"]
+        prepare_wall, prepare_cpu = medians["preparer (env-only project.toml)"]
+        report("startup (env-only prepare)", prepare_wall, "s", typer_wall, "import typer", GOAL)
+        print(
+            f"(CPU time ratio {prepare_cpu / typer_cpu:.2f}; -version alone: wall ratio "
+            f"{medians['preparer -version'][0] / typer_wall:.2f}; load average {os.getloadavg()[0]:.1f})"
         )
-        print(f"(-version alone: ratio {medians['preparer -version'] / typer:.2f})")
 
 
 if __name__ == "__main__":
