@@ -77,3 +77,23 @@ def test_bad_cnb_registry_auth(value: str, message: str) -> None:
     with pytest.raises(FetchError) as info:
         lookup("r.io", {"CNB_REGISTRY_AUTH": value})
     assert message in str(info.value)
+
+
+def test_docker_config_tokens(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {"auths": {"a.io": {"registrytoken": "rt-SECRET"}, "b.io": {"identitytoken": "it-SECRET"}}}
+        )
+    )
+    env = {"DOCKER_CONFIG": str(tmp_path)}
+    registry_token = lookup("a.io", env)
+    assert registry_token is not None and registry_token.header == "Bearer rt-SECRET"
+    identity = lookup("b.io", env)
+    assert identity is not None and identity.identity_token == "it-SECRET" and identity.header is None
+    assert "SECRET" not in repr(registry_token) + repr(identity)
+
+
+def test_insecure_registry_spellings() -> None:
+    assert scheme_for("reg.internal:5000", ("http://Reg.Internal:5000/",)) == "http"
+    assert scheme_for("reg.internal:5000", ("reg.internal",)) == "http"
+    assert scheme_for("other.internal:5000", ("reg.internal",)) == "https"

@@ -2,8 +2,8 @@
 
 1. ``CNB_REGISTRY_AUTH``: JSON mapping a registry to an ``Authorization`` header value (``Basic …``, ``Bearer …``);
 2. the docker config (``$DOCKER_CONFIG/config.json`` or ``~/.docker/config.json``): ``credHelpers`` for the
-   registry, then ``auths`` (``auth``, ``username``/``password``, ``identitytoken``), then ``credsStore``; helpers
-   are the ``docker-credential-<name>`` executables;
+   registry, then ``auths`` (``registrytoken``, ``identitytoken``, ``auth``, ``username``/``password``), then
+   ``credsStore``; helpers are the ``docker-credential-<name>`` executables;
 3. anonymous.
 
 Keys are compared without scheme and path, so ``https://index.docker.io/v1/`` is ``index.docker.io``.
@@ -117,6 +117,8 @@ def _from_docker_config(registry: str, environ: Mapping[str, str]) -> Credential
 
 def _from_auths_entry(entry: dict[str, object], registry: str, path: Path) -> Credential | None:
     source = f"docker config {path}"
+    if isinstance(entry.get("registrytoken"), str) and entry["registrytoken"]:
+        return Credential(source, header=f"Bearer {entry['registrytoken']}")  # sent to the registry as it is
     if isinstance(entry.get("identitytoken"), str) and entry["identitytoken"]:
         return Credential(source, identity_token=str(entry["identitytoken"]))
     if isinstance(entry.get("auth"), str) and entry["auth"]:

@@ -89,6 +89,8 @@ def is_loopback(registry: str) -> bool:
 
 
 def scheme_for(registry: str, insecure: tuple[str, ...]) -> str:
-    """``http`` for loopback and ``-insecure-registry`` hosts, ``https`` otherwise."""
-    plain = is_loopback(registry) or registry in insecure or registry.split(":")[0] in insecure
+    """``http`` for loopback and ``-insecure-registry`` hosts (``host`` or ``host:port``, a scheme is ignored),
+    ``https`` otherwise."""
+    hosts = {entry.split("://", 1)[-1].rstrip("/").lower() for entry in insecure}
+    plain = is_loopback(registry) or registry.lower() in hosts or registry.split(":")[0].lower() in hosts
     return "http" if plain else "https"
