@@ -54,9 +54,10 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
         config = None
     if not isinstance(config, dict):
         raise FetchError(f"pull {source}", "the image config is not a JSON object")
+    layers = manifest.get("layers")
     sizes = {
         str(layer.get("digest")): descriptor_size(layer)
-        for layer in manifest.get("layers") or []
+        for layer in (layers if isinstance(layers, list) else [])
         if isinstance(layer, dict)
     }
     return install_buildpackage(

@@ -71,12 +71,14 @@ def _from_cnb_registry_auth(raw: str, registry: str) -> Credential | None:
             continue
         if not isinstance(value, str):
             raise FetchError("resolve keychain", f"CNB_REGISTRY_AUTH value for '{registry}' must be a string")
-        scheme = value.split(" ", 1)[0].lower()
-        if scheme not in ("basic", "bearer", "x-identity"):
+        scheme, _, secret = value.strip().partition(" ")
+        if scheme.lower() not in ("basic", "bearer", "x-identity"):
             raise FetchError("resolve keychain", f"unknown auth type from header for '{registry}'")
-        if scheme == "x-identity":
-            return Credential("CNB_REGISTRY_AUTH", identity_token=value.split(" ", 1)[1])
-        return Credential("CNB_REGISTRY_AUTH", header=value)
+        if not secret.strip():
+            raise FetchError("resolve keychain", f"the {scheme} value for '{registry}' is empty")
+        if scheme.lower() == "x-identity":
+            return Credential("CNB_REGISTRY_AUTH", identity_token=secret.strip())
+        return Credential("CNB_REGISTRY_AUTH", header=value.strip())
     return None
 
 

@@ -33,10 +33,11 @@ def choose_platform(index: dict[str, Any], platform: str, source: str) -> dict[s
     """
     want_os, _, rest = platform.partition("/")
     want_arch, _, want_variant = rest.partition("/")
-    manifests = [m for m in index.get("manifests", []) if isinstance(m, dict)]
+    manifests = [m for m in _list(index.get("manifests")) if isinstance(m, dict)]
     offered = []
     for descriptor in manifests:
-        plat = descriptor.get("platform") or {}
+        plat = descriptor.get("platform")
+        plat = plat if isinstance(plat, dict) else {}
         offered.append(f"{plat.get('os', '?')}/{plat.get('architecture', '?')}")
         same = plat.get("os") == want_os and plat.get("architecture") == want_arch
         if same and (not want_variant or plat.get("variant") in (None, "", want_variant)):
@@ -46,6 +47,11 @@ def choose_platform(index: dict[str, Any], platform: str, source: str) -> dict[s
     raise FetchError(
         f"pull {source}", f"no image for {platform} in the index (it has: {', '.join(offered) or 'none'})"
     )
+
+
+def _list(value: Any) -> list[Any]:
+    """``value`` when it is a JSON array, else nothing (documents from a registry are not trusted)."""
+    return value if isinstance(value, list) else []
 
 
 def descriptor_size(descriptor: dict[str, Any]) -> int | None:
@@ -120,8 +126,8 @@ def install_buildpackage(
     layers_label = _label(labels, LAYERS_LABEL, source)
     metadata = _label(labels, METADATA_LABEL, source)
     rootfs = config.get("rootfs")
-    diff_ids = list(rootfs.get("diff_ids") or []) if isinstance(rootfs, dict) else []
-    layers = [layer for layer in manifest.get("layers") or [] if isinstance(layer, dict)]
+    diff_ids = _list(rootfs.get("diff_ids")) if isinstance(rootfs, dict) else []
+    layers = [layer for layer in _list(manifest.get("layers")) if isinstance(layer, dict)]
     wanted = _wanted(layers_label, diff_ids, layers, source)
 
     holders: dict[str, list[str]] = {}  # layer digest -> the buildpacks it holds

@@ -18,7 +18,7 @@ from preparer.errors import FetchError
 from preparer.fetch import FetchContext, Fetched
 from preparer.fetch.local import HashingReader
 from preparer.fetch.oci.buildpackage import choose_platform, install_buildpackage
-from preparer.fetch.oci.client import kind_of
+from preparer.fetch.oci.client import MAX_MANIFEST, kind_of
 
 #: Image indexes may point at indexes; more levels than this are refused.
 _MAX_INDEX_DEPTH = 4
@@ -42,9 +42,14 @@ class Layout:
         member = self.members.get(name)
         if member is None:
             raise FetchError(f"read {self.source}", f"'{name}' is missing from the layout")
-        stream = self.tar.extractfile(member)
-        assert stream is not None
-        return stream.read()
+        if member.size > MAX_MANIFEST:
+            raise FetchError(f"read {self.source}", f"'{name}' is larger than {MAX_MANIFEST} bytes")
+        try:
+            stream = self.tar.extractfile(member)
+            assert stream is not None
+            return stream.read()
+        except (OSError, tarfile.TarError) as err:
+            raise FetchError(f"read {self.source}", f"'{name}' cannot be read ({err})") from None
 
     def blob(self, digest: str) -> bytes:
         """A small blob (manifest, config), checked."""
@@ -68,7 +73,10 @@ class Layout:
                 result, failure = extract(reader), None  # type: ignore[arg-type]
             except FetchError as err:
                 result, failure = None, err
-            reader.drain()
+            try:
+                reader.drain()
+            except (OSError, tarfile.TarError) as err:
+                raise FetchError(f"read {self.source}", f"blob {digest} cannot be read ({err})") from None
         if reader.digest != digest:
             raise FetchError(f"read {self.source}", f"blob {digest} does not match its digest")
         if failure is not None or result is None:
