@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,23 @@ def preparer_step(doc: dict[str, Any]) -> dict[str, Any]:
     steps = [c for c in containers(doc) if c.get("command") == ["/cnb/lifecycle/preparer"]]
     assert len(steps) == 1
     return steps[0]
+
+
+def test_the_docker_run_line_parses() -> None:
+    (block,) = re.findall(r"```sh\n(.*?)```", DOC, re.DOTALL)
+    words = shlex.split(block.replace("\\\n", " "))  # a backslash-newline continues the line
+    args = words[words.index("/cnb/lifecycle/preparer") + 1 :]
+    parsed = goflags.parse(args)
+    assert parsed.positionals == ["my-app"] and not parsed.warnings
+    inputs = resolve_inputs(parsed.values, {"CNB_PLATFORM_API": "0.15"}, cwd=Path("/"))
+    mounts = {word.split(":")[1] for word in words if ":/" in word}
+    assert {
+        str(inputs.app_dir),
+        str(inputs.layers_dir),
+        str(inputs.platform_dir),
+        str(inputs.buildpacks_dir),
+    } <= mounts
+    assert words[words.index("--user") + 1] == "root" and inputs.uid == 1000
 
 
 def test_the_doc_has_a_tekton_task_and_a_job() -> None:
