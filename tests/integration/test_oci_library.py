@@ -24,9 +24,11 @@ from preparer.fetch.oci import fetch_cnb, fetch_image
 from preparer.fetch.oci.client import MAX_MANIFEST
 from tests.plugins.registry import (
     DOCKER_MEDIA,
+    PASSWORD,
     USER,
     Front,
     Registry,
+    TokenRegistry,
     add_index,
     build_package,
     buildpack_layer,
@@ -36,6 +38,10 @@ from tests.plugins.registry import (
 )
 
 CHILD_ORDER = '\n[[order]]\n[[order.group]]\nid = "lib/child"\nversion = "1.0.0"\n'
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 def context(tmp_path: Path, cache: bool = True, **kw: object) -> FetchContext:
@@ -318,3 +324,25 @@ def test_push_helper_sanity(registry: Registry, tmp_path: Path) -> None:
     digest = push(package.layout, "latest", registry.ref("lib/sane"))
     fetched = fetch_image(ImageLocator(f"{registry.host}/lib/sane@{digest}"), context(tmp_path))
     assert fetched.digest == digest and contents(fetched) == {"lib/sane@1.0.0": FILES}
+
+
+def test_a_bearer_token_from_cnb_registry_auth_is_sent_as_it_is(
+    tmp_path: Path, token_registry: TokenRegistry, registry: Registry
+) -> None:
+    import urllib.request
+
+    layer = buildpack_layer(tmp_path, [("lib/bearer", "1.0.0", "")])
+    push_package(
+        registry, "lib/bearer", "1", [(layer, [("lib/bearer", "1.0.0", "")])], ("lib/bearer", "1.0.0")
+    )
+    request = urllib.request.Request(f"http://{token_registry.host}/token",
+                                     headers={"Authorization": basic(USER, PASSWORD)})  # fmt: skip
+    with urllib.request.urlopen(request) as response:
+        token = json.loads(response.read())["token"]
+    issued = len(token_registry.tokens_issued)
+    environ = {"CNB_REGISTRY_AUTH": json.dumps({token_registry.host: f"Bearer {token}"})}
+    fetched = fetch_image(
+        ImageLocator(f"{token_registry.host}/lib/bearer:1"), context(tmp_path, environ=environ)
+    )
+    assert contents(fetched) == {"lib/bearer@1.0.0": FILES}
+    assert len(token_registry.tokens_issued) == issued  # no challenge was answered: the header was enough
