@@ -77,7 +77,7 @@ def _safe_segment(version: str) -> bool:
 
 
 def _wanted(
-    layers_label: dict[str, Any], diff_ids: list[Any], layers: list[dict[str, Any]], source: str
+    layers_label: dict[str, Any], diff_ids: list[Any], layers: list[Any], source: str
 ) -> list[tuple[str, str, str]]:
     """``(id, version, layer digest)`` of every buildpack the layers label lists, in the label's order."""
     action = f"read buildpackage {source}"
@@ -93,7 +93,8 @@ def _wanted(
                 )
             if diff_id not in diff_ids or diff_ids.index(diff_id) >= len(layers):
                 raise FetchError(action, f"the layer of {bp_id}@{version} ({diff_id}) is not in the image")
-            layer_digest = layers[diff_ids.index(diff_id)].get("digest")
+            layer = layers[diff_ids.index(diff_id)]
+            layer_digest = layer.get("digest") if isinstance(layer, dict) else None
             if not is_digest(layer_digest):
                 raise FetchError(action, f"the layer of {bp_id}@{version} has no valid sha256 digest")
             wanted.append((bp_id, version, str(layer_digest)))
@@ -127,7 +128,7 @@ def install_buildpackage(
     metadata = _label(labels, METADATA_LABEL, source)
     rootfs = config.get("rootfs")
     diff_ids = _list(rootfs.get("diff_ids")) if isinstance(rootfs, dict) else []
-    layers = [layer for layer in _list(manifest.get("layers")) if isinstance(layer, dict)]
+    layers = _list(manifest.get("layers"))  # positions matter: the n-th diff ID is the n-th layer
     wanted = _wanted(layers_label, diff_ids, layers, source)
 
     holders: dict[str, list[str]] = {}  # layer digest -> the buildpacks it holds
