@@ -4,8 +4,10 @@ Archives come from projects and registries the platform does not control, so eve
 anything is written, and nothing is ever written outside ``dest``:
 
 - absolute names (unless the archive is a buildpackage layer, whose names start at the image root) and ``..``;
-- symbolic links whose target leaves the buildpack, and entries that would be written through a link;
-- hard links to anything but a regular file already extracted;
+- symbolic links whose target leaves the buildpack, also through other links of the archive (``x -> .`` then
+  ``y -> x/..``): each target is checked as written, and every link again, resolved, once the archive is complete;
+- entries that would be written through a link, and hard links to anything but a regular file already extracted
+  (never through a link either);
 - device, fifo and other special entries; setuid, setgid and sticky bits.
 
 Files are written 0644, or 0755 when any execute bit was set; directories 0755 (contract §7.18). The stream is
@@ -92,6 +94,11 @@ def open_tar_stream(fileobj: IO[bytes]) -> IO[bytes]:
     return buffered
 
 
+def is_inside(root: str, path: str) -> bool:
+    """Whether the resolved ``path`` is ``root`` or below it (both already ``os.path.realpath``)."""
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
 def _clean_name(raw: str, allow_absolute: bool) -> str | None:
     """The entry's relative, normalised name; ``None`` for the root itself. Raises ``ValueError`` if unsafe."""
     name = raw
@@ -136,6 +143,7 @@ def extract_tar(
         with tarfile.open(fileobj=open_tar_stream(fileobj), mode="r|", bufsize=_CHUNK) as tar:
             for member in tar:
                 extractor.add(tar, member)
+        extractor.check_links()
     except FetchError:
         raise
     except (tarfile.TarError, EOFError, zlib.error) as err:
@@ -152,13 +160,28 @@ class _Extractor:
 
     def __init__(self, dest: Path, archive: str, select: str | None, allow_absolute: bool) -> None:
         self.dest, self.archive, self.select, self.allow_absolute = dest, archive, select, allow_absolute
-        self.links: set[str] = set()  # symbolic links written so far: nothing may be written below one
+        # Symbolic links written so far, with their targets: nothing may be written below one.
+        self.links: dict[str, str] = {}
         self.regular: set[str] = set()  # regular files written so far: the only hard link targets
         self.top_level: set[str] = set()
         self.files = 0
 
-    def refuse(self, member: tarfile.TarInfo, why: str) -> FetchError:
-        return FetchError(f"extract {self.archive}", f"refusing entry '{member.name}': {why}")
+    def refuse(self, member: tarfile.TarInfo | str, why: str) -> FetchError:
+        name = member if isinstance(member, str) else member.name
+        return FetchError(f"extract {self.archive}", f"refusing entry '{name}': {why}")
+
+    def check_links(self) -> None:
+        """Refuse the archive if any symbolic link, resolved through the others as extracted, leaves ``dest``.
+
+        A link checked alone can look harmless (``y -> x/..``) until another entry makes ``x`` a link to ``.``,
+        possibly later in the archive; the tree on disk is final here, so resolving it is exact.
+        """
+        if not self.links:
+            return
+        root = os.path.realpath(self.dest)
+        for name, link in self.links.items():
+            if not is_inside(root, os.path.realpath(self.dest / name)):
+                raise self.refuse(name, f"symbolic link '{link}' leaves the buildpack")
 
     def relative(self, name: str | None) -> str | None:
         """``name`` relative to the selected subtree, ``""`` for its root, ``None`` when outside it."""
@@ -188,7 +211,7 @@ class _Extractor:
             raise self.refuse(member, "it would be written through a symbolic link")
         target = self.dest / name
         if member.isdir():
-            self._replace_non_dir(target)
+            self._replace_non_dir(target, name)
             target.mkdir(mode=0o755, parents=True, exist_ok=True)
             target.chmod(0o755)
         elif member.isreg():
@@ -210,10 +233,20 @@ class _Extractor:
     def _parent(self, target: Path) -> None:
         target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
 
-    @staticmethod
-    def _replace_non_dir(target: Path) -> None:
+    def _forget(self, name: str, below: bool) -> None:
+        """Forget the link or file ``name`` (and, ``below``, everything under it) once it is replaced."""
+        self.links.pop(name, None)
+        self.regular.discard(name)
+        if below:
+            prefix = name + "/"
+            for link in [n for n in self.links if n.startswith(prefix)]:
+                del self.links[link]
+            self.regular.difference_update([n for n in self.regular if n.startswith(prefix)])
+
+    def _replace_non_dir(self, target: Path, name: str) -> None:
         if target.is_symlink() or (target.exists() and not target.is_dir()):
             target.unlink()
+            self._forget(name, below=False)
 
     def _clear(self, target: Path, name: str) -> None:
         # A later entry of the same name replaces the earlier one, never writes through it.
@@ -221,8 +254,7 @@ class _Extractor:
             target.unlink()
         elif target.is_dir():
             shutil.rmtree(target)
-        self.links.discard(name)
-        self.regular.discard(name)
+        self._forget(name, below=True)
 
     def _write_file(self, tar: tarfile.TarFile, member: tarfile.TarInfo, name: str, target: Path) -> None:
         self._parent(target)
@@ -247,7 +279,7 @@ class _Extractor:
         self._parent(target)
         self._clear(target, name)
         os.symlink(link, target)
-        self.links.add(name)
+        self.links[name] = link
         self.files += 1
 
     def _hardlink(self, member: tarfile.TarInfo, name: str, target: Path) -> None:
@@ -255,12 +287,12 @@ class _Extractor:
             link = self.relative(_clean_name(member.linkname, self.allow_absolute))
         except ValueError as why:
             raise self.refuse(member, f"hard link target: {why}") from None
-        if not link or link not in self.regular:
+        if not link or link not in self.regular or any(self._prefixes(link)):
             raise self.refuse(
                 member, f"hard link to '{member.linkname}', which is not a file extracted before it"
             )
         self._parent(target)
         self._clear(target, name)
-        os.link(self.dest / link, target)
+        os.link(self.dest / link, target, follow_symlinks=False)
         self.regular.add(name)
         self.files += 1

@@ -18,7 +18,7 @@ from typing import IO
 
 from preparer.errors import FetchError
 from preparer.fetch import FetchContext, Fetched, StagedBuildpack
-from preparer.fetch.archive import extract_tar
+from preparer.fetch.archive import extract_tar, is_inside
 from preparer.fetch.locator import PathLocator
 from preparer.files.buildpack import read_buildpack_toml
 
@@ -101,6 +101,7 @@ def copy_tree(src: Path, dest: Path, source: str) -> None:
     :raises FetchError: for links leaving the buildpack, special files, setuid/setgid bits.
     """
     dest.chmod(0o755)
+    links: dict[str, str] = {}
     for dirpath, dirnames, filenames in os.walk(src):
         rel_dir = os.path.relpath(dirpath, src)
         for name in sorted(dirnames + filenames):
@@ -121,6 +122,7 @@ def copy_tree(src: Path, dest: Path, source: str) -> None:
                         refuse.action, f"{refuse.cause}: symbolic link '{link}' leaves the buildpack"
                     )
                 os.symlink(link, to_path)
+                links[rel] = link
             elif stat.S_ISDIR(info.st_mode):
                 to_path.mkdir(mode=0o755)
                 to_path.chmod(0o755)
@@ -131,3 +133,11 @@ def copy_tree(src: Path, dest: Path, source: str) -> None:
                 raise FetchError(refuse.action, f"{refuse.cause}: devices, fifos and sockets are not allowed")
         # Symbolic links to directories are copied as links, never followed.
         dirnames[:] = [d for d in dirnames if not (Path(dirpath) / d).is_symlink()]
+    # Each target was checked alone; resolved through each other (``x -> .``, ``y -> x/..``) they must stay too.
+    root = os.path.realpath(dest)
+    for rel, link in links.items():
+        if not is_inside(root, os.path.realpath(dest / rel)):
+            raise FetchError(
+                f"copy buildpack from {source}",
+                f"refusing entry '{rel}': symbolic link '{link}' leaves the buildpack",
+            )

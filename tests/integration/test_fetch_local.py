@@ -118,6 +118,17 @@ def test_a_directory_with_a_link_outside_is_refused(preparer: Callable[..., Resu
     result = preparer(project=group("./sneaky"))
     assert result.code == 1
     assert "refusing entry 'passwd': symbolic link '/etc/passwd' leaves the buildpack" in result.stderr
+    (root / "passwd").unlink()
+    os.symlink(".", root / "here")
+    os.symlink("here/..", root / "up")  # inside on paper; through 'here' it is the app directory
+    before = listing(layout.buildpacks)
+    chained = preparer(project=group("./sneaky"))
+    assert chained.code == 1
+    assert chained.stderr.splitlines()[-1] == (
+        f"ERROR: failed to copy buildpack from {root}: refusing entry 'up': symbolic link 'here/..' leaves the "
+        "buildpack"
+    )
+    assert listing(layout.buildpacks) == before
 
 
 def test_nothing_changes_when_a_later_entry_fails(preparer: Callable[..., Result], layout: Layout) -> None:

@@ -46,6 +46,33 @@ def extract(data: bytes, dest: Path, **kwargs: object) -> object:
         ([entry("fifo", tarfile.FIFOTYPE)], "refusing entry 'fifo': devices, fifos and other special files"),
         ([(entry("suid", mode=0o4755), b"x")], "refusing entry 'suid': setuid or setgid bit"),
         ([(entry("sgid", mode=0o2755), b"x")], "refusing entry 'sgid': setuid or setgid bit"),
+        # Each target looks inside on its own; resolved through the other link, it leaves the buildpack.
+        (
+            [entry("x", tarfile.SYMTYPE, link="."), entry("y", tarfile.SYMTYPE, link="x/..")],
+            "refusing entry 'y': symbolic link 'x/..' leaves the buildpack",
+        ),
+        (
+            [entry("y", tarfile.SYMTYPE, link="x/.."), entry("x", tarfile.SYMTYPE, link=".")],
+            "refusing entry 'y': symbolic link 'x/..' leaves the buildpack",
+        ),
+        (
+            [
+                entry("d", tarfile.DIRTYPE),
+                entry("d/up", tarfile.SYMTYPE, link=".."),
+                entry("y", tarfile.SYMTYPE, link="d/up/../.."),
+            ],
+            "refusing entry 'y': symbolic link 'd/up/../..' leaves the buildpack",
+        ),
+        # A directory replaced by a link: its old files are no longer hard link targets.
+        (
+            [
+                entry("d", tarfile.DIRTYPE),
+                (entry("d/f"), b"x"),
+                entry("d", tarfile.SYMTYPE, link="sub"),
+                entry("h", tarfile.LNKTYPE, link="d/f"),
+            ],
+            "refusing entry 'h': hard link to 'd/f', which is not a file extracted before it",
+        ),
     ],
 )
 def test_hostile_entries_are_refused(tmp_path: Path, entries: list, why: str) -> None:  # type: ignore[type-arg]
@@ -104,3 +131,41 @@ def test_corrupt_or_truncated_archives_fail_cleanly(tmp_path: Path, payload: byt
     with pytest.raises(FetchError) as info:
         extract(payload, tmp_path)
     assert str(info.value).startswith("failed to extract bp.tgz:")
+
+
+def test_an_escaping_chain_never_reaches_outside_files(tmp_path: Path) -> None:
+    (tmp_path / "secret").write_text("outside")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    hostile = [
+        GOOD,
+        entry("d", tarfile.DIRTYPE),
+        (entry("d/secret"), b"inside"),
+        entry("x", tarfile.SYMTYPE, link="."),
+        entry("d", tarfile.SYMTYPE, link="x/.."),  # resolves to dest's parent
+        entry("h", tarfile.LNKTYPE, link="d/secret"),
+    ]
+    with pytest.raises(FetchError):
+        extract(make_tar(hostile), dest)
+    assert (tmp_path / "secret").read_text() == "outside"
+    assert not (dest / "h").exists()
+
+
+def test_links_that_stay_inside_are_kept(tmp_path: Path) -> None:
+    data = make_tar(
+        [
+            GOOD,
+            entry("lib/v1/sub", tarfile.DIRTYPE),
+            (entry("lib/v1/sub/data"), b"data"),
+            entry("lib/current", tarfile.SYMTYPE, link="v1"),
+            entry("top", tarfile.SYMTYPE, link="lib/current/sub/.."),
+            entry("loop", tarfile.SYMTYPE, link="loop"),
+            entry("dangling", tarfile.SYMTYPE, link="not/there"),
+            entry("lib/current", tarfile.DIRTYPE),  # a directory replaces the link: writing below it is fine
+            (entry("lib/current/new"), b"new"),
+        ]
+    )
+    extract(data, tmp_path)
+    assert (tmp_path / "top").readlink() == Path("lib/current/sub/..")
+    assert (tmp_path / "lib" / "current" / "new").read_bytes() == b"new"
+    assert (tmp_path / "dangling").is_symlink()
