@@ -229,6 +229,7 @@ def _download_tree(
     last: NetworkError | None = None
     for _ in _attempts(ctx, source):
         dest: Path | None = None
+        kept = False  # whether ``dest`` is the result (staged without a cache)
         try:
             response = get(ctx, locator.url, headers)
             if response.status_code == 304 and meta is not None and cached_tree is not None:
@@ -245,16 +246,26 @@ def _download_tree(
                 else Path(tempfile.mkdtemp(prefix="http-", dir=ctx.staging))
             )
 
-            def extract(body: IO[bytes], into: Path = dest) -> Extracted:
-                return extract_tar(body, into, archive=source)
+            def extract(body: IO[bytes], into: Path = dest) -> Extracted | FetchError:
+                try:
+                    return extract_tar(body, into, archive=source)
+                except FetchError as err:
+                    if locator.sha256 is None:
+                        raise
+                    # Pinned: read the rest, so a tampered or corrupt body is reported as the mismatch it is.
+                    return err
 
-            extracted, digest, _ = stream_body(ctx, response, source, extract)
+            outcome, digest, _ = stream_body(ctx, response, source, extract)
             _check_pin(locator, digest, source)
+            if isinstance(outcome, FetchError):
+                raise outcome
+            extracted: Extracted = outcome
             if "oci-layout" in extracted.top_level:
                 return _fetch_cnb(locator, ctx, source)
             dest.chmod(0o755)
             staged = staged_buildpack(dest, source)  # checked before it enters the cache
             if cache is None:
+                kept = True
                 return Fetched(staged.descriptor, (staged,), source, digest)
             tree = cache.add_tree(dest, digest)
             cache.put_http_meta(
@@ -266,8 +277,8 @@ def _download_tree(
         except NetworkError as err:
             last = err
         finally:
-            # A tree that did not make it into the cache (failure, or handed over) is removed.
-            if dest is not None and cache is not None and dest.exists():
+            # A tree that is neither the result nor in the cache (a failure, or handed over) is removed.
+            if dest is not None and not kept and dest.exists():
                 shutil.rmtree(dest, ignore_errors=True)
     assert last is not None
     raise FetchError(f"download {source}", f"{last} (after {ctx.retries + 1} attempts)")

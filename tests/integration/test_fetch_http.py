@@ -85,6 +85,32 @@ def test_a_wrong_digest_fails_and_installs_nothing(preparer: Callable[..., Resul
     assert len(http_server.seen("bp.tgz")) == 1  # a mismatch is not retried
 
 
+def test_a_pinned_body_that_is_no_archive_is_reported_as_the_mismatch(
+    preparer: Callable[..., Result], http_server: FileServer, tmp_path: Path
+) -> None:
+    (http_server.root / "bp.tgz").write_bytes(b"<html>a login page</html>" * 100)
+    result = preparer(project=group(http_server.url("bp.tgz#sha256=" + "0" * 64)))
+    assert result.code == 1
+    assert result.stderr.splitlines()[-1].startswith(
+        f"ERROR: failed to verify {http_server.url('bp.tgz')}: sha256 mismatch: the uri pins sha256:{'0' * 64}, "
+    )
+    assert cache_entries(tmp_path) == []
+
+
+def test_without_a_cache_retries_and_leaves_nothing_behind(
+    preparer: Callable[..., Result], http_server: FileServer, layout: Layout, tmp_path: Path
+) -> None:
+    serve(http_server, "bp.tgz", "me/http", payload=b"x" * 100_000)
+    http_server.fail("bp.tgz", "500", "truncate")
+    result = preparer("-download-cache", "", project=group(http_server.url("bp.tgz")), env=FAST)
+    assert result.code == 0, result.stderr
+    assert [s for s, _ in http_server.seen("bp.tgz")] == [500, 200, 200]
+    assert (layout.buildpacks / "me_http" / "1.0.0" / "data.bin").read_bytes() == b"x" * 100_000
+    assert not (tmp_path / "cache").exists() and not (tmp_path / ".cache").exists()
+    builder = {p.name for p in (BUILDER / "buildpacks").iterdir()}
+    assert {p.name for p in layout.buildpacks.iterdir()} == builder | {"me_http"}  # no staging left
+
+
 def test_not_found_is_not_retried(preparer: Callable[..., Result], http_server: FileServer) -> None:
     result = preparer(project=group(http_server.url("missing.tgz")), env=FAST)
     assert result.code == 1
