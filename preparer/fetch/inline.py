@@ -24,7 +24,7 @@ def make_inline(
 ) -> Fetched:
     """Write the inline buildpack into a new staging directory.
 
-    :raises InvalidInputsError: an invalid id or API version (exit 3).
+    :raises InvalidInputsError: an invalid id, version, API version or shell (exit 3).
     """
     from preparer.files._toml import dumps_toml
 
@@ -35,12 +35,15 @@ def make_inline(
         APIVersion.parse(api)
     except ValueError:
         raise InvalidInputsError(action, f"script.api '{api}' is not a version") from None
+    version = version or DEFAULT_VERSION
+    if "/" in version or version in (".", "..") or any(c.isspace() or not c.isprintable() for c in version):
+        raise InvalidInputsError(action, f"version {version!r} cannot name a buildpack directory")
     shell = shell or DEFAULT_SHELL
     if "\n" in shell:
         raise InvalidInputsError(action, "script.shell must be a single line")
     root = Path(tempfile.mkdtemp(prefix="inline-", dir=ctx.staging))
     root.chmod(0o755)
-    descriptor = {"api": api, "buildpack": {"id": bp_id, "version": version or DEFAULT_VERSION}}
+    descriptor = {"api": api, "buildpack": {"id": bp_id, "version": version}}
     (root / "buildpack.toml").write_text(dumps_toml(descriptor))
     (root / "buildpack.toml").chmod(0o644)
     bin_dir = root / "bin"
