@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 from preparer.api import verify_buildpack_api
 from preparer.config import EnvEntry
 from preparer.errors import ApplyError, FetchError, InvalidInputsError
-from preparer.files._toml import write_atomic
 from preparer.inputs import Inputs
 from preparer.plan import Fetch, Inline, Plan, Present, Step, compose_order
 from preparer.report import BuildpackRecord
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
 
     # The fetchers are imported when a run fetches something: start-up is paid by every build.
     from preparer.fetch import FetchContext, Fetched, ProgressFn, StagedBuildpack
+    from preparer.files._toml import PendingWrites
     from preparer.files.order import Order, OrderElement
 
 log = logging.getLogger("preparer")
@@ -201,8 +201,7 @@ def apply_plan(
     to_fetch = [s for s in plan.steps if isinstance(s, Fetch | Inline)]
     check_present([s for s in plan.steps if isinstance(s, Present)], inputs.buildpacks_dir)
     if not to_fetch:
-        records, written = _commit_buildpacks(plan.steps, {}, inputs.buildpacks_dir)
-        return _commit_files(plan, inputs, builder_order, env, removal, {}, records, written)
+        return _commit(plan, inputs, builder_order, env, removal, {})
     from preparer.fetch import FetchContext
 
     with staging_dir(inputs.buildpacks_dir) as staging:
@@ -219,28 +218,44 @@ def apply_plan(
         )
         fetched = fetch_steps(to_fetch, ctx)
         check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
-        # Everything is fetched and checked: commit.
-        results = dict(zip(map(id, to_fetch), fetched, strict=True))
-        records, written = _commit_buildpacks(plan.steps, results, inputs.buildpacks_dir)
-    return _commit_files(plan, inputs, builder_order, env, removal, results, records, written)
+        # Everything is fetched and checked: commit, while the staged buildpacks still exist.
+        return _commit(
+            plan, inputs, builder_order, env, removal, dict(zip(map(id, to_fetch), fetched, strict=True))
+        )
 
 
-def _commit_files(
+def _commit(
     plan: Plan,
     inputs: Inputs,
     builder_order: Order | None,
     env: Sequence[tuple[EnvEntry, str, str | None]],
     removal: Removal | None,
     results: dict[int, Fetched],
-    records: list[BuildpackRecord],
-    written: list[str],
 ) -> Outcome:
-    """Write order.toml and the env files, then filter ``<app>``: the last steps of a run."""
+    """Write everything: order.toml and env files to temporary names first (what can fail with them, such as
+    ``chown``, fails before any buildpack is installed), then install the buildpacks, rename the files into place,
+    and filter ``<app>`` last."""
+    from preparer.files._toml import PendingWrites
+
     owner = _owner(inputs)
-    if plan.writes_order:
-        assert builder_order is not None  # the pipeline reads it whenever an order is written
-        written.append(str(_write_order(plan, results, builder_order, inputs, owner)))
-    written.extend(_write_env(env, inputs.platform_dir, owner))
+    pending = PendingWrites()
+    try:
+        staged_order = _stage_order(plan, results, builder_order, inputs, owner, pending)
+        env_paths = _stage_env(env, inputs.platform_dir, owner, pending)
+        records, written = _commit_buildpacks(plan.steps, results, inputs.buildpacks_dir)
+        pending.commit()
+    except BaseException:
+        pending.abort()
+        raise
+    if staged_order is not None:
+        path, order = staged_order
+        shown = "; ".join(", ".join(e.ref for e in g) for g in order.groups)
+        count = len(order.groups)
+        log.info("Wrote %s: %d group%s: %s", path, count, "" if count == 1 else "s", shown)
+        written.append(str(path))
+    for env_path in env_paths:
+        log.info("Wrote build env %s", env_path)
+        written.append(str(env_path))
     removed = 0
     if removal is not None:
         from preparer.appfilter import remove
@@ -291,9 +306,18 @@ def order_element(step: Step, results: dict[int, Fetched]) -> OrderElement:
     return OrderElement(top.id, top.version)
 
 
-def _write_order(
-    plan: Plan, results: dict[int, Fetched], builder: Order, inputs: Inputs, owner: tuple[int, int] | None
-) -> Path:
+def _stage_order(
+    plan: Plan,
+    results: dict[int, Fetched],
+    builder: Order | None,
+    inputs: Inputs,
+    owner: tuple[int, int] | None,
+    pending: PendingWrites,
+) -> tuple[Path, Order] | None:
+    """Stage ``<layers>/order.toml`` when the plan writes one (contract §7.8)."""
+    if not plan.writes_order:
+        return None
+    assert builder is not None  # the pipeline reads it whenever an order is written
     from preparer.files.order import dumps_order
 
     def elements(steps: Sequence[Step]) -> list[OrderElement]:
@@ -302,37 +326,28 @@ def _write_order(
     group = None if plan.group is None else elements(plan.group)
     order = compose_order(elements(plan.pre), group, elements(plan.post), builder)
     path = inputs.layers_dir / "order.toml"
-    try:
-        inputs.layers_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ApplyError(f"create {inputs.layers_dir}", err.strerror or err) from None
-    write_atomic(path, dumps_order(order).encode(), 0o644, owner)
-    shown = "; ".join(", ".join(e.ref for e in g) for g in order.groups)
-    log.info(
-        "Wrote %s: %d group%s: %s", path, len(order.groups), "" if len(order.groups) == 1 else "s", shown
-    )
-    return path
+    pending.mkdir(inputs.layers_dir)
+    pending.add(path, dumps_order(order).encode(), 0o644, owner)
+    return path, order
 
 
-def _write_env(
-    env: Sequence[tuple[EnvEntry, str, str | None]], platform_dir: Path, owner: tuple[int, int] | None
-) -> list[str]:
-    written: list[str] = []
+def _stage_env(
+    env: Sequence[tuple[EnvEntry, str, str | None]],
+    platform_dir: Path,
+    owner: tuple[int, int] | None,
+    pending: PendingWrites,
+) -> list[Path]:
+    """Stage one ``<platform>/env/<NAME>`` file per variable to write: the value's bytes, 0644."""
     to_write = [entry for entry, action, _ in env if action == "written"]
     if not to_write:
-        return written
+        return []
     env_dir = platform_dir / "env"
-    try:
-        env_dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(env_dir, 0o755)
-    except OSError as err:
-        raise ApplyError(f"create {env_dir}", err.strerror or err) from None
+    pending.mkdir(env_dir)
+    paths = []
     for entry in to_write:
-        path = env_dir / entry.name
-        write_atomic(path, entry.value.encode(), 0o644, owner)
-        written.append(str(path))
-        log.info("Wrote build env %s", path)
-    return written
+        pending.add(env_dir / entry.name, entry.value.encode(), 0o644, owner)
+        paths.append(env_dir / entry.name)
+    return paths
 
 
 def source_of(step: Step) -> str:

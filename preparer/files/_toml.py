@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
@@ -43,25 +44,76 @@ def dumps_toml(doc: dict[str, Any]) -> str:
     return tomli_w.dumps(doc)
 
 
+class PendingWrites:
+    """Files written under temporary names and renamed into place together.
+
+    Everything that can fail (creating directories, writing, ``chmod``, ``chown``) happens in :meth:`add`, so a
+    failure there leaves nothing behind after :meth:`abort`; :meth:`commit` only renames.
+    """
+
+    def __init__(self) -> None:
+        self.files: list[tuple[str, Path]] = []
+        self.created: list[Path] = []
+
+    def mkdir(self, path: Path, mode: int = 0o755) -> None:
+        """Create ``path`` and its missing parents (remembered, so :meth:`abort` can remove them)."""
+        missing = [p for p in (path, *path.parents) if not p.exists()]
+        try:
+            for directory in reversed(missing):
+                directory.mkdir(mode=mode)
+                self.created.append(directory)
+            if path in missing:
+                os.chmod(path, mode)
+        except OSError as err:
+            raise ApplyError(f"create {path}", err.strerror or err) from None
+
+    def add(self, path: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> None:
+        """Write ``data`` to a temporary file beside ``path``, with its final mode and owner."""
+        # A name no other writer uses (tempfile would cost its import on every run): pid, thread, and a counter.
+        tmp = str(path.parent / f".{path.name}.{os.getpid()}.{threading.get_ident()}.{next(_COUNTER)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except OSError as err:
+            raise ApplyError(f"write {path}", err.strerror or err) from None
+        self.files.append((tmp, path))
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, mode)
+            if owner is not None:
+                os.chown(tmp, *owner)
+        except OSError as err:
+            raise ApplyError(f"write {path}", err.strerror or err) from None
+
+    def commit(self) -> None:
+        """Rename every file into place."""
+        for tmp, path in self.files:
+            try:
+                os.replace(tmp, path)
+            except OSError as err:
+                raise ApplyError(f"write {path}", err.strerror or err) from None
+        self.files = []
+
+    def abort(self) -> None:
+        """Remove the temporary files and the directories :meth:`mkdir` created."""
+        for tmp, _ in self.files:
+            Path(tmp).unlink(missing_ok=True)
+        for directory in reversed(self.created):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        self.files, self.created = [], []
+
+
 def write_atomic(path: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory and ``os.replace``.
 
     :param owner: ``(uid, gid)`` to own the file, or ``None`` to keep the writer's.
     :raises ApplyError: when the directory or file cannot be written (exit 1).
     """
-    # A name no other writer uses (tempfile would cost its import on every run): pid, thread, and a counter.
-    tmp = str(path.parent / f".{path.name}.{os.getpid()}.{threading.get_ident()}.{next(_COUNTER)}.tmp")
+    pending = PendingWrites()
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except OSError as err:
-        raise ApplyError(f"write {path}", err.strerror or err) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, mode)
-        if owner is not None:
-            os.chown(tmp, *owner)
-        os.replace(tmp, path)
-    except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
-        raise ApplyError(f"write {path}", err.strerror or err) from None
+        pending.add(path, data, mode, owner)
+        pending.commit()
+    except BaseException:
+        pending.abort()
+        raise

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.buildpacks import buildpack_toml, make_dir, make_tgz
 from tests.golden import Layout, listing
-from tests.plugins.cli import Result
+from tests.plugins.cli import Result, base_env
 
 HEAD = '[_]\nschema-version = "0.2"\n'
 
@@ -143,4 +148,22 @@ def test_nothing_changes_when_a_later_entry_fails(preparer: Callable[..., Result
     result = preparer()
     assert result.code == 1
     assert {p: listing(p) for p in (layout.app, layout.layers, layout.buildpacks)} == before
+    assert not layout.platform.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
+def test_a_failing_chown_installs_no_buildpack(layout: Layout, tmp_path: Path) -> None:
+    # Root without CAP_CHOWN: writing order.toml and env files owned by -uid fails after every fetch succeeded.
+    make_tgz(layout.app / "bp.tgz", "me/late")
+    (layout.app / "project.toml").write_text(
+        group("bp.tgz") + '[[io.buildpacks.build.env]]\nname = "A"\nvalue = "1"\n'
+    )
+    before = {p: listing(p) for p in (layout.app, layout.buildpacks)}
+    command = ["setpriv", "--bounding-set=-chown", "--inh-caps=-chown", sys.executable, "-m", "preparer",
+               *layout.flags(), "-uid", "1000", "-gid", "1000", "-download-cache", ""]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, env=base_env(tmp_path), check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith(f"ERROR: failed to write {layout.layers}/order.toml: ")
+    assert {p: listing(p) for p in (layout.app, layout.buildpacks)} == before
+    assert listing(layout.layers) == []
     assert not layout.platform.exists()
