@@ -25,7 +25,14 @@ def fetch_all(jobs: Sequence[Callable[[], T]], *, max_workers: int = MAX_WORKERS
 
     def guarded(job: Callable[[], T]) -> Callable[[], T | None]:
         def run() -> T | None:
-            return None if stop.is_set() else job()
+            if stop.is_set():
+                return None
+            try:
+                return job()
+            except BaseException:
+                # Set before this future fails, so no job queued behind it can start in between.
+                stop.set()
+                raise
 
         return run
 
@@ -33,12 +40,11 @@ def fetch_all(jobs: Sequence[Callable[[], T]], *, max_workers: int = MAX_WORKERS
         max_workers=max(1, min(max_workers, len(jobs))), thread_name_prefix="fetch"
     ) as pool:
         futures: list[Future[T | None]] = [pool.submit(guarded(job)) for job in jobs]
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        if any(f.exception() is not None for f in done):
-            stop.set()
+        wait(futures, return_when=FIRST_EXCEPTION)
+        if stop.is_set():
             for future in futures:
                 future.cancel()
-        wait(futures)
+        wait(futures)  # nothing keeps running (or writing) once this returns
     for future in futures:
         if not future.cancelled() and future.exception() is not None:
             raise future.exception()  # type: ignore[misc]
