@@ -3,19 +3,23 @@
 The body is extracted while it arrives (one pass, memory flat), hashed on the way, and checked against the
 ``Content-Length`` and any ``#sha256=`` pin before the result is used. With a download cache, the extracted tree
 is kept under the archive's digest and later runs revalidate it with ``If-None-Match`` / ``If-Modified-Since``
-and hard-link it into staging; a pinned digest already in the cache needs no request at all.
+and hard-link it into staging; a pinned digest already in the cache needs no request at all. That revalidation
+is first tried with the standard library alone (:func:`probe_unchanged`), so a warm run never imports requests.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 from preparer.errors import FetchError
 from preparer.fetch import FetchContext, Fetched
@@ -226,6 +230,14 @@ def _download_tree(
             headers["If-None-Match"] = meta["etag"]
         if meta.get("last-modified"):
             headers["If-Modified-Since"] = meta["last-modified"]
+    if revalidate_only and meta is not None and cached_tree is not None and headers:
+        unchanged = probe_unchanged(locator.url, headers, ctx)
+        if unchanged:
+            _check_pin(locator, meta["digest"], source)
+            ctx.progress(source, 0, 0)
+            return _staged(cached_tree, ctx, source, meta["digest"])
+        if unchanged is False:
+            return None  # changed, or an error answer: the caller downloads (with retries) under the lock
     last: NetworkError | None = None
     for _ in _attempts(ctx, source):
         dest: Path | None = None
@@ -282,6 +294,85 @@ def _download_tree(
                 shutil.rmtree(dest, ignore_errors=True)
     assert last is not None
     raise FetchError(f"download {source}", f"{last} (after {ctx.retries + 1} attempts)")
+
+
+_TLS_CONTEXT: Any = None
+_TLS_LOCK = threading.Lock()
+
+
+def _tls_context() -> Any:
+    """The trust requests has: ``REQUESTS_CA_BUNDLE`` or ``CURL_CA_BUNDLE`` (file or directory), else certifi."""
+    global _TLS_CONTEXT
+    with _TLS_LOCK:
+        if _TLS_CONTEXT is None:
+            import ssl
+
+            bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+            if not bundle:
+                import certifi
+
+                bundle = certifi.where()
+            if Path(bundle).is_dir():
+                _TLS_CONTEXT = ssl.create_default_context(capath=bundle)
+            else:
+                _TLS_CONTEXT = ssl.create_default_context(cafile=bundle)
+        return _TLS_CONTEXT
+
+
+def _requests_would_differ() -> bool:
+    """Whether requests would not go straight to the server: a proxy, or a netrc file it reads credentials from."""
+    for name, value in os.environ.items():
+        if value and name.lower().endswith("_proxy") and name.lower() != "no_proxy":
+            return True
+    if os.environ.get("NETRC"):
+        return True
+    home = Path("~").expanduser()
+    return (home / ".netrc").exists() or (home / "_netrc").exists()
+
+
+def probe_unchanged(url: str, headers: dict[str, str], ctx: FetchContext) -> bool | None:
+    """Ask the server, with ``http.client`` only, whether ``url`` is unchanged (the conditional ``headers``).
+
+    Importing requests costs more than a warm run's whole revalidation, so this asks first. ``True`` means a
+    304: the cached tree (verified when it was downloaded) is current. ``False`` means any other answer.
+    ``None`` means no answer (errors, redirects), or that requests would not go straight to the server (a proxy,
+    a netrc file): the regular path then decides. The response body is never read, so nothing from this request
+    is ever installed; credentials in the URL are sent as requests sends them (Basic) and never shown.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or _requests_would_differ():
+        return None
+    import http.client
+
+    from preparer import __version__
+
+    request_headers = {"User-Agent": f"cnb-preparer/{__version__}", "Accept": "*/*", **headers}
+    if parts.username is not None:
+        userinfo = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        request_headers["Authorization"] = "Basic " + base64.b64encode(userinfo.encode("latin-1")).decode()
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    connect, read = ctx.timeouts
+    connection: http.client.HTTPConnection
+    try:
+        if parts.scheme == "https":
+            connection = http.client.HTTPSConnection(
+                parts.hostname, parts.port, timeout=connect, context=_tls_context()
+            )
+        else:
+            connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=connect)
+        try:
+            connection.connect()
+            if connection.sock is not None:
+                connection.sock.settimeout(read)
+            connection.request("GET", path, headers=request_headers)
+            status = connection.getresponse().status
+        finally:
+            connection.close()
+    except (OSError, http.client.HTTPException, ValueError):  # the regular path retries and reports it
+        return None
+    if status == 304:
+        return True
+    return None if 300 <= status < 400 else False
 
 
 def download_blob(

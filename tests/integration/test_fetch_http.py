@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import shutil
 import subprocess
@@ -149,20 +150,58 @@ def test_warm_runs_revalidate_or_skip_the_network(preparer: Callable[..., Result
     assert len(http_server.seen("bp.tgz")) == 2  # pinned and cached: no request at all
 
 
-def test_credentials_never_reach_output(preparer: Callable[..., Result], http_server: FileServer,
+def test_warm_runs_still_go_through_a_configured_proxy(preparer: Callable[..., Result], http_server: FileServer,
+                                                       layout: Layout) -> None:  # fmt: skip
+    serve(http_server, "bp.tgz", "me/http")
+    assert preparer(project=group(http_server.url("bp.tgz"))).code == 0
+    shutil.rmtree(layout.buildpacks / "me_http")
+    # The test server also answers proxy requests (GET http://host/path), so it stands in for the proxy.
+    proxy = f"http://127.0.0.1:{http_server.port}"
+    assert preparer(project=group(http_server.url("bp.tgz")), env={"HTTP_PROXY": proxy}).code == 0
+    assert http_server.proxied == ["/bp.tgz"]
+    assert [s for s, _ in http_server.seen("bp.tgz")] == [200, 304]
+    assert (layout.buildpacks / "me_http" / "1.0.0" / "buildpack.toml").is_file()
+
+
+def test_https_cold_warm_and_an_untrusted_certificate(preparer: Callable[..., Result], tls_server: FileServer,
+                                                      layout: Layout) -> None:  # fmt: skip
+    assert tls_server.cert is not None
+    serve(tls_server, "bp.tgz", "me/tls", payload=b"t" * 10_000)
+    trusted = {"REQUESTS_CA_BUNDLE": str(tls_server.cert)}
+    assert preparer(project=group(tls_server.url("bp.tgz")), env=trusted).code == 0
+    shutil.rmtree(layout.buildpacks / "me_tls")
+    assert preparer(project=group(tls_server.url("bp.tgz")), env=trusted).code == 0
+    assert [s for s, _ in tls_server.seen("bp.tgz")] == [200, 304]
+    assert (layout.buildpacks / "me_tls" / "1.0.0" / "data.bin").read_bytes() == b"t" * 10_000
+    shutil.rmtree(layout.buildpacks / "me_tls")
+    untrusted = preparer(project=group(tls_server.url("bp.tgz")), env=FAST)
+    assert untrusted.code == 1
+    assert untrusted.stderr.splitlines()[-1].startswith(
+        f"ERROR: failed to download {tls_server.url('bp.tgz')}: "
+    )
+    assert len(tls_server.seen("bp.tgz")) == 2  # no request ever crossed the untrusted connection
+    assert not (layout.buildpacks / "me_tls").exists()
+
+
+def test_credentials_never_reach_output(preparer: Callable[..., Result], http_server: FileServer, layout: Layout,
                                         tmp_path: Path) -> None:  # fmt: skip
     serve(http_server, "bp.tgz", "me/http")
     secret_url = http_server.url("bp.tgz").replace("127.0.0.1", "user:s3cr3t@127.0.0.1")
     ok = preparer(
         "-log-level", "debug", "-prepare-report", str(tmp_path / "r.toml"), project=group(secret_url)
     )
+    shutil.rmtree(layout.buildpacks / "me_http")
+    warm = preparer("-log-level", "debug", project=group(secret_url))
     missing = preparer(
         "-log-level=debug", project=group(secret_url.replace("bp.tgz", "nope.tgz?token=t0k3n"))
     )
-    assert ok.code == 0 and missing.code == 1
-    for text in (ok.stdout, ok.stderr, missing.stdout, missing.stderr, (tmp_path / "r.toml").read_text()):
+    assert ok.code == 0 and warm.code == 0 and missing.code == 1
+    for text in (ok.stdout, ok.stderr, warm.stdout, warm.stderr, missing.stdout, missing.stderr,
+                 (tmp_path / "r.toml").read_text()):  # fmt: skip
         assert "s3cr3t" not in text and "t0k3n" not in text
-    assert http_server.seen("bp.tgz")[0][1]["Authorization"].startswith("Basic ")
+    (_, first), (status, revalidation) = http_server.seen("bp.tgz")
+    assert first["Authorization"] == "Basic " + base64.b64encode(b"user:s3cr3t").decode()
+    assert status == 304 and revalidation["Authorization"] == first["Authorization"]  # the same on a warm run
 
 
 def test_third_of_four_downloads_failing_changes_nothing(preparer: Callable[..., Result], http_server: FileServer,

@@ -1,19 +1,23 @@
-"""Fixture: a real HTTP server on 127.0.0.1 serving files, with faults injected per path.
+"""Fixtures: a real HTTP server on 127.0.0.1 serving files, with faults injected per path; the same over TLS.
 
 Every response carries an ``ETag`` (the body's sha256) and honours ``If-None-Match``. Faults are queued per path
 and used one per request: ``500``, ``404``, ``truncate`` (announce the whole length, send half, close), and
-``slow`` (wait ``slow_seconds`` before the body).
+``slow`` (wait ``slow_seconds`` before the body). A request in proxy form (``GET http://host/path``) is served
+too and recorded in ``proxied``, so the server can stand in for an HTTP proxy.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -27,10 +31,14 @@ class FileServer:
     faults: dict[str, list[str]] = field(default_factory=dict)
     slow_seconds: float = 3.0
     requests: list[tuple[str, int, dict[str, str]]] = field(default_factory=list)
+    proxied: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    scheme: str = "http"
+    #: The self-signed certificate of a TLS server (a CA bundle for ``REQUESTS_CA_BUNDLE``).
+    cert: Path | None = None
 
     def url(self, name: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{name}"
+        return f"{self.scheme}://127.0.0.1:{self.port}/{name}"
 
     def fail(self, name: str, *faults: str) -> None:
         """Answer the next requests for ``name`` with ``faults``, in order; then serve normally."""
@@ -50,11 +58,13 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
 
         def answer(self, status: int) -> None:
             with server.lock:
-                server.requests.append((self.path.split("?")[0], status, dict(self.headers)))
+                server.requests.append((urlsplit(self.path).path, status, dict(self.headers)))
 
         def do_GET(self) -> None:
-            path = self.path.split("?")[0]
+            path = urlsplit(self.path).path
             with server.lock:
+                if self.path.startswith(("http://", "https://")):
+                    server.proxied.append(path)
                 queue = server.faults.get(path, [])
                 fault = queue.pop(0) if queue else None
             file = server.root / path.lstrip("/")
@@ -91,12 +101,11 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FileServer]:
-    """A file server on 127.0.0.1 for one test, stopped afterwards."""
-    server = FileServer(tmp_path_factory.mktemp("www"))
+def _serve(server: FileServer, tls: ssl.SSLContext | None = None) -> Iterator[FileServer]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(server))
     httpd.daemon_threads = True
+    if tls is not None:
+        httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
     server.port = httpd.server_address[1]
     thread = threading.Thread(target=httpd.serve_forever, name="http-server", daemon=True)
     thread.start()
@@ -105,3 +114,24 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FileServer
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+@pytest.fixture
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FileServer]:
+    """A file server on 127.0.0.1 for one test, stopped afterwards."""
+    yield from _serve(FileServer(tmp_path_factory.mktemp("www")))
+
+
+@pytest.fixture
+def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FileServer]:
+    """The same file server over https, with a self-signed certificate for 127.0.0.1 (``server.cert``)."""
+    tls_dir = tmp_path_factory.mktemp("tls")
+    cert, key = tls_dir / "cert.pem", tls_dir / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    yield from _serve(FileServer(tmp_path_factory.mktemp("www"), scheme="https", cert=cert), context)
