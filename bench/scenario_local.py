@@ -1,0 +1,62 @@
+"""Many tiny local buildpacks: the cost of each one more buildpack stays flat and small.
+
+50 and 200 tiny buildpack directories (buildpack.toml and bin/build), each run on a fresh build layout; a run
+with one buildpack gives the fixed cost (interpreter, imports, the rest of the prepare phase). Goals: one more
+buildpack costs <= 5 ms, and the cost per buildpack from 50 to 200 is no more than 1.5 x the cost from 1 to 50
+(linear, not growing with the count).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from functools import partial
+from pathlib import Path
+
+from _util import build_layout, group, preparer_env, report, timed
+
+COUNTS = (1, 50, 200)
+RUNS = 3
+
+
+def make_buildpack(root: Path, bp_id: str) -> None:
+    (root / "bin").mkdir(parents=True)
+    (root / "buildpack.toml").write_text(f'api = "0.10"\n[buildpack]\nid = "{bp_id}"\nversion = "1.0.0"\n')
+    (root / "bin" / "build").write_text("#!/bin/sh\n")
+    (root / "bin" / "build").chmod(0o755)
+
+
+def best_time(work: Path, uris: list[str]) -> float:
+    """The fastest of RUNS runs, each on a fresh layout (so every buildpack is really installed)."""
+    times = []
+    for _ in range(RUNS):
+        command = [*build_layout(work / "run", group(uris)), "-download-cache", ""]
+        run = partial(subprocess.run, command, env=preparer_env(), check=True, stdout=subprocess.DEVNULL)
+        times.append(timed(run))
+    shutil.rmtree(work / "run")
+    return min(times)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-local-") as tmp:
+        work = Path(tmp)
+        bps = work / "bps"
+        for i in range(max(COUNTS)):
+            make_buildpack(bps / f"bp{i}", f"tiny/bp{i}")
+        took = {n: best_time(work, [str(bps / f"bp{i}") for i in range(n)]) for n in COUNTS}
+    low = (took[50] - took[1]) / 49
+    high = (took[200] - took[50]) / 150
+    print(
+        f"local buildpacks: 1 in {took[1]:.3f} s, 50 in {took[50]:.3f} s, 200 in {took[200]:.3f} s; "
+        f"each one more: {low * 1000:.2f} ms (1 -> 50), {high * 1000:.2f} ms (50 -> 200)",
+        flush=True,
+    )
+    report("local: cost of one more buildpack (50 -> 200)", high * 1000, "ms", 5, "the 5 ms budget", 1.0)
+    report(
+        "local: linearity (cost each, 50 -> 200 vs 1 -> 50)", high * 1000, "ms", low * 1000, "1 -> 50", 1.5
+    )
+
+
+if __name__ == "__main__":
+    main()
