@@ -39,14 +39,48 @@ class NetworkError(Exception):
     """A transient failure while talking to a server: worth another attempt."""
 
 
+#: Where Linux distributions keep the system CA store.
+_SYSTEM_BUNDLES = (
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+)
+
+
+def ca_bundle() -> str:
+    """The CA certificates HTTPS trusts (contract §7.13): ``REQUESTS_CA_BUNDLE`` or ``CURL_CA_BUNDLE`` (requests'
+    variables), else ``SSL_CERT_FILE`` (OpenSSL's), else the system store, else certifi's bundle (the lifecycle image,
+    which has no system store)."""
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"):
+        if os.environ.get(name):
+            return os.environ[name]
+    for path in _SYSTEM_BUNDLES:
+        if Path(path).is_file():
+            return path
+    import certifi
+
+    return str(certifi.where())
+
+
+def tls_failure(err: BaseException) -> str:
+    """Why a TLS connection failed, without URLs: not retried, as another attempt cannot succeed."""
+    if "CERTIFICATE_VERIFY_FAILED" in str(err):
+        return (
+            "the server's TLS certificate is not trusted (for a private CA, set SSL_CERT_FILE or "
+            "REQUESTS_CA_BUNDLE to its certificate)"
+        )
+    return "the TLS handshake failed"
+
+
 def new_session() -> requests.Session:
-    """A session for the whole run: pooled connections, the system CA store plus ``REQUESTS_CA_BUNDLE``."""
+    """A session for the whole run: pooled connections, and the CA certificates of :func:`ca_bundle`."""
     import requests
     from requests.adapters import HTTPAdapter
 
     from preparer import __version__
 
     session = requests.Session()
+    session.verify = ca_bundle()
     session.headers["User-Agent"] = f"cnb-preparer/{__version__}"
     adapter = HTTPAdapter(pool_connections=8, pool_maxsize=8, max_retries=0)
     session.mount("http://", adapter)
@@ -112,6 +146,8 @@ def get(
     source = label or redact(url)
     try:
         response = ctx.sessions.get().get(url, headers=headers or {}, stream=True, timeout=ctx.timeouts)
+    except requests.exceptions.SSLError as err:
+        raise FetchError(f"download {source}", tls_failure(err)) from None
     except requests.RequestException as err:
         raise NetworkError(describe(err)) from err
     check_status(response, f"download {source}")
@@ -301,17 +337,13 @@ _TLS_LOCK = threading.Lock()
 
 
 def _tls_context() -> Any:
-    """The trust requests has: ``REQUESTS_CA_BUNDLE`` or ``CURL_CA_BUNDLE`` (file or directory), else certifi."""
+    """The trust the requests session has (:func:`ca_bundle`, a file or a directory)."""
     global _TLS_CONTEXT
     with _TLS_LOCK:
         if _TLS_CONTEXT is None:
             import ssl
 
-            bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
-            if not bundle:
-                import certifi
-
-                bundle = certifi.where()
+            bundle = ca_bundle()
             if Path(bundle).is_dir():
                 _TLS_CONTEXT = ssl.create_default_context(capath=bundle)
             else:

@@ -176,11 +176,19 @@ def test_https_cold_warm_and_an_untrusted_certificate(preparer: Callable[..., Re
     shutil.rmtree(layout.buildpacks / "me_tls")
     untrusted = preparer(project=group(tls_server.url("bp.tgz")), env=FAST)
     assert untrusted.code == 1
-    assert untrusted.stderr.splitlines()[-1].startswith(
-        f"ERROR: failed to download {tls_server.url('bp.tgz')}: "
+    # Named for what it is, and not retried: another attempt cannot make the certificate trusted.
+    assert untrusted.stderr.splitlines()[-1] == (
+        f"ERROR: failed to download {tls_server.url('bp.tgz')}: the server's TLS certificate is not trusted "
+        "(for a private CA, set SSL_CERT_FILE or REQUESTS_CA_BUNDLE to its certificate)"
     )
     assert len(tls_server.seen("bp.tgz")) == 2  # no request ever crossed the untrusted connection
     assert not (layout.buildpacks / "me_tls").exists()
+    # OpenSSL's SSL_CERT_FILE is honoured as well as requests' variables (contract §7.13).
+    assert (
+        preparer(project=group(tls_server.url("bp.tgz")), env={"SSL_CERT_FILE": str(tls_server.cert)}).code
+        == 0
+    )
+    assert (layout.buildpacks / "me_tls" / "1.0.0" / "data.bin").is_file()
 
 
 def test_credentials_never_reach_output(preparer: Callable[..., Result], http_server: FileServer, layout: Layout,

@@ -20,7 +20,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 from preparer.errors import FetchError
 from preparer.fetch import FetchContext
 from preparer.fetch.cache import DownloadCache
-from preparer.fetch.http import NetworkError, _attempts, check_status, describe, stream_body
+from preparer.fetch.http import NetworkError, _attempts, check_status, describe, stream_body, tls_failure
 from preparer.fetch.oci import auth
 from preparer.fetch.oci.reference import Reference, scheme_for
 
@@ -130,6 +130,8 @@ class Registry:
             sent["Authorization"] = self.authorization
         try:
             return self.ctx.sessions.get().get(url, headers=sent, stream=True, timeout=self.ctx.timeouts)
+        except requests.exceptions.SSLError as err:
+            raise FetchError(f"pull {self.ref}", tls_failure(err)) from None
         except requests.RequestException as err:
             raise NetworkError(describe(err)) from err
 
@@ -168,6 +170,8 @@ class Registry:
                 response = session.get(
                     params["realm"], params=query, headers=headers, timeout=self.ctx.timeouts
                 )
+        except requests.exceptions.SSLError as err:
+            raise FetchError(f"authenticate to {self.ref.registry}", tls_failure(err)) from None
         except requests.RequestException as err:
             raise NetworkError(describe(err)) from err
         if response.status_code in (401, 403):
