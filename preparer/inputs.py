@@ -117,6 +117,17 @@ def _host_platform() -> str:
     return f"linux/{arch}"
 
 
+def user_cache_dir(environ: Mapping[str, str]) -> Path | None:
+    """The default download cache: ``$XDG_CACHE_HOME/cnb-preparer``, else ``$HOME/.cache/cnb-preparer`` (the XDG
+    base directory rule, which is all platformdirs does on Linux, here read from ``environ`` rather than the process
+    and without its import on every run); ``None`` when neither is set, as in a bare lifecycle image."""
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    if xdg.startswith("/"):
+        return Path(xdg) / "cnb-preparer"
+    home = environ.get("HOME", "")
+    return Path(home) / ".cache" / "cnb-preparer" if home.startswith("/") else None
+
+
 def resolve_inputs(
     flags: Mapping[str, object], environ: Mapping[str, str], cwd: Path | None = None
 ) -> Inputs:
@@ -172,12 +183,7 @@ def resolve_inputs(
     if "download-cache" in flags or ENV_DOWNLOAD_CACHE in environ:
         download_cache = path("download-cache")
     else:
-        from platformdirs import user_cache_dir
-
-        try:
-            download_cache = Path(user_cache_dir()) / "cnb-preparer"
-        except (RuntimeError, KeyError, OSError):
-            download_cache = None  # no HOME and no passwd entry (a bare lifecycle image): no cache
+        download_cache = user_cache_dir(environ)
     given = flags.get("insecure-registry")
     if isinstance(given, list | tuple):
         registries = [str(r) for r in given]  # repeated flags append, with no comma split (as Go)

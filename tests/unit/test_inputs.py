@@ -15,6 +15,7 @@ from preparer.inputs import (
     log_level_of,
     no_color,
     resolve_inputs,
+    user_cache_dir,
 )
 
 CWD = Path("/base")
@@ -78,7 +79,13 @@ def test_an_empty_download_cache_disables_it() -> None:
 
 
 def test_the_default_download_cache_is_in_the_user_cache_directory() -> None:
-    assert resolve([], XDG_CACHE_HOME="/home/u/.cache").download_cache is not None
+    assert resolve([], XDG_CACHE_HOME="/x/cache", HOME="/home/u").download_cache == Path(
+        "/x/cache/cnb-preparer"
+    )
+    assert resolve([], XDG_CACHE_HOME="relative", HOME="/home/u").download_cache == Path(
+        "/home/u/.cache/cnb-preparer"
+    )
+    assert user_cache_dir({}) is None  # no HOME at all (a bare image): no cache
 
 
 def test_insecure_registries_repeat_as_flags_and_split_commas_in_the_environment() -> None:
@@ -189,3 +196,10 @@ def test_the_platform_api_is_carried_and_checked() -> None:
 )
 def test_no_color(flags: dict[str, object], env: dict[str, str], expected: bool) -> None:
     assert no_color(flags, env) is expected
+
+
+def test_the_environment_never_shows_in_the_inputs_representation() -> None:
+    inputs = resolve([], CNB_REGISTRY_AUTH='{"r.io": "Basic c2VjcmV0"}')
+    assert inputs.environ["CNB_REGISTRY_AUTH"]
+    assert "c2VjcmV0" not in repr(inputs) and "environ" not in repr(inputs)
+    assert repr(inputs).startswith("Inputs(app_dir=PosixPath('/workspace'), ")
