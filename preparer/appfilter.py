@@ -1,7 +1,12 @@
 """``include`` / ``exclude``: ``.gitignore`` patterns applied to ``<app>`` before the build (contract §3, §7.19).
 
-Matching is git's, through ``pathspec``'s ``GitIgnoreSpec`` (negation, anchoring, ``**`` and directory patterns),
-relative to the app root. As in git, a file inside an excluded directory cannot be re-included.
+Each pattern matches as in git, through ``pathspec``'s ``GitIgnoreSpec`` (anchoring, ``**``, directory patterns),
+relative to the app root. Patterns are matched per path and the last matching one wins, so a ``!`` pattern takes
+effect on every path it matches, also below a directory an earlier pattern matched (contract §7.19):
+``include = ["/dist/src", "!/dist/src/**/*.map"]`` keeps no ``.map`` file. This is pack's behaviour, which the
+descriptors in the wild are written for; git's rule that a file below an excluded directory cannot be re-included
+does not apply. A matched directory is taken or dropped whole only when no later ``!`` pattern could change a path
+below it.
 
 - exclude: every matched file, symlink and directory (with its content) is removed;
 - include: everything not matched is removed, and directories left without included files with it.
@@ -41,39 +46,62 @@ def plan_removal(
     import pathspec  # only runs with include/exclude need it
 
     spec = pathspec.GitIgnoreSpec.from_lines(include if include is not None else exclude or ())
+    # The last negation: a directory matched by a later pattern can be decided whole.
+    last_negation = max((i for i, p in enumerate(spec.patterns) if p.include is False), default=-1)
+
+    def whole(rel: str) -> bool:
+        """Whether the directory ``rel`` (matched) is decided with everything below it."""
+        index = spec.check_file(rel).index
+        return index is not None and index > last_negation
+
     keep_rel = _relative(keep, app_dir)
     files: list[Path] = []
     dirs: list[Path] = []
 
-    def walk(directory: Path, rel: str) -> bool:
-        """Plan ``directory``; return whether anything in it stays."""
+    def walk(directory: Path, prefix: str) -> bool:
+        """Plan ``directory`` (``prefix`` is its path relative to the app, with a trailing ``/``); return whether
+        anything in it stays."""
         try:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
         except OSError as err:
             raise ApplyError(f"read {directory}", err.strerror or err) from None
         stays = False
         for entry in entries:
-            path, child = Path(entry.path), f"{rel}{entry.name}"
+            path, child = Path(entry.path), f"{prefix}{entry.name}"
             is_dir = entry.is_dir(follow_symlinks=False)
             holds_keep = keep_rel is not None and (keep_rel == child or keep_rel.startswith(child + "/"))
-            matched = spec.match_file(child + "/" if is_dir else child)
-            if include is not None and matched:
-                stays = True  # included, with everything below it
-            elif is_dir:
-                if exclude is not None and matched and not holds_keep:
-                    _whole_tree(path, files, dirs)
-                elif walk(path, child + "/") or exclude is not None:
-                    stays = True  # in exclude mode an unmatched directory stays, even if emptied
+            rel = child + "/" if is_dir else child
+            matched = spec.match_file(rel)
+            if not is_dir:
+                if holds_keep or matched == (include is not None):
+                    stays = True
+                else:
+                    files.append(path)
+            elif matched and (holds_keep or not whole(rel)):
+                # Matched, but a later ! pattern may change what is below: decide path by path. An included
+                # directory emptied that way goes; an excluded one stays only for what was re-included.
+                if walk(path, rel) or holds_keep or (include is not None and not _has_entries(path)):
+                    stays = True
                 else:
                     dirs.append(path)
-            elif holds_keep or (exclude is not None and not matched):
-                stays = True
+            elif matched:
+                if include is not None:
+                    stays = True  # included with everything below it
+                else:
+                    _whole_tree(path, files, dirs)
+            elif walk(path, rel) or exclude is not None:
+                stays = True  # in exclude mode an unmatched directory stays, even if emptied
             else:
-                files.append(path)
+                dirs.append(path)
         return stays
 
     walk(app_dir, "")
     return Removal(tuple(files), tuple(dirs))
+
+
+def _has_entries(directory: Path) -> bool:
+    with os.scandir(directory) as entries:
+        return any(True for _ in entries)
 
 
 def _whole_tree(root: Path, files: list[Path], dirs: list[Path]) -> None:

@@ -43,7 +43,7 @@ class Outcome(NamedTuple):
 
 def fetch_step(step: Fetch | Inline, ctx: FetchContext) -> Fetched:
     """Fetch one entry's buildpack into staging, by the kind of its source."""
-    from preparer.fetch.locator import HttpLocator, ImageLocator, PathLocator, RegistryLocator
+    from preparer.fetch.locator import HttpLocator, IdLocator, ImageLocator, PathLocator, RegistryLocator
 
     if isinstance(step, Inline):
         from preparer.fetch.inline import make_inline
@@ -68,6 +68,10 @@ def fetch_step(step: Fetch | Inline, ctx: FetchContext) -> Fetched:
         from preparer.fetch.oci import fetch_registry
 
         return fetch_registry(locator, ctx)
+    if isinstance(locator, IdLocator):
+        from preparer.fetch.oci import fetch_id
+
+        return fetch_id(locator, ctx)
     raise FetchError(f"fetch {step.entry.key}", f"no fetcher for {locator!r}")
 
 
@@ -208,6 +212,7 @@ def apply_plan(
         ctx = FetchContext(
             staging=staging,
             base_dir=base_dir,
+            buildpacks_dir=inputs.buildpacks_dir,
             download_cache=inputs.download_cache,
             insecure_registries=inputs.insecure_registries,
             environ=inputs.environ,
@@ -272,9 +277,8 @@ def _commit_buildpacks(
     written: list[str] = []
     for step in steps:
         if isinstance(step, Present):
-            records.append(
-                BuildpackRecord(step.id, step.version, step.entry.uri or step.entry.id or "", "present")
-            )
+            source = step.entry.uri or step.entry.id or ""
+            records.append(BuildpackRecord(step.id, step.version, source, "present", None, step.resolved))
             log.info("Using %s@%s from %s", step.id, step.version, buildpacks_dir)
             continue
         result = results[id(step)]
@@ -287,7 +291,9 @@ def _commit_buildpacks(
         action: Literal["installed", "present", "inline"] = (
             "inline" if isinstance(step, Inline) else ("installed" if installed else "present")
         )
-        records.append(BuildpackRecord(top.id, top.version, result.source, action, result.digest))
+        records.append(
+            BuildpackRecord(top.id, top.version, result.source, action, result.digest, result.resolved)
+        )
         verb = "Installed" if installed else "Already installed:"
         log.info("%s %s from %s", verb, top.ref, result.source)
         for bp in installed:
@@ -356,6 +362,7 @@ def source_of(step: Step) -> str:
         return f"{step.id}@{step.version}"
     if isinstance(step, Inline):
         return f"inline script ({step.entry.id})"
+
     from preparer.fetch.locator import redact
 
     return redact(step.entry.uri or "")

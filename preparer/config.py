@@ -8,13 +8,16 @@ It then checks every applied property (contract §3; violations exit 3) and name
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from preparer._types import TOMLTable
+from preparer.api import APIVersion
 from preparer.descriptor import KeyPath, Layer, ProjectDescriptor, lookup
 from preparer.errors import DescriptorError, InvalidInputsError
+from preparer.files.buildpack import check_id, version_problem
 from preparer.overlay import merge, nulls_from_empty_tables
 from preparer.report import NOT_APPLIED, Unapplied
 
@@ -36,6 +39,8 @@ class GroupEntry(NamedTuple):
     version: str | None = None
     uri: str | None = None
     script: Script | None = None
+    #: The file that set the entry (the descriptor or the platform file), for messages.
+    file: str = "project.toml"
 
 
 class EnvEntry(NamedTuple):
@@ -159,8 +164,16 @@ class _Reader:
                 return layer.spell(path)
         return ".".join(str(p) for p in path)
 
+    def origin(self, path: KeyPath) -> str:
+        """The file that last set ``path``."""
+        for layer in reversed(self.layers):
+            if _has_path(layer.properties, path):
+                return layer.origin
+        return self.layers[-1].origin if self.layers else "project.toml"
+
     def fail(self, path: KeyPath, problem: str) -> DescriptorError:
-        return DescriptorError("validate project configuration", f"{self.spell(path)}: {problem}")
+        """A validation error naming the file and the key as written (contract §7.21)."""
+        return DescriptorError(f"validate {self.origin(path)}", f"{self.spell(path)}: {problem}")
 
     def skip(self, path: KeyPath, reason: str = NOT_APPLIED) -> None:
         self.unapplied.append(Unapplied(self.spell(path), reason))
@@ -177,20 +190,20 @@ class _Reader:
                     if sub == "group":
                         out[key] = self.group(subvalue, (*path, sub))
                     else:
-                        self.skip((*path, sub))
+                        self.skip((*path, sub), self.misplaced((*path, sub)))
             elif key == "build":
                 for sub, subvalue in self.table(value, path).items():
                     if sub == "env":
                         out["env"] = self.env(subvalue, (*path, sub))
                     else:
-                        self.skip((*path, sub))
+                        self.skip((*path, sub), self.misplaced((*path, sub)))
             elif key not in ("include", "exclude"):
-                self.skip(path)
+                self.skip(path, self.misplaced(path))
         out["include"] = self.patterns(props, "include")
         out["exclude"] = self.patterns(props, "exclude")
         if out["include"] is not None and out["exclude"] is not None:
             raise DescriptorError(
-                "validate project configuration",
+                f"validate {self.origin(('exclude',))}",
                 f"{self.spell(('include',))} and {self.spell(('exclude',))} cannot both be set",
             )
         out["filter_key"] = self.spell(("include",) if out["include"] is not None else ("exclude",))
@@ -201,9 +214,26 @@ class _Reader:
             raise self.fail(path, f"must be a table, not {_kind(value)}")
         return value
 
+    def misplaced(self, path: KeyPath) -> str:
+        """The reason an unapplied key gets: where it belongs when it looks like a known key misplaced."""
+        normal = _MISPLACED.get(tuple(str(p) for p in path))
+        if normal is None:
+            return NOT_APPLIED
+        written = self.written_as(normal)
+        return f"did you mean [[{written}]]?" if normal in _ARRAYS else f"did you mean {written}?"
+
+    def written_as(self, normal: tuple[str, ...]) -> str:
+        """How ``normal`` is written in the layer that set the key at hand (the last one)."""
+        return self.layers[-1].spell(normal) if self.layers else ".".join(normal)
+
     def array_of_tables(self, value: object, path: KeyPath) -> list[TOMLTable]:
         if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            raise self.fail(path, f"must be an array of tables, not {_kind(value)}")
+            problem = f"must be an array of tables, not {_kind(value)}"
+            if isinstance(value, dict):
+                # [build.env] or [io.buildpacks.group] written as one table: show the form that works.
+                fields = "name and value" if path[-1] == "env" else "id, uri or script"
+                problem += f"; write one [[{self.spell(path)}]] table (with {fields}) per entry"
+            raise self.fail(path, problem)
         return value
 
     def string(
@@ -258,17 +288,7 @@ class _Reader:
         uri = self.string(item, "uri", path)
         script = None
         if "script" in item:
-            table = self.table(item["script"], (*path, "script"))
-            for key in table:
-                if key not in _SCRIPT_KEYS:
-                    self.skip((*path, "script", key))
-            script_path = (*path, "script")
-            script = Script(
-                api=self.string(table, "api", script_path, required=True) or "",
-                inline=self.string(table, "inline", script_path, required=True) or "",
-                shell=self.string(table, "shell", script_path) or "/bin/sh",
-            )
-        key = self.spell(path)
+            script = self.script(item["script"], (*path, "script"))
         if uri is not None and version is not None:
             raise self.fail(path, "uri and version cannot both be set")
         if script is not None and (uri is not None or version is not None):
@@ -277,11 +297,41 @@ class _Reader:
             raise self.fail(path, "an inline buildpack (script) needs an id")
         if bp_id is None and uri is None and script is None:
             raise self.fail(path, "an entry needs an id, a uri or a script")
-        if bp_id is not None and not bp_id:
-            raise self.fail((*path, "id"), "must not be empty")
-        if version == "":
-            raise self.fail((*path, "version"), "must not be empty")
-        return GroupEntry(key, bp_id, version, uri, script)
+        if bp_id is not None and not check_id(bp_id):
+            raise self.fail((*path, "id"), f"{bp_id!r} is not a valid buildpack id")
+        if version is not None:
+            problem = version_range_problem(version) or version_problem(version)
+            if problem:
+                raise self.fail((*path, "version"), problem)
+        return GroupEntry(self.spell(path), bp_id, version, uri, script, self.origin(path))
+
+    def script(self, value: object, path: KeyPath) -> Script:
+        """An inline buildpack's ``script`` table, checked as far as it can be without writing anything."""
+        table = self.table(value, path)
+        for key in table:
+            if key not in _SCRIPT_KEYS:
+                self.skip((*path, key))
+        api = self.string(table, "api", path, required=True) or ""
+        inline = self.string(table, "inline", path, required=True) or ""
+        shell = self.string(table, "shell", path)
+        try:
+            APIVersion.parse(api)
+        except ValueError:
+            raise self.fail((*path, "api"), f"'{api}' is not a version") from None
+        if shell is not None and ("\n" in shell or not shell.strip()):
+            raise self.fail((*path, "shell"), "must be a single non-empty line")
+        first = inline.lstrip().partition("\n")[0]
+        if (
+            shell is None
+            and first.startswith("#!")
+            and first[2:].strip() not in ("/bin/sh", "/usr/bin/env sh")
+        ):
+            # The generated bin/build starts with #!/bin/sh; the script's own #! line is then a comment.
+            self.warnings.append(
+                f"{self.spell(path)}: the script starts with '{first.strip()}' but runs under /bin/sh "
+                f'(the default shell); set shell = "{first[2:].strip()}" to run it with that interpreter'
+            )
+        return Script(api=api, inline=inline, shell=shell or "/bin/sh")
 
     def env(self, value: object, path: KeyPath) -> tuple[EnvEntry, ...]:
         entries: dict[str, EnvEntry] = {}
@@ -305,6 +355,36 @@ class _Reader:
                 del entries[name]
             entries[name] = EnvEntry(self.spell(entry_path), name, raw)
         return tuple(entries.values())
+
+
+#: Keys written where they are not read, and the key (in the same table's vocabulary) that is meant.
+_MISPLACED: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("env",): ("build", "env"),
+    ("buildpacks",): ("group",),
+    ("build", "buildpacks"): ("group",),
+    ("build", "include"): ("include",),
+    ("build", "exclude"): ("exclude",),
+    ("build", "group"): ("group",),
+    ("pre", "buildpacks"): ("pre", "group"),
+    ("post", "buildpacks"): ("post", "group"),
+}
+#: The keys whose values are arrays of tables, written ``[[key]]``.
+_ARRAYS = frozenset({("build", "env"), ("group",), ("pre", "group"), ("post", "group")})
+_RANGE = re.compile(r"^\s*[~^<>=!]|\|\||\s-\s|(^|\.)[xX*](\.|$)|,")
+
+
+def version_range_problem(version: str) -> str | None:
+    """Why ``version`` is refused when it is a range such as ``~0.20``, ``^1``, ``>=1`` or ``1.x`` (§7.21).
+
+    >>> version_range_problem("1.2.3") is None
+    True
+    """
+    if _RANGE.search(version) is None:
+        return None
+    return (
+        f"'{version}' is a version range, and ranges are not supported: give an exact version, "
+        "or no version for the highest one"
+    )
 
 
 def env_name_problem(name: str) -> str | None:

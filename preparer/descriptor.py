@@ -83,17 +83,21 @@ def empty_descriptor() -> ProjectDescriptor:
     return ProjectDescriptor(None, None, False, (), {})
 
 
-def parse_version(text: object, what: str, where: str) -> str:
+def parse_version(text: object, what: str, where: str, supported: str) -> str:
     """``<major>.<minor>`` or ``<major>`` (meaning ``<major>.0``), normalised to ``<major>.<minor>``.
 
+    :param supported: the versions accepted, named in the message of a refusal.
     :raises DescriptorError: for anything else, e.g. ``v0.2`` or ``0.2.0`` (exit 3).
     """
     if not isinstance(text, str):
-        raise DescriptorError(f"parse {where}", f"{what} must be a string, not {_type_name(text)}")
+        raise DescriptorError(
+            f"parse {where}", f"{what} must be a string, not {_type_name(text)}; supported: {supported}"
+        )
     match = _VERSION.match(text)
     if match is None:
         raise DescriptorError(
-            f"parse {where}", f"{what} '{text}' is not a version of the form <major>.<minor>"
+            f"parse {where}",
+            f"{what} '{text}' is not a version of the form <major>.<minor>; supported: {supported}",
         )
     return f"{match[1]}.{match[2] or 0}"
 
@@ -139,20 +143,24 @@ def parse_descriptor(
 
     io_version = None
     if io_declared is not None:
-        io_version = parse_version(io_declared, "io.buildpacks.schema-version", where)
+        io_supported = (
+            f"descriptor schemas 0.2, 0.3 or a Platform API "
+            f"{SUPPORTED_PLATFORM_APIS[0]}..{SUPPORTED_PLATFORM_APIS[-1]}"
+        )
+        io_version = parse_version(io_declared, "io.buildpacks.schema-version", where, io_supported)
         platform_apis = {str(v) for v in SUPPORTED_PLATFORM_APIS}
         if io_version not in SUPPORTED_SCHEMAS[1:] and io_version not in platform_apis:
             raise DescriptorError(
                 f"parse {where}",
-                f"io.buildpacks.schema-version '{io_declared}' is not supported; supported: descriptor schemas "
-                f"0.2, 0.3 or a Platform API {SUPPORTED_PLATFORM_APIS[0]}..{SUPPORTED_PLATFORM_APIS[-1]}",
+                f"io.buildpacks.schema-version '{io_declared}' is not supported; supported: {io_supported}",
             )
     if declared is not None:
-        schema = parse_version(declared, "_.schema-version", where)
+        supported = ", ".join(SUPPORTED_SCHEMAS)
+        schema = parse_version(declared, "_.schema-version", where, supported)
         if schema not in SUPPORTED_SCHEMAS:
             raise DescriptorError(
                 f"parse {where}",
-                f"schema-version '{declared}' is not supported; supported versions: {', '.join(SUPPORTED_SCHEMAS)}",
+                f"schema-version '{declared}' is not supported; supported versions: {supported}",
             )
         shown = str(declared)
     elif io_version is not None:
@@ -161,7 +169,7 @@ def parse_descriptor(
     elif io is not None:
         schema = shown = "0.2"
         warnings.append(
-            "no schema version declared in project.toml; reading [io.buildpacks] as schema version 0.2"
+            "No schema version declared in project.toml, reading [io.buildpacks] as schema version 0.2"
         )
     else:
         schema = shown = "0.1"
@@ -260,10 +268,24 @@ def _parse_v02(
     layers = [Layer(direct, "io.buildpacks", origin, renames)]
     if defaults is not None:
         layers.append(Layer(defaults, "io.buildpacks.defaults", origin))
-    # A 0.1 [build] table in a newer file is a mistake worth naming, not a silent no-op (pack stays silent).
-    for key in _table(document, "build", origin) or {}:
-        unapplied.append(Unapplied(f"build.{key}", f"schema version {schema} reads [io.buildpacks]"))
+    # A 0.1 [build] table in a newer file is a mistake worth naming, not a silent no-op (pack stays silent):
+    # say which key the newer schema reads instead.
+    build = _table(document, "build", origin) or {}
+    for key, value in build.items():
+        unapplied.append(Unapplied(f"build.{key}", f"schema version {schema} reads {_v02_key(key, value)}"))
     return layers, unapplied
+
+
+def _v02_key(key: str, value: object) -> str:
+    """Where schema 0.2 reads what 0.1 reads at ``[build] <key>``."""
+    if key == "env":
+        return "[[io.buildpacks.build.env]]"
+    for normal, written in _V01_RENAMES:
+        if written[1:] == (key,):
+            return f"[[io.buildpacks.{normal[0]}]]" if normal == ("group",) else f"io.buildpacks.{normal[0]}"
+    if key in ("pre", "post") and isinstance(value, dict) and "buildpacks" in value:
+        return f"[[io.buildpacks.{key}.group]]"
+    return "[io.buildpacks]"
 
 
 def _is_namespace(io: TOMLTable, key: str, namespace: str | None) -> bool:

@@ -51,5 +51,9 @@ class FetchError(PreparerError):
     """A buildpack could not be resolved, downloaded, verified or unpacked."""
 
 
+class NotFoundError(FetchError):
+    """What was asked for does not exist where it was looked for (an HTTP 404, a missing image or index entry)."""
+
+
 class ApplyError(PreparerError):
     """Writing the prepared outputs failed."""

@@ -14,7 +14,7 @@ from preparer.descriptor import ProjectDescriptor, load_descriptor
 from preparer.errors import PreparerError
 from preparer.files._toml import dumps_toml, load_toml, write_atomic
 from preparer.inputs import Inputs
-from preparer.plan import Plan, Present, env_actions, make_plan
+from preparer.plan import Inline, Plan, Present, Step, env_actions, make_plan
 from preparer.report import EnvRecord, Report, unapplied_message
 
 if TYPE_CHECKING:
@@ -90,6 +90,12 @@ def _prepare(inputs: Inputs, progress: ProgressFn | None) -> Report:
         inputs.buildpacks_dir,
         lambda bp_id: _installed_versions(inputs.buildpacks_dir, bp_id),
     )
+    for step in plan.steps:
+        if isinstance(step, Present) and step.resolved:
+            log.debug(
+                "%s: %s is installed in %s: using %s@%s, no request made",
+                step.entry.key, step.entry.uri, inputs.buildpacks_dir, step.id, step.version,
+            )  # fmt: skip
     builder_order = _builder_order(plan, inputs.order_path)
     env = env_actions(config.env or (), _existing_env(inputs.platform_dir))
     for _, _, env_warning in env:
@@ -171,14 +177,26 @@ def _log_plan(plan: Plan, env: Any, removal: Removal | None, inputs: Inputs) -> 
     if plan.writes_order:
         for label, steps in (("pre", plan.pre), ("group", plan.group or ()), ("post", plan.post)):
             for step in steps:
-                kind = "present" if isinstance(step, Present) else "would fetch"
-                log.info("  %s: %s (%s)", label, source_of(step), kind)
+                log.info("  %s: %s (%s)", label, source_of(step), _dry_run_kind(step))
         log.info("  would write %s", inputs.layers_dir / "order.toml")
     for entry, action, _ in env:
         verb = {"written": "would write", "kept": "would keep", "skipped": "would skip"}[action]
         log.info("  %s %s", verb, inputs.platform_dir / "env" / entry.name)
     if removal is not None and (removal.files or removal.dirs):
         log.info("  would remove %d files from %s", len(removal.files), inputs.app_dir)
+
+
+def _dry_run_kind(step: Step) -> str:
+    """What a real run would do for ``step``, as the dry run says it."""
+    if isinstance(step, Present):
+        return "installed in <buildpacks>" if step.resolved else "present"
+    if isinstance(step, Inline):
+        return "inline script, would generate"
+    from preparer.fetch.locator import IdLocator
+
+    if isinstance(step.locator, IdLocator):
+        return "not in <buildpacks>: would look it up in the buildpack registry, else pull it as an image"
+    return "would fetch"
 
 
 def report_to_toml(report: Report) -> dict[str, Any]:
@@ -194,6 +212,7 @@ def report_to_toml(report: Report) -> dict[str, Any]:
     doc["buildpacks"] = [
         {"id": b.id, "version": b.version, "source": b.source, "action": b.action}
         | ({"digest": b.digest} if b.digest else {})
+        | ({"resolved": b.resolved} if b.resolved else {})
         for b in report.buildpacks
     ]
     doc["env"] = [{"name": e.name, "action": e.action} for e in report.env]

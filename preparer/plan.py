@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from preparer.config import EffectiveConfig, EnvEntry, GroupEntry
-from preparer.errors import FetchError
+from preparer.config import EffectiveConfig, EnvEntry, GroupEntry, version_range_problem
+from preparer.errors import DescriptorError, FetchError, InvalidInputsError
 
 if TYPE_CHECKING:
     from preparer.fetch.locator import Locator
@@ -26,6 +26,8 @@ class Present(NamedTuple):
     entry: GroupEntry
     id: str
     version: str
+    #: ``"installed"`` when a bare id in ``uri`` was found in ``<buildpacks>`` (contract §7.11b), else ``None``.
+    resolved: str | None = None
 
 
 class Fetch(NamedTuple):
@@ -79,9 +81,12 @@ def make_plan(
 ) -> Plan:
     """Classify every group entry and resolve those naming buildpacks in ``<buildpacks>``.
 
+    Everything that can be decided without the network is decided here, for every entry before any fetch
+    starts, so a dry run and a real run exit alike for it (contract §7.11).
+
     :param versions_of: versions of an id installed in ``<buildpacks>``.
-    :raises InvalidInputsError: a malformed ``uri`` (exit 3).
-    :raises FetchError: an id not in ``<buildpacks>``, or no usable version of it (exit 1).
+    :raises InvalidInputsError: a malformed ``uri``, an id that contradicts its ``uri``, a version range (exit 3).
+    :raises FetchError: an id not in ``<buildpacks>``, no usable version of it, a missing local path (exit 1).
     """
 
     def steps(entries: tuple[GroupEntry, ...] | None) -> tuple[Step, ...]:
@@ -109,14 +114,39 @@ def _step(
         version = None if entry.version in (None, "latest") else entry.version
         return Present(entry, entry.id, _resolve(entry.id, version, entry, buildpacks_dir, versions_of))
     # Only entries with a uri need the locators.
-    from preparer.fetch.locator import BuilderLocator, parse_locator
+    from preparer.fetch.locator import BuilderLocator, IdLocator, PathLocator, parse_locator, redact
 
-    locator = parse_locator(entry.uri, base_dir, exists)
-    if not isinstance(locator, BuilderLocator):
+    try:
+        locator = parse_locator(entry.uri, base_dir, exists)
+    except InvalidInputsError as err:
+        raise DescriptorError(
+            f"validate {entry.file}", f"{entry.key}.uri '{redact(entry.uri)}': {err.cause}"
+        ) from None
+    if isinstance(locator, PathLocator):
+        if not exists(locator.path):
+            raise FetchError(
+                f"resolve {entry.key} ({redact(entry.uri)})", f"{locator.path}: no such file or directory"
+            )
         return Fetch(entry, locator)
-    return Present(
-        entry, locator.id, _resolve(locator.id, locator.version, entry, buildpacks_dir, versions_of)
-    )
+    if not isinstance(locator, BuilderLocator | IdLocator):
+        return Fetch(entry, locator)
+    problem = None if locator.version is None else version_range_problem(locator.version)
+    if problem:
+        raise DescriptorError(f"validate {entry.file}", f"{entry.key}.uri: {problem}")
+    if isinstance(locator, BuilderLocator):
+        return Present(
+            entry, locator.id, _resolve(locator.id, locator.version, entry, buildpacks_dir, versions_of)
+        )
+    if entry.id is not None and entry.id != locator.id:
+        raise DescriptorError(
+            f"validate {entry.file}", f"{entry.key}: id '{entry.id}' does not match uri '{entry.uri}'"
+        )
+    # A bare id: the buildpack installed in <buildpacks> when it is there (no request at all), else fetched.
+    installed = versions_of(locator.id)
+    if installed and (locator.version is None or locator.version in installed):
+        version = _resolve(locator.id, locator.version, entry, buildpacks_dir, versions_of)
+        return Present(entry, locator.id, version, "installed")
+    return Fetch(entry, locator)
 
 
 def _resolve(

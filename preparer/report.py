@@ -22,6 +22,8 @@ class BuildpackRecord(NamedTuple):
     source: str
     action: Literal["installed", "present", "inline"]
     digest: str | None = None
+    #: How a bare buildpack id in ``uri`` was resolved: ``installed``, ``registry`` or ``image`` (contract §7.11b).
+    resolved: str | None = None
 
 
 class EnvRecord(NamedTuple):

@@ -38,6 +38,8 @@ class Fetched:
     source: str
     #: ``sha256:<hex>`` of the archive or image manifest, when known.
     digest: str | None = None
+    #: How a bare buildpack id in ``uri`` was resolved: ``"registry"`` or ``"image"`` (contract §7.11b).
+    resolved: str | None = None
 
 
 #: Progress callback: ``(source, bytes_done, bytes_total or None)``.
@@ -73,6 +75,8 @@ class FetchContext:
     staging: Path
     #: The descriptor's directory: relative ``uri`` paths resolve against it.
     base_dir: Path
+    #: ``<buildpacks>``, where a bare buildpack id was looked for first (named when it is found nowhere).
+    buildpacks_dir: Path | None = None
     #: The download cache (``-download-cache``); ``None`` disables caching.
     download_cache: Path | None = None
     #: Registries reached over plain http besides loopback (``-insecure-registry``).

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from preparer.errors import FetchError
+from preparer.errors import FetchError, NotFoundError
 from preparer.fetch import FetchContext, Fetched
 from preparer.fetch.archive import Extracted, extract_tar
 from preparer.fetch.cache import DownloadCache
@@ -163,7 +163,8 @@ def check_status(response: requests.Response, action: str, what: str = "") -> No
     status = f"HTTP {response.status_code} {response.reason}"
     if response.status_code >= 500:
         raise NetworkError(status)
-    raise FetchError(action, f"{what}: {status}" if what else status)
+    error = NotFoundError if response.status_code == 404 else FetchError
+    raise error(action, f"{what}: {status}" if what else status)
 
 
 def stream_body(

@@ -13,7 +13,7 @@ from pathlib import Path
 from preparer.api import APIVersion
 from preparer.errors import InvalidInputsError
 from preparer.fetch import FetchContext, Fetched, StagedBuildpack
-from preparer.files.buildpack import check_id, read_buildpack_toml
+from preparer.files.buildpack import check_id, read_buildpack_toml, version_problem
 
 DEFAULT_VERSION = "0.0.0"
 DEFAULT_SHELL = "/bin/sh"
@@ -36,8 +36,9 @@ def make_inline(
     except ValueError:
         raise InvalidInputsError(action, f"script.api '{api}' is not a version") from None
     version = version or DEFAULT_VERSION
-    if "/" in version or version in (".", "..") or any(c.isspace() or not c.isprintable() for c in version):
-        raise InvalidInputsError(action, f"version {version!r} cannot name a buildpack directory")
+    bad_version = version_problem(version)
+    if bad_version:
+        raise InvalidInputsError(action, bad_version)
     shell = shell or DEFAULT_SHELL
     if "\n" in shell:
         raise InvalidInputsError(action, "script.shell must be a single line")

@@ -8,8 +8,16 @@ Order of the decision (contract §3 and §7.11; pack's ``GetLocatorType`` made t
 4. ``file://``: a local path.
 5. ``docker://<ref>``: a buildpackage image.
 6. Any other ``<scheme>://``: unsupported (exit 3).
-7. No scheme: a path when it starts with ``.`` or ``/``, ends in ``.tgz``, ``.tar.gz``, ``.tar`` or ``.cnb``,
-   or exists relative to the descriptor's directory; otherwise an image reference.
+7. No scheme (pack's order, which descriptors in the wild are written for):
+
+   a. a path when it starts with ``.`` or ``/``, ends in ``/``, ``.tgz``, ``.tar.gz``, ``.tar`` or ``.cnb``, or
+      exists relative to the descriptor's directory;
+   b. a buildpack id when it reads ``<ns>/<name>`` or ``<ns>/<name>@<version>`` with no registry host (a first
+      component holding ``.`` or ``:``, or ``localhost``), no ``:tag`` and no ``@sha256:`` digest: the buildpack
+      installed in ``<buildpacks>``, else the buildpack registry, else an image (see :class:`IdLocator`);
+   c. otherwise an image reference.
+
+Image references are parsed here too, so that a malformed one exits 3 before any request, in a dry run as well.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from preparer.errors import InvalidInputsError
 ARCHIVE_SUFFIXES = (".tgz", ".tar.gz", ".tar", ".cnb")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _REGISTRY_ID = re.compile(r"^([a-z0-9.-]{1,253})/([a-z0-9.-]{1,253})$")
+#: ``<ns>/<name>[@<version>]``: buildpack id characters, one slash, and a version that is not a digest.
+_BARE_ID = re.compile(r"^([A-Za-z0-9_-][A-Za-z0-9._-]*)/([A-Za-z0-9._-]+)(?:@([^@/:\s]+))?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +69,25 @@ class ImageLocator:
 
 
 @dataclass(frozen=True, slots=True)
+class IdLocator:
+    """A bare buildpack id in a ``uri`` (``heroku/python``, ``heroku/procfile@1.0.1``); ``version`` ``None`` means
+    the highest. Resolved in this order (contract §7.11b): the buildpack installed in ``<buildpacks>`` (no request at
+    all), else the buildpack registry's entry, else, only when the registry has no such id and no version is
+    given, the image reference of the same name."""
+
+    id: str
+    version: str | None = None
+
+    @property
+    def namespace(self) -> str:
+        return self.id.partition("/")[0]
+
+    @property
+    def name(self) -> str:
+        return self.id.partition("/")[2]
+
+
+@dataclass(frozen=True, slots=True)
 class RegistryLocator:
     """A buildpack registry entry ``<namespace>/<name>``; ``version`` ``None`` means the highest."""
 
@@ -67,7 +96,7 @@ class RegistryLocator:
     version: str | None = None
 
 
-Locator = BuilderLocator | PathLocator | HttpLocator | ImageLocator | RegistryLocator
+Locator = BuilderLocator | PathLocator | HttpLocator | ImageLocator | RegistryLocator | IdLocator
 
 
 def _split_version(text: str) -> tuple[str, str | None]:
@@ -113,14 +142,34 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
             reference = uri[len("docker://") :]
             if not reference:
                 raise InvalidInputsError(action, "expected docker://<image reference>")
-            return ImageLocator(reference)
+            return _image(reference, action)
         raise InvalidInputsError(action, f"unsupported protocol '{scheme}'")
     if not uri:
         raise InvalidInputsError(action, "empty uri")
     candidate = base_dir / uri
-    if uri.startswith((".", "/")) or uri.endswith(ARCHIVE_SUFFIXES) or exists(candidate):
+    if uri.startswith((".", "/")) or uri.endswith(("/", *ARCHIVE_SUFFIXES)) or exists(candidate):
         return PathLocator(Path(os.path.normpath(candidate)))
-    return ImageLocator(uri)
+    bare = _BARE_ID.match(uri)
+    if bare is not None and not _is_registry_host(bare[1]):
+        version = bare[3]
+        return IdLocator(f"{bare[1]}/{bare[2]}", None if version in (None, "latest") else version)
+    return _image(uri, action)
+
+
+def _is_registry_host(component: str) -> bool:
+    """Whether the first component of a reference names a registry (Docker's rule)."""
+    return "." in component or ":" in component or component == "localhost"
+
+
+def _image(reference: str, action: str) -> ImageLocator:
+    """An image locator, once the reference parses (exit 3 otherwise)."""
+    from preparer.fetch.oci.reference import parse_reference
+
+    try:
+        parse_reference(reference)
+    except InvalidInputsError as err:
+        raise InvalidInputsError(action, err.cause) from None
+    return ImageLocator(reference)
 
 
 def _http(uri: str, action: str) -> HttpLocator:

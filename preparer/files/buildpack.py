@@ -54,13 +54,35 @@ def buildpack_dir(buildpacks_dir: Path, buildpack_id: str, version: str) -> Path
     return buildpacks_dir / escape_id(buildpack_id) / version
 
 
+#: The longest file name Linux filesystems take: an escaped id and a version each name one directory.
+MAX_NAME = 255
+
+
 def check_id(buildpack_id: str) -> bool:
     """Whether ``buildpack_id`` is a valid buildpack id (also safe as a path segment once escaped)."""
     return (
         bool(_ID.match(buildpack_id))
+        and len(buildpack_id) <= MAX_NAME
         and buildpack_id.lower() not in _RESERVED_IDS
         and not any(part in ("", ".", "..") for part in buildpack_id.split("/"))
     )
+
+
+def version_problem(version: str) -> str | None:
+    """Why ``version`` cannot name ``<buildpacks>/<id>/<version>``, or ``None`` when it can.
+
+    >>> version_problem("1.2.3") is None, version_problem("../x")
+    (True, "version '../x' cannot name a buildpack directory")
+    """
+    if (
+        not version
+        or "/" in version
+        or version in (".", "..")
+        or len(version.encode()) > MAX_NAME
+        or any(c.isspace() or not c.isprintable() for c in version)
+    ):
+        return f"version {version!r} cannot name a buildpack directory"
+    return None
 
 
 def parse_buildpack_toml(doc: dict[str, Any], where: str) -> BuildpackDescriptor:
@@ -75,7 +97,7 @@ def parse_buildpack_toml(doc: dict[str, Any], where: str) -> BuildpackDescriptor
     bp_id, version, api = info.get("id"), info.get("version"), doc.get("api", "0.1")
     if not isinstance(bp_id, str) or not check_id(bp_id):
         raise FetchError(f"read {where}", f"invalid buildpack id {bp_id!r}")
-    if not isinstance(version, str) or not version or "/" in version or version in (".", ".."):
+    if not isinstance(version, str) or version_problem(version):
         raise FetchError(f"read {where}", f"invalid buildpack version {version!r}")
     if not isinstance(api, str):
         raise FetchError(f"read {where}", f"invalid api {api!r}")

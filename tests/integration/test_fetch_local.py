@@ -60,12 +60,12 @@ inline = "echo building\\nexit 0"
     )
 
 
-def test_inline_needs_id_and_api(preparer: Callable[..., Result]) -> None:
+def test_inline_needs_id_and_api(preparer: Callable[..., Result], layout: Layout) -> None:
     no_api = HEAD + '[[io.buildpacks.group]]\nid = "me/x"\n[io.buildpacks.group.script]\ninline = "true"\n'
     result = preparer(project=no_api)
     assert result.code == 3
     assert result.stderr.splitlines()[-1] == (
-        "ERROR: failed to validate project configuration: io.buildpacks.group[0].script: api is required"
+        f"ERROR: failed to validate {layout.app / 'project.toml'}: io.buildpacks.group[0].script: api is required"
     )
 
 
@@ -107,7 +107,7 @@ def test_missing_and_broken_sources_exit_1(preparer: Callable[..., Result], layo
     missing = preparer(project=group("./nope"))
     assert missing.code == 1
     assert missing.stderr.splitlines()[-1] == (
-        f"ERROR: failed to fetch buildpack from {layout.app}/nope: no such file or directory"
+        f"ERROR: failed to resolve io.buildpacks.group[0] (./nope): {layout.app}/nope: no such file or directory"
     )
     (layout.app / "junk.tgz").write_bytes(b"<html>not an archive</html>")
     junk = preparer(project=group("junk.tgz"))

@@ -1,4 +1,4 @@
-"""include / exclude with git's semantics on a real directory tree."""
+"""include / exclude on a real directory tree: git's patterns, pack's negations (contract §7.19)."""
 
 from __future__ import annotations
 
@@ -38,11 +38,11 @@ def test_exclude_removes_files_and_whole_directories(app: Path) -> None:
         "!node_modules/keep",
     ]
     removed = remove(plan_removal(app, None, patterns, app / "project.toml"))
-    # As in git, a file below an excluded directory cannot be re-included.
-    assert removed == 8
+    # Unlike git, a ! pattern re-includes a file below an excluded directory (pack's behaviour, §7.19).
+    assert removed == 7
     assert listing(app) == [
         "cookie.jar", "media/", "media/mountain.jpg", "media/person.png", "nested-cookie.jar", "nested/",
-        "nested/nested-cookie.jar", "project.toml",
+        "nested/nested-cookie.jar", "node_modules/", "node_modules/keep", "project.toml",
     ]  # fmt: skip
     assert Path("/etc").is_dir()  # the symlink was removed, not followed
 
@@ -73,3 +73,36 @@ def test_planning_changes_nothing(app: Path) -> None:
     before = listing(app)
     plan_removal(app, ["nothing"], None, None)
     assert listing(app) == before
+
+
+def test_negations_below_an_included_directory(tmp_path: Path) -> None:
+    """The widely copied template: include a build output, minus its source maps and type declarations."""
+    for name in ["dist/src/index.js", "dist/src/index.js.map", "dist/src/lib/a.js", "dist/src/lib/a.d.ts",
+                 "dist/src/lib/a.js.map", "dist/src/types/only.d.ts", "dist/other.js", "src/app.ts"]:  # fmt: skip
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    (tmp_path / "dist" / "src" / "empty").mkdir()
+    include = ["/dist/src", "!/dist/src/**/*.js.map", "!/dist/src/**/*.d.ts"]
+    before = listing(tmp_path)
+    plan = plan_removal(tmp_path, include, None, None)
+    assert listing(tmp_path) == before  # planning alone removes nothing
+    assert remove(plan) == 6
+    assert listing(tmp_path) == [
+        "dist/", "dist/src/", "dist/src/empty/", "dist/src/index.js", "dist/src/lib/", "dist/src/lib/a.js",
+    ]  # fmt: skip
+
+
+def test_negations_below_an_excluded_directory(tmp_path: Path) -> None:
+    for name in ["node_modules/a/keep.txt", "node_modules/a/x.js", "node_modules/b/y.js", "app.js"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    remove(plan_removal(tmp_path, None, ["node_modules/", "!**/keep.txt"], None))
+    assert listing(tmp_path) == ["app.js", "node_modules/", "node_modules/a/", "node_modules/a/keep.txt"]
+
+
+def test_a_negation_before_the_pattern_it_would_undo_changes_nothing(tmp_path: Path) -> None:
+    for name in ["logs/keep.log", "logs/x.log"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    remove(plan_removal(tmp_path, None, ["!logs/keep.log", "logs/"], None))
+    assert listing(tmp_path) == []  # the last matching pattern wins: logs/ removes everything below it

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from pathlib import Path
 
-from preparer.errors import FetchError
+from preparer.errors import FetchError, NotFoundError
 from preparer.fetch import FetchContext, Fetched
-from preparer.fetch.locator import ImageLocator, RegistryLocator
+from preparer.fetch.locator import IdLocator, ImageLocator, RegistryLocator, redact
+
+log = logging.getLogger("preparer")
 
 #: Image indexes may point at indexes; more levels than this are refused.
 _MAX_INDEX_DEPTH = 4
@@ -74,15 +78,58 @@ def fetch_registry(locator: RegistryLocator, ctx: FetchContext) -> Fetched:
     """Resolve a buildpack registry entry to its digest reference and stage that buildpackage."""
     from preparer.fetch.oci.index import resolve
 
-    address, version = resolve(locator, ctx)
+    address, version = resolve(locator.namespace, locator.name, locator.version, ctx)
+    return _from_registry(f"{locator.namespace}/{locator.name}", version, address, ctx)
+
+
+def _from_registry(bp_id: str, version: str, address: str, ctx: FetchContext) -> Fetched:
     fetched = fetch_image(ImageLocator(address), ctx)
-    bp_id = f"{locator.namespace}/{locator.name}"
     if (fetched.top.id, fetched.top.version) != (bp_id, version):
         raise FetchError(
             f"fetch urn:cnb:registry:{bp_id}@{version}",
             f"the image at {address} holds {fetched.top.ref} instead",
         )
     return Fetched(fetched.top, fetched.buildpacks, f"urn:cnb:registry:{bp_id}@{version}", fetched.digest)
+
+
+def fetch_id(locator: IdLocator, ctx: FetchContext) -> Fetched:
+    """A bare buildpack id that is not installed (contract §7.11b): the buildpack registry's entry, else, when the
+    registry has no such id and no version is asked for, the image reference of the same name.
+
+    :raises FetchError: naming the three places searched when the buildpack is in none of them (exit 1).
+    """
+    from preparer.fetch.oci.index import choose, read_entries
+
+    index = redact(ctx.registry_index)
+    buildpacks_dir = ctx.buildpacks_dir or "<buildpacks>"
+    wanted = locator.id if locator.version is None else f"{locator.id}@{locator.version}"
+    live = read_entries(locator.namespace, locator.name, ctx)
+    if live is not None:
+        address, version = choose(locator.id, live, locator.version, ctx.registry_index)
+        log.debug(
+            "%s is not in %s; the buildpack registry %s has it: %s", wanted, buildpacks_dir, index, address
+        )
+        fetched = _from_registry(locator.id, version, address, ctx)
+        return dataclasses.replace(fetched, source=locator.id if locator.version is None else wanted,
+                                   resolved="registry")  # fmt: skip
+    searched = f"not in {buildpacks_dir}, not in the buildpack registry {index}"
+    action = f"find buildpack {wanted}"
+    if locator.version is not None:
+        raise NotFoundError(action, f"{searched}, and an image reference cannot name a version with '@'")
+    log.debug("%s is %s; trying it as an image reference", wanted, searched)
+    try:
+        fetched = fetch_image(ImageLocator(locator.id), ctx)
+    except NotFoundError:
+        raise NotFoundError(action, f"{searched}, and there is no image {_normalised(locator.id)}") from None
+    except FetchError as err:
+        raise FetchError(action, f"{searched}, and pulling it as an image failed: {err.message}") from None
+    return dataclasses.replace(fetched, source=locator.id, resolved="image")
+
+
+def _normalised(reference: str) -> str:
+    from preparer.fetch.oci.reference import parse_reference
+
+    return str(parse_reference(reference))
 
 
 def fetch_cnb(path: Path, *, source: str, digest: str | None, ctx: FetchContext) -> Fetched:

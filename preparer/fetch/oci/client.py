@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from preparer.errors import FetchError
+from preparer.errors import FetchError, NotFoundError
 from preparer.fetch import FetchContext
 from preparer.fetch.cache import DownloadCache
 from preparer.fetch.http import NetworkError, _attempts, check_status, describe, stream_body, tls_failure
@@ -200,7 +200,7 @@ class Registry:
             raise self._unauthorized()
         if response.status_code == 404:
             response.close()
-            raise FetchError(f"pull {self.ref}", f"{what} not found in {self.name}")
+            raise NotFoundError(f"pull {self.ref}", f"{what} not found in {self.name}")
         check_status(response, f"pull {self.ref}", what)
 
     def _retrying(self, action: Callable[[], T]) -> T:

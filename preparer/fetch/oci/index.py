@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 
-from preparer.errors import FetchError
+from preparer.errors import FetchError, NotFoundError
 from preparer.fetch import FetchContext
 from preparer.fetch.http import NetworkError, _attempts, get
-from preparer.fetch.locator import RegistryLocator, redact
+from preparer.fetch.locator import redact
 from preparer.semver import highest
 
 
@@ -27,44 +27,55 @@ def index_path(namespace: str, name: str) -> str:
     return f"{directory}/{namespace}_{name}"
 
 
-def resolve(locator: RegistryLocator, ctx: FetchContext) -> tuple[str, str]:
-    """The image address and version of the entry: the version asked for, else the highest not yanked.
+def read_entries(namespace: str, name: str, ctx: FetchContext) -> dict[str, str] | None:
+    """The versions of ``<namespace>/<name>`` that are not yanked, with their image addresses; ``None`` when the
+    index has no such buildpack (no index file for it).
 
-    :raises FetchError: the index cannot be read, or has no such buildpack or version (exit 1).
+    :raises FetchError: the index cannot be read, or its file is malformed (exit 1).
     """
-    bp_id = f"{locator.namespace}/{locator.name}"
-    url = f"{ctx.registry_index.rstrip('/')}/{index_path(locator.namespace, locator.name)}"
+    bp_id = f"{namespace}/{name}"
+    url = f"{ctx.registry_index.rstrip('/')}/{index_path(namespace, name)}"
     action = f"look up {bp_id} in the buildpack registry {redact(ctx.registry_index)}"
     text = ""
     for _ in _attempts(ctx, url):
         try:
-            response = get(ctx, url)
-            text = response.text
+            text = get(ctx, url).text
             break
         except NetworkError as err:
             last = err
+        except NotFoundError:
+            return None
         except FetchError as err:
-            if "404" in (err.cause or ""):
-                raise FetchError(action, f"no buildpack {bp_id} in the registry") from None
             raise FetchError(action, err.cause or "failed") from None
     else:
         raise FetchError(action, f"{last} (after {ctx.retries + 1} attempts)")
-    entries = []
+    live: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             entry = json.loads(line)
-            entries.append((str(entry["version"]), bool(entry.get("yanked", False)), str(entry["addr"])))
+            version, yanked, addr = (
+                str(entry["version"]),
+                bool(entry.get("yanked", False)),
+                str(entry["addr"]),
+            )
         except (ValueError, KeyError, TypeError):
             raise FetchError(action, f"line {number} of the index file is not an entry") from None
-    live = {version: addr for version, yanked, addr in entries if not yanked}
-    if locator.version is not None:
-        if locator.version not in live:
-            raise FetchError(
-                action, f"version {locator.version} of {bp_id} is not in the registry (or was yanked)"
-            )
-        version = locator.version
+        if not yanked:
+            live[version] = addr
+    return live
+
+
+def choose(bp_id: str, live: dict[str, str], version: str | None, index: str) -> tuple[str, str]:
+    """The image address and version of the entry: the version asked for, else the highest not yanked.
+
+    :raises FetchError: no such version, or an address that is not a digest reference (exit 1).
+    """
+    action = f"look up {bp_id} in the buildpack registry {redact(index)}"
+    if version is not None:
+        if version not in live:
+            raise FetchError(action, f"version {version} of {bp_id} is not in the registry (or was yanked)")
     else:
         best = highest(live)
         if best is None:
@@ -76,3 +87,18 @@ def resolve(locator: RegistryLocator, ctx: FetchContext) -> tuple[str, str]:
             action, f"the registry lists {address} for {bp_id}@{version}, which is not a digest reference"
         )
     return address, version
+
+
+def resolve(namespace: str, name: str, version: str | None, ctx: FetchContext) -> tuple[str, str]:
+    """The image address and version of ``urn:cnb:registry:<namespace>/<name>[@<version>]``.
+
+    :raises FetchError: the index cannot be read, or has no such buildpack or version (exit 1).
+    """
+    bp_id = f"{namespace}/{name}"
+    live = read_entries(namespace, name, ctx)
+    if live is None:
+        raise NotFoundError(
+            f"look up {bp_id} in the buildpack registry {redact(ctx.registry_index)}",
+            f"no buildpack {bp_id} in the registry",
+        )
+    return choose(bp_id, live, version, ctx.registry_index)
