@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from preparer.apply import apply_plan, source_of
+from preparer.apply import apply_plan, check_present, source_of
 from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
 from preparer.errors import PreparerError
@@ -118,6 +118,8 @@ def _prepare(inputs: Inputs, progress: ProgressFn | None) -> Report:
         dry_run=inputs.dry_run,
     )
     if inputs.dry_run:
+        # The Buildpack API of buildpacks already present is known without the network: exit as a real run.
+        check_present([s for s in plan.steps if isinstance(s, Present)], inputs.buildpacks_dir)
         _log_plan(plan, env, removal, inputs)
         return report
     outcome = apply_plan(plan, inputs, builder_order, env, removal, base_dir, progress)

@@ -44,9 +44,12 @@ def make_layout(root: Path, case: str) -> tuple[Layout, dict[str, Any]]:
     """Lay out ``case`` under ``root``; return the layout and the case's expectations (placeholders filled)."""
     layout = Layout(root)
     shutil.copytree(BUILDER, root / "cnb")
-    layout.app.mkdir()
-    layout.layers.mkdir()
     source = CASES_DIR / case
+    if (source / "app").is_dir():
+        shutil.copytree(source / "app", layout.app, symlinks=True)
+    else:
+        layout.app.mkdir()
+    layout.layers.mkdir()
     shutil.copy(source / "project.toml", layout.app / "project.toml")
     pack = root / "config" / "pack.toml"
     if (source / "pack.toml").exists():

@@ -48,6 +48,9 @@ def test_library(case: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) ->
         assert list(report.warnings) == expected["warnings"]
         if "effective" in expected:
             assert report.effective == expected["effective"]
+        if "resolved" in expected:
+            resolved = [{"source": b.source, "resolved": b.resolved} for b in report.buildpacks if b.resolved]
+            assert resolved == expected["resolved"]
     check_outputs(layout, expected, before)
 
 
@@ -57,6 +60,15 @@ def test_cli(case: str, tmp_path: Path) -> None:
     before = snapshot(layout)
     env = {"CNB_PLATFORM_API": "0.15", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "NO_COLOR": "1"}
     env |= expected.get("environ", {})
+    # The dry run first: the same exit code and error as the real run, and nothing written.
+    dry = subprocess.run(
+        [sys.executable, "-m", "preparer", *layout.flags(), *expected.get("args", []), "-dry-run"],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert dry.returncode == expected["exit-code"], dry.stderr
+    if dry.returncode:
+        assert dry.stderr.splitlines()[-1] == "ERROR: " + expected["error"]
+    assert snapshot(layout) == before and not (layout.layers / "order.toml").exists()
     proc = subprocess.run(
         [sys.executable, "-m", "preparer", *layout.flags(), *expected.get("args", [])],
         capture_output=True, text=True, env=env, check=False,

@@ -481,3 +481,68 @@ def front(_front_server: Front) -> Iterator[Front]:
     _front_server.requests.clear()
     yield _front_server
     _front_server.overrides.clear()
+
+
+@dataclass
+class HubProxy:
+    """An HTTP proxy that stands in for Docker Hub, which cannot be reached here: requests for
+    ``registry-1.docker.io`` (sent through it with ``HTTP_PROXY`` and ``-insecure-registry index.docker.io``) are
+    passed to the real local registry; every other host answers 502. ``requests`` lists the URLs asked for."""
+
+    url: str
+    requests: list[str]
+
+    def env(self) -> dict[str, str]:
+        """The environment that sends a preparer's Docker Hub traffic here."""
+        return {
+            "HTTP_PROXY": self.url,
+            "http_proxy": self.url,
+            "NO_PROXY": "127.0.0.1",
+            "no_proxy": "127.0.0.1",
+        }
+
+
+@pytest.fixture
+def hub(registry: Registry) -> Iterator[HubProxy]:
+    import threading
+    import urllib.error
+    import urllib.request
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import urlsplit
+
+    proxy = HubProxy("", [])
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            """Quiet."""
+
+        def do_GET(self) -> None:
+            proxy.requests.append(self.path)
+            target = urlsplit(self.path)
+            if target.hostname != "registry-1.docker.io":
+                status, headers, body = 502, {}, b""
+            else:
+                upstream = f"http://{registry.host}{target.path}" + (
+                    f"?{target.query}" if target.query else ""
+                )
+                accept = {"Accept": self.headers.get("Accept", "*/*")}
+                try:
+                    with urllib.request.urlopen(urllib.request.Request(upstream, headers=accept)) as answer:
+                        body, status = answer.read(), answer.status
+                        headers = {k: v for k, v in answer.headers.items() if k in ("Content-Type",)}
+                except urllib.error.HTTPError as err:
+                    body, status, headers = err.read(), err.code, {}
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    proxy.url = f"http://127.0.0.1:{server.server_address[1]}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield proxy
+    server.shutdown()
+    server.server_close()

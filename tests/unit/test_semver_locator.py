@@ -10,6 +10,7 @@ from preparer.errors import InvalidInputsError
 from preparer.fetch.locator import (
     BuilderLocator,
     HttpLocator,
+    IdLocator,
     ImageLocator,
     PathLocator,
     RegistryLocator,
@@ -55,6 +56,18 @@ BASE = Path("/project")
         ("bp.cnb", PathLocator(Path("/project/bp.cnb"))),
         ("/abs/bp", PathLocator(Path("/abs/bp"))),
         ("cnbs/sample-package:hello", ImageLocator("cnbs/sample-package:hello")),
+        # Bare ids (contract §7.11b): installed, else registry, else image; @<version> is never a digest.
+        ("heroku/python", IdLocator("heroku/python")),
+        ("paketo-buildpacks/nodejs", IdLocator("paketo-buildpacks/nodejs")),
+        ("heroku/procfile@1.0.1", IdLocator("heroku/procfile", "1.0.1")),
+        ("heroku/procfile@latest", IdLocator("heroku/procfile")),
+        ("heroku/procfile@sha256:" + "ab" * 32, ImageLocator("heroku/procfile@sha256:" + "ab" * 32)),
+        ("gcr.io/bp", ImageLocator("gcr.io/bp")),
+        ("localhost/bp", ImageLocator("localhost/bp")),
+        ("registry:5000/bp", ImageLocator("registry:5000/bp")),
+        ("ns/name/extra", ImageLocator("ns/name/extra")),
+        ("python", ImageLocator("python")),
+        ("bash-script-buildpack/", PathLocator(Path("/project/bash-script-buildpack"))),
     ],
 )
 def test_parse_locator(uri: str, locator: object) -> None:
@@ -77,6 +90,9 @@ def test_a_bare_name_that_exists_is_a_path() -> None:
         "urn:cnb:registry:bad",
         "https://h/x#md5=00",
         "docker://",
+        "docker://UPPER/case",
+        "heroku/python:Bad Tag",
+        "heroku/procfile@sha256:abc",
     ],
 )
 def test_bad_uris_exit_3(uri: str) -> None:
