@@ -75,7 +75,8 @@ def verify_platform_api(value: str | None) -> APIVersion:
 def verify_buildpack_api(buildpack: str, value: str) -> APIVersion:
     """Check a buildpack's ``api`` as the detector does for every order element.
 
-    :param buildpack: ``<id>@<version>``, for the message.
+    :param buildpack: ``<id>@<version>``, for the message, which is the lifecycle's byte for byte (its module kind
+        ``Buildpack`` capitalised, as the detector prints it).
     :raises BuildpackAPIError: unparsable or outside 0.7 … 0.12 (exit 12).
     """
     try:
@@ -84,7 +85,7 @@ def verify_buildpack_api(buildpack: str, value: str) -> APIVersion:
         requested = None
     if requested is None or not _supported(requested, SUPPORTED_BUILDPACK_APIS):
         raise BuildpackAPIError(
-            f"set API for buildpack '{buildpack}'",
+            f"set API for Buildpack '{buildpack}'",
             f"buildpack API version '{value}' is incompatible with the lifecycle",
         )
     return requested

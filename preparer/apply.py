@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from preparer._fs import make_dirs
 from preparer.api import verify_buildpack_api
 from preparer.config import EnvEntry
 from preparer.errors import ApplyError, FetchError, InvalidInputsError
@@ -162,8 +163,8 @@ def install(staged: StagedBuildpack, buildpacks_dir: Path) -> bool:
     if dest.exists():
         return False
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(dest.parent, 0o755)
+        if not make_dirs(dest.parent):
+            os.chmod(dest.parent, 0o755)
         try:
             os.rename(staged.path, dest)
         except OSError:
@@ -171,6 +172,7 @@ def install(staged: StagedBuildpack, buildpacks_dir: Path) -> bool:
             import tempfile
 
             tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+            tmp.chmod(0o755)  # mkdtemp's 0700 would become the buildpack directory's mode
             shutil.copytree(staged.path, tmp, symlinks=True, dirs_exist_ok=True)
             os.rename(tmp, dest)
     except FileExistsError:

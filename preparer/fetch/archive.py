@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
+from preparer._fs import make_dirs
 from preparer.errors import FetchError
 
 _CHUNK = 1 << 20
@@ -212,8 +213,8 @@ class _Extractor:
         target = self.dest / name
         if member.isdir():
             self._replace_non_dir(target, name)
-            target.mkdir(mode=0o755, parents=True, exist_ok=True)
-            target.chmod(0o755)
+            if not make_dirs(target):
+                target.chmod(0o755)  # an existing directory (made for an earlier entry) gets the mode too
         elif member.isreg():
             self._write_file(tar, member, name, target)
         elif member.issym():
@@ -231,7 +232,7 @@ class _Extractor:
                 yield prefix
 
     def _parent(self, target: Path) -> None:
-        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        make_dirs(target.parent)  # archives need not have entries for the directories of their files
 
     def _forget(self, name: str, below: bool) -> None:
         """Forget the link or file ``name`` (and, ``below``, everything under it) once it is replaced."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from preparer._fs import make_dirs
 from preparer.errors import FetchError, NotFoundError
 from preparer.fetch import FetchContext, Fetched
 from preparer.fetch.archive import Extracted, extract_tar
@@ -221,7 +222,7 @@ def link_tree(src: Path, dest: Path) -> None:
     for dirpath, dirnames, filenames in os.walk(src):
         rel = Path(dirpath).relative_to(src)
         target_dir = dest / rel
-        target_dir.mkdir(mode=0o755, exist_ok=True)
+        make_dirs(target_dir)
         for name in dirnames + filenames:
             from_path, to_path = Path(dirpath) / name, target_dir / name
             if from_path.is_symlink():

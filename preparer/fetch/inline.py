@@ -48,7 +48,8 @@ def make_inline(
     (root / "buildpack.toml").write_text(dumps_toml(descriptor))
     (root / "buildpack.toml").chmod(0o644)
     bin_dir = root / "bin"
-    bin_dir.mkdir(mode=0o755)
+    bin_dir.mkdir()
+    bin_dir.chmod(0o755)  # explicitly: the umask of a hardened container would mask mkdir's mode
     script = inline if inline.endswith("\n") else inline + "\n"
     for name, body in (("detect", "exit 0\n"), ("build", script)):
         path = bin_dir / name

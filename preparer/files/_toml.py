@@ -57,13 +57,10 @@ class PendingWrites:
 
     def mkdir(self, path: Path, mode: int = 0o755) -> None:
         """Create ``path`` and its missing parents (remembered, so :meth:`abort` can remove them)."""
-        missing = [p for p in (path, *path.parents) if not p.exists()]
+        from preparer._fs import make_dirs
+
         try:
-            for directory in reversed(missing):
-                directory.mkdir(mode=mode)
-                self.created.append(directory)
-            if path in missing:
-                os.chmod(path, mode)
+            self.created += make_dirs(path, mode)
         except OSError as err:
             raise ApplyError(f"create {path}", err.strerror or err) from None
 

@@ -82,7 +82,7 @@ def test_unsupported_buildpack_api_exits_12(preparer: Callable[..., Result], lay
     result = preparer(project=group("old.tgz"))
     assert result.code == 12
     assert result.stderr.splitlines()[-1] == (
-        "ERROR: failed to set API for buildpack 'me/old@1.0.0': buildpack API version '0.6' is incompatible "
+        "ERROR: failed to set API for Buildpack 'me/old@1.0.0': buildpack API version '0.6' is incompatible "
         "with the lifecycle"
     )
 
