@@ -8,6 +8,9 @@ creates missing parents with the default mode). Everything the build user must r
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -33,3 +36,15 @@ def make_dirs(path: Path, mode: int = 0o755) -> list[Path]:
         return [*created, path]
     os.chmod(path, mode)
     return [path]
+
+
+@contextmanager
+def temp_file(directory: Path, prefix: str) -> Iterator[Path]:
+    """A new empty file in ``directory``, removed on exit unless it was renamed away meanwhile."""
+    fd, name = tempfile.mkstemp(prefix=prefix, dir=directory)
+    os.close(fd)
+    path = Path(name)
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)

@@ -17,8 +17,11 @@ Planning only reads; :func:`remove` deletes what the plan lists.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
-import stat
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -29,6 +32,7 @@ from preparer.errors import ApplyError
 class Removal(NamedTuple):
     """What the filter removes from ``<app>``: files (and symlinks) first, then directories, deepest first."""
 
+    root: Path
     files: tuple[Path, ...] = ()
     dirs: tuple[Path, ...] = ()
 
@@ -42,7 +46,7 @@ def plan_removal(
     :raises ApplyError: when ``app_dir`` cannot be read (exit 1).
     """
     if include is None and exclude is None:
-        return Removal()
+        return Removal(app_dir)
     import pathspec  # only runs with include/exclude need it
 
     spec = pathspec.GitIgnoreSpec.from_lines(include if include is not None else exclude or ())
@@ -71,6 +75,11 @@ def plan_removal(
             is_dir = entry.is_dir(follow_symlinks=False)
             holds_keep = keep_rel is not None and (keep_rel == child or keep_rel.startswith(child + "/"))
             rel = child + "/" if is_dir else child
+            if not prefix and entry.name.startswith(Trash.PREFIX) and is_dir:
+                _whole_tree(
+                    path, files, dirs
+                )  # left by a run that was killed while removing: never the app's
+                continue
             matched = spec.match_file(rel)
             if not is_dir:
                 if holds_keep or matched == (include is not None):
@@ -96,7 +105,7 @@ def plan_removal(
         return stays
 
     walk(app_dir, "")
-    return Removal(tuple(files), tuple(dirs))
+    return Removal(app_dir, tuple(files), tuple(dirs))
 
 
 def _has_entries(directory: Path) -> bool:
@@ -124,23 +133,80 @@ def _relative(path: Path | None, root: Path) -> str | None:
 
 
 def remove(removal: Removal) -> int:
-    """Delete what ``removal`` lists; return the number of files (and symlinks) removed.
+    """Delete what ``removal`` lists, all or nothing: see :class:`Trash`. Returns the number of files removed.
 
-    :raises ApplyError: naming the path that could not be removed (exit 1).
+    :raises ApplyError: naming the path that could not be removed (exit 1); then nothing was removed.
     """
-    for path in removal.files:
+    trash = Trash(removal.root)
+    count = trash.move(removal)
+    trash.empty()
+    return count
+
+
+class Trash:
+    """Removal in two steps, so that it can be undone until the run commits.
+
+    :meth:`move` renames every listed path into a hidden directory at the app's root (or, for a path on another
+    filesystem mounted inside the app, beside it): a rename needs the same permissions as an unlink, so whatever
+    would refuse the removal refuses it here, before anything is lost. :meth:`restore` puts everything back;
+    :meth:`empty` deletes it for good.
+    """
+
+    PREFIX = ".preparer-removed-"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.moved: list[tuple[Path, Path]] = []  # (original, where it is now), in the order moved
+        self.bins: dict[Path, Path] = {}  # directory -> its trash directory
+
+    def move(self, removal: Removal) -> int:
+        """Move every file (deepest first), then every directory listed; on a failure, restore and raise.
+
+        :raises ApplyError: naming the path that could not be moved.
+        """
         try:
-            path.unlink()
+            for path in (*removal.files, *removal.dirs):
+                self._move(path)
+        except BaseException:
+            self.restore()
+            raise
+        return len(removal.files)
+
+    def _move(self, path: Path) -> None:
+        try:
+            try:
+                target = self._bin(self.root) / str(len(self.moved))
+                os.rename(path, target)
+            except OSError as err:
+                if err.errno != errno.EXDEV:
+                    raise
+                target = self._bin(path.parent) / str(len(self.moved))  # a mount point inside the app
+                os.rename(path, target)
         except FileNotFoundError:
-            continue
+            return
         except OSError as err:
             raise ApplyError(f"remove {path}", err.strerror or err) from None
-    for path in removal.dirs:
-        try:
-            if stat.S_ISDIR(path.lstat().st_mode):
-                path.rmdir()
-        except FileNotFoundError:
-            continue
-        except OSError as err:
-            raise ApplyError(f"remove {path}", err.strerror or err) from None
-    return len(removal.files)
+        self.moved.append((path, target))
+
+    def _bin(self, directory: Path) -> Path:
+        found = self.bins.get(directory)
+        if found is None:
+            found = Path(tempfile.mkdtemp(prefix=self.PREFIX, dir=directory))
+            self.bins[directory] = found
+        return found
+
+    def restore(self) -> None:
+        """Put back everything moved, in reverse order, and remove the trash directories."""
+        for original, now in reversed(self.moved):
+            with contextlib.suppress(OSError):
+                os.rename(now, original)
+        for trash in self.bins.values():
+            with contextlib.suppress(OSError):
+                trash.rmdir()
+        self.moved, self.bins = [], {}
+
+    def empty(self) -> None:
+        """Delete what was moved, for good."""
+        for trash in self.bins.values():
+            shutil.rmtree(trash, ignore_errors=True)
+        self.moved, self.bins = [], {}

@@ -166,14 +166,12 @@ def _report_early_failure(parsed: goflags.Parsed, environ: Mapping[str, str], er
     raw = parsed.values.get("prepare-report", environ.get(ENV_PREPARE_REPORT))
     if not isinstance(raw, str) or not raw:
         return
-    from preparer.files._toml import dumps_toml, write_atomic
+    from preparer.report import write_report
 
-    doc = {"error": {"code": int(error.exit_code), "message": error.message}}
     path = Path(os.path.abspath(raw))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, dumps_toml(doc).encode())
-    except (OSError, PreparerError) as failure:  # the input error is the one to show
+        write_report(path, error=(int(error.exit_code), error.message))
+    except PreparerError as failure:  # the input error is the one to show
         log.warning("could not write the prepare report %s: %s", path, failure)
 
 

@@ -70,6 +70,11 @@ class EffectiveConfig:
     #: Debug-level notes (entries left out by ``exec-env``).
     notes: tuple[str, ...] = ()
 
+    @property
+    def writes_order(self) -> bool:
+        """``<layers>/order.toml`` is written only when a group, pre or post group is given."""
+        return self.group is not None or self.pre is not None or self.post is not None
+
 
 def platform_layers(
     descriptor: ProjectDescriptor,

@@ -51,6 +51,10 @@ class FetchError(PreparerError):
     """A buildpack could not be resolved, downloaded, verified or unpacked."""
 
 
+class BuilderError(PreparerError):
+    """The builder's own files (``-order``, a ``buildpack.toml`` in ``<buildpacks>``) are missing or malformed."""
+
+
 class NotFoundError(FetchError):
     """What was asked for does not exist where it was looked for (an HTTP 404, a missing image or index entry)."""
 

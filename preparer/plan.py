@@ -1,23 +1,33 @@
-"""From the effective configuration to a plan: what each group entry needs, and how the order is composed.
+"""From the effective configuration to a plan: everything a run will do, as values, before anything is fetched or
+written. Pure: what is on disk reaches it as arguments (the builder's order, the env files already there, the
+app files to remove) and through ``versions_of`` and ``exists``; :mod:`preparer.pipeline` gathers them.
 
-Pure: the one look at ``<buildpacks>`` goes through the ``versions_of`` callable, and paths are only tested
-through ``exists``. Fetching and writing happen in :mod:`preparer.apply`.
+Every entry is decided here as far as it can be without the network (its form, paths, ids, versions), so a later
+invalid entry is reported before any download starts, and a dry run exits as a real run would.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Literal, NamedTuple
 
+from preparer.appfilter import Removal
 from preparer.config import EffectiveConfig, EnvEntry, GroupEntry, version_range_problem
 from preparer.errors import DescriptorError, FetchError, InvalidInputsError
-
-if TYPE_CHECKING:
-    from preparer.fetch.locator import Locator
-    from preparer.files.order import Group, Order, OrderElement
+from preparer.fetch.locator import (
+    BuilderLocator,
+    IdLocator,
+    InlineLocator,
+    Locator,
+    PathLocator,
+    parse_locator,
+    redact,
+)
+from preparer.files.order import Group, Order, OrderElement
+from preparer.semver import highest
 
 
 class Present(NamedTuple):
@@ -26,24 +36,26 @@ class Present(NamedTuple):
     entry: GroupEntry
     id: str
     version: str
-    #: ``"installed"`` when a bare id in ``uri`` was found in ``<buildpacks>`` (contract §7.11b), else ``None``.
+    #: ``"installed"`` when a bare id in ``uri`` was found in ``<buildpacks>``, else ``None``.
     resolved: str | None = None
 
 
 class Fetch(NamedTuple):
-    """An entry whose buildpack comes from elsewhere (path, archive, URL, image, registry)."""
+    """An entry whose buildpack comes from elsewhere: a path, archive, URL, image, registry, or inline script."""
 
     entry: GroupEntry
     locator: Locator
 
 
-class Inline(NamedTuple):
-    """An inline (``script``) buildpack to generate."""
-
-    entry: GroupEntry
+Step = Present | Fetch
 
 
-Step = Present | Fetch | Inline
+class EnvAction(NamedTuple):
+    """What happens to one build env variable, and the warning a user sees about it."""
+
+    entry: EnvEntry
+    action: Literal["written", "kept", "skipped"]
+    warning: str | None = None
 
 
 @dataclass(frozen=True)
@@ -51,20 +63,22 @@ class Plan:
     """What a run will do, before any fetch or write."""
 
     config: EffectiveConfig
+    #: The descriptor's directory: relative ``uri`` paths resolve against it.
+    base_dir: Path
+    #: The descriptor read (``None`` without one) and its schema as declared, for the report.
+    descriptor_path: Path | None = None
+    schema_version: str | None = None
     pre: tuple[Step, ...] = ()
+    #: ``None`` when no group is given (pre and post then wrap the builder's groups).
     group: tuple[Step, ...] | None = None
     post: tuple[Step, ...] = ()
-
-    @property
-    def writes_order(self) -> bool:
-        """``<layers>/order.toml`` is written only when a group, pre or post group is given (contract §7.8)."""
-        c = self.config
-        return c.group is not None or c.pre is not None or c.post is not None
-
-    @property
-    def needs_builder_order(self) -> bool:
-        """Pre/post without a group wrap the builder's groups."""
-        return self.writes_order and self.group is None
+    #: The builder's order when ``<layers>/order.toml`` is written (its groups, or only its extensions).
+    builder_order: Order | None = None
+    env: tuple[EnvAction, ...] = ()
+    #: What include/exclude removes from ``<app>``; ``None`` without include or exclude.
+    removal: Removal | None = None
+    #: Every warning, in the order found (reading the files, then the env files), without ``Warning:``.
+    warnings: tuple[str, ...] = ()
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -74,17 +88,24 @@ class Plan:
 
 def make_plan(
     config: EffectiveConfig,
+    *,
     base_dir: Path,
     buildpacks_dir: Path,
     versions_of: Callable[[str], Sequence[str]],
     exists: Callable[[Path], bool] = os.path.exists,
+    builder_order: Order | None = None,
+    existing_env: Collection[str] = (),
+    removal: Removal | None = None,
+    warnings: Sequence[str] = (),
+    descriptor_path: Path | None = None,
+    schema_version: str | None = None,
 ) -> Plan:
-    """Classify every group entry and resolve those naming buildpacks in ``<buildpacks>``.
-
-    Everything that can be decided without the network is decided here, for every entry before any fetch
-    starts, so a dry run and a real run exit alike for it (contract §7.11).
+    """Classify every group entry, resolve those naming buildpacks in ``<buildpacks>``, and decide the env files.
 
     :param versions_of: versions of an id installed in ``<buildpacks>``.
+    :param builder_order: the builder's order; needed when pre/post wrap it (``config.writes_order`` and no group).
+    :param existing_env: names of the files already in ``<platform>/env``.
+    :param warnings: the warnings found reading the descriptor and the platform file; the plan's own follow.
     :raises InvalidInputsError: a malformed ``uri``, an id that contradicts its ``uri``, a version range (exit 3).
     :raises FetchError: an id not in ``<buildpacks>``, no usable version of it, a missing local path (exit 1).
     """
@@ -92,11 +113,19 @@ def make_plan(
     def steps(entries: tuple[GroupEntry, ...] | None) -> tuple[Step, ...]:
         return tuple(_step(e, base_dir, buildpacks_dir, versions_of, exists) for e in entries or ())
 
+    env = tuple(env_actions(config.env or (), existing_env))
     return Plan(
         config=config,
+        base_dir=base_dir,
+        descriptor_path=descriptor_path,
+        schema_version=schema_version,
         pre=steps(config.pre),
         group=None if config.group is None else steps(config.group),
         post=steps(config.post),
+        builder_order=builder_order if config.writes_order else None,
+        env=env,
+        removal=removal,
+        warnings=(*warnings, *(action.warning for action in env if action.warning)),
     )
 
 
@@ -108,35 +137,31 @@ def _step(
     exists: Callable[[Path], bool],
 ) -> Step:
     if entry.script is not None:
-        return Inline(entry)
+        assert entry.id is not None  # checked by config: a script entry has an id
+        script = entry.script
+        return Fetch(entry, InlineLocator(entry.id, script.api, script.inline, script.shell))
     if entry.uri is None:
         assert entry.id is not None  # checked by config: an entry has an id, a uri or a script
         version = None if entry.version in (None, "latest") else entry.version
         return Present(entry, entry.id, _resolve(entry.id, version, entry, buildpacks_dir, versions_of))
-    # Only entries with a uri need the locators.
-    from preparer.fetch.locator import BuilderLocator, IdLocator, PathLocator, parse_locator, redact
-
     try:
         locator = parse_locator(entry.uri, base_dir, exists)
     except InvalidInputsError as err:
         raise DescriptorError(
             f"validate {entry.file}", f"{entry.key}.uri '{redact(entry.uri)}': {err.cause}"
         ) from None
-    if isinstance(locator, PathLocator):
-        if not exists(locator.path):
-            raise FetchError(
-                f"resolve {entry.key} ({redact(entry.uri)})", f"{locator.path}: no such file or directory"
-            )
-        return Fetch(entry, locator)
+    if isinstance(locator, PathLocator) and not exists(locator.path):
+        raise FetchError(
+            f"resolve {entry.key} ({redact(entry.uri)})", f"{locator.path}: no such file or directory"
+        )
     if not isinstance(locator, BuilderLocator | IdLocator):
         return Fetch(entry, locator)
     problem = None if locator.version is None else version_range_problem(locator.version)
     if problem:
         raise DescriptorError(f"validate {entry.file}", f"{entry.key}.uri: {problem}")
     if isinstance(locator, BuilderLocator):
-        return Present(
-            entry, locator.id, _resolve(locator.id, locator.version, entry, buildpacks_dir, versions_of)
-        )
+        version = _resolve(locator.id, locator.version, entry, buildpacks_dir, versions_of)
+        return Present(entry, locator.id, version)
     if entry.id is not None and entry.id != locator.id:
         raise DescriptorError(
             f"validate {entry.file}", f"{entry.key}: id '{entry.id}' does not match uri '{entry.uri}'"
@@ -156,7 +181,8 @@ def _resolve(
     buildpacks_dir: Path,
     versions_of: Callable[[str], Sequence[str]],
 ) -> str:
-    """The version of ``bp_id`` to use: the one asked for, or the highest semver present."""
+    """The version of ``bp_id`` to use: the one asked for, or the highest semver present (semver 2.0
+    precedence; versions that are not semver are left out of that choice)."""
     versions = versions_of(bp_id)
     action = f"resolve {entry.key} ({bp_id})"
     if not versions:
@@ -168,8 +194,6 @@ def _resolve(
                 f"version '{version}' of '{bp_id}' was not found in {buildpacks_dir} (found: {', '.join(versions)})",
             )
         return version
-    from preparer.semver import highest
-
     best = highest(versions)
     if best is None:
         raise FetchError(
@@ -186,14 +210,12 @@ def compose_order(
     post: Sequence[OrderElement],
     builder: Order,
 ) -> Order:
-    """The prepared order (contract §3, §7.9).
+    """The prepared order.
 
     With a group, one group ``pre + group + post``; without, ``pre`` and ``post`` wrap every builder group.
     Either way a pre or post element whose id the group already holds is skipped, so a second run changes nothing.
     The builder's ``order-extensions`` are kept.
     """
-    from preparer.files.order import Order
-
     groups = (tuple(group),) if group is not None else builder.groups
     return Order(tuple(_wrap(pre, g, post) for g in groups), builder.extensions)
 
@@ -213,26 +235,20 @@ def _wrap(pre: Sequence[OrderElement], group: Group, post: Sequence[OrderElement
     return (*head, *group, *tail)
 
 
-def env_actions(entries: Sequence[EnvEntry], existing: set[str]) -> list[tuple[EnvEntry, str, str | None]]:
-    """What to do with each build env variable: ``(entry, action, warning)`` (contract §3).
+def env_actions(entries: Sequence[EnvEntry], existing: Collection[str]) -> list[EnvAction]:
+    """What to do with each build env variable.
 
-    Names starting ``CNB_`` are reserved and skipped; a file the platform already put in ``<platform>/env``
-    holds the user's explicit setting and is kept.
+    Names starting ``CNB_`` are reserved and skipped; a file the platform already put in ``<platform>/env`` holds
+    the user's explicit setting and is kept.
     """
-    actions: list[tuple[EnvEntry, str, str | None]] = []
+    actions: list[EnvAction] = []
     for entry in entries:
         if entry.name.startswith("CNB_"):
-            actions.append(
-                (entry, "skipped", f"{entry.key}: {entry.name} is reserved (CNB_ prefix); not written")
-            )
+            warning = f"{entry.key}: {entry.name} is reserved (CNB_ prefix); not written"
+            actions.append(EnvAction(entry, "skipped", warning))
         elif entry.name in existing:
-            actions.append(
-                (
-                    entry,
-                    "kept",
-                    f"{entry.key}: <platform>/env/{entry.name} already exists; keeping the platform's value",
-                )
-            )
+            warning = f"{entry.key}: <platform>/env/{entry.name} already exists; keeping the platform's value"
+            actions.append(EnvAction(entry, "kept", warning))
         else:
-            actions.append((entry, "written", None))
+            actions.append(EnvAction(entry, "written"))
     return actions

@@ -1,8 +1,17 @@
-"""What a prepare run did, as data: the CLI renders it and ``-prepare-report`` writes it (contract §5, §7.17)."""
+"""What a prepare run did, as data: the CLI renders it, the library returns it, and ``-prepare-report`` writes it.
+
+The report file is TOML: ``dry-run``, ``[descriptor]`` (``path``, ``schema-version``), ``[effective]`` (the
+effective configuration, credentials removed), ``[[buildpacks]]`` (``id``, ``version``, ``source``, ``action``
+= ``installed`` | ``present`` | ``inline``, ``digest`` when known, ``resolved`` for bare ids), ``[[env]]`` (``name``,
+``action`` = ``written`` | ``kept`` | ``skipped``), ``[app] removed``, ``[[unapplied]]`` (``key``, ``reason``).
+A run that fails writes only ``[error]`` (``code``, ``message``).
+"""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 
@@ -22,7 +31,7 @@ class BuildpackRecord(NamedTuple):
     source: str
     action: Literal["installed", "present", "inline"]
     digest: str | None = None
-    #: How a bare buildpack id in ``uri`` was resolved: ``installed``, ``registry`` or ``image`` (contract §7.11b).
+    #: How a bare buildpack id in ``uri`` was resolved: ``installed``, ``registry`` or ``image``.
     resolved: str | None = None
 
 
@@ -47,7 +56,7 @@ class Report:
     #: Every warning, in the order found (unapplied properties included), without the ``Warning:`` prefix.
     warnings: tuple[str, ...] = ()
     dry_run: bool = False
-    #: Paths written, in order (order.toml, env files, installed buildpack directories).
+    #: Paths written, in order (order.toml, installed buildpack directories, env files).
     written: tuple[str, ...] = ()
 
 
@@ -64,3 +73,43 @@ def unapplied_message(item: Unapplied) -> str:
     if item.reason == NOT_APPLIED:
         return f"{item.key} is not applied by the preparer"
     return f"{item.key} is not applied by the preparer: {item.reason}"
+
+
+def report_to_toml(report: Report) -> dict[str, Any]:
+    """The ``-prepare-report`` document of a run that did not fail."""
+    descriptor: dict[str, Any] = {}
+    if report.descriptor_path is not None:
+        descriptor["path"] = report.descriptor_path
+    if report.schema_version is not None:
+        descriptor["schema-version"] = report.schema_version
+    return {
+        "dry-run": report.dry_run,
+        "descriptor": descriptor,
+        "effective": report.effective,
+        "buildpacks": [
+            {"id": b.id, "version": b.version, "source": b.source, "action": b.action}
+            | ({"digest": b.digest} if b.digest else {})
+            | ({"resolved": b.resolved} if b.resolved else {})
+            for b in report.buildpacks
+        ],
+        "env": [{"name": e.name, "action": e.action} for e in report.env],
+        "app": {"removed": report.app_removed},
+        "unapplied": [{"key": u.key, "reason": u.reason} for u in report.unapplied],
+    }
+
+
+def write_report(path: Path, report: Report | None = None, *, error: tuple[int, str] | None = None) -> None:
+    """Write the report file: ``report``'s document, or for a failed run only ``[error]`` with ``(code, message)``.
+
+    :raises ApplyError: the file cannot be written (exit 1).
+    """
+    from preparer.files._toml import dumps_toml, write_atomic
+
+    if error is not None:
+        doc: dict[str, Any] = {"error": {"code": error[0], "message": error[1]}}
+    else:
+        assert report is not None
+        doc = report_to_toml(report)
+    with contextlib.suppress(OSError):  # write_atomic reports the failure
+        path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, dumps_toml(doc).encode())

@@ -20,9 +20,10 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+from preparer._fs import temp_file
 from preparer.errors import FetchError
 
 
@@ -78,16 +79,9 @@ class DownloadCache:
         with FileLock(str(self._dir("locks") / f"{name}.lock")):
             yield
 
-    @contextmanager
-    def temp_file(self) -> Iterator[Path]:
+    def temp_file(self) -> AbstractContextManager[Path]:
         """A fresh temporary file in ``tmp/``; removed on exit unless it was moved away."""
-        fd, name = tempfile.mkstemp(dir=self.tmp_dir(), prefix="dl-")
-        os.close(fd)
-        path = Path(name)
-        try:
-            yield path
-        finally:
-            path.unlink(missing_ok=True)
+        return temp_file(self.tmp_dir(), "dl-")
 
     # Extracted buildpack trees, keyed by the digest of the archive they came from.
 

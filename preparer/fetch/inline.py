@@ -7,16 +7,21 @@ directory at build time is the app directory, as for every buildpack.
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 from preparer.api import APIVersion
 from preparer.errors import InvalidInputsError
-from preparer.fetch import FetchContext, Fetched, StagedBuildpack
+from preparer.fetch.base import FetchContext, Fetched, StagedBuildpack
+from preparer.fetch.locator import InlineLocator
+from preparer.fetch.tree import new_root
+from preparer.files._toml import dumps_toml
 from preparer.files.buildpack import check_id, read_buildpack_toml, version_problem
 
 DEFAULT_VERSION = "0.0.0"
 DEFAULT_SHELL = "/bin/sh"
+
+
+def fetch_inline(locator: InlineLocator, ctx: FetchContext) -> Fetched:
+    """Generate the inline buildpack of a group entry's ``script`` table (version 0.0.0) in staging."""
+    return make_inline(locator.id, None, locator.api, locator.shell, locator.inline, ctx)
 
 
 def make_inline(
@@ -26,8 +31,6 @@ def make_inline(
 
     :raises InvalidInputsError: an invalid id, version, API version or shell (exit 3).
     """
-    from preparer.files._toml import dumps_toml
-
     action = f"create inline buildpack '{bp_id}'"
     if not check_id(bp_id):
         raise InvalidInputsError(action, f"'{bp_id}' is not a valid buildpack id")
@@ -42,8 +45,7 @@ def make_inline(
     shell = shell or DEFAULT_SHELL
     if "\n" in shell:
         raise InvalidInputsError(action, "script.shell must be a single line")
-    root = Path(tempfile.mkdtemp(prefix="inline-", dir=ctx.staging))
-    root.chmod(0o755)
+    root = new_root(ctx.staging, "inline-")
     descriptor = {"api": api, "buildpack": {"id": bp_id, "version": version}}
     (root / "buildpack.toml").write_text(dumps_toml(descriptor))
     (root / "buildpack.toml").chmod(0o644)
@@ -55,5 +57,7 @@ def make_inline(
         path = bin_dir / name
         path.write_text(f"#!{shell}\n\n{body}")
         path.chmod(0o755)
-    staged = StagedBuildpack(read_buildpack_toml(root / "buildpack.toml"), root)
+    staged = StagedBuildpack(
+        read_buildpack_toml(root / "buildpack.toml", shown=f"inline script ({bp_id})"), root
+    )
     return Fetched(staged.descriptor, (staged,), f"inline script ({bp_id})")

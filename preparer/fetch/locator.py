@@ -96,7 +96,19 @@ class RegistryLocator:
     version: str | None = None
 
 
-Locator = BuilderLocator | PathLocator | HttpLocator | ImageLocator | RegistryLocator | IdLocator
+@dataclass(frozen=True, slots=True)
+class InlineLocator:
+    """An inline buildpack: a group entry's ``script`` table, generated rather than fetched (version 0.0.0)."""
+
+    id: str
+    api: str
+    inline: str
+    shell: str = "/bin/sh"
+
+
+Locator = (
+    BuilderLocator | PathLocator | HttpLocator | ImageLocator | RegistryLocator | IdLocator | InlineLocator
+)
 
 
 def _split_version(text: str) -> tuple[str, str | None]:

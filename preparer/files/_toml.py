@@ -3,38 +3,88 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
+import stat
 import threading
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from preparer._types import TOMLTable
-from preparer.errors import ApplyError, DescriptorError
+from preparer.errors import ApplyError, DescriptorError, PreparerError
 
 _COUNTER = itertools.count()
 
 
-def load_toml(path: Path, what: str) -> TOMLTable:
-    """Parse the TOML file ``path``; syntax errors name the file, line and column.
+#: The largest TOML file read (a project descriptor is a few KiB; a platform's files are not much more).
+MAX_TOML = 1 << 20
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, which must be a regular file (a link to one is fine) of at most ``limit`` bytes.
+
+    Opened without blocking, so a FIFO or a terminal is refused instead of waited on, and a device such as
+    ``/dev/zero`` is refused instead of read forever.
+
+    :raises OSError: as ``open`` does; ``ValueError`` with the reason for anything that is not such a file.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file")
+        if info.st_size > limit:
+            raise ValueError(f"larger than {limit} bytes")
+        chunks, size = [], 0
+        while chunk := os.read(fd, limit + 1 - size):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise ValueError(f"larger than {limit} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def load_toml(
+    path: Path,
+    what: str,
+    *,
+    error: type[PreparerError] = DescriptorError,
+    action: str | None = None,
+    limit: int = MAX_TOML,
+) -> TOMLTable:
+    """Read and parse the TOML file ``path``, the one loader of every TOML file the preparer reads.
+
+    Syntax errors name the file, line and column. The file must be a regular file of at most ``limit`` bytes.
 
     :param what: names the file's role in messages, e.g. ``project descriptor``.
-    :raises DescriptorError: when the file cannot be read or is not valid TOML (exit 3).
+    :param error: the class of error to raise (the descriptor's are exit 3; the builder's own files differ).
+    :param action: the message's action, when not ``read <what>`` / ``parse <what>``.
+    :raises DescriptorError: (or ``error``) when the file cannot be read or is not valid TOML.
     """
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        data = read_regular(path, limit)
     except FileNotFoundError:
-        raise DescriptorError(f"read {what}", f"{path} does not exist") from None
+        raise error(action or f"read {what}", f"{path} does not exist") from None
     except IsADirectoryError:
-        raise DescriptorError(f"read {what}", f"{path} is a directory") from None
+        raise error(action or f"read {what}", f"{path} is a directory") from None
     except OSError as err:
-        raise DescriptorError(f"read {what}", f"{path}: {err.strerror or err}") from None
+        raise error(action or f"read {what}", f"{path}: {err.strerror or err}") from None
+    except ValueError as why:
+        raise error(action or f"read {what}", f"{path}: {why}") from None
+    try:
+        return tomllib.loads(data.decode())
     except UnicodeDecodeError as err:
-        raise DescriptorError(f"parse {what}", f"{path}: not UTF-8 text ({err.reason})") from None
+        raise error(action or f"parse {what}", f"{path}: not UTF-8 text ({err.reason})") from None
     except tomllib.TOMLDecodeError as err:
-        raise DescriptorError(f"parse {what}", f"{path}: {err}") from None
+        raise error(action or f"parse {what}", f"{path}: {err}") from None
+    except RecursionError:
+        raise error(action or f"parse {what}", f"{path}: nested too deeply") from None
 
 
 def dumps_toml(doc: dict[str, Any]) -> str:

@@ -7,12 +7,12 @@ Spec: buildpack.md §buildpack.toml; platform.md §Buildpacks Directory Layout. 
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from preparer.errors import FetchError
+from preparer.errors import BuilderError, FetchError
+from preparer.files._toml import load_toml
 
 #: Buildpack ids may hold letters, digits, ``.``, ``/`` and ``-`` (spec buildpack.md §buildpack.toml).
 _ID = re.compile(r"^[A-Za-z0-9./-]+$")
@@ -85,30 +85,35 @@ def version_problem(version: str) -> str | None:
     return None
 
 
-def parse_buildpack_toml(doc: dict[str, Any], where: str) -> BuildpackDescriptor:
-    """Read the fields the preparer uses from a parsed ``buildpack.toml``.
+class MalformedError(Exception):
+    """What is wrong with a ``buildpack.toml``, before the caller says whose file it is."""
 
-    :param where: names the file in error messages.
-    :raises FetchError: when ``buildpack.id``, ``buildpack.version`` or ``api`` is missing or malformed.
+
+def parse_buildpack_toml(doc: dict[str, Any]) -> BuildpackDescriptor:
+    """Read the fields the preparer uses from a parsed ``buildpack.toml``. Pure.
+
+    Ids and versions are checked as strictly as the group's own (they name directories and reach order.toml).
+
+    :raises MalformedError: naming the field that is missing or malformed.
     """
     info = doc.get("buildpack")
     if not isinstance(info, dict):
-        raise FetchError(f"read {where}", "missing [buildpack] table")
+        raise MalformedError("missing [buildpack] table")
     bp_id, version, api = info.get("id"), info.get("version"), doc.get("api", "0.1")
     if not isinstance(bp_id, str) or not check_id(bp_id):
-        raise FetchError(f"read {where}", f"invalid buildpack id {bp_id!r}")
+        raise MalformedError(f"invalid buildpack id {bp_id!r}")
     if not isinstance(version, str) or version_problem(version):
-        raise FetchError(f"read {where}", f"invalid buildpack version {version!r}")
+        raise MalformedError(f"invalid buildpack version {version!r}")
     if not isinstance(api, str):
-        raise FetchError(f"read {where}", f"invalid api {api!r}")
+        raise MalformedError(f"invalid api {api!r}")
     groups: list[tuple[OrderRef, ...]] = []
     order = doc.get("order", [])
     if not isinstance(order, list):
-        raise FetchError(f"read {where}", "[[order]] must be an array of tables")
+        raise MalformedError("[[order]] must be an array of tables")
     for item in order:
         group = item.get("group", []) if isinstance(item, dict) else None
         if not isinstance(group, list):
-            raise FetchError(f"read {where}", "[[order.group]] must be an array of tables")
+            raise MalformedError("[[order.group]] must be an array of tables")
         refs = []
         for ref in group:
             if not (
@@ -116,25 +121,29 @@ def parse_buildpack_toml(doc: dict[str, Any], where: str) -> BuildpackDescriptor
                 and isinstance(ref.get("id"), str)
                 and isinstance(ref.get("version"), str)
             ):
-                raise FetchError(f"read {where}", "every [[order.group]] entry needs an id and a version")
+                raise MalformedError("every [[order.group]] entry needs an id and a version")
             refs.append(OrderRef(ref["id"], ref["version"], ref.get("optional") is True))
         groups.append(tuple(refs))
     return BuildpackDescriptor(bp_id, version, api, tuple(groups))
 
 
-def read_buildpack_toml(path: Path) -> BuildpackDescriptor:
+def read_buildpack_toml(
+    path: Path, *, shown: str | None = None, builder: bool = False
+) -> BuildpackDescriptor:
     """Load and parse ``path`` (a ``buildpack.toml``).
 
-    :raises FetchError: when the file is missing, not TOML, or lacks required fields.
+    :param shown: how messages name the buildpack (the ``uri`` as written) instead of a staging path.
+    :param builder: the file is in ``<buildpacks>``, the platform's own: errors are :class:`BuilderError`.
+    :raises FetchError: when a fetched buildpack's file is missing, not TOML, or lacks required fields.
+    :raises BuilderError: the same, for a buildpack already in ``<buildpacks>``.
     """
+    error = BuilderError if builder else FetchError
+    action = f"read buildpack.toml of {shown}" if shown else f"read {path}"
+    doc = load_toml(path, "buildpack.toml", error=error, action=action)
     try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except FileNotFoundError:
-        raise FetchError(f"read {path}", "buildpack.toml not found") from None
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise FetchError(f"read {path}", err) from None
-    return parse_buildpack_toml(doc, str(path))
+        return parse_buildpack_toml(doc)
+    except MalformedError as why:
+        raise error(action, str(why)) from None
 
 
 def installed_versions(buildpacks_dir: Path, buildpack_id: str) -> list[str]:

@@ -6,11 +6,11 @@ written only when true. ``[[order-extensions]]`` of the builder's order are carr
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from preparer.errors import FetchError
+from preparer.errors import BuilderError
+from preparer.files._toml import load_toml
 
 
 class OrderElement(NamedTuple):
@@ -39,20 +39,21 @@ class Order(NamedTuple):
 def parse_order(doc: dict[str, Any], where: str) -> Order:
     """Read ``[[order]]`` and keep ``[[order-extensions]]`` as tables.
 
-    :raises FetchError: when an element lacks ``id`` (exit 1; the builder's files are the platform's, not the user's).
+    :raises BuilderError: when an element lacks ``id`` (exit 1; the builder's files are the platform's, not the
+        user's).
     """
     groups = []
     order = doc.get("order", [])
     if not isinstance(order, list):
-        raise FetchError(f"read builder order {where}", "[[order]] must be an array of tables")
+        raise BuilderError(f"read builder order {where}", "[[order]] must be an array of tables")
     for item in order:
         elements = []
         group = item.get("group", []) if isinstance(item, dict) else None
         if not isinstance(group, list):
-            raise FetchError(f"read builder order {where}", "[[order.group]] must be an array of tables")
+            raise BuilderError(f"read builder order {where}", "[[order.group]] must be an array of tables")
         for element in group:
             if not isinstance(element, dict) or not isinstance(element.get("id"), str):
-                raise FetchError(f"read builder order {where}", "every [[order.group]] element needs an id")
+                raise BuilderError(f"read builder order {where}", "every [[order.group]] element needs an id")
             version = element.get("version", "")
             elements.append(
                 OrderElement(
@@ -69,15 +70,11 @@ def parse_order(doc: dict[str, Any], where: str) -> Order:
 def read_order(path: Path) -> Order:
     """Load the order at ``path``.
 
-    :raises FetchError: when it is missing, unreadable or malformed (exit 1).
+    :raises BuilderError: when it is missing, unreadable or malformed (exit 1).
     """
-    try:
-        with open(path, "rb") as f:
-            return parse_order(tomllib.load(f), str(path))
-    except FileNotFoundError:
-        raise FetchError("read builder order", f"{path} does not exist") from None
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise FetchError("read builder order", f"{path}: {err}") from None
+    return parse_order(
+        load_toml(path, "builder order", error=BuilderError, action="read builder order"), str(path)
+    )
 
 
 def dumps_order(order: Order) -> str:

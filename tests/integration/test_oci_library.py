@@ -18,10 +18,12 @@ from pathlib import Path
 import pytest
 
 from preparer.errors import FetchError, InvalidInputsError
-from preparer.fetch import FetchContext, Fetched
+from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.locator import ImageLocator
-from preparer.fetch.oci import fetch_cnb, fetch_image
 from preparer.fetch.oci.client import MAX_MANIFEST
+from preparer.fetch.oci.image import fetch_image
+from preparer.fetch.oci.layout import fetch_cnb
+from preparer.fetch.transport import Transport
 from tests.plugins.registry import (
     DOCKER_MEDIA,
     PASSWORD,
@@ -49,7 +51,7 @@ def context(tmp_path: Path, cache: bool = True, **kw: object) -> FetchContext:
     staging.mkdir(exist_ok=True)
     return FetchContext(
         staging=staging, base_dir=tmp_path, download_cache=tmp_path / "cache" if cache else None,
-        timeouts=(2.0, 5.0), backoff=0.01, **kw,  # type: ignore[arg-type]
+        transport=Transport(timeouts=(2.0, 5.0), backoff=0.01), **kw,  # type: ignore[arg-type]
     )  # fmt: skip
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from preparer.errors import InvalidInputsError
-from preparer.fetch import FetchContext
+from preparer.fetch.base import FetchContext
 from preparer.fetch.inline import make_inline
 
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from preparer.errors import FetchError, InvalidInputsError
-from preparer.fetch import FetchContext
+from preparer.fetch.base import FetchContext
 from preparer.fetch.oci.auth import lookup
 from preparer.fetch.oci.buildpackage import (
     LAYERS_LABEL,

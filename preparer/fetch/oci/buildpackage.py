@@ -16,17 +16,44 @@ from pathlib import Path
 from typing import IO, Any
 
 from preparer.errors import FetchError
-from preparer.fetch import FetchContext, Fetched, StagedBuildpack
-from preparer.fetch.archive import extract_tar
-from preparer.fetch.oci.client import is_digest
-from preparer.files.buildpack import check_id, escape_id, read_buildpack_toml
+from preparer.fetch.base import FetchContext, Fetched, StagedBuildpack
+from preparer.fetch.extract import extract_tar
+from preparer.fetch.streams import is_digest
+from preparer.files.buildpack import check_id, escape_id, read_buildpack_toml, version_problem
 
 LAYERS_LABEL = "io.buildpacks.buildpack.layers"
 METADATA_LABEL = "io.buildpacks.buildpackage.metadata"
 _PARALLEL_LAYERS = 4
+#: Image indexes may point at indexes; more levels than this are refused.
+MAX_INDEX_DEPTH = 4
+
+#: An image document as read: ``(document, "manifest" | "index", digest)``.
+Document = tuple[dict[str, Any], str, str]
 
 
-def choose_platform(index: dict[str, Any], platform: str, source: str) -> dict[str, Any]:
+def follow_index(
+    first: Document, read: Callable[[str], Document], platform: str, source: str, verb: str = "pull"
+) -> Document:
+    """From an image document to the manifest for ``platform``, through an index and the indexes it names (at most
+    :data:`MAX_INDEX_DEPTH`); ``read`` fetches a document by digest (from a registry, or from a ``.cnb``).
+
+    :raises FetchError: no image for ``platform``, an entry without a valid digest, or indexes nested too deeply.
+    """
+    action = f"{verb} {source}"
+    document, kind, digest = first
+    for _ in range(MAX_INDEX_DEPTH):
+        if kind != "index":
+            return document, kind, digest
+        chosen = choose_platform(document, platform, source, verb)
+        if not is_digest(chosen.get("digest")):
+            raise FetchError(action, f"the index entry for {platform} has no valid sha256 digest")
+        document, kind, digest = read(str(chosen["digest"]))
+    if kind != "index":
+        return document, kind, digest
+    raise FetchError(action, "image indexes nest too deeply")
+
+
+def choose_platform(index: dict[str, Any], platform: str, source: str, verb: str = "pull") -> dict[str, Any]:
     """The descriptor in an image index for ``platform`` (``os/arch[/variant]``).
 
     :raises FetchError: when the index has no manifest for it (the message lists what it has).
@@ -45,7 +72,7 @@ def choose_platform(index: dict[str, Any], platform: str, source: str) -> dict[s
     if manifests and not any(m.get("platform") for m in manifests):
         return manifests[0]  # a layout without platforms (pack writes one image): the first is the image
     raise FetchError(
-        f"pull {source}", f"no image for {platform} in the index (it has: {', '.join(offered) or 'none'})"
+        f"{verb} {source}", f"no image for {platform} in the index (it has: {', '.join(offered) or 'none'})"
     )
 
 
@@ -72,10 +99,6 @@ def _label(labels: dict[str, Any], name: str, source: str) -> dict[str, Any]:
     return value
 
 
-def _safe_segment(version: str) -> bool:
-    return bool(version) and "/" not in version and "\\" not in version and version not in (".", "..")
-
-
 def _wanted(
     layers_label: dict[str, Any], diff_ids: list[Any], layers: list[Any], source: str
 ) -> list[tuple[str, str, str]]:
@@ -87,7 +110,7 @@ def _wanted(
             raise FetchError(action, f"label '{LAYERS_LABEL}' has a malformed entry for '{bp_id[:100]}'")
         for version, info in versions.items():
             diff_id = info.get("layerDiffID") if isinstance(info, dict) else None
-            if not _safe_segment(version) or not isinstance(diff_id, str):
+            if version_problem(version) or "\\" in version or not isinstance(diff_id, str):
                 raise FetchError(
                     action, f"label '{LAYERS_LABEL}' has a malformed entry for {bp_id}@{version[:100]}"
                 )
@@ -172,7 +195,7 @@ def _staged(root: Path, bp_id: str, version: str, source: str) -> StagedBuildpac
     for directory in (root / escape_id(bp_id) / version, root / bp_id / version):
         if (directory / "buildpack.toml").is_file() and not directory.is_symlink():
             directory.chmod(0o755)
-            descriptor = read_buildpack_toml(directory / "buildpack.toml")
+            descriptor = read_buildpack_toml(directory / "buildpack.toml", shown=source)
             if (descriptor.id, descriptor.version) != (bp_id, version):
                 raise FetchError(
                     f"read buildpackage {source}",

@@ -13,16 +13,16 @@ import re
 import tempfile
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
 from preparer.errors import FetchError, NotFoundError
-from preparer.fetch import FetchContext
+from preparer.fetch.base import FetchContext
 from preparer.fetch.cache import DownloadCache
-from preparer.fetch.http import NetworkError, _attempts, check_status, describe, stream_body, tls_failure
 from preparer.fetch.oci import auth
 from preparer.fetch.oci.reference import Reference, scheme_for
+from preparer.fetch.streams import Tee, is_digest, sha256_of, stream_body, verify_digest
+from preparer.fetch.transport import NetworkError, check_status, describe, read_capped, tls_failure
 
 if TYPE_CHECKING:
     import requests
@@ -38,27 +38,6 @@ _ACCEPT = ", ".join((*MANIFESTS, *INDEXES))
 MAX_MANIFEST = 4 << 20
 T = TypeVar("T")
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-
-
-@dataclass(frozen=True, slots=True)
-class Blob:
-    """A verified blob on local disk."""
-
-    path: Path
-    digest: str
-
-
-def sha256_of(data: bytes) -> str:
-    """``sha256:<hex>`` of ``data``."""
-    import hashlib
-
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def is_digest(value: object) -> bool:
-    """Whether ``value`` is a ``sha256:<64 lowercase hex>`` digest (the only algorithm read here)."""
-    return isinstance(value, str) and _DIGEST.match(value) is not None
 
 
 def kind_of(doc: dict[str, Any]) -> str:
@@ -122,18 +101,11 @@ class Registry:
         return response
 
     def _send(self, url: str, headers: dict[str, str]) -> requests.Response:
-        import requests
-
         self.credential  # noqa: B018 (looks the credential up before the first request)
         sent = dict(headers)
         if self.authorization:
             sent["Authorization"] = self.authorization
-        try:
-            return self.ctx.sessions.get().get(url, headers=sent, stream=True, timeout=self.ctx.timeouts)
-        except requests.exceptions.SSLError as err:
-            raise FetchError(f"pull {self.ref}", tls_failure(err)) from None
-        except requests.RequestException as err:
-            raise NetworkError(describe(err)) from err
+        return self.ctx.transport.get(url, sent, action=f"pull {self.ref}", check=False)
 
     def _answer_challenge(self, header: str) -> None:
         scheme = header.split(" ", 1)[0].lower()
@@ -153,7 +125,7 @@ class Registry:
         import requests
 
         query = {"service": params.get("service", ""), "scope": f"repository:{self.ref.repository}:pull"}
-        session = self.ctx.sessions.get()
+        session = self.ctx.transport.session()
         credential = self.credential
         try:
             if credential is not None and credential.identity_token is not None:
@@ -161,29 +133,34 @@ class Registry:
                     params["realm"],
                     data={**query, "grant_type": "refresh_token", "client_id": "cnb-preparer",
                           "refresh_token": credential.identity_token},
-                    timeout=self.ctx.timeouts,
+                    timeout=self.ctx.transport.timeouts, stream=True,
                 )  # fmt: skip
             else:
                 headers = {}
                 if credential is not None and (credential.header or "").lower().startswith("basic "):
                     headers["Authorization"] = credential.header or ""
                 response = session.get(
-                    params["realm"], params=query, headers=headers, timeout=self.ctx.timeouts
-                )
+                    params["realm"], params=query, headers=headers, timeout=self.ctx.transport.timeouts,
+                    stream=True,
+                )  # fmt: skip
         except requests.exceptions.SSLError as err:
             raise FetchError(f"authenticate to {self.ref.registry}", tls_failure(err)) from None
         except requests.RequestException as err:
             raise NetworkError(describe(err)) from err
         if response.status_code in (401, 403):
+            response.close()
             raise self._unauthorized()
         if response.status_code >= 400:
+            response.close()
             raise FetchError(
                 f"authenticate to {self.ref.registry}", f"token endpoint answered {response.status_code}"
             )
+        # The realm is named by the registry, so its answer is as untrusted as the registry: bounded.
+        data = read_capped(response, MAX_MANIFEST, f"authenticate to {self.ref.registry}", "the token answer")
         try:
-            body = response.json()
+            body = json.loads(data)
             token = body.get("token") or body.get("access_token")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             token = None
         if not isinstance(token, str) or not token:
             raise FetchError(f"authenticate to {self.ref.registry}", "the token endpoint gave no token")
@@ -204,14 +181,7 @@ class Registry:
         check_status(response, f"pull {self.ref}", what)
 
     def _retrying(self, action: Callable[[], T]) -> T:
-        last: NetworkError | None = None
-        for _ in _attempts(self.ctx, self.name):
-            try:
-                return action()
-            except NetworkError as err:
-                last = err
-        assert last is not None
-        raise FetchError(f"pull {self.ref}", f"{last} (after {self.ctx.retries + 1} attempts)")
+        return self.ctx.transport.retrying(f"pull {self.ref}", action)
 
     def _check_digest(self, digest: object, what: str) -> str:
         if not is_digest(digest):
@@ -235,9 +205,12 @@ class Registry:
                 if cached is not None:
                     return self._parse_manifest(cached.read_bytes(), identifier)
         data, digest = self._retrying(lambda: self._fetch_manifest(identifier))
-        if by_digest and digest != identifier:
-            raise FetchError(
-                f"pull {self.ref}", f"manifest digest mismatch: expected {identifier}, got {digest}"
+        if by_digest:
+            verify_digest(
+                digest,
+                identifier,
+                f"pull {self.ref}",
+                "manifest digest mismatch: expected {expected}, got {got}",
             )
         parsed = self._parse_manifest(data, digest)
         if self.cache is not None:
@@ -249,21 +222,7 @@ class Registry:
     def _fetch_manifest(self, identifier: str) -> tuple[bytes, str]:
         response = self._get(f"{self.base}/manifests/{identifier}", {"Accept": _ACCEPT})
         self._check(response, f"manifest '{identifier}'")
-        chunks, size = [], 0
-        try:
-            with response:
-                for chunk in response.iter_content(1 << 16):
-                    size += len(chunk)
-                    if size > MAX_MANIFEST:
-                        raise FetchError(
-                            f"pull {self.ref}", f"manifest '{identifier}' is larger than {MAX_MANIFEST} bytes"
-                        )
-                    chunks.append(chunk)
-        except FetchError:
-            raise
-        except Exception as err:
-            raise NetworkError(describe(err)) from err
-        data = b"".join(chunks)
+        data = read_capped(response, MAX_MANIFEST, f"pull {self.ref}", f"manifest '{identifier}'")
         return data, sha256_of(data)
 
     def _parse_manifest(self, data: bytes, digest: str) -> tuple[dict[str, Any], str, str]:
@@ -281,10 +240,21 @@ class Registry:
 
     # Blobs
 
-    def blob(self, digest: str, size: int | None = None) -> Blob:
-        """The verified blob ``digest``: from the cache, or downloaded (streamed and hashed) into it."""
-        path, _ = self.read_blob(digest, lambda body: None, size)
-        return Blob(path, digest)
+    def document(self, digest: str, size: int | None, what: str) -> dict[str, Any]:
+        """A small JSON blob (an image config) by digest, verified, read whole only up to :data:`MAX_MANIFEST`.
+
+        :raises FetchError: larger than that, not a JSON object, or the blob's own failures.
+        """
+        if size is not None and size > MAX_MANIFEST:
+            raise FetchError(f"pull {self.ref}", f"the {what} is larger than {MAX_MANIFEST} bytes")
+        _, data = self.read_blob(digest, lambda body: body.read(), MAX_MANIFEST if size is None else size)
+        try:
+            doc = json.loads(data)
+        except (ValueError, RecursionError):
+            doc = None
+        if not isinstance(doc, dict):
+            raise FetchError(f"pull {self.ref}", f"the {what} is not a JSON object")
+        return doc
 
     def read_blob(
         self, digest: str, consume: Callable[[IO[bytes]], T], size: int | None = None
@@ -332,7 +302,7 @@ class Registry:
                 with os.fdopen(fd, "wb") as out:
 
                     def tee(body: IO[bytes]) -> tuple[T | None, FetchError | None]:
-                        teed = _Tee(body, out, size)
+                        teed = Tee(body, out, size)
                         try:
                             return consume(teed), None  # type: ignore[arg-type]
                         except FetchError as err:
@@ -343,9 +313,8 @@ class Registry:
                             if teed.over:
                                 raise too_large
 
-                    (result, failure), got, count = stream_body(self.ctx, response, label, tee)
-                if got != digest:
-                    raise FetchError(f"pull {self.ref}", f"blob {digest}: digest mismatch: got {got}")
+                    (result, failure), got, count = stream_body(response, label, self.ctx.progress, tee)
+                verify_digest(got, digest, f"pull {self.ref}", f"blob {digest}: digest mismatch: got {{got}}")
                 if size is not None and count != size:
                     raise FetchError(
                         f"pull {self.ref}", f"blob {digest}: {count} bytes, but its descriptor says {size}"
@@ -356,33 +325,6 @@ class Registry:
                 Path(name).unlink(missing_ok=True)
                 raise
             path = keep.add_blob(Path(name), digest) if keep is not None else Path(name)
-            return path, result  # failure is None: consume returned a result
+            return path, cast(T, result)  # failure is None: consume returned a result
 
         return self._retrying(attempt)
-
-
-class _Tee:
-    """Reads ``stream`` and writes what it read to ``out``; stops reading past ``limit`` bytes (``over`` is set)."""
-
-    def __init__(self, stream: IO[bytes], out: IO[bytes], limit: int | None) -> None:
-        self.stream, self.out, self.limit = stream, out, limit
-        self.count = 0
-        self.over = False
-
-    def read(self, size: int = -1) -> bytes:
-        if self.over:
-            return b""
-        if self.limit is not None:
-            room = self.limit - self.count + 1  # one byte more than allowed shows that there is more
-            size = room if size < 0 else min(size, room)
-        data = self.stream.read(size)
-        self.count += len(data)
-        if self.limit is not None and self.count > self.limit:
-            self.over = True
-            return b""
-        self.out.write(data)
-        return data
-
-    def drain(self) -> None:
-        while self.read(1 << 20):
-            pass

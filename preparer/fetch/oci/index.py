@@ -1,4 +1,7 @@
-"""``urn:cnb:registry:<ns>/<name>[@<version>]``: a buildpack registry index entry (spec extensions/buildpack-registry.md).
+"""The buildpack registry: ``urn:cnb:registry:<ns>/<name>[@<version>]`` entries, and bare ids that are not installed.
+
+The registry is an index of files (spec extensions/buildpack-registry.md); each entry names a buildpackage image by
+digest, which :func:`~preparer.fetch.oci.image.fetch_image` then stages.
 
 The index file of ``<ns>/<name>`` is at ``<name[0:2]>/<name[2:4]>/<ns>_<name>`` (names of one to three characters
 live under ``1``, ``2`` and ``3/<name[0:2]>``), one minified JSON object per line:
@@ -7,13 +10,21 @@ live under ``1``, ``2`` and ``3/<name[0:2]>``), one minified JSON object per lin
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 
 from preparer.errors import FetchError, NotFoundError
-from preparer.fetch import FetchContext
-from preparer.fetch.http import NetworkError, _attempts, get
-from preparer.fetch.locator import redact
+from preparer.fetch.base import FetchContext, Fetched
+from preparer.fetch.locator import IdLocator, ImageLocator, RegistryLocator, redact
+from preparer.fetch.oci.image import fetch_image
+from preparer.fetch.oci.reference import parse_reference
+from preparer.fetch.transport import read_capped
 from preparer.semver import highest
+
+log = logging.getLogger("preparer")
+#: The largest index file read: one line per version of one buildpack (the largest today are a few KiB).
+MAX_INDEX_FILE = 4 << 20
 
 
 def index_path(namespace: str, name: str) -> str:
@@ -36,19 +47,17 @@ def read_entries(namespace: str, name: str, ctx: FetchContext) -> dict[str, str]
     bp_id = f"{namespace}/{name}"
     url = f"{ctx.registry_index.rstrip('/')}/{index_path(namespace, name)}"
     action = f"look up {bp_id} in the buildpack registry {redact(ctx.registry_index)}"
-    text = ""
-    for _ in _attempts(ctx, url):
-        try:
-            text = get(ctx, url).text
-            break
-        except NetworkError as err:
-            last = err
-        except NotFoundError:
-            return None
-        except FetchError as err:
-            raise FetchError(action, err.cause or "failed") from None
-    else:
-        raise FetchError(action, f"{last} (after {ctx.retries + 1} attempts)")
+
+    def attempt() -> bytes:
+        response = ctx.transport.get(url, action=action)
+        return read_capped(response, MAX_INDEX_FILE, action, "the index file")
+
+    try:
+        text = ctx.transport.retrying(action, attempt).decode("utf-8", "replace")
+    except NotFoundError:
+        return None
+    except FetchError as err:
+        raise FetchError(action, err.cause or "failed") from None
     live: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -60,7 +69,7 @@ def read_entries(namespace: str, name: str, ctx: FetchContext) -> dict[str, str]
                 bool(entry.get("yanked", False)),
                 str(entry["addr"]),
             )
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             raise FetchError(action, f"line {number} of the index file is not an entry") from None
         if not yanked:
             live[version] = addr
@@ -102,3 +111,55 @@ def resolve(namespace: str, name: str, version: str | None, ctx: FetchContext) -
             f"no buildpack {bp_id} in the registry",
         )
     return choose(bp_id, live, version, ctx.registry_index)
+
+
+def fetch_registry(locator: RegistryLocator, ctx: FetchContext) -> Fetched:
+    """Resolve a buildpack registry entry to its digest reference and stage that buildpackage."""
+    address, version = resolve(locator.namespace, locator.name, locator.version, ctx)
+    return _from_registry(f"{locator.namespace}/{locator.name}", version, address, ctx)
+
+
+def _from_registry(bp_id: str, version: str, address: str, ctx: FetchContext) -> Fetched:
+    fetched = fetch_image(ImageLocator(address), ctx)
+    if (fetched.top.id, fetched.top.version) != (bp_id, version):
+        raise FetchError(
+            f"fetch urn:cnb:registry:{bp_id}@{version}",
+            f"the image at {address} holds {fetched.top.ref} instead",
+        )
+    return Fetched(fetched.top, fetched.buildpacks, f"urn:cnb:registry:{bp_id}@{version}", fetched.digest)
+
+
+def fetch_id(locator: IdLocator, ctx: FetchContext) -> Fetched:
+    """A bare buildpack id that is not installed: the buildpack registry's entry, else, when the registry has no
+    such id and no version is asked for, the image reference of the same name (docs/decisions.md, "Resolving uri").
+
+    :raises FetchError: naming the three places searched when the buildpack is in none of them (exit 1).
+    """
+    index = redact(ctx.registry_index)
+    buildpacks_dir = ctx.buildpacks_dir or "<buildpacks>"
+    wanted = locator.id if locator.version is None else f"{locator.id}@{locator.version}"
+    live = read_entries(locator.namespace, locator.name, ctx)
+    if live is not None:
+        address, version = choose(locator.id, live, locator.version, ctx.registry_index)
+        log.debug(
+            "%s is not in %s; the buildpack registry %s has it: %s", wanted, buildpacks_dir, index, address
+        )
+        fetched = _from_registry(locator.id, version, address, ctx)
+        return dataclasses.replace(fetched, source=locator.id if locator.version is None else wanted,
+                                   resolved="registry")  # fmt: skip
+    searched = f"not in {buildpacks_dir}, not in the buildpack registry {index}"
+    action = f"find buildpack {wanted}"
+    if locator.version is not None:
+        raise NotFoundError(action, f"{searched}, and an image reference cannot name a version with '@'")
+    log.debug("%s is %s; trying it as an image reference", wanted, searched)
+    try:
+        fetched = fetch_image(ImageLocator(locator.id), ctx)
+    except NotFoundError:
+        raise NotFoundError(action, f"{searched}, and there is no image {_normalised(locator.id)}") from None
+    except FetchError as err:
+        raise FetchError(action, f"{searched}, and pulling it as an image failed: {err.message}") from None
+    return dataclasses.replace(fetched, source=locator.id, resolved="image")
+
+
+def _normalised(reference: str) -> str:
+    return str(parse_reference(reference))

@@ -6,7 +6,6 @@ checked against its digest.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tarfile
 import threading
@@ -15,13 +14,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from preparer.errors import FetchError
-from preparer.fetch import FetchContext, Fetched
-from preparer.fetch.local import HashingReader
-from preparer.fetch.oci.buildpackage import choose_platform, install_buildpackage
+from preparer.fetch.base import FetchContext, Fetched
+from preparer.fetch.oci.buildpackage import Document, follow_index, install_buildpackage
 from preparer.fetch.oci.client import MAX_MANIFEST, kind_of
-
-#: Image indexes may point at indexes; more levels than this are refused.
-_MAX_INDEX_DEPTH = 4
+from preparer.fetch.oci.memory import tune_allocator
+from preparer.fetch.streams import HashingReader, sha256_of, verify_digest
 
 
 class Layout:
@@ -54,9 +51,18 @@ class Layout:
     def blob(self, digest: str) -> bytes:
         """A small blob (manifest, config), checked."""
         data = self.read(self._blob_name(digest))
-        if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
-            raise FetchError(f"read {self.source}", f"blob {digest} does not match its digest")
+        verify_digest(
+            sha256_of(data), digest, f"read {self.source}", f"blob {digest} does not match its digest"
+        )
         return data
+
+    def document(self, digest: str) -> Document:
+        """An image document (manifest or index) by digest, checked."""
+        doc = self.json(self.blob(digest), "manifest")
+        try:
+            return doc, kind_of(doc), digest
+        except ValueError as err:
+            raise FetchError(f"read {self.source}", str(err)) from None
 
     def read_layer(self, digest: str, extract: Callable[[IO[bytes]], Path]) -> Path:
         """Feed a layer blob to ``extract`` straight from the tar, checking its digest (one thread at a time)."""
@@ -77,8 +83,9 @@ class Layout:
                 reader.drain()
             except (OSError, tarfile.TarError) as err:
                 raise FetchError(f"read {self.source}", f"blob {digest} cannot be read ({err})") from None
-        if reader.digest != digest:
-            raise FetchError(f"read {self.source}", f"blob {digest} does not match its digest")
+        verify_digest(
+            reader.digest, digest, f"read {self.source}", f"blob {digest} does not match its digest"
+        )
         if failure is not None or result is None:
             raise failure or FetchError(f"read {self.source}", f"blob {digest} could not be read")
         return result
@@ -105,22 +112,14 @@ def fetch_cnb(path: Path, *, source: str, digest: str | None, ctx: FetchContext)
 
     :raises FetchError: not a layout, missing or corrupt blobs, not a buildpackage (exit 1).
     """
+    tune_allocator()
     layout = Layout(path, source, ctx.staging)
     with layout.tar:
         # index.json is an index: follow it (and any nested index) to the image for the build's platform.
         index = layout.json(layout.read("index.json"), "index.json")
-        descriptor = choose_platform(index, ctx.platform, source)
-        for _ in range(_MAX_INDEX_DEPTH):
-            manifest_digest = str(descriptor.get("digest"))
-            manifest = layout.json(layout.blob(manifest_digest), "manifest")
-            try:
-                if kind_of(manifest) == "manifest":
-                    break
-            except ValueError as err:
-                raise FetchError(f"read {source}", str(err)) from None
-            descriptor = choose_platform(manifest, ctx.platform, source)
-        else:
-            raise FetchError(f"read {source}", "image indexes nest too deeply")
+        manifest, _, manifest_digest = follow_index(
+            (index, "index", ""), layout.document, ctx.platform, source, verb="read"
+        )
         config_descriptor = manifest.get("config")
         if not isinstance(config_descriptor, dict):
             raise FetchError(f"read {source}", "the manifest names no image config")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from preparer.errors import FetchError
-from preparer.fetch.archive import extract_tar
+from preparer.fetch.extract import extract_tar
 from tests.buildpacks import entry, make_tar
 
 GOOD = (entry("buildpack.toml"), b'api = "0.10"\n')

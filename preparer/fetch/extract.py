@@ -16,7 +16,6 @@ read once, front to back, so memory stays flat whatever the archive's size.
 
 from __future__ import annotations
 
-import io
 import os
 import posixpath
 import shutil
@@ -26,13 +25,11 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import IO, BinaryIO
 
 from preparer._fs import make_dirs
 from preparer.errors import FetchError
-
-_CHUNK = 1 << 20
-_GZIP_MAGIC = b"\x1f\x8b"
+from preparer.fetch.streams import CHUNK, open_tar_stream
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,58 +38,6 @@ class Extracted:
 
     top_level: frozenset[str]
     files: int
-
-
-class _Raw(io.RawIOBase):
-    """Any object with ``read`` as a raw stream, so a C ``BufferedReader`` can read it in large chunks."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self.stream = stream
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.stream.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-
-class _Gunzip(io.RawIOBase):
-    """Decompresses a gzip stream (one member or several) in large chunks; zlib checks each member's CRC."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self.stream = stream
-        self.inflater = zlib.decompressobj(wbits=31)
-        self.pending = b""  # compressed bytes not yet given to the inflater
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while True:
-            if not self.pending:
-                self.pending = self.stream.read(_CHUNK)
-                if not self.pending:
-                    if not self.inflater.eof:
-                        raise EOFError("compressed data ended early")
-                    return 0
-            if self.inflater.eof:
-                # The next gzip member starts here.
-                self.inflater = zlib.decompressobj(wbits=31)
-            data = self.inflater.decompress(self.pending, len(buffer))
-            self.pending = self.inflater.unconsumed_tail or self.inflater.unused_data
-            if data:
-                buffer[: len(data)] = data
-                return len(data)
-
-
-def open_tar_stream(fileobj: IO[bytes]) -> IO[bytes]:
-    """``fileobj`` as plain tar bytes, read 1 MiB at a time; gzip is told by its magic bytes, not by a name."""
-    buffered = io.BufferedReader(_Raw(fileobj), buffer_size=_CHUNK)
-    if buffered.peek(2)[:2] == _GZIP_MAGIC:
-        return io.BufferedReader(_Gunzip(buffered), buffer_size=_CHUNK)
-    return buffered
 
 
 def is_inside(root: str, path: str) -> bool:
@@ -141,7 +86,7 @@ def extract_tar(
     """
     extractor = _Extractor(dest, archive, select.strip("/") if select else None, allow_absolute)
     try:
-        with tarfile.open(fileobj=open_tar_stream(fileobj), mode="r|", bufsize=_CHUNK) as tar:
+        with tarfile.open(fileobj=open_tar_stream(fileobj), mode="r|", bufsize=CHUNK) as tar:
             for member in tar:
                 extractor.add(tar, member)
         extractor.check_links()
@@ -265,7 +210,7 @@ class _Extractor:
         assert source is not None  # a regular file always has data
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
         with os.fdopen(fd, "wb") as out:
-            shutil.copyfileobj(source, out, _CHUNK)
+            shutil.copyfileobj(source, out, CHUNK)
         os.chmod(target, mode)
         self.regular.add(name)
         self.files += 1

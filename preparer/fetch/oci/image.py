@@ -1,0 +1,50 @@
+"""Buildpackage images in a registry (``docker://<ref>`` and image references)."""
+
+from __future__ import annotations
+
+from preparer.errors import FetchError
+from preparer.fetch.base import FetchContext, Fetched
+from preparer.fetch.locator import ImageLocator
+from preparer.fetch.oci.buildpackage import descriptor_size, follow_index, install_buildpackage
+from preparer.fetch.oci.client import Registry
+from preparer.fetch.oci.memory import tune_allocator
+from preparer.fetch.oci.reference import parse_reference
+from preparer.fetch.streams import is_digest
+
+
+def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
+    """Stage every buildpack of the buildpackage image ``locator.reference`` (``docker://`` or a bare reference).
+
+    An image index is resolved to ``ctx.platform``. Returns the package's buildpacks, its top-level one named
+    ``top``, the normalised reference as ``source`` and the image manifest's digest.
+
+    :raises InvalidInputsError: a malformed reference (exit 3).
+    :raises FetchError: missing image, wrong credentials, corrupt or mismatching blobs, not a buildpackage (exit 1).
+    """
+    ref = parse_reference(locator.reference)
+    tune_allocator()
+    registry = Registry(ref, ctx)
+    source = str(ref)
+    manifest, _, digest = follow_index(
+        registry.manifest(ref.identifier), registry.manifest, ctx.platform, source
+    )
+    config_descriptor = manifest.get("config")
+    if not isinstance(config_descriptor, dict) or not is_digest(config_descriptor.get("digest")):
+        raise FetchError(f"pull {source}", "the manifest names no image config with a valid sha256 digest")
+    config = registry.document(
+        str(config_descriptor["digest"]), descriptor_size(config_descriptor), "image config"
+    )
+    layers = manifest.get("layers")
+    sizes = {
+        str(layer.get("digest")): descriptor_size(layer)
+        for layer in (layers if isinstance(layers, list) else [])
+        if isinstance(layer, dict)
+    }
+    return install_buildpackage(
+        manifest,
+        config,
+        lambda d, extract: registry.read_blob(d, extract, sizes.get(d))[1],
+        source=source,
+        digest=digest,
+        ctx=ctx,
+    )

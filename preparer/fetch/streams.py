@@ -1,0 +1,200 @@
+"""Byte streams between a source and the extractor: hashing, counting, bounding, decompressing.
+
+Every body is read once, front to back, in large chunks, and hashed on the way, so memory stays flat whatever its
+size and a digest is known the moment the body ends. gzip is told by its magic bytes, never by a name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import re
+import time
+import zlib
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+from preparer.errors import FetchError
+from preparer.fetch.transport import NetworkError, describe
+
+if TYPE_CHECKING:
+    import requests
+
+T = TypeVar("T")
+
+#: The size of every read: large enough that per-read overhead vanishes, small enough to keep memory flat.
+CHUNK = 1 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_PROGRESS_EVERY = 0.25  # seconds between progress reports of one download
+
+#: Progress callback: ``(source, bytes_done, bytes_total or None)``; ``(source, 0, 0)`` is a cache hit.
+ProgressFn = Callable[[str, int, "int | None"], None]
+
+
+def sha256_of(data: bytes) -> str:
+    """``sha256:<hex>`` of ``data``."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def is_digest(value: object) -> bool:
+    """Whether ``value`` is a ``sha256:<64 lowercase hex>`` digest (the only algorithm read here)."""
+    return isinstance(value, str) and _DIGEST.match(value) is not None
+
+
+def verify_digest(got: str, expected: str, action: str, mismatch: str | None = None) -> None:
+    """The one digest check: what was read must hash to ``expected``.
+
+    :param mismatch: the cause to give (with ``{expected}`` and ``{got}`` filled in); by default
+        ``digest mismatch: expected <expected>, got <got>``.
+    :raises FetchError: on a mismatch.
+    """
+    if got != expected:
+        template = mismatch or "digest mismatch: expected {expected}, got {got}"
+        raise FetchError(action, template.format(expected=expected, got=got))
+
+
+class HashingReader:
+    """Reads ``stream`` while computing the sha256 and the size of everything read."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(size)
+        self.sha256.update(data)
+        self.size += len(data)
+        return data
+
+    def drain(self) -> None:
+        """Read to the end (a tar stream may stop before its padding), so the digest covers every byte."""
+        while self.read(CHUNK):
+            pass
+
+    @property
+    def digest(self) -> str:
+        return "sha256:" + self.sha256.hexdigest()
+
+
+class NetworkReader:
+    """A response body as a file: counts bytes, reports progress, and turns any read error into NetworkError."""
+
+    def __init__(self, raw: Any, source: str, total: int | None, progress: ProgressFn) -> None:
+        self.raw, self.source, self.total, self.progress = raw, source, total, progress
+        self.size = 0
+        self.reported = 0.0
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            data: bytes = self.raw.read(size if size >= 0 else None)
+        except Exception as err:
+            raise NetworkError(describe(err)) from err
+        self.size += len(data)
+        now = time.monotonic()
+        if now - self.reported >= _PROGRESS_EVERY or not data:
+            self.reported = now
+            self.progress(self.source, self.size, self.total)
+        return data
+
+
+def stream_body(
+    response: requests.Response, source: str, progress: ProgressFn, consume: Callable[[IO[bytes]], T]
+) -> tuple[T, str, int]:
+    """Feed the body to ``consume`` while hashing it, read it to its end, and check its length against
+    ``Content-Length``. Returns ``(what consume returned, digest, size)``.
+
+    :raises NetworkError: the body ended early or the connection failed (worth another attempt).
+    """
+    length = response.headers.get("Content-Length")
+    total = int(length) if length and length.isdigit() else None
+    response.raw.decode_content = False
+    hashing = HashingReader(NetworkReader(response.raw, source, total, progress))  # type: ignore[arg-type]
+    with contextlib.closing(response):
+        result = consume(hashing)  # type: ignore[arg-type]
+        hashing.drain()
+    if total is not None and hashing.size != total:
+        raise NetworkError(f"the body ended after {hashing.size} of {total} bytes")
+    progress(source, hashing.size, hashing.size)
+    return result, hashing.digest, hashing.size
+
+
+class Tee:
+    """Reads ``stream`` and writes what it read to ``out``; stops past ``limit`` bytes (``over`` is then set)."""
+
+    def __init__(self, stream: IO[bytes], out: IO[bytes], limit: int | None) -> None:
+        self.stream, self.out, self.limit = stream, out, limit
+        self.count = 0
+        self.over = False
+
+    def read(self, size: int = -1) -> bytes:
+        if self.over:
+            return b""
+        if self.limit is not None:
+            room = self.limit - self.count + 1  # one byte more than allowed shows that there is more
+            size = room if size < 0 else min(size, room)
+        data = self.stream.read(size)
+        self.count += len(data)
+        if self.limit is not None and self.count > self.limit:
+            self.over = True
+            return b""
+        self.out.write(data)
+        return data
+
+    def drain(self) -> None:
+        while self.read(CHUNK):
+            pass
+
+
+class _Raw(io.RawIOBase):
+    """Any object with ``read`` as a raw stream, so a C ``BufferedReader`` can read it in large chunks."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+class _Gunzip(io.RawIOBase):
+    """Decompresses a gzip stream (one member or several) in large chunks; zlib checks each member's CRC."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.inflater = zlib.decompressobj(wbits=31)
+        self.pending = b""  # compressed bytes not yet given to the inflater
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while True:
+            if not self.pending:
+                self.pending = self.stream.read(CHUNK)
+                if not self.pending:
+                    if not self.inflater.eof:
+                        raise EOFError("compressed data ended early")
+                    return 0
+            if self.inflater.eof:
+                # The next gzip member starts here.
+                self.inflater = zlib.decompressobj(wbits=31)
+            data = self.inflater.decompress(self.pending, len(buffer))
+            self.pending = self.inflater.unconsumed_tail or self.inflater.unused_data
+            if data:
+                buffer[: len(data)] = data
+                return len(data)
+
+
+def open_tar_stream(fileobj: IO[bytes]) -> IO[bytes]:
+    """``fileobj`` as plain tar bytes, read 1 MiB at a time; gzip is told by its magic bytes, not by a name."""
+    buffered = io.BufferedReader(_Raw(fileobj), buffer_size=CHUNK)
+    if buffered.peek(2)[:2] == _GZIP_MAGIC:
+        return io.BufferedReader(_Gunzip(buffered), buffer_size=CHUNK)
+    return buffered

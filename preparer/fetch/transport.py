@@ -1,0 +1,261 @@
+"""The transport floor: one HTTP session per run, TLS trust, timeouts, and the one retry rule.
+
+Everything that talks to a server (http archives, registries, token endpoints, the buildpack registry index)
+goes through a :class:`Transport`: connect and read timeouts (10 s and 60 s by default), up to three retries with
+exponential backoff (0.5, 1, 2 s) on connection errors, timeouts, truncated bodies and 5xx answers, and no retry
+for a 4xx answer or a certificate that is not trusted. requests is imported on the first request, so runs that
+download nothing never pay for it.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote, urlsplit
+
+from preparer.errors import FetchError, NotFoundError
+
+if TYPE_CHECKING:
+    import requests
+
+T = TypeVar("T")
+
+#: Where Linux distributions keep the system CA store.
+_SYSTEM_BUNDLES = (
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+)
+
+
+class NetworkError(Exception):
+    """A transient failure while talking to a server: worth another attempt."""
+
+
+def ca_bundle() -> str:
+    """The CA certificates HTTPS trusts: ``REQUESTS_CA_BUNDLE`` or ``CURL_CA_BUNDLE`` (requests' variables), else
+    ``SSL_CERT_FILE`` (OpenSSL's), else the system store, else certifi's bundle (the lifecycle image, which has no
+    system store)."""
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"):
+        if os.environ.get(name):
+            return os.environ[name]
+    for path in _SYSTEM_BUNDLES:
+        if Path(path).is_file():
+            return path
+    import certifi
+
+    return str(certifi.where())
+
+
+def tls_failure(err: BaseException) -> str:
+    """Why a TLS connection failed, without URLs: not retried, as another attempt cannot succeed."""
+    if "CERTIFICATE_VERIFY_FAILED" in str(err):
+        return (
+            "the server's TLS certificate is not trusted (for a private CA, set SSL_CERT_FILE or "
+            "REQUESTS_CA_BUNDLE to its certificate)"
+        )
+    return "the TLS handshake failed"
+
+
+def describe(err: BaseException) -> str:
+    """A cause to show for a network failure, without URLs, queries or credentials."""
+    import requests
+    import urllib3
+
+    if isinstance(err, NetworkError):
+        if err.__cause__ is None:
+            return str(err)
+        err = err.__cause__
+    if isinstance(err, requests.Timeout | urllib3.exceptions.TimeoutError | TimeoutError):
+        return "timed out"
+    if isinstance(err, requests.ConnectionError | urllib3.exceptions.ProtocolError | ConnectionError):
+        return "connection failed or closed early"
+    return type(err).__name__
+
+
+def check_status(response: requests.Response, action: str, what: str = "") -> None:
+    """Raise for an error answer: a 5xx is transient (:class:`NetworkError`, retried), a 404 is
+    :class:`NotFoundError`, any other 4xx a final :class:`FetchError`."""
+    if response.status_code < 400:
+        return
+    response.close()
+    status = f"HTTP {response.status_code} {response.reason}"
+    if response.status_code >= 500:
+        raise NetworkError(status)
+    error = NotFoundError if response.status_code == 404 else FetchError
+    raise error(action, f"{what}: {status}" if what else status)
+
+
+def read_capped(response: requests.Response, limit: int, action: str, what: str) -> bytes:
+    """The whole body of a small document (a manifest, a token answer, an index file), refused past ``limit``
+    bytes instead of being read into memory.
+
+    :raises FetchError: the body is larger than ``limit``.
+    :raises NetworkError: the connection failed while reading.
+    """
+    chunks, size = [], 0
+    try:
+        with response:
+            for chunk in response.iter_content(1 << 16):
+                size += len(chunk)
+                if size > limit:
+                    raise FetchError(action, f"{what} is larger than {limit} bytes")
+                chunks.append(chunk)
+    except FetchError:
+        raise
+    except Exception as err:
+        raise NetworkError(describe(err)) from err
+    return b"".join(chunks)
+
+
+@dataclass
+class Transport:
+    """The run's HTTP client: one pooled ``requests.Session`` made on first use, shared by the fetch threads."""
+
+    #: Seconds to wait for a connection and between bytes.
+    timeouts: tuple[float, float] = (10.0, 60.0)
+    #: Retries after the first attempt, on connection errors, timeouts, truncated bodies and 5xx.
+    retries: int = 3
+    #: The first backoff, in seconds; it doubles with every retry.
+    backoff: float = 0.5
+    _session: requests.Session | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def session(self) -> requests.Session:
+        """The shared session: pooled connections and the CA certificates of :func:`ca_bundle`."""
+        with self._lock:
+            if self._session is None:
+                self._session = _new_session()
+            return self._session
+
+    def get(
+        self, url: str, headers: dict[str, str] | None = None, *, action: str, check: bool = True
+    ) -> requests.Response:
+        """GET ``url``, streaming. Connection errors and timeouts become :class:`NetworkError`; with ``check``,
+        error answers raise as :func:`check_status` says.
+
+        :param action: what the request is for, in messages (``download <source>``, ``pull <ref>``).
+        """
+        import requests
+
+        try:
+            response = self.session().get(url, headers=headers or {}, stream=True, timeout=self.timeouts)
+        except requests.exceptions.SSLError as err:
+            raise FetchError(action, tls_failure(err)) from None
+        except requests.RequestException as err:
+            raise NetworkError(describe(err)) from err
+        if check:
+            check_status(response, action)
+        return response
+
+    def retrying(self, action: str, attempt: Callable[[], T]) -> T:
+        """Call ``attempt`` until it returns, at most ``retries + 1`` times, sleeping with exponential backoff
+        after each :class:`NetworkError`; any other error ends the attempts at once.
+
+        :raises FetchError: ``failed to <action>: <cause> (after N attempts)`` when every attempt failed.
+        """
+        last: NetworkError | None = None
+        for number in range(self.retries + 1):
+            if number:
+                time.sleep(self.backoff * 2 ** (number - 1))
+            try:
+                return attempt()
+            except NetworkError as err:
+                last = err
+        raise FetchError(action, f"{last} (after {self.retries + 1} attempts)")
+
+
+def _new_session() -> requests.Session:
+    import requests
+    from requests.adapters import HTTPAdapter
+
+    from preparer import __version__
+
+    session = requests.Session()
+    session.headers["User-Agent"] = f"cnb-preparer/{__version__}"
+    session.verify = ca_bundle()
+    adapter = HTTPAdapter(pool_connections=8, pool_maxsize=8, max_retries=0)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+_TLS_CONTEXT: Any = None
+_TLS_LOCK = threading.Lock()
+
+
+def _tls_context() -> Any:
+    """The trust the requests session has (:func:`ca_bundle`, a file or a directory)."""
+    global _TLS_CONTEXT
+    with _TLS_LOCK:
+        if _TLS_CONTEXT is None:
+            import ssl
+
+            bundle = ca_bundle()
+            if Path(bundle).is_dir():
+                _TLS_CONTEXT = ssl.create_default_context(capath=bundle)
+            else:
+                _TLS_CONTEXT = ssl.create_default_context(cafile=bundle)
+        return _TLS_CONTEXT
+
+
+def _requests_would_differ() -> bool:
+    """Whether requests would not go straight to the server: a proxy, or a netrc file it reads credentials from."""
+    for name, value in os.environ.items():
+        if value and name.lower().endswith("_proxy") and name.lower() != "no_proxy":
+            return True
+    if os.environ.get("NETRC"):
+        return True
+    home = Path("~").expanduser()
+    return (home / ".netrc").exists() or (home / "_netrc").exists()
+
+
+def probe_unchanged(url: str, headers: dict[str, str], timeouts: tuple[float, float]) -> bool | None:
+    """Ask the server, with ``http.client`` only, whether ``url`` is unchanged (the conditional ``headers``).
+
+    Importing requests costs more than a warm run's whole revalidation, so this asks first. ``True`` means a
+    304: the cached copy is current. ``False`` means any other answer. ``None`` means no answer (errors,
+    redirects), or that requests would not go straight to the server (a proxy, a netrc file): the regular path
+    then decides. The response body is never read, so nothing from this request is ever installed; credentials
+    in the URL are sent as requests sends them (Basic) and never shown.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or _requests_would_differ():
+        return None
+    import http.client
+
+    from preparer import __version__
+
+    request_headers = {"User-Agent": f"cnb-preparer/{__version__}", "Accept": "*/*", **headers}
+    if parts.username is not None:
+        userinfo = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        request_headers["Authorization"] = "Basic " + base64.b64encode(userinfo.encode("latin-1")).decode()
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    connect, read = timeouts
+    connection: http.client.HTTPConnection
+    try:
+        if parts.scheme == "https":
+            connection = http.client.HTTPSConnection(
+                parts.hostname, parts.port, timeout=connect, context=_tls_context()
+            )
+        else:
+            connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=connect)
+        try:
+            connection.connect()
+            if connection.sock is not None:
+                connection.sock.settimeout(read)
+            connection.request("GET", path, headers=request_headers)
+            status = connection.getresponse().status
+        finally:
+            connection.close()
+    except (OSError, http.client.HTTPException, ValueError):  # the regular path retries and reports it
+        return None
+    if status == 304:
+        return True
+    return None if 300 <= status < 400 else False

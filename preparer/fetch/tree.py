@@ -1,0 +1,138 @@
+"""Buildpack trees on disk: copying a local directory with the archive rules, linking a cached tree into staging,
+and installing a staged buildpack into ``<buildpacks>``.
+
+Directories are 0755 and files 0644, or 0755 when any execute bit was set, whatever the umask. Symbolic links
+are kept as links (never followed) and must stay inside the buildpack; special files and setuid/setgid bits are
+refused.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+from preparer._fs import make_dirs
+from preparer.errors import ApplyError, FetchError
+from preparer.fetch.base import StagedBuildpack
+from preparer.fetch.extract import is_inside
+from preparer.files.buildpack import buildpack_dir, read_buildpack_toml
+
+
+def staged_buildpack(root: Path, source: str) -> StagedBuildpack:
+    """The buildpack unpacked at ``root``, whose ``buildpack.toml`` must be at the top.
+
+    :param source: the ``uri`` as the user wrote it (redacted), named in errors instead of the staging path.
+    :raises FetchError: no ``buildpack.toml`` at the top, or one that cannot be read.
+    """
+    if not (root / "buildpack.toml").is_file():
+        raise FetchError(f"fetch buildpack from {source}", "no buildpack.toml at the root of the buildpack")
+    return StagedBuildpack(read_buildpack_toml(root / "buildpack.toml", shown=source), root)
+
+
+def copy_tree(src: Path, dest: Path, source: str) -> None:
+    """Copy the buildpack directory ``src`` into the existing empty ``dest``, checking every entry.
+
+    :raises FetchError: for links leaving the buildpack, special files, setuid/setgid bits.
+    """
+    dest.chmod(0o755)
+    links: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(src):
+        rel_dir = os.path.relpath(dirpath, src)
+        for name in sorted(dirnames + filenames):
+            rel = os.path.normpath(os.path.join(rel_dir, name))
+            from_path, to_path = Path(dirpath) / name, dest / rel
+            try:
+                info = from_path.lstat()
+            except OSError as err:
+                raise FetchError(f"read {from_path}", err.strerror or str(err)) from None
+            refuse = f"refusing entry '{rel}'"
+            if info.st_mode & (stat.S_ISUID | stat.S_ISGID):
+                raise FetchError(f"copy buildpack from {source}", f"{refuse}: setuid or setgid bit")
+            if stat.S_ISLNK(info.st_mode):
+                link = os.readlink(from_path)
+                resolved = posixpath.normpath(posixpath.join(posixpath.dirname(rel), link))
+                if link.startswith("/") or resolved == ".." or resolved.startswith("../"):
+                    raise FetchError(
+                        f"copy buildpack from {source}",
+                        f"{refuse}: symbolic link '{link}' leaves the buildpack",
+                    )
+                os.symlink(link, to_path)
+                links[rel] = link
+            elif stat.S_ISDIR(info.st_mode):
+                to_path.mkdir(mode=0o755)
+                to_path.chmod(0o755)
+            elif stat.S_ISREG(info.st_mode):
+                shutil.copyfile(from_path, to_path)
+                to_path.chmod(0o755 if info.st_mode & 0o111 else 0o644)
+            else:
+                raise FetchError(
+                    f"copy buildpack from {source}", f"{refuse}: devices, fifos and sockets are not allowed"
+                )
+        # Symbolic links to directories are copied as links, never followed.
+        dirnames[:] = [d for d in dirnames if not (Path(dirpath) / d).is_symlink()]
+    # Each target was checked alone; resolved through each other (``x -> .``, ``y -> x/..``) they must stay too.
+    root = os.path.realpath(dest)
+    for rel, link in links.items():
+        if not is_inside(root, os.path.realpath(dest / rel)):
+            raise FetchError(
+                f"copy buildpack from {source}",
+                f"refusing entry '{rel}': symbolic link '{link}' leaves the buildpack",
+            )
+
+
+def link_tree(src: Path, dest: Path) -> None:
+    """Recreate the tree ``src`` at ``dest`` with hard links, copying where the filesystem refuses links."""
+    for dirpath, dirnames, filenames in os.walk(src):
+        rel = Path(dirpath).relative_to(src)
+        target_dir = dest / rel
+        make_dirs(target_dir)
+        for name in dirnames + filenames:
+            from_path, to_path = Path(dirpath) / name, target_dir / name
+            if from_path.is_symlink():
+                os.symlink(os.readlink(from_path), to_path)
+            elif name in filenames:
+                try:
+                    os.link(from_path, to_path)
+                except OSError:
+                    shutil.copy2(from_path, to_path)
+        dirnames[:] = [d for d in dirnames if not (Path(dirpath) / d).is_symlink()]
+
+
+def new_root(staging: Path, prefix: str) -> Path:
+    """A new directory in staging for one buildpack, 0755 (``mkdtemp`` makes it 0700, which would be installed)."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=staging))
+    root.chmod(0o755)
+    return root
+
+
+def install(staged: StagedBuildpack, buildpacks_dir: Path) -> bool:
+    """Move one staged buildpack to ``<buildpacks>/<escaped id>/<version>``; an existing one is left alone.
+
+    :returns: whether it was installed (``False``: it was already there).
+    :raises ApplyError: when it cannot be moved into place (exit 1).
+    """
+    d = staged.descriptor
+    dest = buildpack_dir(buildpacks_dir, d.id, d.version)
+    if dest.exists():
+        return False
+    try:
+        if not make_dirs(dest.parent):
+            os.chmod(dest.parent, 0o755)
+        try:
+            os.rename(staged.path, dest)
+        except OSError:
+            # Another filesystem: copy beside the destination, then rename, so the directory appears whole.
+            tmp = new_root(dest.parent, f".{dest.name}.")
+            shutil.copytree(staged.path, tmp, symlinks=True, dirs_exist_ok=True)
+            os.rename(tmp, dest)
+    except FileExistsError:
+        return False  # a concurrent preparer installed the same buildpack
+    except OSError as err:
+        if dest.exists():
+            return False
+        raise ApplyError(f"install {d.ref} into {dest}", err.strerror or err) from None
+    return True
