@@ -22,14 +22,8 @@ from preparer import __version__, goflags
 from preparer.api import verify_platform_api
 from preparer.errors import InvalidInputsError, PreparerError
 from preparer.exit import ExitCode
-from preparer.inputs import (
-    ENV_PLATFORM_API,
-    ENV_PREPARE_REPORT,
-    USAGE_DEFAULTS,
-    log_level_of,
-    no_color,
-    resolve_inputs,
-)
+from preparer.flags import env_of
+from preparer.inputs import log_level_of, no_color, resolve_inputs
 from preparer.log import configure
 
 PROGRAM = "preparer"
@@ -99,13 +93,13 @@ def run(argv: Sequence[str], environ: Mapping[str, str]) -> int:
     except goflags.FlagError as error:
         parsed, flag_error = None, error
     if parsed is not None and parsed.help:
-        _say(out, goflags.usage(PROGRAM, USAGE_DEFAULTS))
+        _say(out, goflags.usage(PROGRAM))
         return 0
     if parsed is not None and parsed.values.get("version") is True:
         _say(out, __version__ + "\n")
         return 0
     try:
-        verify_platform_api(environ.get(ENV_PLATFORM_API))
+        verify_platform_api(environ.get("CNB_PLATFORM_API"))
     except PreparerError as error:
         _say(err, f"ERROR: {error.message}\n")
         return error.exit_code
@@ -163,7 +157,7 @@ def _prepare(parsed: goflags.Parsed, environ: Mapping[str, str], color: bool) ->
 
 def _report_early_failure(parsed: goflags.Parsed, environ: Mapping[str, str], error: PreparerError) -> None:
     """Write the ``-prepare-report`` of a run that failed before the pipeline started (contract §7.17)."""
-    raw = parsed.values.get("prepare-report", environ.get(ENV_PREPARE_REPORT))
+    raw = parsed.values.get("prepare-report", environ.get(env_of("prepare-report")))
     if not isinstance(raw, str) or not raw:
         return
     from preparer.report import write_report

@@ -11,93 +11,12 @@ Platforms pass the creator's command line unchanged, so the preparer reads it th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
 
-Kind = Literal["string", "bool", "int", "list"]
+from preparer.flags import BY_NAME, FLAGS, Flag
 
-
-class Flag(NamedTuple):
-    """One flag of the command line."""
-
-    name: str
-    kind: Kind
-    help: str
-    #: The input this flag overrides, when the preparer uses it; ``None`` for creator flags only accepted.
-    env: str | None = None
-    used: bool = True
-
-
-def _creator(name: str, kind: Kind = "string") -> Flag:
-    return Flag(name, kind, "accepted so that a creator command line works unchanged", used=False)
-
-
-#: Every flag, in help order: the inputs the preparer uses, its own, then the creator's it only accepts.
-FLAGS: tuple[Flag, ...] = (
-    Flag("app", "string", "application directory", "CNB_APP_DIR"),
-    Flag("buildpacks", "string", "buildpacks directory", "CNB_BUILDPACKS_DIR"),
-    Flag("layers", "string", "layers directory; the prepared order.toml goes here", "CNB_LAYERS_DIR"),
-    Flag(
-        "platform", "string", "platform directory; build env files go to <platform>/env", "CNB_PLATFORM_DIR"
-    ),
-    Flag("order", "string", "the builder's order.toml (read only)", "CNB_ORDER_PATH"),
-    Flag("uid", "int", "user that owns the files the build reads", "CNB_USER_ID"),
-    Flag("gid", "int", "group that owns the files the build reads", "CNB_GROUP_ID"),
-    Flag("log-level", "string", "debug, info, warn or error", "CNB_LOG_LEVEL"),
-    Flag("no-color", "bool", "disable colour in output", "CNB_NO_COLOR"),
-    Flag(
-        "insecure-registry",
-        "list",
-        "registry reached over plain http (repeatable)",
-        "CNB_INSECURE_REGISTRIES",
-    ),
-    Flag(
-        "project-descriptor",
-        "string",
-        "project descriptor (default <app>/project.toml)",
-        "CNB_PROJECT_DESCRIPTOR_PATH",
-    ),
-    Flag(
-        "platform-namespace",
-        "string",
-        "the platform's table, e.g. io.buildpacks.pack",
-        "CNB_PLATFORM_NAMESPACE",
-    ),
-    Flag("platform-config", "string", "platform file such as pack.toml", "CNB_PLATFORM_CONFIG_PATH"),
-    Flag("download-cache", "string", "download cache directory; empty disables it", "CNB_DOWNLOAD_CACHE_DIR"),
-    Flag("prepare-report", "string", "write a TOML report of what was applied", "CNB_PREPARE_REPORT_PATH"),
-    Flag("dry-run", "bool", "resolve and print the plan; change nothing", "CNB_DRY_RUN"),
-    Flag(
-        "buildpack-registry-index", "string", "buildpack registry index URL", "CNB_BUILDPACK_REGISTRY_INDEX"
-    ),
-    Flag("version", "bool", "print the version and exit"),
-    Flag("extensions", "string", "extensions directory (accepted)", "CNB_EXTENSIONS_DIR", used=False),
-    _creator("analyzed"),
-    _creator("build-config"),
-    _creator("cache-dir"),
-    _creator("cache-image"),
-    _creator("daemon", "bool"),
-    _creator("group"),
-    _creator("launch-cache"),
-    _creator("launcher"),
-    _creator("launcher-sbom"),
-    _creator("layout", "bool"),
-    _creator("layout-dir"),
-    _creator("parallel", "bool"),
-    _creator("plan"),
-    _creator("previous-image"),
-    _creator("process-type"),
-    _creator("project-metadata"),
-    _creator("report"),
-    _creator("run"),
-    _creator("run-image"),
-    _creator("skip-restore", "bool"),
-    _creator("stack"),
-    _creator("system"),
-    _creator("tag", "list"),
-)
-BY_NAME = {flag.name: flag for flag in FLAGS}
+__all__ = ["BY_NAME", "FLAGS", "Flag", "FlagError", "Parsed", "parse", "parse_bool", "parse_int", "usage"]
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
@@ -198,14 +117,25 @@ def parse(argv: Sequence[str]) -> Parsed:
     return parsed
 
 
-def usage(program: str = "preparer", defaults: Mapping[str, str] | None = None) -> str:
-    """A Go-style usage text listing every flag, with its environment variable and default (by flag name)."""
+def usage(program: str = "preparer") -> str:
+    """A Go-style usage text listing every flag with its environment variable and default, then the settings
+    read from the environment only."""
     lines = [f"Usage: {program} [flags] [<image>]", ""]
     for flag in FLAGS:
-        arg = {"string": " string", "int": " int", "list": " value", "bool": ""}[flag.kind]
-        notes = [f"env {flag.env}"] if flag.env else []
-        if defaults and flag.name in defaults:
-            notes.append(f'default "{defaults[flag.name]}"')
-        lines.append(f"  -{flag.name}{arg}")
-        lines.append(f"    \t{flag.help}" + (f" ({', '.join(notes)})" if notes else ""))
+        if flag.name is not None:
+            arg = {"string": " string", "int": " int", "list": " value", "bool": ""}[flag.kind]
+            lines.append(f"  -{flag.name}{arg}")
+            lines.append(f"    \t{flag.help}{_notes(flag)}")
+    lines += ["", "Environment only:"]
+    for flag in FLAGS:
+        if flag.name is None:
+            lines.append(f"  {flag.env}")
+            lines.append(f"    \t{flag.help}{_notes(flag, env=False)}")
     return "\n".join(lines) + "\n"
+
+
+def _notes(flag: Flag, env: bool = True) -> str:
+    notes = [f"env {flag.env}"] if flag.env and env else []
+    if flag.default is not None:
+        notes.append(f'default "{flag.default}"')
+    return f" ({', '.join(notes)})" if notes else ""

@@ -40,6 +40,7 @@ def prepare(inputs: Inputs, *, progress: ProgressFn | None = None) -> Report:
     try:
         plan = plan_run(inputs)
         if inputs.dry_run:
+            log.info("Dry run: nothing is fetched, written or removed")
             for line in describe_plan(plan, inputs):
                 log.info("%s", line)
             report = _report(plan, inputs)
@@ -160,7 +161,7 @@ def _report(
 
 def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
     """The dry run's account of ``plan``: what a real run would fetch, write and remove, a line each."""
-    lines = ["Dry run: nothing is fetched, written or removed"]
+    lines = []
     if plan.config.writes_order:
         for label, steps in (("pre", plan.pre), ("group", plan.group or ()), ("post", plan.post)):
             lines += [f"  {label}: {source_of(step)} ({_what_happens(step)})" for step in steps]

@@ -15,9 +15,7 @@ from typing import Protocol, TypeVar
 from preparer.fetch.streams import ProgressFn
 from preparer.fetch.transport import Transport
 from preparer.files.buildpack import BuildpackDescriptor
-
-#: The public registry index, read for ``urn:cnb:registry:`` and bare ids that are not installed.
-DEFAULT_REGISTRY_INDEX = "https://raw.githubusercontent.com/buildpacks/registry-index/main"
+from preparer.flags import DEFAULT_REGISTRY_INDEX
 
 
 @dataclass(frozen=True, slots=True)

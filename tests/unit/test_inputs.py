@@ -203,3 +203,47 @@ def test_the_environment_never_shows_in_the_inputs_representation() -> None:
     assert inputs.environ["CNB_REGISTRY_AUTH"]
     assert "c2VjcmV0" not in repr(inputs) and "environ" not in repr(inputs)
     assert repr(inputs).startswith("Inputs(app_dir=PosixPath('/workspace'), ")
+
+
+def test_paths_may_be_strings_or_path_likes_and_become_absolute(tmp_path: Path) -> None:
+    class Where:
+        def __fspath__(self) -> str:
+            return "relative/app"
+
+    inputs = Inputs(app_dir=Where(), layers_dir="/layers/../layers", platform_dir=tmp_path,  # type: ignore[arg-type]
+                    prepare_report="r.toml", download_cache=None)  # type: ignore[arg-type]  # fmt: skip
+    assert inputs.app_dir == Path.cwd() / "relative" / "app"
+    assert inputs.layers_dir == Path("/layers")
+    assert inputs.platform_dir == tmp_path
+    assert inputs.prepare_report == Path.cwd() / "r.toml"
+    assert inputs.descriptor_path == Path.cwd() / "relative" / "app" / "project.toml"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("app_dir", 42, "Inputs.app_dir must be a path (str or os.PathLike), not int"),
+        ("order_path", "", "Inputs.order_path must be a path (str or os.PathLike), not str"),
+        ("download_cache", b"/cache", "Inputs.download_cache must be a path (str or os.PathLike), not bytes"),
+        ("uid", "1000", "Inputs.uid must be int or NoneType, not str"),
+        ("dry_run", "yes", "Inputs.dry_run must be bool, not str"),
+        ("http_timeout", True, "Inputs.http_timeout must be int or float, not bool"),
+        ("environ", None, "Inputs.environ must be Mapping, not NoneType"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_the_librarys_own_error(field: str, value: object, message: str) -> None:
+    with pytest.raises(InvalidInputsError) as info:
+        Inputs(**{field: value})  # type: ignore[arg-type]
+    assert info.value.exit_code == 3
+    assert str(info.value) == f"failed to resolve inputs: {message}"
+
+
+def test_from_environ_gives_the_commands_defaults() -> None:
+    environ = {"HOME": "/home/u", "CNB_REGISTRY_AUTH": "{}", "CNB_LAYERS_DIR": "/l"}
+    inputs = Inputs.from_environ(environ, app_dir="/src", dry_run=True)
+    assert inputs.download_cache == Path("/home/u/.cache/cnb-preparer")
+    assert inputs.environ == environ  # registry credentials are found as the command finds them
+    assert (inputs.app_dir, inputs.layers_dir, inputs.dry_run) == (Path("/src"), Path("/l"), True)
+    assert inputs.target_platform.startswith("linux/")
+    with pytest.raises(InvalidInputsError, match="Inputs has no field app"):
+        Inputs.from_environ(environ, app="/src")

@@ -1,0 +1,172 @@
+"""Every setting of the command, in one table: its flag, its ``CNB_*`` variable, its type, default and help.
+
+The Go-style parser (:mod:`preparer.goflags`), ``-h``, :func:`preparer.inputs.resolve_inputs`,
+:meth:`preparer.inputs.Inputs.from_environ` and the README's flag list all come from this table or are checked
+against it by a test. Precedence is flag > environment variable > default, as in every lifecycle phase.
+
+The shared inputs and their defaults are the creator's (platform spec §creator; lifecycle
+``platform/defaults.go``); a creator flag the preparer does not use is accepted, so a creator command line works
+unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+Kind = Literal["string", "bool", "int", "list"]
+
+
+class Flag(NamedTuple):
+    """One setting: a flag (``name``), its environment variable, or both."""
+
+    #: The flag's name without the dash; ``None`` for a setting read from the environment only.
+    name: str | None
+    kind: Kind
+    help: str
+    #: The environment variable, when there is one.
+    env: str | None = None
+    #: The default as ``-h`` shows it; ``None`` when unset by default.
+    default: str | None = None
+    #: Whether the preparer uses it (``False``: a creator flag, accepted so that its command line works).
+    used: bool = True
+
+
+def _creator(name: str, kind: Kind = "string") -> Flag:
+    return Flag(name, kind, "accepted so that a creator command line works unchanged", used=False)
+
+
+#: The public buildpack registry index (``urn:cnb:registry:``, and bare ids that are not installed).
+DEFAULT_REGISTRY_INDEX = "https://raw.githubusercontent.com/buildpacks/registry-index/main"
+
+#: Every setting, in help order: the inputs the preparer uses, its own, the creator's it only accepts, and those
+#: read from the environment only.
+# fmt: off
+FLAGS: tuple[Flag, ...] = (
+    Flag("app", "string", "application directory", "CNB_APP_DIR", "/workspace"),
+    Flag("buildpacks", "string", "buildpacks directory", "CNB_BUILDPACKS_DIR", "/cnb/buildpacks"),
+    Flag(
+        "layers", "string", "layers directory; the prepared order.toml goes here", "CNB_LAYERS_DIR", "/layers"
+    ),
+    Flag(
+        "platform",
+        "string",
+        "platform directory; build env files go to <platform>/env",
+        "CNB_PLATFORM_DIR",
+        "/platform",
+    ),
+    Flag("order", "string", "the builder's order.toml (read only)", "CNB_ORDER_PATH", "/cnb/order.toml"),
+    Flag("uid", "int", "user that owns the files the build reads", "CNB_USER_ID"),
+    Flag("gid", "int", "group that owns the files the build reads", "CNB_GROUP_ID"),
+    Flag("log-level", "string", "debug, info, warn or error", "CNB_LOG_LEVEL", "info"),
+    Flag("no-color", "bool", "disable colour in output (NO_COLOR too)", "CNB_NO_COLOR"),
+    Flag(
+        "insecure-registry",
+        "list",
+        "registry reached over plain http (repeatable)",
+        "CNB_INSECURE_REGISTRIES",
+    ),
+    Flag(
+        "project-descriptor",
+        "string",
+        "project descriptor (default <app>/project.toml)",
+        "CNB_PROJECT_DESCRIPTOR_PATH",
+    ),
+    Flag(
+        "platform-namespace",
+        "string",
+        "the platform's table, e.g. io.buildpacks.pack",
+        "CNB_PLATFORM_NAMESPACE",
+    ),
+    Flag("platform-config", "string", "platform file such as pack.toml", "CNB_PLATFORM_CONFIG_PATH"),
+    Flag(
+        "download-cache",
+        "string",
+        "download cache directory; empty disables it",
+        "CNB_DOWNLOAD_CACHE_DIR",
+        "<user cache directory>/cnb-preparer",
+    ),
+    Flag("prepare-report", "string", "write a TOML report of what was applied", "CNB_PREPARE_REPORT_PATH"),
+    Flag("dry-run", "bool", "resolve and print the plan; change nothing", "CNB_DRY_RUN"),
+    Flag(
+        "buildpack-registry-index",
+        "string",
+        "buildpack registry index URL",
+        "CNB_BUILDPACK_REGISTRY_INDEX",
+        DEFAULT_REGISTRY_INDEX,
+    ),
+    Flag("version", "bool", "print the version and exit"),
+    Flag(
+        "extensions",
+        "string",
+        "extensions directory (accepted)",
+        "CNB_EXTENSIONS_DIR",
+        "/cnb/extensions",
+        False,
+    ),
+    _creator("analyzed"),
+    _creator("build-config"),
+    _creator("cache-dir"),
+    _creator("cache-image"),
+    _creator("daemon", "bool"),
+    _creator("group"),
+    _creator("launch-cache"),
+    _creator("launcher"),
+    _creator("launcher-sbom"),
+    _creator("layout", "bool"),
+    _creator("layout-dir"),
+    _creator("parallel", "bool"),
+    _creator("plan"),
+    _creator("previous-image"),
+    _creator("process-type"),
+    _creator("project-metadata"),
+    _creator("report"),
+    _creator("run"),
+    _creator("run-image"),
+    _creator("skip-restore", "bool"),
+    _creator("stack"),
+    _creator("system"),
+    _creator("tag", "list"),
+    Flag(None, "string", "the Platform API, checked before anything else", "CNB_PLATFORM_API"),
+    Flag(None, "string", "the build's execution environment (exec-env)", "CNB_EXEC_ENV", "production"),
+    Flag(
+        None,
+        "string",
+        "the platform to choose from an image index, os/arch[/variant]",
+        "CNB_PREPARER_PLATFORM",
+        "the host's",
+    ),
+    Flag(
+        None,
+        "string",
+        "seconds to wait between bytes from a server (at most 10 to connect)",
+        "CNB_PREPARER_HTTP_TIMEOUT",
+        "60",
+    ),
+)
+# fmt: on
+
+#: The settings that have a flag, by flag name.
+BY_NAME = {flag.name: flag for flag in FLAGS if flag.name is not None}
+#: Every setting that has an environment variable, by variable.
+BY_ENV = {flag.env: flag for flag in FLAGS if flag.env is not None}
+
+
+def default(name: str) -> str:
+    """The default of the flag ``name``, which must have one."""
+    value = BY_NAME[name].default
+    assert value is not None, name
+    return value
+
+
+def env_default(env: str) -> str:
+    """The default of the setting read from the environment variable ``env``, which must have one."""
+    value = BY_ENV[env].default
+    assert value is not None, env
+    return value
+
+
+def env_of(name: str) -> str:
+    """The environment variable of the flag ``name``, which must have one."""
+    value = BY_NAME[name].env
+    assert value is not None, name
+    return value
