@@ -2,7 +2,7 @@
 
 A hardened container's umask is often 027 or 077, and ``mkdir(mode=…)`` is masked by it (``Path.mkdir`` also
 creates missing parents with the default mode). Everything the build user must read is created through
-:func:`make_dirs`, which sets each new directory's mode explicitly (contract §7.18).
+:func:`make_dirs`, which sets each new directory's mode explicitly.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""``include`` / ``exclude``: ``.gitignore`` patterns applied to ``<app>`` before the build (contract §3, §7.19).
+"""``include`` / ``exclude``: ``.gitignore`` patterns applied to ``<app>`` before the build.
 
 Each pattern matches as in git, through ``pathspec``'s ``GitIgnoreSpec`` (anchoring, ``**``, directory patterns),
 relative to the app root. Patterns are matched per path and the last matching one wins, so a ``!`` pattern takes
-effect on every path it matches, also below a directory an earlier pattern matched (contract §7.19):
+effect on every path it matches, also below a directory an earlier pattern matched:
 ``include = ["/dist/src", "!/dist/src/**/*.map"]`` keeps no ``.map`` file. This is pack's behaviour, which the
 descriptors in the wild are written for; git's rule that a file below an excluded directory cannot be re-included
 does not apply. A matched directory is taken or dropped whole only when no later ``!`` pattern could change a path
@@ -47,22 +47,38 @@ def plan_removal(
     """
     if include is None and exclude is None:
         return Removal(app_dir)
-    import pathspec  # only runs with include/exclude need it
+    planner = _Planner(include, exclude, _relative(keep, app_dir))
+    planner.walk(app_dir, "")
+    return Removal(app_dir, tuple(planner.files), tuple(planner.dirs))
 
-    spec = pathspec.GitIgnoreSpec.from_lines(include if include is not None else exclude or ())
-    # The last negation: a directory matched by a later pattern can be decided whole.
-    last_negation = max((i for i, p in enumerate(spec.patterns) if p.include is False), default=-1)
 
-    def whole(rel: str) -> bool:
+class _Planner:
+    """One walk of the app tree, deciding each path by the last pattern that matches it."""
+
+    def __init__(
+        self, include: Sequence[str] | None, exclude: Sequence[str] | None, keep: str | None
+    ) -> None:
+        import pathspec  # only runs with include/exclude need it
+
+        self.including = include is not None
+        self.spec = pathspec.GitIgnoreSpec.from_lines(include if include is not None else exclude or ())
+        # The last negation: a directory matched by a later pattern can be decided whole.
+        self.last_negation = max(
+            (i for i, p in enumerate(self.spec.patterns) if p.include is False), default=-1
+        )
+        self.keep = keep
+        self.files: list[Path] = []
+        self.dirs: list[Path] = []
+
+    def whole(self, rel: str) -> bool:
         """Whether the directory ``rel`` (matched) is decided with everything below it."""
-        index = spec.check_file(rel).index
-        return index is not None and index > last_negation
+        index = self.spec.check_file(rel).index
+        return index is not None and index > self.last_negation
 
-    keep_rel = _relative(keep, app_dir)
-    files: list[Path] = []
-    dirs: list[Path] = []
+    def holds_keep(self, child: str) -> bool:
+        return self.keep is not None and (self.keep == child or self.keep.startswith(child + "/"))
 
-    def walk(directory: Path, prefix: str) -> bool:
+    def walk(self, directory: Path, prefix: str) -> bool:
         """Plan ``directory`` (``prefix`` is its path relative to the app, with a trailing ``/``); return whether
         anything in it stays."""
         try:
@@ -72,40 +88,36 @@ def plan_removal(
         stays = False
         for entry in entries:
             path, child = Path(entry.path), f"{prefix}{entry.name}"
-            is_dir = entry.is_dir(follow_symlinks=False)
-            holds_keep = keep_rel is not None and (keep_rel == child or keep_rel.startswith(child + "/"))
-            rel = child + "/" if is_dir else child
-            if not prefix and entry.name.startswith(Trash.PREFIX) and is_dir:
-                _whole_tree(
-                    path, files, dirs
-                )  # left by a run that was killed while removing: never the app's
-                continue
-            matched = spec.match_file(rel)
-            if not is_dir:
-                if holds_keep or matched == (include is not None):
-                    stays = True
-                else:
-                    files.append(path)
-            elif matched and (holds_keep or not whole(rel)):
-                # Matched, but a later ! pattern may change what is below: decide path by path. An included
-                # directory emptied that way goes; an excluded one stays only for what was re-included.
-                if walk(path, rel) or holds_keep or (include is not None and not _has_entries(path)):
-                    stays = True
-                else:
-                    dirs.append(path)
-            elif matched:
-                if include is not None:
-                    stays = True  # included with everything below it
-                else:
-                    _whole_tree(path, files, dirs)
-            elif walk(path, rel) or exclude is not None:
-                stays = True  # in exclude mode an unmatched directory stays, even if emptied
+            if entry.is_dir(follow_symlinks=False):
+                stays = self.directory(path, child, prefix) or stays
+            elif self.holds_keep(child) or self.spec.match_file(child) == self.including:
+                stays = True
             else:
-                dirs.append(path)
+                self.files.append(path)
         return stays
 
-    walk(app_dir, "")
-    return Removal(app_dir, tuple(files), tuple(dirs))
+    def directory(self, path: Path, child: str, prefix: str) -> bool:
+        """Plan one directory; return whether anything of it stays."""
+        rel = child + "/"
+        if not prefix and path.name.startswith(Trash.PREFIX):
+            _whole_tree(path, self.files, self.dirs)  # left by a run killed while removing: never the app's
+            return False
+        if not self.spec.match_file(rel):
+            if self.walk(path, rel) or not self.including:
+                return True  # in exclude mode an unmatched directory stays, even if emptied
+            self.dirs.append(path)
+            return False
+        if not self.holds_keep(child) and self.whole(rel):
+            if self.including:
+                return True  # included with everything below it
+            _whole_tree(path, self.files, self.dirs)
+            return False
+        # Matched, but a later ! pattern may change what is below: decide path by path. An included directory
+        # emptied that way goes; an excluded one stays only for what was re-included.
+        if self.walk(path, rel) or self.holds_keep(child) or (self.including and not _has_entries(path)):
+            return True
+        self.dirs.append(path)
+        return False
 
 
 def _has_entries(directory: Path) -> bool:

@@ -156,7 +156,7 @@ def _prepare(parsed: goflags.Parsed, environ: Mapping[str, str], color: bool) ->
 
 
 def _report_early_failure(parsed: goflags.Parsed, environ: Mapping[str, str], error: PreparerError) -> None:
-    """Write the ``-prepare-report`` of a run that failed before the pipeline started (contract §7.17)."""
+    """Write the ``-prepare-report`` of a run that failed before the pipeline started (only ``[error]``)."""
     raw = parsed.values.get("prepare-report", environ.get(env_of("prepare-report")))
     if not isinstance(raw, str) or not raw:
         return

@@ -1,8 +1,8 @@
 """The effective configuration: the defaults overlaid with the platform's namespace, checked and typed. Pure.
 
-``effective_config`` follows contract §2: the normalised ``io.buildpacks`` properties, then the platform
+``effective_config`` takes the normalised ``io.buildpacks`` properties, then the platform
 namespace table of project.toml, then the platform file's table, merged per RFC 7396 (:mod:`preparer.overlay`).
-It then checks every applied property (contract §3; violations exit 3) and names every property it will not apply
+It then checks every applied property (violations exit 3) and names every property it will not apply
 (:class:`~preparer.report.Unapplied`), spelled as the user wrote it in the file that last set it.
 """
 
@@ -82,7 +82,8 @@ def platform_layers(
     platform_file: TOMLTable | None = None,
     platform_file_name: str = "platform file",
 ) -> tuple[list[Layer], list[str]]:
-    """The patches of contract §2 steps 2 and 3, as layers, and warnings about them.
+    """The patches laid over the defaults, as layers: the namespace table of project.toml, then the platform
+    file's table (``[pack]`` for ``io.buildpacks.pack``, or the whole dotted name); and warnings about them.
 
     :raises InvalidInputsError: a platform file without a namespace, or a namespace that is not a table (exit 3).
     """
@@ -112,7 +113,7 @@ def platform_layers(
 def _patch_layer(table: object, prefix: str, origin: str) -> Layer:
     if not isinstance(table, dict):
         raise DescriptorError(f"read {origin}", f"{prefix} must be a table")
-    # The table's own schema-version is its version, not a property (contract §2.5).
+    # The table's own schema-version is its version, not a property.
     properties = {k: v for k, v in table.items() if k != "schema-version"}
     return Layer(nulls_from_empty_tables(properties) or {}, prefix, origin)
 
@@ -177,7 +178,7 @@ class _Reader:
         return self.layers[-1].origin if self.layers else "project.toml"
 
     def fail(self, path: KeyPath, problem: str) -> DescriptorError:
-        """A validation error naming the file and the key as written (contract §7.21)."""
+        """A validation error naming the file and the key as written."""
         return DescriptorError(f"validate {self.origin(path)}", f"{self.spell(path)}: {problem}")
 
     def skip(self, path: KeyPath, reason: str = NOT_APPLIED) -> None:
@@ -379,7 +380,7 @@ _RANGE = re.compile(r"^\s*[~^<>=!]|\|\||\s-\s|(^|\.)[xX*](\.|$)|,")
 
 
 def version_range_problem(version: str) -> str | None:
-    """Why ``version`` is refused when it is a range such as ``~0.20``, ``^1``, ``>=1`` or ``1.x`` (§7.21).
+    """Why ``version`` is refused when it is a range such as ``~0.20``, ``^1``, ``>=1`` or ``1.x``.
 
     >>> version_range_problem("1.2.3") is None
     True
@@ -393,7 +394,8 @@ def version_range_problem(version: str) -> str | None:
 
 
 def env_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be a file in ``<platform>/env``, or ``None`` when it can (contract §3)."""
+    """Why ``name`` cannot be a file in ``<platform>/env`` (empty, ``.``, ``..``, or holding ``/``, ``=`` or NUL),
+    or ``None`` when it can."""
     if not name:
         return "an env name must not be empty"
     if name in (".", ".."):

@@ -1,6 +1,6 @@
 """Project descriptors (``project.toml``) of every schema, normalised to the ``io.buildpacks`` vocabulary.
 
-Which schema a file uses (contract §2 and §7.2–7.4):
+Which schema a file uses (docs/decisions.md, "Descriptor and overlay"):
 
 - ``[_] schema-version`` decides: ``0.1``, ``0.2`` or ``0.3``; anything else exits 3.
 - Otherwise ``[io.buildpacks] schema-version`` decides: ``0.2`` or ``0.3``, or a Platform API version (the draft
@@ -289,7 +289,8 @@ def _v02_key(key: str, value: object) -> str:
 
 
 def _is_namespace(io: TOMLTable, key: str, namespace: str | None) -> bool:
-    """Whether ``io.buildpacks.<key>`` is a platform's namespace rather than a property (contract §7.4)."""
+    """Whether ``io.buildpacks.<key>`` is a platform's namespace rather than a property: it has its own
+    ``schema-version``, is ``io.buildpacks.pack``, or is the namespace given."""
     value = io.get(key)
     return isinstance(value, dict) and (
         "schema-version" in value or key == "pack" or namespace == f"io.buildpacks.{key}"

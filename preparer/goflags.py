@@ -1,7 +1,7 @@
 """Go ``flag``-package command lines, as every lifecycle phase parses them. Pure.
 
-Platforms pass the creator's command line unchanged, so the preparer reads it the way Go does
-(lifecycle-reference §1.4):
+Platforms pass the creator's command line unchanged, so the preparer reads it the way Go's ``flag`` package
+does:
 
 - ``-name value``, ``-name=value``, ``--name value`` and ``--name=value`` are the same;
 - a bool flag takes ``-name`` or ``-name=<bool>`` only: in ``-name false`` the ``false`` is a positional argument;

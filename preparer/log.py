@@ -1,7 +1,7 @@
 """How the command shows the ``preparer`` logger: the lifecycle's line format, streams and colours.
 
 Info and debug lines go to stdout without a prefix; warnings to stderr as ``Warning: …`` and errors as
-``ERROR: …`` (contract §5). Colour only on a terminal, and never with ``-no-color`` or ``NO_COLOR``.
+``ERROR: …``. Colour only on a terminal, and never with ``-no-color`` or ``NO_COLOR``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ RFC 7396 keeps). Rules, as RFC 7396 §2 and the prepare RFC state them:
 - tables merge key by key, recursively; arrays are replaced, never appended.
 
 TOML has no null, so :func:`nulls_from_empty_tables` turns an empty table (``builder = {}``) in a patch into null
-before merging: in a patch, ``{}`` means "remove this key" (contract §2.4). An empty table cannot therefore be set
+before merging: in a patch, ``{}`` means "remove this key". An empty table cannot therefore be set
 through a patch; no property of ``io.buildpacks`` is an empty table.
 """
 

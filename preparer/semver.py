@@ -1,6 +1,7 @@
 """Semantic Versioning 2.0 precedence, for choosing "the highest version" of a buildpack.
 
-Versions that are not semver are not comparable and are left out of that choice (contract §7.10).
+Versions that are not semver are not comparable and are left out of that choice; when only such versions
+exist, the preparer asks for an explicit version.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Safe extraction of buildpack archives and buildpackage layers (contract §4).
+"""Safe extraction of buildpack archives and buildpackage layers.
 
 Archives come from projects and registries the platform does not control, so every entry is checked before
 anything is written, and nothing is ever written outside ``dest``:
@@ -10,7 +10,7 @@ anything is written, and nothing is ever written outside ``dest``:
   (never through a link either);
 - device, fifo and other special entries; setuid, setgid and sticky bits.
 
-Files are written 0644, or 0755 when any execute bit was set; directories 0755 (contract §7.18). The stream is
+Files are written 0644, or 0755 when any execute bit was set; directories 0755, whatever the umask. The stream is
 read once, front to back, so memory stays flat whatever the archive's size.
 """
 

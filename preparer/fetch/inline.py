@@ -1,4 +1,4 @@
-"""Inline buildpacks: a group entry's ``script`` becomes a buildpack (contract §3; RFC 0048).
+"""Inline buildpacks: a group entry's ``script`` becomes a buildpack (RFC 0048).
 
 The generated buildpack has a ``buildpack.toml`` with the entry's id, version ``0.0.0`` unless given, and the
 script's API; ``bin/detect`` always passes; ``bin/build`` is ``#!<shell>`` followed by the script. Its working

@@ -1,6 +1,6 @@
 """Classify a group entry's ``uri`` into the kind of source it names. Pure: no IO but ``exists``.
 
-Order of the decision (contract §3 and §7.11; pack's ``GetLocatorType`` made the same choices):
+Order of the decision (pack's ``GetLocatorType`` made the same choices; docs/decisions.md, "Resolving uri"):
 
 1. ``urn:cnb:builder:<id>[@<version>]`` and ``urn:buildpack:<id>``: a buildpack already in ``<buildpacks>``.
 2. ``urn:cnb:registry:<ns>/<name>[@<version>]``: a buildpack registry entry.
@@ -71,7 +71,7 @@ class ImageLocator:
 @dataclass(frozen=True, slots=True)
 class IdLocator:
     """A bare buildpack id in a ``uri`` (``heroku/python``, ``heroku/procfile@1.0.1``); ``version`` ``None`` means
-    the highest. Resolved in this order (contract §7.11b): the buildpack installed in ``<buildpacks>`` (no request at
+    the highest. Resolved in this order: the buildpack installed in ``<buildpacks>`` (no request at
     all), else the buildpack registry's entry, else, only when the registry has no such id and no version is
     given, the image reference of the same name."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 
@@ -22,7 +23,8 @@ def test_results_come_back_in_job_order() -> None:
             events[i - 1].set()
         return f"bp{i}"
 
-    assert fetch_all([lambda i=i: job(i) for i in range(5)], max_workers=5) == [f"bp{i}" for i in range(5)]
+    jobs = [functools.partial(job, i) for i in range(5)]
+    assert fetch_all(jobs, max_workers=5) == [f"bp{i}" for i in range(5)]
 
 
 def test_the_first_failing_job_in_job_order_wins() -> None:

@@ -179,7 +179,9 @@ def test_a_blob_larger_than_its_descriptor_is_refused(
     assert not list((tmp_path / "cache" / "blobs" / "sha256").glob(descriptor["digest"][7:]))
 
 
-def manifest_answer(doc: object, media_type: str = "application/vnd.oci.image.manifest.v1+json") -> tuple:
+def manifest_answer(
+    doc: object, media_type: str = "application/vnd.oci.image.manifest.v1+json"
+) -> tuple[int, dict[str, str], bytes]:
     return 200, {"Content-Type": media_type}, json.dumps(doc).encode()
 
 
@@ -233,7 +235,7 @@ def test_malformed_buildpackage_labels(tmp_path: Path, registry: Registry, label
                 "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
                            "digest": upload_blob(registry, "lib/labels", config), "size": len(config)},
                 "layers": []}  # fmt: skip
-    put_manifest(registry, "lib/labels", "1", json.dumps(manifest).encode(), manifest["mediaType"])
+    put_manifest(registry, "lib/labels", "1", json.dumps(manifest).encode(), str(manifest["mediaType"]))
     with pytest.raises(FetchError) as info:
         fetch_image(ImageLocator(f"{registry.host}/lib/labels:1"), context(tmp_path))
     assert str(info.value) == f"failed to read buildpackage {registry.host}/lib/labels:1: {cause}"

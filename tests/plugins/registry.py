@@ -115,7 +115,8 @@ class Package:
         entry = next(
             m for m in index["manifests"] if m["annotations"]["org.opencontainers.image.ref.name"] == self.tag
         )
-        return json.loads(_blob(self.layout, entry["digest"]))
+        manifest: dict = json.loads(_blob(self.layout, entry["digest"]))  # type: ignore[type-arg]
+        return manifest
 
 
 def _blob(layout: Path, digest: str) -> bytes:
@@ -153,7 +154,7 @@ def build_package(
     package = Package(layout, tag, top)
     config = json.loads(_blob(layout, package.manifest()["config"]["digest"]))
     diff_ids = config["rootfs"]["diff_ids"]
-    layers = {}
+    layers: dict[str, dict[str, dict[str, str]]] = {}
     for (bp_id, version, order), diff_id in zip(buildpacks, diff_ids, strict=True):
         info = {"api": "0.10", "layerDiffID": diff_id}
         if order:
@@ -387,7 +388,9 @@ def push_package(
     digest and the manifest."""
     import gzip
 
-    diff_ids, descriptors, label = [], [], {}
+    diff_ids: list[str] = []
+    descriptors: list[dict[str, object]] = []
+    label: dict[str, dict[str, dict[str, object]]] = {}
     for tar_bytes, held in layers:
         diff_id = _sha256(tar_bytes)
         blob = gzip.compress(tar_bytes, mtime=0) if compress else tar_bytes

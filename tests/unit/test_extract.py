@@ -141,7 +141,7 @@ def test_an_escaping_chain_never_reaches_outside_files(tmp_path: Path) -> None:
     (tmp_path / "secret").write_text("outside")
     dest = tmp_path / "dest"
     dest.mkdir()
-    hostile = [
+    hostile: list[tarfile.TarInfo | tuple[tarfile.TarInfo, bytes]] = [
         GOOD,
         entry("d", tarfile.DIRTYPE),
         (entry("d/secret"), b"inside"),

@@ -11,10 +11,10 @@ from preparer.fetch.oci.client import (
     DOCKER_MANIFEST,
     OCI_INDEX,
     OCI_MANIFEST,
-    is_digest,
     kind_of,
 )
 from preparer.fetch.oci.index import index_path
+from preparer.fetch.streams import is_digest
 
 DIGEST = "sha256:" + "0f" * 32
 

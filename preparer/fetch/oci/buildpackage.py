@@ -144,6 +144,28 @@ def install_buildpackage(
         from the cache) and raises when the blob's digest is wrong; it returns what ``extract`` returned.
     :raises FetchError: missing or malformed labels, layers that do not match them, unsafe layers (exit 1).
     """
+    wanted, metadata = _contents(manifest, config, source)
+    roots = _extract_layers(wanted, read_layer, source, ctx)
+    staged = [_staged(roots[layer], bp_id, version, source) for bp_id, version, layer in wanted]
+    top_id, top_version = metadata.get("id"), metadata.get("version")
+    top = next(
+        (s.descriptor for s in staged if (s.descriptor.id, s.descriptor.version) == (top_id, top_version)),
+        None,
+    )
+    if top is None:
+        raise FetchError(
+            f"read buildpackage {source}",
+            f"its top-level buildpack {top_id}@{top_version} is not among its layers",
+        )
+    ordered = sorted(staged, key=lambda s: s.descriptor != top)
+    return Fetched(top, tuple(ordered), source, digest)
+
+
+def _contents(
+    manifest: dict[str, Any], config: dict[str, Any], source: str
+) -> tuple[list[tuple[str, str, str]], dict[str, Any]]:
+    """What the labels say the package holds: ``(id, version, layer digest)`` of each buildpack, and the metadata
+    label (which names the top-level buildpack)."""
     image_config = config.get("config")
     labels = image_config.get("Labels") if isinstance(image_config, dict) else None
     labels = labels if isinstance(labels, dict) else {}
@@ -152,8 +174,16 @@ def install_buildpackage(
     rootfs = config.get("rootfs")
     diff_ids = _list(rootfs.get("diff_ids")) if isinstance(rootfs, dict) else []
     layers = _list(manifest.get("layers"))  # positions matter: the n-th diff ID is the n-th layer
-    wanted = _wanted(layers_label, diff_ids, layers, source)
+    return _wanted(layers_label, diff_ids, layers, source), metadata
 
+
+def _extract_layers(
+    wanted: list[tuple[str, str, str]],
+    read_layer: Callable[[str, Callable[[IO[bytes]], Path]], Path],
+    source: str,
+    ctx: FetchContext,
+) -> dict[str, Path]:
+    """Extract each layer that holds a wanted buildpack once, a few at a time: layer digest -> its root."""
     holders: dict[str, list[str]] = {}  # layer digest -> the buildpacks it holds
     for bp_id, version, layer in wanted:
         holders.setdefault(layer, []).append(f"{bp_id}@{version}")
@@ -172,21 +202,7 @@ def install_buildpackage(
     with ThreadPoolExecutor(
         max_workers=min(_PARALLEL_LAYERS, len(holders)), thread_name_prefix="layer"
     ) as pool:
-        roots = dict(zip(holders, pool.map(stage, holders), strict=True))
-    staged = [_staged(roots[layer], bp_id, version, source) for bp_id, version, layer in wanted]
-
-    top_id, top_version = metadata.get("id"), metadata.get("version")
-    top = next(
-        (s.descriptor for s in staged if (s.descriptor.id, s.descriptor.version) == (top_id, top_version)),
-        None,
-    )
-    if top is None:
-        raise FetchError(
-            f"read buildpackage {source}",
-            f"its top-level buildpack {top_id}@{top_version} is not among its layers",
-        )
-    ordered = sorted(staged, key=lambda s: s.descriptor != top)
-    return Fetched(top, tuple(ordered), source, digest)
+        return dict(zip(holders, pool.map(stage, holders), strict=True))
 
 
 def _staged(root: Path, bp_id: str, version: str, source: str) -> StagedBuildpack:

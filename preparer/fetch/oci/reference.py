@@ -74,7 +74,7 @@ def parse_reference(text: str) -> Reference:
 
 
 def is_loopback(registry: str) -> bool:
-    """``localhost``, ``127.0.0.0/8`` and ``::1``, with or without a port (contract §7.13)."""
+    """``localhost``, ``127.0.0.0/8`` and ``::1``, with or without a port: reached over plain http."""
     host = registry
     if host.startswith("["):
         host = host[1 : host.find("]")]
