@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from preparer._types import TOMLTable
 from preparer.api import APIVersion
-from preparer.descriptor import KeyPath, Layer, ProjectDescriptor, lookup
+from preparer.descriptor import KeyPath, Layer, ProjectDescriptor, kind_of, lookup
 from preparer.errors import DescriptorError, InvalidInputsError
 from preparer.files.buildpack import check_id, version_problem
 from preparer.overlay import merge, nulls_from_empty_tables
@@ -217,7 +217,7 @@ class _Reader:
 
     def table(self, value: object, path: KeyPath) -> TOMLTable:
         if not isinstance(value, dict):
-            raise self.fail(path, f"must be a table, not {_kind(value)}")
+            raise self.fail(path, f"must be a table, not {kind_of(value)}")
         return value
 
     def misplaced(self, path: KeyPath) -> str:
@@ -234,7 +234,7 @@ class _Reader:
 
     def array_of_tables(self, value: object, path: KeyPath) -> list[TOMLTable]:
         if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            problem = f"must be an array of tables, not {_kind(value)}"
+            problem = f"must be an array of tables, not {kind_of(value)}"
             if isinstance(value, dict):
                 # [build.env] or [io.buildpacks.group] written as one table: show the form that works.
                 fields = "name and value" if path[-1] == "env" else "id, uri or script"
@@ -251,7 +251,7 @@ class _Reader:
                 raise self.fail(path, f"{key} is required")
             return None
         if not isinstance(value, str):
-            raise self.fail((*path, key), f"must be a string, not {_kind(value)}")
+            raise self.fail((*path, key), f"must be a string, not {kind_of(value)}")
         return value
 
     def patterns(self, props: TOMLTable, key: str) -> tuple[str, ...] | None:
@@ -259,7 +259,7 @@ class _Reader:
         if value is None:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.fail((key,), f"must be an array of strings, not {_kind(value)}")
+            raise self.fail((key,), f"must be an array of strings, not {kind_of(value)}")
         return tuple(value)
 
     def keeps(self, table: Mapping[str, Any], path: KeyPath) -> bool:
@@ -271,7 +271,7 @@ class _Reader:
             return True
         value = table["exec-env"]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.fail((*path, "exec-env"), f"must be an array of strings, not {_kind(value)}")
+            raise self.fail((*path, "exec-env"), f"must be an array of strings, not {kind_of(value)}")
         if self.exec_env in value or "*" in value:
             return True
         self.notes.append(f"{self.spell(path)} is left out: exec-env does not include '{self.exec_env}'")
@@ -349,7 +349,9 @@ class _Reader:
             name = self.string(item, "name", entry_path, required=True) or ""
             raw = item.get("value")
             if not isinstance(raw, str):
-                missing = "value is required" if raw is None else f"value must be a string, not {_kind(raw)}"
+                missing = (
+                    "value is required" if raw is None else f"value must be a string, not {kind_of(raw)}"
+                )
                 raise self.fail(entry_path, missing)
             bad_name = env_name_problem(name)
             if bad_name:
@@ -404,12 +406,6 @@ def env_name_problem(name: str) -> str | None:
         if char in name:
             return f"env name {name!r} must not contain {label}"
     return None
-
-
-def _kind(value: object) -> str:
-    return {dict: "a table", list: "an array", str: "a string", bool: "a boolean", int: "an integer"}.get(
-        type(value), type(value).__name__
-    )
 
 
 def _has_path(node: Any, path: KeyPath) -> bool:

@@ -91,7 +91,7 @@ def parse_version(text: object, what: str, where: str, supported: str) -> str:
     """
     if not isinstance(text, str):
         raise DescriptorError(
-            f"parse {where}", f"{what} must be a string, not {_type_name(text)}; supported: {supported}"
+            f"parse {where}", f"{what} must be a string, not {kind_of(text)}; supported: {supported}"
         )
     match = _VERSION.match(text)
     if match is None:
@@ -102,10 +102,17 @@ def parse_version(text: object, what: str, where: str, supported: str) -> str:
     return f"{match[1]}.{match[2] or 0}"
 
 
-def _type_name(value: object) -> str:
-    return {dict: "a table", list: "an array", str: "a string", bool: "a boolean"}.get(
-        type(value), type(value).__name__
-    )
+def kind_of(value: object) -> str:
+    """How messages name the TOML type of ``value``: ``a table``, ``an array``, ``a string``, ``an integer``..."""
+    names = {
+        dict: "a table",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a float",
+    }
+    return names.get(type(value), type(value).__name__)
 
 
 def lookup(document: Mapping[str, Any], dotted: str) -> Any:
@@ -121,7 +128,7 @@ def lookup(document: Mapping[str, Any], dotted: str) -> Any:
 def _table(document: Mapping[str, Any], dotted: str, where: str) -> TOMLTable | None:
     value = lookup(document, dotted)
     if value is not None and not isinstance(value, dict):
-        raise DescriptorError(f"parse {where}", f"{dotted} must be a table, not {_type_name(value)}")
+        raise DescriptorError(f"parse {where}", f"{dotted} must be a table, not {kind_of(value)}")
     return value
 
 

@@ -44,7 +44,7 @@ def test_schema_detection(text: str, schema: str, warned: bool) -> None:
             '[_]\nschema-version = "1"',
             "schema-version '1' is not supported; supported versions: 0.1, 0.2, 0.3",
         ),
-        ("[_]\nschema-version = 2", "_.schema-version must be a string, not int"),
+        ("[_]\nschema-version = 2", "_.schema-version must be a string, not an integer"),
         ('[io.buildpacks]\nschema-version = "0.6"', "io.buildpacks.schema-version '0.6' is not supported"),
         ('io = { buildpacks = "x" }', "io.buildpacks must be a table, not a string"),
     ],
