@@ -28,7 +28,9 @@ def test_configuration_error(case: str, tmp_path: Path) -> None:
     text = (DATA / f"{case}.toml").read_text()
     descriptor.write_text(text)
     shutil.copytree(BUILDER, tmp_path / "cnb")
-    namespace = text.removeprefix("# namespace: ").split("\n", 1)[0] if text.startswith("# namespace:") else None
+    namespace = (
+        text.removeprefix("# namespace: ").split("\n", 1)[0] if text.startswith("# namespace:") else None
+    )
     inputs = Inputs(
         app_dir=app, layers_dir=tmp_path / "layers", platform_dir=tmp_path / "platform",
         buildpacks_dir=tmp_path / "cnb" / "buildpacks", order_path=tmp_path / "cnb" / "order.toml",
