@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from preparer.pipeline import describe_plan, plan_run, prepare, run_plan
     from preparer.plan import Plan
 
-__version__ = "0.1.0"
+from preparer._version import __version__
 
 # The library logs to "preparer" and never prints: without a handler of the caller's, records go nowhere.
 logging.getLogger("preparer").addHandler(logging.NullHandler())
@@ -64,11 +64,11 @@ _LAZY = {"prepare", "plan_run", "run_plan", "describe_plan"}
 def __getattr__(name: str) -> Any:
     # The pipeline lives in preparer.pipeline: a submodule named `prepare` would shadow the function.
     if name in _LAZY:
-        from preparer import pipeline
+        from preparer import pipeline  # deferred: the pipeline's imports cost every start-up (-version, -h)
 
         return getattr(pipeline, name)
     if name == "Plan":
-        from preparer.plan import Plan
+        from preparer.plan import Plan  # deferred, as the pipeline
 
         return Plan
     raise AttributeError(f"module 'preparer' has no attribute {name!r}")

@@ -101,7 +101,7 @@ def fetch_step(step: Fetch, ctx: FetchContext) -> Fetched:
 
 def fetch_steps(steps: Sequence[Fetch], ctx: FetchContext) -> list[Fetched]:
     """Fetch every entry in parallel; the first failure (in entry order) is raised."""
-    from preparer.fetch.parallel import fetch_all
+    from preparer.fetch.parallel import fetch_all  # deferred: concurrent.futures, for runs that fetch
 
     jobs: list[Callable[[], Fetched]] = [lambda step=step: fetch_step(step, ctx) for step in steps]  # type: ignore[misc]
     return fetch_all(jobs)
@@ -159,7 +159,7 @@ def _owner(inputs: Inputs) -> tuple[int, int] | None:
 
 def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched]) -> Outcome:
     """Write everything, each step undone if a later one fails (see the module's docstring)."""
-    from preparer.fetch.tree import install
+    from preparer.fetch.tree import install  # deferred: it brings tarfile, for runs that install
 
     owner = _owner(inputs)
     pending = PendingWrites()

@@ -18,13 +18,15 @@ from typing import Any, TextIO
 
 import typer
 
-from preparer import __version__, goflags
+from preparer import goflags
+from preparer._version import __version__
 from preparer.api import verify_platform_api
 from preparer.errors import InvalidInputsError, PreparerError
 from preparer.exit import ExitCode
 from preparer.flags import env_of
 from preparer.inputs import log_level_of, no_color, resolve_inputs
 from preparer.log import configure
+from preparer.report import write_report
 
 PROGRAM = "preparer"
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -160,7 +162,6 @@ def _report_early_failure(parsed: goflags.Parsed, environ: Mapping[str, str], er
     raw = parsed.values.get("prepare-report", environ.get(env_of("prepare-report")))
     if not isinstance(raw, str) or not raw:
         return
-    from preparer.report import write_report
 
     path = Path(os.path.abspath(raw))
     try:
@@ -223,6 +224,7 @@ class TerminalProgress:
             return  # a cache hit: nothing to draw
         with self.lock:
             if self.bar is None:
+                # Deferred: rich is heavy, and only a terminal that sees a download needs it.
                 from rich.console import Console
                 from rich.progress import Progress
 

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from preparer._types import TOMLTable
 from preparer.api import SUPPORTED_PLATFORM_APIS
 from preparer.errors import DescriptorError
+from preparer.files._toml import load_toml
 from preparer.report import Unapplied
 
 #: Descriptor schemas this preparer reads, keyed to the module-level parser for each.
@@ -318,8 +319,6 @@ def load_descriptor(
     :param explicit: whether the user named the file; a missing default file means nothing to apply.
     :raises DescriptorError: a missing explicit file, unreadable or invalid TOML, an unsupported schema (exit 3).
     """
-    from preparer.files._toml import load_toml
-
     if not explicit and not path.exists():
         return empty_descriptor()
     return parse_descriptor(load_toml(path, "project descriptor"), path, platform_namespace)

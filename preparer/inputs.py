@@ -17,6 +17,7 @@ from typing import Any
 from preparer.api import SUPPORTED_PLATFORM_APIS, APIVersion, verify_platform_api
 from preparer.errors import InvalidInputsError
 from preparer.flags import BY_NAME, DEFAULT_REGISTRY_INDEX, default, env_default, env_of
+from preparer.goflags import parse_bool, parse_int
 
 #: Kept under this name for callers of earlier versions.
 DEFAULT_BUILDPACK_REGISTRY_INDEX = DEFAULT_REGISTRY_INDEX
@@ -137,8 +138,6 @@ def _check_types(inputs: Inputs) -> None:
 
 def _env_bool(environ: Mapping[str, str], name: str) -> bool:
     # The lifecycle's boolEnv: Go's ParseBool, and anything else counts as false.
-    from preparer.goflags import parse_bool
-
     return parse_bool(environ.get(name, "")) is True
 
 
@@ -229,8 +228,6 @@ class _Given:
         return None if got is None or got == "" else Path(os.path.normpath(self.cwd / got))
 
     def number(self, name: str) -> int | None:
-        from preparer.goflags import parse_int
-
         got = self.value(name)
         if got is None or got == "" or isinstance(got, int):
             return got if isinstance(got, int) else None

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from preparer.appfilter import plan_removal
 from preparer.apply import apply_plan, check_present, source_of
 from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
@@ -102,8 +103,6 @@ def plan_run(inputs: Inputs) -> Plan:
         log.debug("%s", note)
     removal = None
     if config.include is not None or config.exclude is not None:
-        from preparer.appfilter import plan_removal  # pathspec: only runs with include/exclude need it
-
         removal = plan_removal(inputs.app_dir, config.include, config.exclude, descriptor.path)
     plan = make_plan(
         config,

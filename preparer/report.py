@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from preparer.files._toml import dumps_toml, write_atomic
+
 
 class Unapplied(NamedTuple):
     """A property of the effective configuration that the preparer did not apply."""
@@ -103,8 +105,6 @@ def write_report(path: Path, report: Report | None = None, *, error: tuple[int, 
 
     :raises ApplyError: the file cannot be written (exit 1).
     """
-    from preparer.files._toml import dumps_toml, write_atomic
-
     if error is not None:
         doc: dict[str, Any] = {"error": {"code": error[0], "message": error[1]}}
     else:

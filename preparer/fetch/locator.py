@@ -30,6 +30,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from preparer.errors import InvalidInputsError
+from preparer.fetch.oci.reference import parse_reference
 
 ARCHIVE_SUFFIXES = (".tgz", ".tar.gz", ".tar", ".cnb")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -175,8 +176,6 @@ def _is_registry_host(component: str) -> bool:
 
 def _image(reference: str, action: str) -> ImageLocator:
     """An image locator, once the reference parses (exit 3 otherwise)."""
-    from preparer.fetch.oci.reference import parse_reference
-
     try:
         parse_reference(reference)
     except InvalidInputsError as err:

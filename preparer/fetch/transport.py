@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
+from preparer._version import __version__
 from preparer.errors import FetchError, NotFoundError
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def ca_bundle() -> str:
     for path in _SYSTEM_BUNDLES:
         if Path(path).is_file():
             return path
-    import certifi
+    import certifi  # deferred (third-party): only when no system store is found
 
     return str(certifi.where())
 
@@ -65,7 +66,7 @@ def tls_failure(err: BaseException) -> str:
 
 def describe(err: BaseException) -> str:
     """A cause to show for a network failure, without URLs, queries or credentials."""
-    import requests
+    import requests  # deferred (heavy): only runs that download import it
     import urllib3
 
     if isinstance(err, NetworkError):
@@ -142,7 +143,7 @@ class Transport:
 
         :param action: what the request is for, in messages (``download <source>``, ``pull <ref>``).
         """
-        import requests
+        import requests  # deferred (heavy): only runs that download import it
 
         try:
             response = self.session().get(url, headers=headers or {}, stream=True, timeout=self.timeouts)
@@ -172,10 +173,8 @@ class Transport:
 
 
 def _new_session() -> requests.Session:
-    import requests
+    import requests  # deferred (heavy): made on the first request
     from requests.adapters import HTTPAdapter
-
-    from preparer import __version__
 
     session = requests.Session()
     session.headers["User-Agent"] = f"cnb-preparer/{__version__}"
@@ -195,7 +194,7 @@ def _tls_context() -> Any:
     global _TLS_CONTEXT
     with _TLS_LOCK:
         if _TLS_CONTEXT is None:
-            import ssl
+            import ssl  # deferred: only a warm run's probe over https needs it
 
             bundle = ca_bundle()
             if Path(bundle).is_dir():
@@ -228,9 +227,7 @@ def probe_unchanged(url: str, headers: dict[str, str], timeouts: tuple[float, fl
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname or _requests_would_differ():
         return None
-    import http.client
-
-    from preparer import __version__
+    import http.client  # deferred: only warm runs probe
 
     request_headers = {"User-Agent": f"cnb-preparer/{__version__}", "Accept": "*/*", **headers}
     if parts.username is not None:

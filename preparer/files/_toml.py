@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from preparer._fs import make_dirs
 from preparer._types import TOMLTable
 from preparer.errors import ApplyError, DescriptorError, PreparerError
 
@@ -107,8 +108,6 @@ class PendingWrites:
 
     def mkdir(self, path: Path, mode: int = 0o755) -> None:
         """Create ``path`` and its missing parents (remembered, so :meth:`abort` can remove them)."""
-        from preparer._fs import make_dirs
-
         try:
             self.created += make_dirs(path, mode)
         except OSError as err:

@@ -12,20 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from preparer.errors import BuilderError, FetchError
+from preparer.files import MalformedError
 from preparer.files._toml import load_toml
+from preparer.files.order import Group, parse_groups
 
 #: Buildpack ids may hold letters, digits, ``.``, ``/`` and ``-`` (spec buildpack.md §buildpack.toml).
 _ID = re.compile(r"^[A-Za-z0-9./-]+$")
 _RESERVED_IDS = frozenset({"app", "config", "generated", "sbom"})
-
-
-@dataclass(frozen=True, slots=True)
-class OrderRef:
-    """One element of a composite buildpack's ``[[order.group]]``."""
-
-    id: str
-    version: str
-    optional: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +29,7 @@ class BuildpackDescriptor:
     version: str
     api: str
     #: For a composite buildpack, its groups; empty for a component buildpack.
-    order: tuple[tuple[OrderRef, ...], ...] = ()
+    order: tuple[Group, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -85,10 +78,6 @@ def version_problem(version: str) -> str | None:
     return None
 
 
-class MalformedError(Exception):
-    """What is wrong with a ``buildpack.toml``, before the caller says whose file it is."""
-
-
 def parse_buildpack_toml(doc: dict[str, Any]) -> BuildpackDescriptor:
     """Read the fields the preparer uses from a parsed ``buildpack.toml``. Pure.
 
@@ -106,25 +95,8 @@ def parse_buildpack_toml(doc: dict[str, Any]) -> BuildpackDescriptor:
         raise MalformedError(f"invalid buildpack version {version!r}")
     if not isinstance(api, str):
         raise MalformedError(f"invalid api {api!r}")
-    groups: list[tuple[OrderRef, ...]] = []
-    order = doc.get("order", [])
-    if not isinstance(order, list):
-        raise MalformedError("[[order]] must be an array of tables")
-    for item in order:
-        group = item.get("group", []) if isinstance(item, dict) else None
-        if not isinstance(group, list):
-            raise MalformedError("[[order.group]] must be an array of tables")
-        refs = []
-        for ref in group:
-            if not (
-                isinstance(ref, dict)
-                and isinstance(ref.get("id"), str)
-                and isinstance(ref.get("version"), str)
-            ):
-                raise MalformedError("every [[order.group]] entry needs an id and a version")
-            refs.append(OrderRef(ref["id"], ref["version"], ref.get("optional") is True))
-        groups.append(tuple(refs))
-    return BuildpackDescriptor(bp_id, version, api, tuple(groups))
+    groups = parse_groups(doc.get("order", []), versions=True)
+    return BuildpackDescriptor(bp_id, version, api, groups)
 
 
 def read_buildpack_toml(

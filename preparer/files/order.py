@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from preparer.errors import BuilderError
-from preparer.files._toml import load_toml
+from preparer.files import MalformedError
+from preparer.files._toml import dumps_toml, load_toml
 
 
 class OrderElement(NamedTuple):
@@ -36,25 +37,31 @@ class Order(NamedTuple):
     extensions: tuple[Any, ...] = ()
 
 
-def parse_order(doc: dict[str, Any], where: str) -> Order:
-    """Read ``[[order]]`` and keep ``[[order-extensions]]`` as tables.
+def parse_groups(order: object, *, versions: bool) -> tuple[Group, ...]:
+    """The groups of an ``[[order]]`` array, the one parser of ``[[order.group]]`` (a builder's ``order.toml``
+    and a composite buildpack's ``buildpack.toml`` alike). Pure.
 
-    :raises BuilderError: when an element lacks ``id`` (exit 1; the builder's files are the platform's, not the
-        user's).
+    :param versions: every element must have a version (a composite's); otherwise a missing one is ``""``.
+    :raises MalformedError: naming what is malformed.
     """
-    groups = []
-    order = doc.get("order", [])
     if not isinstance(order, list):
-        raise BuilderError(f"read builder order {where}", "[[order]] must be an array of tables")
+        raise MalformedError("[[order]] must be an array of tables")
+    groups = []
     for item in order:
-        elements = []
         group = item.get("group", []) if isinstance(item, dict) else None
         if not isinstance(group, list):
-            raise BuilderError(f"read builder order {where}", "[[order.group]] must be an array of tables")
+            raise MalformedError("[[order.group]] must be an array of tables")
+        elements = []
         for element in group:
+            version = element.get("version", None if versions else "") if isinstance(element, dict) else None
             if not isinstance(element, dict) or not isinstance(element.get("id"), str):
-                raise BuilderError(f"read builder order {where}", "every [[order.group]] element needs an id")
-            version = element.get("version", "")
+                raise MalformedError(
+                    "every [[order.group]] entry needs an id and a version"
+                    if versions
+                    else "every [[order.group]] element needs an id"
+                )
+            if versions and not isinstance(version, str):
+                raise MalformedError("every [[order.group]] entry needs an id and a version")
             elements.append(
                 OrderElement(
                     element["id"],
@@ -63,8 +70,21 @@ def parse_order(doc: dict[str, Any], where: str) -> Order:
                 )
             )
         groups.append(tuple(elements))
+    return tuple(groups)
+
+
+def parse_order(doc: dict[str, Any], where: str) -> Order:
+    """Read ``[[order]]`` and keep ``[[order-extensions]]`` as tables.
+
+    :raises BuilderError: when an element lacks ``id`` (exit 1; the builder's files are the platform's, not the
+        user's).
+    """
+    try:
+        groups = parse_groups(doc.get("order", []), versions=False)
+    except MalformedError as why:
+        raise BuilderError(f"read builder order {where}", str(why)) from None
     extensions = doc.get("order-extensions", [])
-    return Order(tuple(groups), tuple(extensions) if isinstance(extensions, list) else ())
+    return Order(groups, tuple(extensions) if isinstance(extensions, list) else ())
 
 
 def read_order(path: Path) -> Order:
@@ -79,8 +99,6 @@ def read_order(path: Path) -> Order:
 
 def dumps_order(order: Order) -> str:
     """The text of ``order.toml``, laid out as the spec shows it; equal orders give equal bytes."""
-    from preparer.files._toml import dumps_toml
-
     lines: list[str] = []
     for group in order.groups:
         lines.append("[[order]]")

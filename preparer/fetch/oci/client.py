@@ -122,7 +122,7 @@ class Registry:
 
     def _token(self, params: dict[str, str]) -> str:
         """A bearer token from the challenge's realm, with the credential if there is one."""
-        import requests
+        import requests  # deferred (heavy): only runs that download import it
 
         query = {"service": params.get("service", ""), "scope": f"repository:{self.ref.repository}:pull"}
         session = self.ctx.transport.session()

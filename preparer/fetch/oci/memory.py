@@ -40,7 +40,7 @@ def tune_allocator() -> bool:
         if "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
             return False  # the user chose their own
         try:
-            import ctypes
+            import ctypes  # deferred: only OCI fetches tune the allocator
 
             libc = ctypes.CDLL(None)
             return bool(
