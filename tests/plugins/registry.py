@@ -131,8 +131,12 @@ def build_package(
     architecture: str = "amd64",
     layout: Path | None = None,
     payload: bytes = b"",
+    content: Path | None = None,
 ) -> Package:
-    """Build a buildpackage: each ``(id, version, order)`` becomes one layer at /cnb/buildpacks/<eid>/<version>."""
+    """Build a buildpackage: each ``(id, version, order)`` becomes one layer at /cnb/buildpacks/<eid>/<version>.
+
+    :param content: a buildpack directory copied as each buildpack (instead of a small generated one).
+    """
     layout = layout or workdir / "layout"
     if not layout.exists():
         _run("umoci", "init", "--layout", str(layout))
@@ -145,7 +149,10 @@ def build_package(
     _run("umoci", "unpack", "--image", image, str(bundle))
     for bp_id, version, order in buildpacks:
         target = bundle / "rootfs" / "cnb" / "buildpacks" / bp_id.replace("/", "_") / version
-        make_dir(target, bp_id, version, payload=payload)
+        if content is not None:
+            shutil.copytree(content, target, symlinks=True)
+        else:
+            make_dir(target, bp_id, version, payload=payload)
         if order:
             (target / "buildpack.toml").write_text(buildpack_toml(bp_id, version, order=order))
             shutil.rmtree(target / "bin")

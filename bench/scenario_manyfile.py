@@ -1,0 +1,158 @@
+"""Buildpacks shaped like real ones (bench/_shapes.py: ~2,000 small files and a 32 MiB binary each), on tmpfs.
+
+- http cold: eight from a local server, vs ``xargs -P4 sh -c 'curl | tar -xz'``. Goal <= 1.0 x (aim 0.7).
+- scaling: the eight against eight times one. Goal <= 0.6 x.
+- warm: the eight again, the download cache populated, a fresh <buildpacks>. Goal <= 0.15 x the http baseline.
+- local .tgz: one such archive from disk, vs ``tar -xzf``. Goal <= 1.3 x.
+- registry cold: the same eight as buildpackages in a local registry, vs ``xargs -P4`` of ``skopeo copy`` + ``tar
+  -xzf`` of the layer. Goal <= 0.8 x (aim 0.6).
+
+Each side takes turns with its baseline, round after round, so that load from elsewhere hits both alike; the best
+round of each counts.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from _servers import FileServer
+from _shapes import make_manyfile, tgz
+from _util import ROOT, build_layout, group, preparer_env, report, timed
+
+sys.path.insert(0, str(ROOT))
+from tests.plugins.registry import _start, build_package, push  # noqa: E402
+
+ROUNDS = 3
+COUNT = 8
+SHM = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+
+
+def run_preparer(command: list[str]) -> None:
+    subprocess.run(command, env=preparer_env(), check=True, stdout=subprocess.DEVNULL)
+
+
+def alternate(rounds: int, *sides: object) -> list[float]:
+    """The best time of each side (callables), the sides taking turns ``rounds`` times."""
+    times: list[list[float]] = [[] for _ in sides]
+    for _ in range(rounds):
+        for i, side in enumerate(sides):
+            times[i].append(timed(side))  # type: ignore[arg-type]
+    return [min(t) for t in times]
+
+
+def http_part(work: Path, sources: list[Path]) -> float:
+    www = work / "www"
+    www.mkdir()
+    names = [tgz(src, www / f"bp{i}.tgz").name for i, src in enumerate(sources)]
+    with FileServer(www) as server:
+        urls = [server.url(n) for n in names]
+        out = work / "curl"
+
+        def baseline() -> None:
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir()
+            script = 'd=$(mktemp -d -p "$0"); curl -sf "$1" | tar -xz -C "$d"'
+            subprocess.run(["xargs", "-P4", "-n1", "sh", "-c", script, str(out)], input="\n".join(urls),
+                           text=True, check=True)  # fmt: skip
+
+        def cold(uris: list[str]) -> object:
+            def go() -> None:
+                root = work / "run"
+                command = [*build_layout(root, group(uris)), "-download-cache", str(work / "cache")]
+                shutil.rmtree(work / "cache", ignore_errors=True)
+                run_preparer(command)
+
+            return go
+
+        base, eight, one = alternate(ROUNDS, baseline, cold(urls), cold(urls[:1]))
+        report("manyfile http cold (8)", eight, "s", base, "xargs -P4 curl | tar -xz", 1.0)
+        report("manyfile scaling (8 vs 8 x 1)", eight, "s", 8 * one, "eight times one", 0.6)
+        # Warm: the cache holds the eight; each run gets a fresh <buildpacks>.
+        run_preparer([*build_layout(work / "run", group(urls)), "-download-cache", str(work / "cache")])
+
+        def warm() -> None:
+            run_preparer([*build_layout(work / "run", group(urls)), "-download-cache", str(work / "cache")])
+
+        (warm_time,) = alternate(ROUNDS, warm)
+        report("manyfile http warm (8, cache populated)", warm_time, "s", base, "the http cold baseline", 0.15)
+        shutil.rmtree(out, ignore_errors=True)
+        return base
+
+
+def local_part(work: Path, source: Path) -> None:
+    archive = tgz(source, work / "local.tgz")
+    out = work / "untar"
+
+    def baseline() -> None:
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir()
+        subprocess.run(["tar", "-xzf", str(archive), "-C", str(out)], check=True)
+
+    def preparer() -> None:
+        run_preparer([*build_layout(work / "run", group([str(archive)])), "-download-cache", ""])
+
+    base, mine = alternate(ROUNDS, baseline, preparer)
+    report("manyfile local .tgz (1)", mine, "s", base, "tar -xzf", 1.3)
+
+
+def registry_part(work: Path, sources: list[Path]) -> None:
+    (work / "registry").mkdir()
+    registry = _start(work / "registry", None)
+    try:
+        refs = []
+        for i, src in enumerate(sources):
+            layout = _package(work / f"pkg{i}", src, f"bench/many{i}")
+            push(layout, "latest", registry.ref(f"bench/many{i}"))
+            shutil.rmtree(layout.parent)
+            refs.append(registry.ref(f"bench/many{i}"))
+        out = work / "skopeo"
+
+        def baseline() -> None:
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir()
+            script = (
+                'd=$(mktemp -d -p "$0"); skopeo copy -q --src-tls-verify=false "docker://$1" "oci:$d/l:latest" '
+                '&& for b in $(python3 -c "import json,sys; i=json.load(open(sys.argv[1]+\'/l/index.json\')); '
+                "m=json.load(open(sys.argv[1]+'/l/blobs/sha256/'+i['manifests'][0]['digest'][7:])); "
+                "print(' '.join(l['digest'][7:] for l in m['layers']))\" \"$d\"); do "
+                'mkdir -p "$d/root"; tar -xzf "$d/l/blobs/sha256/$b" -C "$d/root"; done'
+            )
+            subprocess.run(["xargs", "-P4", "-n1", "sh", "-c", script, str(out)], input="\n".join(refs),
+                           text=True, check=True)  # fmt: skip
+
+        def preparer() -> None:
+            root = work / "run"
+            shutil.rmtree(work / "cache", ignore_errors=True)
+            project = group([f"docker://{ref}" for ref in refs])
+            run_preparer([*build_layout(root, project), "-download-cache", str(work / "cache")])
+
+        base, mine = alternate(ROUNDS, baseline, preparer)
+        report("manyfile registry cold (8 buildpackages)", mine, "s", base, "xargs -P4 skopeo copy + tar -xzf", 0.8)
+        shutil.rmtree(out, ignore_errors=True)
+    finally:
+        registry.process.terminate()
+        registry.process.wait()
+
+
+def _package(work: Path, source: Path, bp_id: str) -> Path:
+    """A buildpackage OCI layout whose one layer holds ``source`` at ``/cnb/buildpacks/<id>/1.0.0``."""
+    return build_package(work, [(bp_id, "1.0.0", "")], (bp_id, "1.0.0"), content=source).layout
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-manyfile-", dir=SHM) as tmp:
+        work = Path(tmp)
+        sources = [make_manyfile(work / f"src{i}", f"bench/many{i}", seed=i) for i in range(COUNT)]
+        http_part(work, sources)
+        local_part(work, sources[0])
+        registry_part(work, sources)
+        print(f"  (work directories on {'tmpfs' if SHM else 'disk'}; {json.dumps({'buildpacks': COUNT})})")
+
+
+if __name__ == "__main__":
+    main()
