@@ -21,7 +21,7 @@ from preparer.fetch.cache import DownloadCache
 from preparer.fetch.extract import Extracted, extract_tar
 from preparer.fetch.locator import HttpLocator, redact
 from preparer.fetch.oci.layout import fetch_cnb
-from preparer.fetch.streams import CHUNK, stream_body, verify_digest
+from preparer.fetch.streams import CHUNK, MAX_TRAILING, stream_body, verify_digest
 from preparer.fetch.transport import probe_unchanged
 from preparer.fetch.tree import link_tree, new_root, staged_buildpack
 
@@ -116,7 +116,7 @@ def _download(
                     # Pinned: read the rest, so a tampered or corrupt body is reported as the mismatch it is.
                     return err
 
-            outcome, digest, _ = stream_body(response, source, ctx.progress, extract)
+            outcome, digest, _ = stream_body(response, source, ctx.progress, extract, MAX_TRAILING)
             _check_pin(locator, digest, source)
             if isinstance(outcome, FetchError):
                 raise outcome

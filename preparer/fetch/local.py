@@ -14,7 +14,7 @@ from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.extract import extract_tar
 from preparer.fetch.locator import PathLocator
 from preparer.fetch.oci.layout import fetch_cnb
-from preparer.fetch.streams import HashingReader
+from preparer.fetch.streams import MAX_TRAILING, HashingReader
 from preparer.fetch.tree import copy_tree, new_root, staged_buildpack
 
 
@@ -27,6 +27,8 @@ def fetch_path(locator: PathLocator, ctx: FetchContext) -> Fetched:
     source = str(path)
     if not path.exists():
         raise FetchError(f"fetch buildpack from {source}", "no such file or directory")
+    if not path.is_dir() and not path.is_file():
+        raise FetchError(f"fetch buildpack from {source}", "not a directory or a regular file")
     if path.is_dir():
         root = new_root(ctx.staging, "dir-")
         copy_tree(path, root, source)
@@ -39,7 +41,7 @@ def fetch_path(locator: PathLocator, ctx: FetchContext) -> Fetched:
         with open(path, "rb") as f:
             reader = HashingReader(f)
             extracted = extract_tar(reader, root, archive=source)  # type: ignore[arg-type]
-            reader.drain()
+            reader.drain(MAX_TRAILING, f"extract {source}")
     except OSError as err:
         raise FetchError(f"read {source}", err.strerror or str(err)) from None
     if "oci-layout" in extracted.top_level:

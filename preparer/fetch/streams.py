@@ -26,6 +26,9 @@ T = TypeVar("T")
 #: The size of every read: large enough that per-read overhead vanishes, small enough to keep memory flat.
 CHUNK = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
+#: What may follow an archive's end marker (tar pads to 10 KiB records; gzip adds its trailer): more is refused,
+#: so a body of endless zeros after an end marker ends instead of being read forever.
+MAX_TRAILING = 1 << 20
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _PROGRESS_EVERY = 0.25  # seconds between progress reports of one download
 
@@ -69,10 +72,15 @@ class HashingReader:
         self.size += len(data)
         return data
 
-    def drain(self) -> None:
-        """Read to the end (a tar stream may stop before its padding), so the digest covers every byte."""
+    def drain(self, limit: int | None = None, action: str = "read") -> None:
+        """Read to the end (a tar stream may stop before its padding), so the digest covers every byte.
+
+        :param limit: at most this many more bytes; past it, :class:`FetchError` (``action``).
+        """
+        start = self.size
         while self.read(CHUNK):
-            pass
+            if limit is not None and self.size - start > limit:
+                raise FetchError(action, f"more than {limit} bytes follow the end of the archive")
 
     @property
     def digest(self) -> str:
@@ -101,12 +109,18 @@ class NetworkReader:
 
 
 def stream_body(
-    response: requests.Response, source: str, progress: ProgressFn, consume: Callable[[IO[bytes]], T]
+    response: requests.Response,
+    source: str,
+    progress: ProgressFn,
+    consume: Callable[[IO[bytes]], T],
+    trailing: int | None = None,
 ) -> tuple[T, str, int]:
     """Feed the body to ``consume`` while hashing it, read it to its end, and check its length against
     ``Content-Length``. Returns ``(what consume returned, digest, size)``.
 
+    :param trailing: at most this many bytes may follow what ``consume`` read (an archive's end marker).
     :raises NetworkError: the body ended early or the connection failed (worth another attempt).
+    :raises FetchError: more than ``trailing`` bytes after what ``consume`` read.
     """
     length = response.headers.get("Content-Length")
     total = int(length) if length and length.isdigit() else None
@@ -114,7 +128,7 @@ def stream_body(
     hashing = HashingReader(NetworkReader(response.raw, source, total, progress))  # type: ignore[arg-type]
     with contextlib.closing(response):
         result = consume(hashing)  # type: ignore[arg-type]
-        hashing.drain()
+        hashing.drain(trailing, f"download {source}")
     if total is not None and hashing.size != total:
         raise NetworkError(f"the body ended after {hashing.size} of {total} bytes")
     progress(source, hashing.size, hashing.size)

@@ -84,6 +84,19 @@ def copy_tree(src: Path, dest: Path, source: str) -> None:
             )
 
 
+def check_links_inside(directory: Path, relative: str, links: dict[str, str], action: str) -> None:
+    """Every symbolic link below ``relative`` (``directory``'s name among the extracted ``links``) resolves
+    inside ``directory``.
+
+    :raises FetchError: naming the first link that leaves it.
+    """
+    root = os.path.realpath(directory)
+    prefix = relative.rstrip("/") + "/"
+    for name, link in links.items():
+        if name.startswith(prefix) and not is_inside(root, os.path.realpath(directory / name[len(prefix) :])):
+            raise FetchError(action, f"refusing entry '{name}': symbolic link '{link}' leaves the buildpack")
+
+
 def link_tree(src: Path, dest: Path) -> None:
     """Recreate the tree ``src`` at ``dest`` with hard links, copying where the filesystem refuses links."""
     for dirpath, dirnames, filenames in os.walk(src):

@@ -52,7 +52,7 @@ def test_any_document_is_a_manifest_an_index_or_refused(doc: dict[str, Any]) -> 
         assert kind_of(doc) in ("manifest", "index")
 
 
-def _never(digest: str, extract: Any) -> Path:
+def _never(digest: str, extract: Any) -> tuple[Path, dict[str, str]]:
     raise FetchError("read layer", digest)
 
 

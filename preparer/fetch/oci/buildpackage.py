@@ -19,6 +19,7 @@ from preparer.errors import FetchError
 from preparer.fetch.base import FetchContext, Fetched, StagedBuildpack
 from preparer.fetch.extract import extract_tar
 from preparer.fetch.streams import is_digest
+from preparer.fetch.tree import check_links_inside
 from preparer.files.buildpack import check_id, escape_id, read_buildpack_toml, version_problem
 
 LAYERS_LABEL = "io.buildpacks.buildpack.layers"
@@ -29,6 +30,10 @@ MAX_INDEX_DEPTH = 4
 
 #: An image document as read: ``(document, "manifest" | "index", digest)``.
 Document = tuple[dict[str, Any], str, str]
+#: An extracted layer: the directory its ``cnb/buildpacks`` went to, and its symbolic links (name -> target).
+LayerTree = tuple[Path, dict[str, str]]
+#: ``read_layer(digest, extract)``: feeds the layer blob to ``extract`` and returns what it made.
+ReadLayer = Callable[[str, Callable[[IO[bytes]], LayerTree]], LayerTree]
 
 
 def follow_index(
@@ -129,7 +134,7 @@ def _wanted(
 def install_buildpackage(
     manifest: dict[str, Any],
     config: dict[str, Any],
-    read_layer: Callable[[str, Callable[[IO[bytes]], Path]], Path],
+    read_layer: ReadLayer,
     *,
     source: str,
     digest: str | None,
@@ -146,7 +151,7 @@ def install_buildpackage(
     """
     wanted, metadata = _contents(manifest, config, source)
     roots = _extract_layers(wanted, read_layer, source, ctx)
-    staged = [_staged(roots[layer], bp_id, version, source) for bp_id, version, layer in wanted]
+    staged = [_staged(*roots[layer], bp_id, version, source) for bp_id, version, layer in wanted]
     top_id, top_version = metadata.get("id"), metadata.get("version")
     top = next(
         (s.descriptor for s in staged if (s.descriptor.id, s.descriptor.version) == (top_id, top_version)),
@@ -179,22 +184,22 @@ def _contents(
 
 def _extract_layers(
     wanted: list[tuple[str, str, str]],
-    read_layer: Callable[[str, Callable[[IO[bytes]], Path]], Path],
+    read_layer: ReadLayer,
     source: str,
     ctx: FetchContext,
-) -> dict[str, Path]:
+) -> dict[str, LayerTree]:
     """Extract each layer that holds a wanted buildpack once, a few at a time: layer digest -> its root."""
     holders: dict[str, list[str]] = {}  # layer digest -> the buildpacks it holds
     for bp_id, version, layer in wanted:
         holders.setdefault(layer, []).append(f"{bp_id}@{version}")
 
-    def stage(layer: str) -> Path:
+    def stage(layer: str) -> LayerTree:
         archive = f"{source} (layer of {', '.join(holders[layer])})"
 
-        def extract(body: IO[bytes]) -> Path:
+        def extract(body: IO[bytes]) -> LayerTree:
             root = Path(tempfile.mkdtemp(prefix="layer-", dir=ctx.staging))
-            extract_tar(body, root, archive=archive, select="cnb/buildpacks", allow_absolute=True)
-            return root
+            extracted = extract_tar(body, root, archive=archive, select="cnb/buildpacks", allow_absolute=True)
+            return root, extracted.links
 
         return read_layer(layer, extract)
 
@@ -205,11 +210,14 @@ def _extract_layers(
         return dict(zip(holders, pool.map(stage, holders), strict=True))
 
 
-def _staged(root: Path, bp_id: str, version: str, source: str) -> StagedBuildpack:
+def _staged(root: Path, links: dict[str, str], bp_id: str, version: str, source: str) -> StagedBuildpack:
     """The buildpack's directory in an extracted layer: ``<escaped id>/<version>`` as pack writes it, else the
-    raw id as the spec's text has it."""
-    for directory in (root / escape_id(bp_id) / version, root / bp_id / version):
+    raw id as the spec's text has it. Its links must stay inside it, not only inside the layer: it is installed
+    alone, at ``<buildpacks>/<escaped id>/<version>``."""
+    for relative in (f"{escape_id(bp_id)}/{version}", f"{bp_id}/{version}"):
+        directory = root / relative
         if (directory / "buildpack.toml").is_file() and not directory.is_symlink():
+            check_links_inside(directory, relative, links, f"read buildpackage {source}")
             directory.chmod(0o755)
             descriptor = read_buildpack_toml(directory / "buildpack.toml", shown=source)
             if (descriptor.id, descriptor.version) != (bp_id, version):

@@ -11,7 +11,7 @@ import tarfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from preparer.errors import FetchError
 from preparer.fetch.base import FetchContext, Fetched
@@ -19,6 +19,8 @@ from preparer.fetch.oci.buildpackage import Document, follow_index, install_buil
 from preparer.fetch.oci.client import MAX_MANIFEST, kind_of
 from preparer.fetch.oci.memory import tune_allocator
 from preparer.fetch.streams import HashingReader, sha256_of, verify_digest
+
+T = TypeVar("T")
 
 
 class Layout:
@@ -64,7 +66,7 @@ class Layout:
         except ValueError as err:
             raise FetchError(f"read {self.source}", str(err)) from None
 
-    def read_layer(self, digest: str, extract: Callable[[IO[bytes]], Path]) -> Path:
+    def read_layer(self, digest: str, extract: Callable[[IO[bytes]], T]) -> T:
         """Feed a layer blob to ``extract`` straight from the tar, checking its digest (one thread at a time)."""
         with self.lock:
             member = self.members.get(self._blob_name(digest))
