@@ -47,3 +47,32 @@ def entry(name: str, kind: bytes = tarfile.REGTYPE, mode: int = 0o644, link: str
     info = tarfile.TarInfo(name)
     info.type, info.mode, info.linkname = kind, mode, link
     return info
+
+
+def raw_header(name: bytes, size: int = 0, kind: bytes = b"0", mode: int = 0o644, link: bytes = b"") -> bytes:
+    """One ustar header block, written by hand (fast, and free to say what tarfile would not)."""
+    header = bytearray(512)
+    header[0:100] = name[:100].ljust(100, b"\0")
+    header[100:108] = b"%07o\0" % mode
+    header[108:124] = b"0000000\0" * 2
+    header[124:136] = b"%011o\0" % size
+    header[136:148] = b"00000000000\0"
+    header[156:157] = kind
+    header[157:257] = link[:100].ljust(100, b"\0")
+    header[257:265] = b"ustar\x0000"
+    header[148:156] = b" " * 8
+    header[148:156] = b"%06o\0 " % sum(header)
+    return bytes(header)
+
+
+def many_entries_tgz(path: Path, count: int) -> Path:
+    """A ``.tgz`` of ``count`` empty files (a few MiB however large ``count`` is): an archive bomb by number."""
+    import zlib
+
+    compress = zlib.compressobj(1, zlib.DEFLATED, 31)
+    with open(path, "wb") as out:
+        out.write(compress.compress(raw_header(b"buildpack.toml", 0)))
+        out.writelines(compress.compress(raw_header(b"d/%d" % i)) for i in range(count))
+        out.write(compress.compress(bytes(1024)))
+        out.write(compress.flush())
+    return path

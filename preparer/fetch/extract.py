@@ -9,11 +9,13 @@ before anything is written, and nothing is ever written outside ``dest``:
 - entries that would be written through a link, and hard links to anything but a regular file already extracted
   (never through a link either);
 - device, fifo, sparse and other special entries; setuid, setgid and sticky bits;
-- headers beyond a small size: GNU long names and PAX records (:data:`MAX_EXTENDED`).
+- headers beyond a small size (GNU long names and PAX records, :data:`MAX_EXTENDED`), names longer than
+  :data:`MAX_NAME`, more than :data:`MAX_ENTRIES` entries.
 
 Files are written 0644, or 0755 when any execute bit was set; directories 0755, whatever the umask. The stream
-is read once, front to back, in large chunks; what is kept per entry is its name (hard links may only point at
-regular files extracted before them), so memory does not grow with the archive beyond that. The reader is
+is read once, front to back, in large chunks; nothing is kept per file (a hard link may only point at a regular
+file, reached through real directories, which is checked on disk: ``dest`` starts empty and only this extraction
+writes it), only the archive's directories and symbolic links, so memory does not grow with its number of files. The reader is
 written for speed on trees of thousands of small files: one header parse, one ``open``/``write``/``close`` per
 file, one ``mkdir`` per directory, and no scan of earlier entries.
 """
@@ -35,6 +37,11 @@ from preparer.fetch.streams import CHUNK, open_tar_stream
 BLOCK = 512
 #: The largest GNU long name or PAX extended header read (real ones are a few hundred bytes).
 MAX_EXTENDED = 64 << 10
+#: The most entries an archive may hold: real buildpacks have a few thousand; this bounds time and memory.
+MAX_ENTRIES = 100_000
+#: The longest entry name (Linux's PATH_MAX).
+MAX_NAME = 4096
+
 _REGULAR, _HARDLINK, _SYMLINK, _DIRECTORY = (b"0", b"\0", b"7"), b"1", b"2", b"5"
 _SPECIAL = {b"3": "character device", b"4": "block device", b"6": "fifo"}
 _WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -123,6 +130,7 @@ class _Reader:
             if len(header) != BLOCK:
                 raise EOFError("the archive ended in the middle of a header")
             kind, name, size, mode, link = _parse_header(header)
+            self.writer.count(name)
             if kind in (b"L", b"K", b"x", b"g"):
                 data = self._extended(name, size)
                 if kind == b"L":
@@ -285,10 +293,16 @@ class _Writer:
         self.root = str(dest)
         self.select, self.allow_absolute = select, allow_absolute
         self.links: dict[str, str] = {}  # symbolic links written: nothing may be written below one
-        self.regular: set[str] = set()  # names written as regular files: the only hard link targets
         self.dirs: set[str] = {""}  # directories known to exist (made by this extraction)
         self.top_level: set[str] = set()
         self.files = 0
+        self.entries = 0
+
+    def count(self, name: str) -> None:
+        """One more header read: bounded in number, so time and memory are too."""
+        self.entries += 1
+        if self.entries > MAX_ENTRIES:
+            raise _Refused(name, f"the archive holds more than {MAX_ENTRIES} entries")
 
     def relative(self, raw: str) -> str | None:
         """The entry's name relative to ``dest``; ``None`` when it is outside the selected subtree.
@@ -314,9 +328,12 @@ class _Writer:
 
     def admit(self, raw: str, kind: bytes, mode: int) -> str | None:
         """The relative name ``raw`` is written at, after the checks every entry gets; ``None`` to skip it."""
+        if len(raw) > MAX_NAME:
+            raise _Refused(raw[:100] + "...", f"a name longer than {MAX_NAME} bytes")
         name = self.relative(raw)
         if name is None:
             return None
+
         if mode & (stat.S_ISUID | stat.S_ISGID):
             raise _Refused(raw, "setuid or setgid bit")
         if mode & stat.S_ISVTX and kind != _DIRECTORY:
@@ -362,15 +379,16 @@ class _Writer:
 
     def _clear(self, name: str, path: str) -> None:
         """A later entry of the same name replaces the earlier one, never writes through it."""
-        if name in self.links:
-            del self.links[name]
-            os.unlink(path)
-        elif name in self.regular:
-            self.regular.discard(name)
-            os.unlink(path)
-        elif name in self.dirs:
-            shutil.rmtree(path)  # what an earlier entry made; its names below are checked on disk when used
+        self.links.pop(name, None)
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(info.st_mode):
+            shutil.rmtree(path)  # what an earlier entry made; names below it are checked on disk when used
             self.dirs = {d for d in self.dirs if d != name and not d.startswith(name + "/")}
+        else:
+            os.unlink(path)
 
     def create(self, name: str, mode: int) -> int:
         """A new regular file for ``name``, 0755 or 0644; returns its descriptor."""
@@ -382,19 +400,17 @@ class _Writer:
             self._clear(name, path)
             fd = os.open(path, _WRITE, final)
         os.fchmod(fd, final)
-        self.regular.add(name)
         self.files += 1
         return fd
 
     def directory(self, name: str) -> None:
         path = self._parent(name)
-        if name in self.links or name in self.regular:
-            self._clear(name, path)
         try:
             os.mkdir(path, 0o755)
         except FileExistsError:
-            if not stat.S_ISDIR(os.lstat(path).st_mode):
-                raise
+            if not stat.S_ISDIR(os.lstat(path).st_mode):  # a file or a link of that name: replaced
+                self._clear(name, path)
+                os.mkdir(path, 0o755)
         os.chmod(path, 0o755)
         self._remember_dirs(name)
 
@@ -416,17 +432,11 @@ class _Writer:
         except _Refused as refused:
             raise _Refused(name, f"hard link target: {refused.why}") from None
         source = f"{self.root}/{target}"
-        if (
-            not target
-            or target not in self.regular
-            or self._through_link(target)
-            or not self._regular_on_disk(target)
-        ):
+        if not target or self._through_link(target) or not self._regular_on_disk(target):
             raise _Refused(name, f"hard link to '{raw_target}', which is not a file extracted before it")
         path = self._parent(name)
         self._clear(name, path)
         os.link(source, path, follow_symlinks=False)
-        self.regular.add(name)
         self.files += 1
 
     def _regular_on_disk(self, target: str) -> bool:

@@ -1,8 +1,9 @@
 """Fixtures: a real HTTP server on 127.0.0.1 serving files, with faults injected per path; the same over TLS.
 
 Every response carries an ``ETag`` (the body's sha256) and honours ``If-None-Match``. Faults are queued per path
-and used one per request: ``500``, ``404``, ``truncate`` (announce the whole length, send half, close), and
-``slow`` (wait ``slow_seconds`` before the body). A request in proxy form (``GET http://host/path``) is served
+and used one per request: ``500``, ``404``, ``truncate`` (announce the whole length, send half, close),
+``slow`` (wait ``slow_seconds`` before the body), and ``endless`` (no length; the file, then zeros until the client
+goes away). A request in proxy form (``GET http://host/path``) is served
 too and recorded in ``proxied``, so the server can stand in for an HTTP proxy.
 """
 
@@ -85,6 +86,17 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
                 return
             self.answer(200)
             self.send_response(200)
+            if fault == "endless":
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                try:
+                    self.wfile.write(body)
+                    zeros = bytes(1 << 16)
+                    while True:
+                        self.wfile.write(zeros)
+                except OSError:
+                    return
             self.send_header("Content-Length", str(len(body)))
             self.send_header("ETag", etag)
             self.send_header("Last-Modified", "Sun, 01 Nov 2026 00:00:00 GMT")
