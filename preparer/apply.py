@@ -23,6 +23,7 @@ from preparer.api import verify_buildpack_api
 from preparer.appfilter import Trash
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.base import FetchContext, Fetched, no_progress
+from preparer.fetch.cache import CacheUnusable, DownloadCache
 from preparer.fetch.locator import InlineLocator, redact
 from preparer.fetch.streams import ProgressFn
 from preparer.fetch.transport import Transport
@@ -42,6 +43,8 @@ class Outcome(NamedTuple):
     buildpacks: tuple[BuildpackRecord, ...]
     written: tuple[str, ...]
     removed: int
+    #: What the fetchers warned about (a cache not used or repaired), in the order said.
+    warnings: tuple[str, ...] = ()
 
 
 def apply_plan(plan: Plan, inputs: Inputs, progress: ProgressFn | None = None) -> Outcome:
@@ -52,29 +55,54 @@ def apply_plan(plan: Plan, inputs: Inputs, progress: ProgressFn | None = None) -
     """
     to_fetch = [s for s in plan.steps if isinstance(s, Fetch)]
     if not to_fetch:
-        return _commit(plan, inputs, {})
+        return _commit(plan, inputs, {}, [])
+    warnings: list[str] = []
     with staging_dir(inputs.buildpacks_dir) as staging:
-        ctx = fetch_context(inputs, staging, plan.base_dir, progress)
+        ctx = fetch_context(inputs, staging, plan.base_dir, progress, warnings.append)
         fetched = fetch_steps(to_fetch, ctx)
         check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
         # Everything is fetched and checked: commit, while the staged buildpacks still exist.
-        return _commit(plan, inputs, dict(zip(map(id, to_fetch), fetched, strict=True)))
+        return _commit(plan, inputs, dict(zip(map(id, to_fetch), fetched, strict=True)), warnings)
 
 
-def fetch_context(inputs: Inputs, staging: Path, base_dir: Path, progress: ProgressFn | None) -> FetchContext:
-    """What the fetchers of one run share."""
-    transport = Transport(timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout))
+def fetch_context(
+    inputs: Inputs,
+    staging: Path,
+    base_dir: Path,
+    progress: ProgressFn | None = None,
+    collect: Callable[[str], None] | None = None,
+) -> FetchContext:
+    """What the fetchers of one run share. The download cache is opened here; one that cannot be trusted is
+    left out, with a warning (a cache never fails a build).
+
+    :param collect: told every warning the fetchers have, besides the ``preparer`` logger.
+    """
+
+    def warn(message: str) -> None:
+        log.warning("%s", message)
+        if collect is not None:
+            collect(message)
+
+    cache = None
+    if inputs.download_cache is not None:
+        try:
+            cache = DownloadCache.open(inputs.download_cache)
+        except CacheUnusable as why:
+            warn(f"the download cache is not used: {why}")
     return FetchContext(
         staging=staging,
         base_dir=base_dir,
         buildpacks_dir=inputs.buildpacks_dir,
-        download_cache=inputs.download_cache,
+        cache=cache,
+        # Hard links into the cache only where the build cannot write them: the cache's files are root's.
+        link_installs=os.geteuid() == 0 and inputs.uid not in (None, 0),
         insecure_registries=inputs.insecure_registries,
         environ=inputs.environ,
         platform=inputs.target_platform,
         registry_index=inputs.registry_index,
         progress=progress or no_progress,
-        transport=transport,
+        warn=warn,
+        transport=Transport(timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout)),
     )
 
 
@@ -157,7 +185,7 @@ def _owner(inputs: Inputs) -> tuple[int, int] | None:
     return (inputs.uid if inputs.uid is not None else -1, inputs.gid if inputs.gid is not None else -1)
 
 
-def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched]) -> Outcome:
+def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: list[str]) -> Outcome:
     """Write everything, each step undone if a later one fails (see the module's docstring)."""
     from preparer.fetch.tree import install  # deferred: it brings tarfile, for runs that install
 
@@ -194,7 +222,7 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched]) -> Outcome:
         written.append(str(env_path))
     if plan.removal is not None:
         log.info("Removed %d files from %s (%s)", removed, inputs.app_dir, plan.config.filter_key)
-    return Outcome(tuple(records), tuple(written), removed)
+    return Outcome(tuple(records), tuple(written), removed, tuple(warnings))
 
 
 def _records(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,8 @@ def run_plan(plan: Plan, inputs: Inputs, progress: ProgressFn | None = None) -> 
     :raises PreparerError: any failure; nothing has changed on disk then.
     """
     outcome = apply_plan(plan, inputs, progress)
-    return _report(plan, inputs, outcome.buildpacks, outcome.written, outcome.removed)
+    report = _report(plan, inputs, outcome.buildpacks, outcome.written, outcome.removed)
+    return replace(report, warnings=(*report.warnings, *outcome.warnings))
 
 
 def _report(

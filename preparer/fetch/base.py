@@ -7,11 +7,13 @@ Fetched`` for one kind of locator (:class:`Fetcher`); :mod:`preparer.fetch.sourc
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from preparer.fetch.cache import DownloadCache
 from preparer.fetch.streams import ProgressFn
 from preparer.fetch.transport import Transport
 from preparer.files.buildpack import BuildpackDescriptor
@@ -46,6 +48,10 @@ def no_progress(source: str, done: int, total: int | None) -> None:
     """The progress callback that reports nothing."""
 
 
+def _log_warning(message: str) -> None:
+    logging.getLogger("preparer").warning("%s", message)
+
+
 @dataclass(frozen=True)
 class FetchContext:
     """What every fetcher may use; IO happens only through these values."""
@@ -56,8 +62,11 @@ class FetchContext:
     base_dir: Path
     #: ``<buildpacks>``, where a bare buildpack id was looked for first (named when it is found nowhere).
     buildpacks_dir: Path | None = None
-    #: The download cache (``-download-cache``); ``None`` disables caching.
-    download_cache: Path | None = None
+    #: The download cache (``-download-cache``), opened and checked; ``None`` without one.
+    cache: DownloadCache | None = None
+    #: Whether buildpacks from the cache may be hard links into it: only when the build cannot write the cache's
+    #: files (the preparer runs as root, the files are root's, and the build runs as another user).
+    link_installs: bool = False
     #: Registries reached over plain http besides loopback (``-insecure-registry``).
     insecure_registries: tuple[str, ...] = ()
     #: The environment, for ``CNB_REGISTRY_AUTH``, ``DOCKER_CONFIG`` and ``HOME``.
@@ -68,8 +77,15 @@ class FetchContext:
     registry_index: str = DEFAULT_REGISTRY_INDEX
     #: Progress of downloads.
     progress: ProgressFn = no_progress
+    #: Told every warning a fetcher has for the user (a cache entry discarded, a lock not taken).
+    warn: Callable[[str], None] = _log_warning
     #: The HTTP client: session, timeouts, retries.
     transport: Transport = field(default_factory=Transport, compare=False, repr=False)
+
+    @property
+    def lock_wait(self) -> float:
+        """How long to wait for a peer's download lock: twice the time a stalled download is given."""
+        return 2 * self.transport.timeouts[1]
 
 
 L_contra = TypeVar("L_contra", contravariant=True)

@@ -1,15 +1,23 @@
-"""The download cache: content-addressed blobs shared safely by concurrent preparers.
+"""The download cache: content-addressed blobs and extracted trees, shared by concurrent preparers of one user.
 
 Layout under the cache root (``-download-cache``)::
 
-    blobs/sha256/<hex>     verified content, never modified once renamed into place
-    trees/sha256/<hex>/    a buildpack archive with that digest, extracted; reused through hard links
-    http/<sha256(url)>.json  the ETag, Last-Modified and body digest a server gave for a URL
-    tmp/                   partial downloads and extractions; renamed into place only after the checks
-    locks/<key>.lock       inter-process locks (filelock), one per blob or URL being fetched
+    blobs/sha256/<hex>                 verified content, never modified once in place
+    trees/sha256/<hex>/                a buildpack archive with that digest, extracted
+    trees/sha256/<hex>.manifest.json   what that tree holds: every entry's kind, mode, size, inode and times
+    http/<sha256(url)>.json            the ETag, Last-Modified and body digest a server gave for a URL
+    private/<sha256(registry/repo)>    marks a repository that asked for credentials
+    tmp/                               partial downloads and extractions; renamed into place after the checks
+    locks/<sha256(key)>.lock           inter-process locks (filelock), one per blob or URL being fetched
 
-A blob or tree only ever appears by renaming a complete, verified temporary one, so a failed or truncated
-download can never poison the cache, and readers need no lock.
+The cache is a trust boundary (docs/security.md). It is used only when its root and every directory in it are
+real directories owned by the effective user and writable by nobody else, and when every directory above the
+root is writable only by its owner (root or the user) or is sticky, as ``/tmp`` is: then no one else can plant a
+link or swap a directory in it. Otherwise the run goes on without it, with a warning (:class:`CacheUnusable`).
+What is read back is verified: a blob against its digest, a tree against its manifest; a mismatch is removed and
+fetched again, never installed. Entries appear only by renaming complete, verified temporary ones, so a failed or
+truncated download never poisons the cache, and readers take no lock. A lock is waited for a bounded time
+(:meth:`DownloadCache.lock`).
 """
 
 from __future__ import annotations
@@ -18,13 +26,27 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from preparer._fs import temp_file
 from preparer.errors import FetchError
+
+#: The directories of the cache, made 0700 on first use.
+_SUBDIRS = ("blobs", "blobs/sha256", "trees", "trees/sha256", "http", "private", "tmp", "locks")
+
+
+class CacheUnusable(Exception):
+    """The cache directory cannot be trusted or used; the reason is the warning a user sees."""
+
+
+class CacheMismatch(Exception):
+    """What was read back from the cache is not what was put there; the entry is removed and fetched again."""
 
 
 def split_digest(digest: str) -> tuple[str, str]:
@@ -38,74 +60,200 @@ def split_digest(digest: str) -> tuple[str, str]:
     return algorithm, hexdigest
 
 
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry of a cached tree, as recorded when it entered the cache."""
+
+    #: ``d`` (directory), ``f`` (regular file) or ``l`` (symbolic link).
+    kind: str
+    #: The path relative to the tree, ``/``-separated.
+    path: str
+    mode: int = 0
+    size: int = 0
+    inode: int = 0
+    mtime_ns: int = 0
+    ctime_ns: int = 0
+    uid: int = 0
+    #: A link's target.
+    target: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CachedTree:
+    """An extracted tree in the cache and its manifest (entries in walk order: a directory before its content)."""
+
+    path: Path
+    digest: str
+    entries: tuple[Entry, ...]
+
+
 class DownloadCache:
-    """A content-addressed store of downloaded bytes at ``root``."""
+    """A content-addressed store of downloaded bytes and extracted trees at ``root``, checked by :meth:`open`."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._checked: set[str] = set()
+
+    @classmethod
+    def open(cls, root: Path) -> DownloadCache:
+        """The cache at ``root`` (made, 0700, when missing), after the checks of the module's docstring.
+
+        :raises CacheUnusable: naming what is wrong.
+        """
+        _check_ancestors(root.parent)
+        root = Path(os.path.realpath(root))  # a link to the cache is fine where its directory is
+        try:
+            root.mkdir(mode=0o700, parents=False)
+        except FileNotFoundError:
+            _make_parents(root.parent)
+            root.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        except OSError as err:
+            raise CacheUnusable(f"{root} cannot be made ({err.strerror})") from None
+        _check_private(root)
+        return cls(root)
 
     def _dir(self, name: str) -> Path:
+        """The subdirectory ``name``, made 0700 when missing and checked once per run."""
         path = self.root / name
-        path.mkdir(parents=True, exist_ok=True)
+        if name not in self._checked:
+            if "/" in name:
+                self._dir(name.rpartition("/")[0])
+            try:
+                path.mkdir(mode=0o700)
+            except FileExistsError:
+                pass
+            except OSError as err:
+                raise FetchError("use the download cache", f"{path}: {err.strerror or err}") from None
+            try:
+                _check_private(path)
+            except CacheUnusable as err:
+                raise FetchError("use the download cache", str(err)) from None
+            self._checked.add(name)
         return path
 
+    # Blobs
+
     def blob_path(self, digest: str) -> Path | None:
-        """The cached blob with ``digest`` (``sha256:<hex>``), or ``None`` when absent."""
+        """The cached blob with ``digest`` (``sha256:<hex>``), or ``None`` when absent. Not yet verified: the
+        caller hashes what it reads (:func:`verify_file`, or while streaming) and calls :meth:`discard_blob` on a
+        mismatch."""
         algorithm, hexdigest = split_digest(digest)
-        path = self.root / "blobs" / algorithm / hexdigest
-        return path if path.is_file() else None
+        path = self._dir(f"blobs/{algorithm}") / hexdigest
+        return path if _regular_file_of_ours(path) else None
+
+    def discard_blob(self, digest: str) -> None:
+        """Remove a blob that failed its verification."""
+        algorithm, hexdigest = split_digest(digest)
+        (self._dir(f"blobs/{algorithm}") / hexdigest).unlink(missing_ok=True)
 
     def tmp_dir(self) -> Path:
-        """A directory on the cache's filesystem for partial downloads (so ``add_blob`` can rename)."""
+        """A directory on the cache's filesystem for partial downloads (so :meth:`add_blob` can rename)."""
         return self._dir("tmp")
 
     def add_blob(self, src: Path, digest: str) -> Path:
         """Move the complete file ``src``, whose sha256 the caller verified, into the store.
 
-        Safe when another process adds the same blob at the same time: both renames hold the same bytes.
+        An existing blob is never replaced (a reader may have it open): it is linked into place when absent, and
+        a concurrent writer's identical blob is kept.
         """
         algorithm, hexdigest = split_digest(digest)
         dest = self._dir(f"blobs/{algorithm}") / hexdigest
         os.chmod(src, 0o644)
-        os.replace(src, dest)
+        try:
+            os.link(src, dest)
+        except FileExistsError:
+            pass
+        finally:
+            src.unlink(missing_ok=True)
         return dest
-
-    @contextmanager
-    def lock(self, key: str) -> Iterator[None]:
-        """Hold the inter-process lock named ``key`` (any string; hashed into a file name)."""
-        from filelock import FileLock  # only runs that download take locks
-
-        name = hashlib.sha256(key.encode()).hexdigest()
-        with FileLock(str(self._dir("locks") / f"{name}.lock")):
-            yield
 
     def temp_file(self) -> AbstractContextManager[Path]:
         """A fresh temporary file in ``tmp/``; removed on exit unless it was moved away."""
         return temp_file(self.tmp_dir(), "dl-")
 
+    @contextmanager
+    def lock(self, key: str, timeout: float) -> Iterator[bool]:
+        """Hold the inter-process lock named ``key`` (any string; hashed into a file name) for the block, waiting
+        at most ``timeout`` seconds: the block gets ``False`` when it could not be taken (a stuck peer, or
+        anyone who can open the file), and should then go on without the cache."""
+        from filelock import FileLock, Timeout  # deferred (third-party): only runs that download take locks
+
+        name = hashlib.sha256(key.encode()).hexdigest()
+        lock = FileLock(str(self._dir("locks") / f"{name}.lock"), timeout=timeout, mode=0o600)
+        try:
+            lock.acquire()
+        except Timeout:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            lock.release()
+
+    def lock_name(self, key: str) -> str:
+        """The lock file of ``key``, for messages."""
+        return str(self.root / "locks" / f"{hashlib.sha256(key.encode()).hexdigest()}.lock")
+
     # Extracted buildpack trees, keyed by the digest of the archive they came from.
 
-    def tree_path(self, digest: str) -> Path | None:
-        """The extracted tree of the archive with ``digest``, or ``None``. Trees are never modified."""
+    def tree(self, digest: str) -> CachedTree | None:
+        """The extracted tree of the archive with ``digest`` and its manifest, or ``None`` (absent, or with a
+        manifest that cannot be read: then it is removed). The files are checked against the manifest when they
+        are installed (:func:`preparer.fetch.tree.install_cached`)."""
         algorithm, hexdigest = split_digest(digest)
-        path = self.root / "trees" / algorithm / hexdigest
-        return path if path.is_dir() else None
+        base = self._dir(f"trees/{algorithm}")
+        path, manifest = base / hexdigest, base / f"{hexdigest}.manifest.json"
+        if not path.is_dir() or path.is_symlink():
+            return None
+        try:
+            if not _regular_file_of_ours(manifest):
+                raise ValueError("no manifest")
+            raw = json.loads(manifest.read_bytes())
+            entries = tuple(Entry(*item) for item in raw["entries"])
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            self.discard_tree(digest)
+            return None
+        return CachedTree(path, digest, entries)
 
     def new_tree(self) -> Path:
         """An empty directory on the cache's filesystem to extract into, before :meth:`add_tree`."""
         return Path(tempfile.mkdtemp(prefix="tree-", dir=self.tmp_dir()))
 
-    def add_tree(self, src: Path, digest: str) -> Path:
-        """Move the extracted tree ``src`` into place; when another process was first, keep theirs."""
+    def add_tree(self, src: Path, digest: str) -> CachedTree:
+        """Record the extracted tree ``src`` and move it into place; when another process was first, keep theirs.
+
+        The manifest is written first: a reader never sees a tree without one (it would remove it as broken).
+        """
         algorithm, hexdigest = split_digest(digest)
-        dest = self._dir(f"trees/{algorithm}") / hexdigest
+        base = self._dir(f"trees/{algorithm}")
+        dest = base / hexdigest
+        existing = self.tree(digest) if dest.exists() else None
+        if existing is not None:
+            shutil.rmtree(src, ignore_errors=True)
+            return existing
+        entries = record_tree(src)
+        with self.temp_file() as tmp:
+            tmp.write_text(json.dumps({"entries": [_as_list(e) for e in entries]}, separators=(",", ":")))
+            tmp.chmod(0o600)
+            os.replace(tmp, base / f"{hexdigest}.manifest.json")
         try:
             os.rename(src, dest)
         except OSError:
-            if not dest.is_dir():
-                raise
             shutil.rmtree(src, ignore_errors=True)
-        return dest
+            found = self.tree(digest)  # a concurrent writer's, checked like any other when installed
+            if found is None:
+                raise FetchError("use the download cache", f"{dest} could not be added") from None
+            return found
+        return CachedTree(dest, digest, entries)
+
+    def discard_tree(self, digest: str) -> None:
+        """Remove a tree (and its manifest) that failed its verification."""
+        algorithm, hexdigest = split_digest(digest)
+        base = self._dir(f"trees/{algorithm}")
+        (base / f"{hexdigest}.manifest.json").unlink(missing_ok=True)
+        shutil.rmtree(base / hexdigest, ignore_errors=True)
 
     # What an HTTP server said about a URL: its validators and the digest of the body.
 
@@ -115,16 +263,118 @@ class DownloadCache:
 
     def http_meta(self, url: str) -> dict[str, str] | None:
         """The stored ``etag``, ``last-modified`` and ``digest`` of ``url``, or ``None``."""
+        path = self._meta_path(url)
         try:
-            meta = json.loads(self._meta_path(url).read_text())
-        except (OSError, ValueError):
+            meta = json.loads(path.read_bytes()) if _regular_file_of_ours(path) else None
+        except (OSError, ValueError, RecursionError):
             return None
         return meta if isinstance(meta, dict) and isinstance(meta.get("digest"), str) else None
 
     def put_http_meta(self, url: str, meta: dict[str, str]) -> None:
         """Record ``meta`` for ``url`` atomically."""
         path = self._meta_path(url)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".meta-")
-        with os.fdopen(fd, "w") as f:
-            json.dump(meta, f)
-        os.replace(tmp, path)
+        with temp_file(path.parent, ".meta-") as tmp:
+            tmp.write_text(json.dumps(meta))
+            os.replace(tmp, path)
+
+    # Repositories that asked for credentials: what is cached from them is served only after the registry
+    # confirms the run's own credentials.
+
+    def _private_path(self, repository: str) -> Path:
+        return self._dir("private") / hashlib.sha256(repository.encode()).hexdigest()
+
+    def is_private(self, repository: str) -> bool:
+        """Whether a run fetched from ``registry/repository`` with credentials the registry asked for."""
+        return _regular_file_of_ours(self._private_path(repository))
+
+    def mark_private(self, repository: str) -> None:
+        """Remember that ``registry/repository`` asks for credentials."""
+        path = self._private_path(repository)
+        if not path.exists():
+            with temp_file(path.parent, ".private-") as tmp:
+                os.replace(tmp, path)
+
+
+def record_tree(root: Path) -> tuple[Entry, ...]:
+    """Every entry below ``root``, a directory before its content, with what :class:`Entry` records."""
+    entries: list[Entry] = []
+
+    def walk(directory: str, prefix: str) -> None:
+        with os.scandir(directory) as scan:
+            items = sorted(scan, key=lambda e: e.name)
+        for item in items:
+            info = item.stat(follow_symlinks=False)
+            rel = prefix + item.name
+            if stat.S_ISDIR(info.st_mode):
+                entries.append(Entry("d", rel, stat.S_IMODE(info.st_mode), uid=info.st_uid))
+                walk(item.path, rel + "/")
+            elif stat.S_ISLNK(info.st_mode):
+                entries.append(Entry("l", rel, target=os.readlink(item.path)))
+            else:
+                entries.append(
+                    Entry("f", rel, stat.S_IMODE(info.st_mode), info.st_size, info.st_ino, info.st_mtime_ns,
+                          info.st_ctime_ns, info.st_uid)
+                )  # fmt: skip
+
+    walk(str(root), "")
+    return tuple(entries)
+
+
+def _as_list(entry: Entry) -> list[Any]:
+    return [entry.kind, entry.path, entry.mode, entry.size, entry.inode, entry.mtime_ns, entry.ctime_ns,
+            entry.uid, entry.target]  # fmt: skip
+
+
+def _regular_file_of_ours(path: Path) -> bool:
+    """A regular file (not a link) owned by the effective user and writable by nobody else."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
+
+
+def _check_private(path: Path) -> None:
+    """``path`` must be a real directory owned by the effective user and writable by nobody else."""
+    try:
+        info = path.lstat()
+    except OSError as err:
+        raise CacheUnusable(f"{path} cannot be read ({err.strerror})") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise CacheUnusable(f"{path} is a symbolic link")
+    if not stat.S_ISDIR(info.st_mode):
+        raise CacheUnusable(f"{path} is not a directory")
+    if info.st_uid != os.geteuid():
+        raise CacheUnusable(f"{path} is owned by uid {info.st_uid}, not by the user the preparer runs as")
+    if info.st_mode & 0o022:
+        raise CacheUnusable(
+            f"{path} is writable by its group or by others (mode {stat.S_IMODE(info.st_mode):o})"
+        )
+
+
+def _check_ancestors(directory: Path) -> None:
+    """Every existing directory above the cache root: owned by root or the user, and writable only by its owner
+    unless sticky (then no one else can rename or replace what is ours in it)."""
+    path = Path(os.path.abspath(directory))
+    for current in (path, *path.parents):
+        try:
+            info = current.lstat()
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            raise CacheUnusable(f"{current} cannot be read ({err.strerror})") from None
+        if stat.S_ISLNK(info.st_mode):
+            # A link above the cache is as trusted as its target and the directory holding it.
+            _check_ancestors(Path(os.path.realpath(current)))
+            continue
+        if info.st_uid not in (0, os.geteuid()):
+            raise CacheUnusable(f"{current}, above the cache, is owned by uid {info.st_uid}")
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            raise CacheUnusable(f"{current}, above the cache, is writable by others and not sticky")
+
+
+def _make_parents(directory: Path) -> None:
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as err:
+        raise CacheUnusable(f"{directory} cannot be made ({err.strerror})") from None

@@ -2,35 +2,35 @@
 
 The body is extracted while it arrives (one pass, memory flat), hashed on the way, and checked against the
 ``Content-Length`` and any ``#sha256=`` pin before the result is used. With a download cache, the extracted tree
-is kept under the archive's digest; later runs revalidate it with ``If-None-Match`` / ``If-Modified-Since`` and
-link it into staging, and a pinned digest already in the cache needs no request at all. The revalidation is first
-asked with the standard library alone (:func:`~preparer.fetch.transport.probe_unchanged`), without a lock, so a
-warm run never imports requests; only a download takes the URL's lock, and looks at the cache again under it.
+is kept under the archive's digest with a manifest; later runs revalidate it with ``If-None-Match`` /
+``If-Modified-Since`` and install it from the cache in one pass over its manifest (hard links or copies, every
+file checked), and a pinned digest already in the cache needs no request at all. The revalidation is first asked
+with the standard library alone (:func:`~preparer.fetch.transport.probe_unchanged`), without a lock, so a warm run
+never imports requests; only a download takes the URL's lock, and looks at the cache again under it. A cached tree
+that fails its check is removed, with a warning, and downloaded again.
 """
 
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 from typing import IO, NamedTuple
 
 from preparer._fs import temp_file
 from preparer.errors import FetchError
 from preparer.fetch.base import FetchContext, Fetched
-from preparer.fetch.cache import DownloadCache
+from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache
 from preparer.fetch.extract import Extracted, extract_tar
 from preparer.fetch.locator import HttpLocator, redact
 from preparer.fetch.oci.layout import fetch_cnb
-from preparer.fetch.streams import CHUNK, MAX_TRAILING, stream_body, verify_digest
+from preparer.fetch.streams import CHUNK, MAX_TRAILING, stream_body, verify_digest, verify_file
 from preparer.fetch.transport import probe_unchanged
-from preparer.fetch.tree import link_tree, new_root, staged_buildpack
+from preparer.fetch.tree import install_cached, new_root, staged_buildpack
 
 
 class _Known(NamedTuple):
-    """What the cache holds for a URL: the extracted tree, its archive's digest, and the conditional headers."""
+    """What the cache holds for a URL: the extracted tree and the conditional headers to revalidate it."""
 
-    tree: Path
-    digest: str
+    tree: CachedTree
     headers: dict[str, str]
 
 
@@ -42,23 +42,33 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
     source = redact(locator.url)
     if locator.url.split("?", 1)[0].endswith(".cnb"):
         return _fetch_cnb(locator, ctx, source)
-    if ctx.download_cache is None:
+    cache = ctx.cache
+    if cache is None:
         return _download(locator, ctx, source, None, None)
-    cache = DownloadCache(ctx.download_cache)
     pinned = None if locator.sha256 is None else "sha256:" + locator.sha256
-    if pinned is not None and (tree := cache.tree_path(pinned)) is not None:
-        return _from_tree(tree, ctx, source, pinned)
+    if pinned is not None and (tree := cache.tree(pinned)) is not None:
+        staged = _from_cache(tree, ctx, source, cache)
+        if staged is not None:
+            return staged
     known = _known(locator, cache)
     if known is not None and probe_unchanged(locator.url, known.headers, ctx.transport.timeouts):
-        return _unchanged(locator, known, ctx, source)
-    with cache.lock("http:" + locator.url):
+        staged = _unchanged(locator, known, ctx, source, cache)
+        if staged is not None:
+            return staged
+    key = "http:" + locator.url
+    with cache.lock(key, ctx.lock_wait) as locked:
+        if not locked:
+            ctx.warn(
+                f"{cache.lock_name(key)} is held by another preparer; downloading {source} without the cache"
+            )
+            return _download(locator, ctx, source, None, None)
         # Another preparer may have downloaded it meanwhile: its tree and validators are used.
         return _download(locator, ctx, source, cache, _known(locator, cache))
 
 
 def _known(locator: HttpLocator, cache: DownloadCache) -> _Known | None:
     meta = cache.http_meta(locator.url)
-    tree = cache.tree_path(meta["digest"]) if meta is not None else None
+    tree = cache.tree(meta["digest"]) if meta is not None else None
     if meta is None or tree is None:
         return None
     headers = {}
@@ -66,21 +76,30 @@ def _known(locator: HttpLocator, cache: DownloadCache) -> _Known | None:
         headers["If-None-Match"] = meta["etag"]
     if meta.get("last-modified"):
         headers["If-Modified-Since"] = meta["last-modified"]
-    return _Known(tree, meta["digest"], headers) if headers else None
+    return _Known(tree, headers) if headers else None
 
 
-def _unchanged(locator: HttpLocator, known: _Known, ctx: FetchContext, source: str) -> Fetched:
-    """The server said the cached tree is current (304)."""
-    _check_pin(locator, known.digest, source)
+def _unchanged(
+    locator: HttpLocator, known: _Known, ctx: FetchContext, source: str, cache: DownloadCache
+) -> Fetched | None:
+    """The server said the cached tree is current (304); ``None`` when that tree failed its check."""
+    _check_pin(locator, known.tree.digest, source)
     ctx.progress(source, 0, 0)
-    return _from_tree(known.tree, ctx, source, known.digest)
+    return _from_cache(known.tree, ctx, source, cache)
 
 
-def _from_tree(tree: Path, ctx: FetchContext, source: str, digest: str) -> Fetched:
+def _from_cache(tree: CachedTree, ctx: FetchContext, source: str, cache: DownloadCache) -> Fetched | None:
+    """The cached tree installed into staging; ``None`` (and the tree removed) when it is not what was cached."""
     root = new_root(ctx.staging, "http-")
-    link_tree(tree, root)
+    try:
+        install_cached(tree, root, link=ctx.link_installs)
+    except (CacheMismatch, OSError) as err:
+        shutil.rmtree(root, ignore_errors=True)
+        cache.discard_tree(tree.digest)
+        ctx.warn(f"the download cache's copy of {source} was removed: {err}; downloading it again")
+        return None
     staged = staged_buildpack(root, source)
-    return Fetched(staged.descriptor, (staged,), source, digest)
+    return Fetched(staged.descriptor, (staged,), source, tree.digest)
 
 
 def _check_pin(locator: HttpLocator, digest: str, source: str) -> None:
@@ -100,9 +119,10 @@ def _download(
 
     def attempt() -> Fetched:
         response = ctx.transport.get(locator.url, known.headers if known else None, action=action)
-        if response.status_code == 304 and known is not None:
+        if response.status_code == 304 and known is not None and cache is not None:
             response.close()
-            return _unchanged(locator, known, ctx, source)
+            again = _unchanged(locator, known, ctx, source, cache)
+            return again if again is not None else _download(locator, ctx, source, cache, None)
         dest = cache.new_tree() if cache is not None else new_root(ctx.staging, "http-")
         kept = False  # whether ``dest`` is the result (staged without a cache)
         try:
@@ -133,7 +153,10 @@ def _download(
                 "last-modified": response.headers.get("Last-Modified", ""),
             }
             cache.put_http_meta(locator.url, validators | {"digest": digest})
-            return _from_tree(tree, ctx, source, digest)
+            fetched = _from_cache(tree, ctx, source, cache)
+            if fetched is None:
+                raise FetchError(action, "the download cache did not keep what was just put in it")
+            return fetched
         finally:
             # A tree that is neither the result nor in the cache (a failure, or handed over) is removed.
             if not kept and dest.exists():
@@ -144,14 +167,17 @@ def _download(
 
 def _fetch_cnb(locator: HttpLocator, ctx: FetchContext, source: str) -> Fetched:
     """A ``.cnb`` (OCI layout tar) over http: downloaded whole (into the cache when there is one), then read as a
-    buildpackage."""
+    buildpackage. A pinned one already in the cache is checked against its digest before it is read."""
     pinned = None if locator.sha256 is None else "sha256:" + locator.sha256
-    cache = DownloadCache(ctx.download_cache) if ctx.download_cache is not None else None
+    cache = ctx.cache
     if cache is not None and pinned is not None and (blob := cache.blob_path(pinned)) is not None:
-        return fetch_cnb(blob, source=source, digest=pinned, ctx=ctx)
+        if verify_file(blob, pinned):
+            return fetch_cnb(blob, source=source, digest=pinned, ctx=ctx)
+        cache.discard_blob(pinned)
+        ctx.warn(f"the download cache's copy of {source} did not match its digest and was removed")
     action = f"download {source}"
 
-    def attempt() -> tuple[Path, str]:
+    def attempt() -> Fetched:
         response = ctx.transport.get(locator.url, action=action)
         with temp_file(cache.tmp_dir() if cache is not None else ctx.staging, "cnb-") as path:
             with open(path, "wb") as out:
@@ -159,11 +185,9 @@ def _fetch_cnb(locator: HttpLocator, ctx: FetchContext, source: str) -> Fetched:
                     response, source, ctx.progress, lambda body: shutil.copyfileobj(body, out, CHUNK)
                 )
             _check_pin(locator, digest, source)
+            fetched = fetch_cnb(path, source=source, digest=digest, ctx=ctx)  # read before it is shared
             if cache is not None:
-                return cache.add_blob(path, digest), digest
-            kept = path.with_name(path.name + ".cnb")
-            path.rename(kept)
-            return kept, digest
+                cache.add_blob(path, digest)
+            return fetched
 
-    path, digest = ctx.transport.retrying(action, attempt)
-    return fetch_cnb(path, source=source, digest=digest, ctx=ctx)
+    return ctx.transport.retrying(action, attempt)

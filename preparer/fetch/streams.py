@@ -13,6 +13,7 @@ import re
 import time
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from preparer.errors import FetchError
@@ -56,6 +57,15 @@ def verify_digest(got: str, expected: str, action: str, mismatch: str | None = N
     if got != expected:
         template = mismatch or "digest mismatch: expected {expected}, got {got}"
         raise FetchError(action, template.format(expected=expected, got=got))
+
+
+def verify_file(path: Path, digest: str) -> bool:
+    """Whether the file at ``path`` hashes to ``digest`` (read back from a cache before it is used)."""
+    sha256 = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            sha256.update(chunk)
+    return "sha256:" + sha256.hexdigest() == digest
 
 
 class HashingReader:

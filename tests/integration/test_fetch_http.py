@@ -30,9 +30,13 @@ def serve(server: FileServer, name: str, bp_id: str, payload: bytes = b"") -> st
 
 
 def cache_entries(tmp_path: Path) -> list[str]:
+    """The blobs and extracted trees in the cache (not the directories that hold them, nor trees' manifests)."""
     cache = tmp_path / "cache"
     return [
-        p for p in listing(cache) if p.startswith(("blobs/sha256/", "trees/sha256/")) and p.count("/") == 2
+        p
+        for p in listing(cache)
+        if (p.startswith("blobs/sha256/") and p.count("/") == 2 and not p.endswith("/"))
+        or (p.startswith("trees/sha256/") and p.count("/") == 3 and p.endswith("/"))
     ]
 
 
@@ -133,21 +137,36 @@ def test_a_slow_server_times_out(preparer: Callable[..., Result], http_server: F
 
 
 def test_warm_runs_revalidate_or_skip_the_network(preparer: Callable[..., Result], http_server: FileServer,
-                                                  layout: Layout) -> None:  # fmt: skip
+                                                  layout: Layout, tmp_path: Path) -> None:  # fmt: skip
     sha = serve(http_server, "bp.tgz", "me/http", payload=b"z" * 10_000)
     assert preparer(project=group(http_server.url("bp.tgz"))).code == 0
     installed = layout.buildpacks / "me_http" / "1.0.0" / "data.bin"
-    first_inode = installed.stat().st_ino
+    cached = tmp_path / "cache" / "trees" / "sha256" / sha / "data.bin"
     shutil.rmtree(layout.buildpacks / "me_http")
     assert preparer(project=group(http_server.url("bp.tgz"))).code == 0
     statuses = http_server.seen("bp.tgz")
     assert [s for s, _ in statuses] == [200, 304]
     assert statuses[1][1]["If-None-Match"] == f'"{sha}"'
     assert installed.read_bytes() == b"z" * 10_000
-    assert installed.stat().st_ino == first_inode  # hard-linked from the same cached tree
+    # Without a build user, the build may be root and could write the cache's files: installs are copies.
+    assert installed.stat().st_ino != cached.stat().st_ino
     shutil.rmtree(layout.buildpacks / "me_http")
     assert preparer(project=group(http_server.url(f"bp.tgz#sha256={sha}"))).code == 0
     assert len(http_server.seen("bp.tgz")) == 2  # pinned and cached: no request at all
+
+
+def test_warm_installs_are_hard_links_only_where_the_build_cannot_write_them(
+    preparer: Callable[..., Result], http_server: FileServer, layout: Layout, tmp_path: Path
+) -> None:
+    sha = serve(http_server, "bp.tgz", "me/http", payload=b"z" * 10_000)
+    as_root_for_uid_1000 = ("-uid", "1000", "-gid", "1000")
+    assert preparer(*as_root_for_uid_1000, project=group(http_server.url(f"bp.tgz#sha256={sha}"))).code == 0
+    installed = layout.buildpacks / "me_http" / "1.0.0" / "data.bin"
+    shutil.rmtree(layout.buildpacks / "me_http")
+    assert preparer(*as_root_for_uid_1000, project=group(http_server.url(f"bp.tgz#sha256={sha}"))).code == 0
+    again = installed.stat()
+    assert again.st_ino == (tmp_path / "cache" / "trees" / "sha256" / sha / "data.bin").stat().st_ino
+    assert (again.st_uid, again.st_mode & 0o022) == (0, 0)  # root's, and the build user cannot write it
 
 
 def test_warm_runs_still_go_through_a_configured_proxy(preparer: Callable[..., Result], http_server: FileServer,

@@ -19,6 +19,7 @@ import pytest
 
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.base import FetchContext, Fetched
+from preparer.fetch.cache import DownloadCache
 from preparer.fetch.locator import ImageLocator
 from preparer.fetch.oci.client import MAX_MANIFEST
 from preparer.fetch.oci.image import fetch_image
@@ -50,7 +51,7 @@ def context(tmp_path: Path, cache: bool = True, **kw: object) -> FetchContext:
     staging = tmp_path / "staging"
     staging.mkdir(exist_ok=True)
     return FetchContext(
-        staging=staging, base_dir=tmp_path, download_cache=tmp_path / "cache" if cache else None,
+        staging=staging, base_dir=tmp_path, cache=DownloadCache.open(tmp_path / "cache") if cache else None,
         transport=Transport(timeouts=(2.0, 5.0), backoff=0.01), **kw,  # type: ignore[arg-type]
     )  # fmt: skip
 

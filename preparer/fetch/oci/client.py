@@ -21,7 +21,7 @@ from preparer.fetch.base import FetchContext
 from preparer.fetch.cache import DownloadCache
 from preparer.fetch.oci import auth
 from preparer.fetch.oci.reference import Reference, scheme_for
-from preparer.fetch.streams import Tee, is_digest, sha256_of, stream_body, verify_digest
+from preparer.fetch.streams import HashingReader, Tee, is_digest, sha256_of, stream_body, verify_digest
 from preparer.fetch.transport import NetworkError, check_status, describe, read_capped, tls_failure
 
 if TYPE_CHECKING:
@@ -69,7 +69,9 @@ class Registry:
         self._looked_up = False
         self._lock = threading.Lock()
         self.authorization: str | None = None
-        self.cache = DownloadCache(ctx.download_cache) if ctx.download_cache is not None else None
+        #: Whether a request went with the run's credentials (the repository is then private for the cache).
+        self.used_credential = False
+        self.cache = ctx.cache
 
     @property
     def name(self) -> str:
@@ -85,6 +87,7 @@ class Registry:
                 if self._credential is not None and self._credential.header is not None:
                     # The lifecycle sends a CNB_REGISTRY_AUTH value as it is, without waiting for a challenge.
                     self.authorization = self._credential.header
+                    self.used_credential = True
                 self._looked_up = True
             return self._credential
 
@@ -115,8 +118,10 @@ class Registry:
             if credential is None or credential.header is None:
                 raise self._unauthorized()
             self.authorization = credential.header
+            self.used_credential = True
         elif scheme == "bearer" and "realm" in params:
             self.authorization = "Bearer " + self._token(params)
+            self.used_credential = self.used_credential or credential is not None
         else:
             raise self._unauthorized()
 
@@ -200,10 +205,9 @@ class Registry:
         by_digest = identifier.startswith("sha256:")
         if by_digest:
             self._check_digest(identifier, "the reference")
-            if self.cache is not None:
-                cached = self.cache.blob_path(identifier)
-                if cached is not None:
-                    return self._parse_manifest(cached.read_bytes(), identifier)
+            cached = self._cached_manifest(identifier)
+            if cached is not None:
+                return self._parse_manifest(cached, identifier)
         data, digest = self._retrying(lambda: self._fetch_manifest(identifier))
         if by_digest:
             verify_digest(
@@ -217,7 +221,26 @@ class Registry:
             with self.cache.temp_file() as tmp:
                 tmp.write_bytes(data)
                 self.cache.add_blob(tmp, digest)
+            if self.used_credential:
+                self.cache.mark_private(self.name)
         return parsed
+
+    def _cached_manifest(self, digest: str) -> bytes | None:
+        """The cached manifest ``digest``, verified; ``None`` when absent, damaged (then removed), or from a
+        repository that asked for credentials: the registry must then confirm this run's own (a request)."""
+        if self.cache is None or self.cache.is_private(self.name):
+            return None
+        path = self.cache.blob_path(digest)
+        if path is None:
+            return None
+        data = path.read_bytes()
+        if sha256_of(data) == digest:
+            return data
+        self.cache.discard_blob(digest)
+        self.ctx.warn(
+            f"the download cache's copy of {self.ref} manifest {digest} was damaged and was removed"
+        )
+        return None
 
     def _fetch_manifest(self, identifier: str) -> tuple[bytes, str]:
         response = self._get(f"{self.base}/manifests/{identifier}", {"Accept": _ACCEPT})
@@ -268,16 +291,44 @@ class Registry:
         :raises FetchError: missing, unauthorized, wrong size or digest, or ``consume``'s own error.
         """
         self._check_digest(digest, "a blob")
-        if self.cache is not None:
-            cached = self.cache.blob_path(digest)
-            if cached is None:
-                with self.cache.lock("blob:" + digest):
-                    cached = self.cache.blob_path(digest)
-                    if cached is None:
-                        return self._download(digest, size, self.cache.tmp_dir(), consume, keep=self.cache)
-            with open(cached, "rb") as f:
-                return cached, consume(f)
-        return self._download(digest, size, self.ctx.staging, consume, keep=None)
+        cache = self.cache
+        if cache is None:
+            return self._download(digest, size, self.ctx.staging, consume, keep=None)
+        found = self._from_cache(digest, consume)
+        if found is not None:
+            return found
+        key = "blob:" + digest
+        with cache.lock(key, self.ctx.lock_wait) as locked:
+            if not locked:
+                self.ctx.warn(
+                    f"{cache.lock_name(key)} is held by another preparer; pulling {digest} without the cache"
+                )
+                return self._download(digest, size, self.ctx.staging, consume, keep=None)
+            return self._from_cache(digest, consume) or self._download(
+                digest, size, cache.tmp_dir(), consume, keep=cache
+            )
+
+    def _from_cache(self, digest: str, consume: Callable[[IO[bytes]], T]) -> tuple[Path, T] | None:
+        """The cached blob fed to ``consume`` and verified while it is read; ``None`` when absent, or damaged
+        (then removed, and whatever ``consume`` made of it is the caller's to discard)."""
+        assert self.cache is not None
+        path = self.cache.blob_path(digest)
+        if path is None:
+            return None
+        with open(path, "rb") as f:
+            reader = HashingReader(f)
+            try:
+                result, failure = consume(reader), None  # type: ignore[arg-type]
+            except FetchError as err:
+                result, failure = None, err
+            reader.drain()
+        if reader.digest != digest:
+            self.cache.discard_blob(digest)
+            self.ctx.warn(f"the download cache's copy of blob {digest} was damaged and was removed")
+            return None
+        if failure is not None:
+            raise failure
+        return path, cast(T, result)
 
     def _download(
         self,
