@@ -1,7 +1,8 @@
 """Start-up: a whole preparer process on an env-only project.toml, against bare Python and `import typer`.
 
-Every build pays the preparer's start-up, so the goal is at most 1.3 x the time of `python -c "import typer"`.
-The commands take turns, run after run, so a busy machine slows them all alike and the ratio stays fair.
+Every build pays the preparer's start-up, so the goal is at most 1.2 x the time of `python -c "import typer"`.
+The preparer runs as users run it: the `preparer` console script of a regular install. The commands take turns,
+run after run, so a busy machine slows them all alike and the ratio stays fair.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from _util import PYTHON, build_layout, preparer_env, report
 
 RUNS = 30
-GOAL = 1.3
+GOAL = 1.2
 PROJECT = """[_]
 schema-version = "0.2"
 [[io.buildpacks.build.env]]
@@ -56,11 +57,13 @@ def interleaved_medians(
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        prepare = [*build_layout(root / "build", PROJECT), "-download-cache", str(root / "cache")]
+        # The console script next to the interpreter, as installed (not `python -m`, which adds runpy).
+        script = str(Path(PYTHON).with_name("preparer"))
+        prepare = [script, *build_layout(root / "build", PROJECT)[3:], "-download-cache", str(root / "cache")]
         commands = {
             "python -c pass": [PYTHON, "-c", "pass"],
             "python -c 'import typer'": [PYTHON, "-c", "import typer"],
-            "preparer -version": [PYTHON, "-m", "preparer", "-version"],
+            "preparer -version": [script, "-version"],
             "preparer (env-only project.toml)": prepare,
         }
 

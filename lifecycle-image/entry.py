@@ -1,8 +1,6 @@
 """Entry point of the self-contained /cnb/lifecycle/preparer executable."""
 
-import sys
-
-from preparer.cli import main
+from preparer.cli import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

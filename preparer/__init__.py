@@ -8,31 +8,26 @@ inspect, and :func:`run_plan` carries it out. Every error is a :class:`PreparerE
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
-
-from preparer.errors import (
-    ApplyError,
-    BuilderError,
-    BuildpackAPIError,
-    DescriptorError,
-    FetchError,
-    InvalidInputsError,
-    NotFoundError,
-    PlatformAPIError,
-    PreparerError,
-)
-from preparer.inputs import Inputs
-from preparer.report import BuildpackRecord, EnvRecord, Report, Unapplied
-
-if TYPE_CHECKING:
-    from preparer.pipeline import describe_plan, plan_run, prepare, run_plan
-    from preparer.plan import Plan
 
 from preparer._version import __version__
 
-# The library logs to "preparer" and never prints: without a handler of the caller's, records go nowhere.
-logging.getLogger("preparer").addHandler(logging.NullHandler())
+if TYPE_CHECKING:
+    from preparer.errors import (
+        ApplyError,
+        BuilderError,
+        BuildpackAPIError,
+        DescriptorError,
+        FetchError,
+        InvalidInputsError,
+        NotFoundError,
+        PlatformAPIError,
+        PreparerError,
+    )
+    from preparer.inputs import Inputs
+    from preparer.pipeline import describe_plan, plan_run, prepare, run_plan
+    from preparer.plan import Plan
+    from preparer.report import BuildpackRecord, EnvRecord, Report, Unapplied
 
 __all__ = [
     "ApplyError",
@@ -57,18 +52,26 @@ __all__ = [
     "run_plan",
 ]
 
-#: The names the pipeline defines, imported on first use so that ``preparer -version`` stays fast.
-_LAZY = {"prepare", "plan_run", "run_plan", "describe_plan"}
+#: Where each public name is defined. They are imported on first use, so that the command pays only for what a
+#: run needs (``preparer -version`` imports none of them). ``prepare`` lives in preparer.pipeline: a submodule
+#: named ``prepare`` would shadow the function.
+_HOMES = {
+    **dict.fromkeys(
+        ("ApplyError", "BuilderError", "BuildpackAPIError", "DescriptorError", "FetchError", "InvalidInputsError",
+         "NotFoundError", "PlatformAPIError", "PreparerError"),
+        "preparer.errors",
+    ),
+    "Inputs": "preparer.inputs",
+    **dict.fromkeys(("describe_plan", "plan_run", "prepare", "run_plan"), "preparer.pipeline"),
+    "Plan": "preparer.plan",
+    **dict.fromkeys(("BuildpackRecord", "EnvRecord", "Report", "Unapplied"), "preparer.report"),
+}  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:
-    # The pipeline lives in preparer.pipeline: a submodule named `prepare` would shadow the function.
-    if name in _LAZY:
-        from preparer import pipeline  # deferred: the pipeline's imports cost every start-up (-version, -h)
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'preparer' has no attribute {name!r}")
+    import importlib
 
-        return getattr(pipeline, name)
-    if name == "Plan":
-        from preparer.plan import Plan  # deferred, as the pipeline
-
-        return Plan
-    raise AttributeError(f"module 'preparer' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

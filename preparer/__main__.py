@@ -1,7 +1,5 @@
 """``python -m preparer``."""
 
-import sys
+from preparer.cli import entry
 
-from preparer.cli import main
-
-sys.exit(main())
+entry()

@@ -8,7 +8,6 @@ creates missing parents with the default mode). Everything the build user must r
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +40,8 @@ def make_dirs(path: Path, mode: int = 0o755) -> list[Path]:
 @contextmanager
 def temp_file(directory: Path, prefix: str) -> Iterator[Path]:
     """A new empty file in ``directory``, removed on exit unless it was renamed away meanwhile."""
+    import tempfile  # deferred: it brings random and hashlib, which runs that write no temporary file skip
+
     fd, name = tempfile.mkstemp(prefix=prefix, dir=directory)
     os.close(fd)
     path = Path(name)

@@ -21,7 +21,6 @@ import contextlib
 import errno
 import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -203,6 +202,8 @@ class Trash:
     def _bin(self, directory: Path) -> Path:
         found = self.bins.get(directory)
         if found is None:
+            import tempfile  # deferred, as in preparer._fs: only runs that remove files need it
+
             found = Path(tempfile.mkdtemp(prefix=self.PREFIX, dir=directory))
             self.bins[directory] = found
         return found

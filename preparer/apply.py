@@ -10,23 +10,15 @@ deleted. A failure in any step undoes the steps before it.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shutil
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from preparer._logger import log
 from preparer.api import verify_buildpack_api
 from preparer.appfilter import Trash
-from preparer.errors import FetchError, InvalidInputsError
-from preparer.fetch.base import FetchContext, Fetched, no_progress
-from preparer.fetch.cache import CacheUnusable, DownloadCache
-from preparer.fetch.locator import InlineLocator, redact
-from preparer.fetch.streams import ProgressFn
-from preparer.fetch.transport import Transport
 from preparer.files._toml import PendingWrites
 from preparer.files.buildpack import buildpack_dir, read_buildpack_toml
 from preparer.files.order import Order, OrderElement, dumps_order
@@ -34,7 +26,9 @@ from preparer.inputs import Inputs
 from preparer.plan import Fetch, Plan, Present, Step, compose_order
 from preparer.report import BuildpackRecord
 
-log = logging.getLogger("preparer")
+if TYPE_CHECKING:
+    from preparer.fetch.base import Fetched
+    from preparer.fetch.streams import ProgressFn
 
 
 class Outcome(NamedTuple):
@@ -56,6 +50,10 @@ def apply_plan(plan: Plan, inputs: Inputs, progress: ProgressFn | None = None) -
     to_fetch = [s for s in plan.steps if isinstance(s, Fetch)]
     if not to_fetch:
         return _commit(plan, inputs, {}, [])
+    # Deferred: fetching brings the cache, the extractor, hashlib, zlib, json, filelock, requests... and many runs
+    # fetch nothing.
+    from preparer.fetch.staging import check_fetched, fetch_context, fetch_steps, staging_dir
+
     warnings: list[str] = []
     with staging_dir(inputs.buildpacks_dir) as staging:
         ctx = fetch_context(inputs, staging, plan.base_dir, progress, warnings.append)
@@ -63,108 +61,6 @@ def apply_plan(plan: Plan, inputs: Inputs, progress: ProgressFn | None = None) -
         check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
         # Everything is fetched and checked: commit, while the staged buildpacks still exist.
         return _commit(plan, inputs, dict(zip(map(id, to_fetch), fetched, strict=True)), warnings)
-
-
-def fetch_context(
-    inputs: Inputs,
-    staging: Path,
-    base_dir: Path,
-    progress: ProgressFn | None = None,
-    collect: Callable[[str], None] | None = None,
-) -> FetchContext:
-    """What the fetchers of one run share. The download cache is opened here; one that cannot be trusted is
-    left out, with a warning (a cache never fails a build).
-
-    :param collect: told every warning the fetchers have, besides the ``preparer`` logger.
-    """
-
-    def warn(message: str) -> None:
-        log.warning("%s", message)
-        if collect is not None:
-            collect(message)
-
-    cache = None
-    if inputs.download_cache is not None:
-        try:
-            cache = DownloadCache.open(inputs.download_cache)
-        except CacheUnusable as why:
-            warn(f"the download cache is not used: {why}")
-    return FetchContext(
-        staging=staging,
-        base_dir=base_dir,
-        buildpacks_dir=inputs.buildpacks_dir,
-        cache=cache,
-        # Hard links into the cache only where the build cannot write them: the cache's files are root's.
-        link_installs=os.geteuid() == 0 and inputs.uid not in (None, 0),
-        insecure_registries=inputs.insecure_registries,
-        environ=inputs.environ,
-        platform=inputs.target_platform,
-        registry_index=inputs.registry_index,
-        progress=progress or no_progress,
-        warn=warn,
-        transport=Transport(timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout)),
-    )
-
-
-@contextmanager
-def staging_dir(buildpacks_dir: Path) -> Iterator[Path]:
-    """A private staging directory, beside ``<buildpacks>`` when possible so that commits are renames."""
-    try:
-        path = Path(tempfile.mkdtemp(prefix=".preparer-staging-", dir=buildpacks_dir))
-    except OSError:
-        path = Path(tempfile.mkdtemp(prefix="preparer-staging-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def fetch_step(step: Fetch, ctx: FetchContext) -> Fetched:
-    """Fetch one entry's buildpack into staging, with the fetcher for its kind of source."""
-    # Deferred: the sources (tarfile, the registry client, ...) cost start-up, and many runs fetch nothing.
-    from preparer.fetch.sources import fetch
-
-    return fetch(step.locator, ctx)
-
-
-def fetch_steps(steps: Sequence[Fetch], ctx: FetchContext) -> list[Fetched]:
-    """Fetch every entry in parallel; the first failure (in entry order) is raised."""
-    from preparer.fetch.parallel import fetch_all  # deferred: concurrent.futures, for runs that fetch
-
-    jobs: list[Callable[[], Fetched]] = [lambda step=step: fetch_step(step, ctx) for step in steps]  # type: ignore[misc]
-    return fetch_all(jobs)
-
-
-def check_fetched(steps: Sequence[Fetch], fetched: Sequence[Fetched], buildpacks_dir: Path) -> None:
-    """Checks before anything is committed: ids match, Buildpack APIs are supported, composites are complete.
-
-    :raises InvalidInputsError: the id in project.toml differs from the fetched one (exit 3).
-    :raises BuildpackAPIError: an unsupported Buildpack API (exit 12).
-    :raises FetchError: a composite buildpack's children are neither present nor fetched (exit 1).
-    """
-    carried = {(bp.descriptor.id, bp.descriptor.version) for f in fetched for bp in f.buildpacks}
-    for step, result in zip(steps, fetched, strict=True):
-        want = step.entry.id
-        if want is not None and want != result.top.id:
-            raise InvalidInputsError(
-                f"check {step.entry.key}",
-                f"id '{want}' does not match the buildpack fetched from {result.source} ('{result.top.id}')",
-            )
-        for bp in result.buildpacks:
-            verify_buildpack_api(bp.descriptor.ref, bp.descriptor.api)
-            missing = [
-                f"{ref.id}@{ref.version}"
-                for group in bp.descriptor.order
-                for ref in group
-                if (ref.id, ref.version) not in carried
-                and not (buildpack_dir(buildpacks_dir, ref.id, ref.version) / "buildpack.toml").is_file()
-            ]
-            if missing:
-                raise FetchError(
-                    f"install composite buildpack {bp.descriptor.ref} from {result.source}",
-                    f"its order names buildpacks that are neither in {buildpacks_dir} nor fetched: "
-                    + ", ".join(sorted(set(missing))),
-                )
 
 
 def check_present(steps: Sequence[Present], buildpacks_dir: Path) -> None:
@@ -187,8 +83,6 @@ def _owner(inputs: Inputs) -> tuple[int, int] | None:
 
 def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: list[str]) -> Outcome:
     """Write everything, each step undone if a later one fails (see the module's docstring)."""
-    from preparer.fetch.tree import install  # deferred: it brings tarfile, for runs that install
-
     owner = _owner(inputs)
     pending = PendingWrites()
     trash = Trash(inputs.app_dir)
@@ -197,7 +91,7 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
         order = _stage_order(plan, results, inputs, owner, pending)
         env_paths = _stage_env(plan, inputs.platform_dir, owner, pending)
         removed = trash.move(plan.removal) if plan.removal is not None else 0
-        records = _records(plan.steps, results, inputs.buildpacks_dir, install, installed)
+        records = _records(plan.steps, results, inputs.buildpacks_dir, installed)
         pending.commit()
     except BaseException:
         _uninstall(installed)
@@ -229,7 +123,6 @@ def _records(
     steps: Sequence[Step],
     results: dict[int, Fetched],
     buildpacks_dir: Path,
-    install: Callable[..., bool],
     installed: list[Path],
 ) -> list[BuildpackRecord]:
     """Install every fetched buildpack (remembering each in ``installed``); a record per order entry."""
@@ -240,6 +133,10 @@ def _records(
             records.append(BuildpackRecord(step.id, step.version, source, "present", None, step.resolved))
             log.info("Using %s@%s from %s", step.id, step.version, buildpacks_dir)
             continue
+        from preparer.fetch.tree import (
+            install,  # deferred, as the fetchers above: only runs that fetch install
+        )
+
         result = results[id(step)]
         new = []
         for bp in result.buildpacks:
@@ -248,7 +145,7 @@ def _records(
                 new.append(bp)
         top = result.top
         action: Literal["installed", "present", "inline"] = (
-            "inline" if isinstance(step.locator, InlineLocator) else ("installed" if new else "present")
+            "inline" if step.entry.script is not None else ("installed" if new else "present")
         )
         records.append(
             BuildpackRecord(top.id, top.version, result.source, action, result.digest, result.resolved)
@@ -312,12 +209,3 @@ def _stage_env(
         pending.add(env_dir / entry.name, entry.value.encode(), 0o644, owner)
         paths.append(env_dir / entry.name)
     return paths
-
-
-def source_of(step: Step) -> str:
-    """How an entry names its buildpack, for the plan and the report (credentials removed)."""
-    if isinstance(step, Present):
-        return f"{step.id}@{step.version}"
-    if isinstance(step.locator, InlineLocator):
-        return f"inline script ({step.locator.id})"
-    return redact(step.entry.uri or "")

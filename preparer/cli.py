@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import typer
 
@@ -45,6 +45,20 @@ log = logging.getLogger("preparer")
 def _command(ctx: typer.Context) -> None:
     # Go's flag package decides what the arguments mean, so the raw argv travels as the context object.
     raise typer.Exit(run(ctx.obj, dict(os.environ)))
+
+
+def entry() -> NoReturn:
+    """The process's entry point (the ``preparer`` script, ``python -m preparer``, the lifecycle image): run the
+    command, then end the process at once, its output flushed.
+
+    Tearing the interpreter down (freeing every module and object) costs a tenth of a short run and does nothing a
+    phase needs: every file the run writes is closed and its temporary directories removed before :func:`main`
+    returns.
+    """
+    code = main()
+    logging.shutdown()
+    _flush_or_discard()
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

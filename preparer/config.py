@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from preparer._types import TOMLTable
@@ -51,12 +50,11 @@ class EnvEntry(NamedTuple):
     value: str
 
 
-@dataclass(frozen=True)
-class EffectiveConfig:
+class EffectiveConfig(NamedTuple):
     """What the preparer applies, and what it will not."""
 
     #: The merged properties, as written to the report's ``[effective]`` table.
-    properties: TOMLTable = field(default_factory=dict)
+    properties: TOMLTable = {}  # noqa: RUF012 (never mutated: a new table is made for each run)
     group: tuple[GroupEntry, ...] | None = None
     pre: tuple[GroupEntry, ...] | None = None
     post: tuple[GroupEntry, ...] | None = None

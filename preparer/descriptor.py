@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -61,8 +60,7 @@ class Layer(NamedTuple):
         return text
 
 
-@dataclass(frozen=True)
-class ProjectDescriptor:
+class ProjectDescriptor(NamedTuple):
     """A parsed project descriptor: its schema and the tables that hold ``io.buildpacks`` properties."""
 
     #: The file read, or ``None`` when there was none.

@@ -12,7 +12,6 @@ does:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from preparer.flags import BY_NAME, FLAGS, Flag
 
@@ -48,14 +47,16 @@ def parse_int(text: str) -> int | None:
     return number if -(1 << 63) <= number < 1 << 63 else None
 
 
-@dataclass
 class Parsed:
     """The outcome of parsing: values of the flags given, positional arguments, and warnings."""
 
-    values: dict[str, str | bool | int | list[str]] = field(default_factory=dict)
-    positionals: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    help: bool = False
+    __slots__ = ("help", "positionals", "values", "warnings")
+
+    def __init__(self) -> None:
+        self.values: dict[str, str | bool | int | list[str]] = {}
+        self.positionals: list[str] = []
+        self.warnings: list[str] = []
+        self.help = False
 
 
 def parse(argv: Sequence[str]) -> Parsed:

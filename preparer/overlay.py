@@ -27,13 +27,22 @@ def nulls_from_empty_tables(patch: Any) -> Any:
     return patch
 
 
+def _has_null(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(v is None or _has_null(v) for v in value.values())
+    return False
+
+
 def merge(target: Any, *patches: Any) -> Any:
     """Apply ``patches`` to ``target`` in order, per RFC 7396; neither argument is modified.
 
     >>> merge({"a": "b", "c": {"d": "e", "f": "g"}}, {"a": "z", "c": {"f": None}})
     {'a': 'z', 'c': {'d': 'e'}}
     """
-    from json_merge_patch import merge as _merge_patch  # only runs with a patch need it
+    if target == {} and len(patches) == 1 and not _has_null(patches[0]):
+        # Merging onto nothing, a patch without nulls is itself (RFC 7396): the descriptor's own tables.
+        return copy.deepcopy(patches[0])
+    from json_merge_patch import merge as _merge_patch  # deferred: only runs with a platform patch need it
 
     result = copy.deepcopy(target)
     for patch in patches:

@@ -6,19 +6,16 @@ written); :func:`run_plan` carries a plan out; :func:`prepare` does both, as the
 
 from __future__ import annotations
 
-import logging
 import os
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from preparer._logger import log
 from preparer.appfilter import plan_removal
-from preparer.apply import apply_plan, check_present, source_of
+from preparer.apply import apply_plan, check_present
 from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
 from preparer.errors import PreparerError
-from preparer.fetch.locator import IdLocator, InlineLocator, redact
-from preparer.fetch.streams import ProgressFn
 from preparer.files._toml import load_toml
 from preparer.files.buildpack import installed_versions
 from preparer.files.order import Order, read_order
@@ -26,7 +23,8 @@ from preparer.inputs import Inputs
 from preparer.plan import Plan, Present, Step, make_plan
 from preparer.report import EnvRecord, Report, unapplied_message, write_report
 
-log = logging.getLogger("preparer")
+if TYPE_CHECKING:
+    from preparer.fetch.streams import ProgressFn
 
 
 def prepare(inputs: Inputs, *, progress: ProgressFn | None = None) -> Report:
@@ -136,7 +134,7 @@ def run_plan(plan: Plan, inputs: Inputs, progress: ProgressFn | None = None) -> 
     """
     outcome = apply_plan(plan, inputs, progress)
     report = _report(plan, inputs, outcome.buildpacks, outcome.written, outcome.removed)
-    return replace(report, warnings=(*report.warnings, *outcome.warnings))
+    return report._replace(warnings=(*report.warnings, *outcome.warnings))
 
 
 def _report(
@@ -175,11 +173,26 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
     return lines
 
 
+def source_of(step: Step) -> str:
+    """How an entry names its buildpack, for the plan (credentials removed)."""
+    if isinstance(step, Present):
+        return f"{step.id}@{step.version}"
+    if step.entry.script is not None:
+        return f"inline script ({step.entry.id})"
+    from preparer.fetch.locator import redact  # deferred: the fetch package stays off runs that fetch nothing
+
+    return redact(step.entry.uri or "")
+
+
 def _what_happens(step: Step) -> str:
     if isinstance(step, Present):
         return "installed in <buildpacks>" if step.resolved else "present"
-    if isinstance(step.locator, InlineLocator):
+    if step.entry.script is not None:
         return "inline script, would generate"
+    from preparer.fetch.locator import (
+        IdLocator,  # deferred: the fetch package stays off runs that fetch nothing
+    )
+
     if isinstance(step.locator, IdLocator):
         return "not in <buildpacks>: would look it up in the buildpack registry, else pull it as an image"
     return "would fetch"
@@ -192,6 +205,8 @@ def _redacted(value: Any) -> Any:
     if isinstance(value, list):
         return [_redacted(v) for v in value]
     if isinstance(value, str) and "://" in value:
+        from preparer.fetch.locator import redact  # deferred: the fetch package stays off runs without URLs
+
         return redact(value)
     return value
 

@@ -10,24 +10,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from preparer.appfilter import Removal
 from preparer.config import EffectiveConfig, EnvEntry, GroupEntry, version_range_problem
 from preparer.errors import DescriptorError, FetchError, InvalidInputsError
-from preparer.fetch.locator import (
-    BuilderLocator,
-    IdLocator,
-    InlineLocator,
-    Locator,
-    PathLocator,
-    parse_locator,
-    redact,
-)
 from preparer.files.order import Group, Order, OrderElement
 from preparer.semver import highest
+
+if TYPE_CHECKING:
+    from preparer.appfilter import Removal
+    from preparer.fetch.locator import Locator
 
 
 class Present(NamedTuple):
@@ -58,8 +51,7 @@ class EnvAction(NamedTuple):
     warning: str | None = None
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     """What a run will do, before any fetch or write."""
 
     config: EffectiveConfig
@@ -136,6 +128,16 @@ def _step(
     versions_of: Callable[[str], Sequence[str]],
     exists: Callable[[Path], bool],
 ) -> Step:
+    # Deferred: the fetch package (and what it imports) stays off runs whose entries name no uri or script.
+    from preparer.fetch.locator import (
+        BuilderLocator,
+        IdLocator,
+        InlineLocator,
+        PathLocator,
+        parse_locator,
+        redact,
+    )
+
     if entry.script is not None:
         assert entry.id is not None  # checked by config: a script entry has an id
         script = entry.script

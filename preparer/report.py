@@ -10,7 +10,6 @@ A run that fails writes only ``[error]`` (``code``, ``message``).
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -44,13 +43,12 @@ class EnvRecord(NamedTuple):
     action: Literal["written", "kept", "skipped"]
 
 
-@dataclass(frozen=True)
-class Report:
+class Report(NamedTuple):
     """The outcome of :func:`preparer.prepare`."""
 
     descriptor_path: str | None = None
     schema_version: str | None = None
-    effective: dict[str, Any] = field(default_factory=dict)
+    effective: dict[str, Any] = {}  # noqa: RUF012 (never mutated by the preparer)
     buildpacks: tuple[BuildpackRecord, ...] = ()
     env: tuple[EnvRecord, ...] = ()
     app_removed: int = 0

@@ -7,12 +7,12 @@ Fetched`` for one kind of locator (:class:`Fetcher`); :mod:`preparer.fetch.sourc
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from preparer._logger import log
 from preparer.fetch.cache import DownloadCache
 from preparer.fetch.streams import ProgressFn
 from preparer.fetch.transport import Transport
@@ -49,7 +49,7 @@ def no_progress(source: str, done: int, total: int | None) -> None:
 
 
 def _log_warning(message: str) -> None:
-    logging.getLogger("preparer").warning("%s", message)
+    log.warning("%s", message)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO
 
 from preparer.errors import FetchError
-from preparer.fetch.streams import CHUNK, open_tar_stream
+from preparer.fetch.streams import TarStream
 
 BLOCK = 512
 #: The largest GNU long name or PAX extended header read (real ones are a few hundred bytes).
@@ -93,7 +93,7 @@ def extract_tar(
     """
     writer = _Writer(dest, select.strip("/") if select else None, allow_absolute)
     try:
-        _Reader(open_tar_stream(fileobj), writer).run()
+        _Reader(TarStream(fileobj), writer).run()
         writer.check_links()
     except _Refused as refused:
         raise FetchError(f"extract {archive}", f"refusing entry '{refused.name}': {refused.why}") from None
@@ -109,9 +109,8 @@ def extract_tar(
 class _Reader:
     """Reads tar headers (ustar, GNU long names, PAX) and hands each entry to the writer."""
 
-    def __init__(self, stream: IO[bytes], writer: _Writer) -> None:
+    def __init__(self, stream: TarStream, writer: _Writer) -> None:
         self.stream, self.writer = stream, writer
-        self.buffer = bytearray(CHUNK)
 
     def read_exactly(self, size: int) -> bytes:
         data = self.stream.read(size)
@@ -184,35 +183,12 @@ class _Reader:
             raise _Refused(name, f"entries of type {kind!r} are not allowed")
 
     def copy(self, fd: int, size: int) -> None:
-        """Write the entry's ``size`` bytes to ``fd`` and consume its padding."""
-        if size <= len(self.buffer):  # most files: one read of data and padding, one write
-            data = self.read_exactly(_padded(size))
-            if size:
-                _write_all(fd, memoryview(data)[:size])
-            return
-        view = memoryview(self.buffer)
-        left = size
-        while left:
-            got = self.stream.readinto(view[: min(left, len(view))])  # type: ignore[attr-defined]
-            if not got:
-                raise EOFError("the archive ended in the middle of a file")
-            _write_all(fd, view[:got])
-            left -= got
-        self.read_exactly(_padded(size) - size)
+        """Write the entry's ``size`` bytes to ``fd`` and pass over its padding."""
+        self.stream.copy_to(fd, size)
+        self.stream.skip(_padded(size) - size)
 
     def skip(self, size: int) -> None:
-        left = _padded(size)
-        while left:
-            data = self.stream.read(min(left, CHUNK))
-            if not data:
-                raise EOFError("the archive ended in the middle of an entry")
-            left -= len(data)
-
-
-def _write_all(fd: int, data: memoryview) -> None:
-    while data:
-        written = os.write(fd, data)
-        data = data[written:]
+        self.stream.skip(_padded(size))
 
 
 def _padded(size: int) -> int:

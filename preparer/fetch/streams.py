@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
+import os
 import re
 import time
 import zlib
@@ -172,53 +172,76 @@ class Tee:
             pass
 
 
-class _Raw(io.RawIOBase):
-    """Any object with ``read`` as a raw stream, so a C ``BufferedReader`` can read it in large chunks."""
+class TarStream:
+    """The plain tar bytes of a stream (gzip or not, told by its magic bytes, not by a name), read in large chunks
+    and handed on without copies: headers by :meth:`read`, file data by :meth:`copy_to` straight into a file.
 
-    def __init__(self, stream: IO[bytes]) -> None:
-        self.stream = stream
+    Decompressing, like hashing and writing, runs outside the interpreter lock, so several of these work in
+    parallel threads.
+    """
 
-    def readable(self) -> bool:
-        return True
+    def __init__(self, source: IO[bytes]) -> None:
+        self.source = source
+        self.buffer = b""
+        self.pos = 0
+        first = source.read(CHUNK)
+        self.inflater = zlib.decompressobj(wbits=31) if first[:2] == _GZIP_MAGIC else None
+        self.pending = first  # raw bytes not yet inflated
+        self.ended = not first
 
-    def readinto(self, buffer: Any) -> int:
-        data = self.stream.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-
-class _Gunzip(io.RawIOBase):
-    """Decompresses a gzip stream (one member or several) in large chunks; zlib checks each member's CRC."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self.stream = stream
-        self.inflater = zlib.decompressobj(wbits=31)
-        self.pending = b""  # compressed bytes not yet given to the inflater
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
+    def _fill(self) -> bool:
+        """More bytes into the buffer (what was left of it is kept); whether there were any."""
         while True:
             if not self.pending:
-                self.pending = self.stream.read(CHUNK)
+                self.pending = self.source.read(CHUNK)
                 if not self.pending:
-                    if not self.inflater.eof:
+                    if self.inflater is not None and not self.inflater.eof:
                         raise EOFError("compressed data ended early")
-                    return 0
-            if self.inflater.eof:
-                # The next gzip member starts here.
-                self.inflater = zlib.decompressobj(wbits=31)
-            data = self.inflater.decompress(self.pending, len(buffer))
-            self.pending = self.inflater.unconsumed_tail or self.inflater.unused_data
+                    return False
+            if self.inflater is None:
+                data, self.pending = self.pending, b""
+            else:
+                if self.inflater.eof:  # the next gzip member starts here
+                    self.inflater = zlib.decompressobj(wbits=31)
+                data = self.inflater.decompress(self.pending, CHUNK)
+                self.pending = self.inflater.unconsumed_tail or self.inflater.unused_data
             if data:
-                buffer[: len(data)] = data
-                return len(data)
+                rest = self.buffer[self.pos :]
+                self.buffer, self.pos = (rest + data if rest else data), 0
+                return True
 
+    def read(self, size: int) -> bytes:
+        """Exactly ``size`` bytes, fewer only at the end of the stream."""
+        while len(self.buffer) - self.pos < size:
+            if not self._fill():
+                break
+        data = self.buffer[self.pos : self.pos + size]
+        self.pos += len(data)
+        return data
 
-def open_tar_stream(fileobj: IO[bytes]) -> IO[bytes]:
-    """``fileobj`` as plain tar bytes, read 1 MiB at a time; gzip is told by its magic bytes, not by a name."""
-    buffered = io.BufferedReader(_Raw(fileobj), buffer_size=CHUNK)
-    if buffered.peek(2)[:2] == _GZIP_MAGIC:
-        return io.BufferedReader(_Gunzip(buffered), buffer_size=CHUNK)
-    return buffered
+    def copy_to(self, fd: int, size: int) -> None:
+        """Write the next ``size`` bytes to the file ``fd``.
+
+        :raises EOFError: the stream ends first.
+        """
+        while size:
+            if self.pos == len(self.buffer) and not self._fill():
+                raise EOFError("the archive ended in the middle of a file")
+            view = memoryview(self.buffer)[self.pos : self.pos + size]
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+                self.pos += written
+                size -= written
+
+    def skip(self, size: int) -> None:
+        """Pass over the next ``size`` bytes.
+
+        :raises EOFError: the stream ends first.
+        """
+        while size:
+            if self.pos == len(self.buffer) and not self._fill():
+                raise EOFError("the archive ended in the middle of an entry")
+            step = min(size, len(self.buffer) - self.pos)
+            self.pos += step
+            size -= step

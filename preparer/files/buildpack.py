@@ -7,9 +7,8 @@ Spec: buildpack.md §buildpack.toml; platform.md §Buildpacks Directory Layout. 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from preparer.errors import BuilderError, FetchError
 from preparer.files import MalformedError
@@ -21,8 +20,7 @@ _ID = re.compile(r"^[A-Za-z0-9./-]+$")
 _RESERVED_IDS = frozenset({"app", "config", "generated", "sbom"})
 
 
-@dataclass(frozen=True, slots=True)
-class BuildpackDescriptor:
+class BuildpackDescriptor(NamedTuple):
     """What the preparer needs from a ``buildpack.toml``."""
 
     id: str

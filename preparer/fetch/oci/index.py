@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 
+from preparer._logger import log
 from preparer.errors import FetchError, NotFoundError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.locator import IdLocator, ImageLocator, RegistryLocator, redact
@@ -22,7 +22,6 @@ from preparer.fetch.oci.reference import parse_reference
 from preparer.fetch.transport import read_capped
 from preparer.semver import highest
 
-log = logging.getLogger("preparer")
 #: The largest index file read: one line per version of one buildpack (the largest today are a few KiB).
 MAX_INDEX_FILE = 4 << 20
 
