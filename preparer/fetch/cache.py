@@ -4,7 +4,7 @@ Layout under the cache root (``-download-cache``)::
 
     blobs/sha256/<hex>                 verified content, never modified once in place
     trees/sha256/<hex>/                a buildpack archive with that digest, extracted
-    trees/sha256/<hex>.manifest.json   what that tree holds: every entry's kind, mode, size, inode and times
+    trees/sha256/<hex>.manifest.json   what that tree holds: every directory, file and link, with inodes and times
     http/<sha256(url)>.json            the ETag, Last-Modified and body digest a server gave for a URL
     private/<sha256(registry/repo)>    marks a repository that asked for credentials
     tmp/                               partial downloads and extractions; renamed into place after the checks
@@ -30,9 +30,8 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 from preparer._fs import temp_file
 from preparer.errors import FetchError
@@ -60,31 +59,16 @@ def split_digest(digest: str) -> tuple[str, str]:
     return algorithm, hexdigest
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One entry of a cached tree, as recorded when it entered the cache."""
-
-    #: ``d`` (directory), ``f`` (regular file) or ``l`` (symbolic link).
-    kind: str
-    #: The path relative to the tree, ``/``-separated.
-    path: str
-    mode: int = 0
-    size: int = 0
-    inode: int = 0
-    mtime_ns: int = 0
-    ctime_ns: int = 0
-    uid: int = 0
-    #: A link's target.
-    target: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class CachedTree:
-    """An extracted tree in the cache and its manifest (entries in walk order: a directory before its content)."""
+class CachedTree(NamedTuple):
+    """An extracted tree in the cache and its manifest, recorded when it entered the cache: for every directory
+    ``(inode, mtime_ns, uid, mode)``, for every file ``(inode, size, mtime_ns, mode, uid)``, for every symbolic link
+    its target; keys are paths relative to the tree (``""`` is the tree itself)."""
 
     path: Path
     digest: str
-    entries: tuple[Entry, ...]
+    dirs: dict[str, list[int]]
+    files: dict[str, list[int]]
+    links: dict[str, str]
 
 
 class DownloadCache:
@@ -199,54 +183,43 @@ class DownloadCache:
     # Extracted buildpack trees, keyed by the digest of the archive they came from.
 
     def tree(self, digest: str) -> CachedTree | None:
-        """The extracted tree of the archive with ``digest`` and its manifest, or ``None`` (absent, or with a
-        manifest that cannot be read: then it is removed). The files are checked against the manifest when they
-        are installed (:func:`preparer.fetch.tree.install_cached`)."""
+        """The extracted tree of the archive with ``digest`` and its manifest, or ``None`` when absent or without a
+        manifest (one being added). The tree is checked against the manifest when it is installed
+        (:func:`preparer.fetch.tree.install_cached`)."""
         algorithm, hexdigest = split_digest(digest)
         base = self._dir(f"trees/{algorithm}")
         path, manifest = base / hexdigest, base / f"{hexdigest}.manifest.json"
-        if not path.is_dir() or path.is_symlink():
+        if not _regular_file_of_ours(manifest):
             return None
         try:
-            if not _regular_file_of_ours(manifest):
-                raise ValueError("no manifest")
             raw = json.loads(manifest.read_bytes())
-            entries = tuple(Entry(*item) for item in raw["entries"])
+            return CachedTree(path, digest, dict(raw["dirs"]), dict(raw["files"]), dict(raw["links"]))
         except (OSError, ValueError, KeyError, TypeError, RecursionError):
-            self.discard_tree(digest)
             return None
-        return CachedTree(path, digest, entries)
 
     def new_tree(self) -> Path:
         """An empty directory on the cache's filesystem to extract into, before :meth:`add_tree`."""
         return Path(tempfile.mkdtemp(prefix="tree-", dir=self.tmp_dir()))
 
     def add_tree(self, src: Path, digest: str) -> CachedTree:
-        """Record the extracted tree ``src`` and move it into place; when another process was first, keep theirs.
-
-        The manifest is written first: a reader never sees a tree without one (it would remove it as broken).
-        """
+        """Move the extracted tree ``src`` into place and record its manifest (the caller holds the lock of the
+        download that made it). A tree already there with a manifest is kept; one without (a run that died while
+        adding it) is replaced."""
         algorithm, hexdigest = split_digest(digest)
         base = self._dir(f"trees/{algorithm}")
-        dest = base / hexdigest
-        existing = self.tree(digest) if dest.exists() else None
-        if existing is not None:
+        dest, manifest = base / hexdigest, base / f"{hexdigest}.manifest.json"
+        existing = self.tree(digest)
+        if existing is not None and dest.is_dir():
             shutil.rmtree(src, ignore_errors=True)
             return existing
-        entries = record_tree(src)
+        shutil.rmtree(dest, ignore_errors=True)
+        os.rename(src, dest)
+        tree = record_tree(dest, digest)
         with self.temp_file() as tmp:
-            tmp.write_text(json.dumps({"entries": [_as_list(e) for e in entries]}, separators=(",", ":")))
+            tmp.write_text(json.dumps({"dirs": tree.dirs, "files": tree.files, "links": tree.links}))
             tmp.chmod(0o600)
-            os.replace(tmp, base / f"{hexdigest}.manifest.json")
-        try:
-            os.rename(src, dest)
-        except OSError:
-            shutil.rmtree(src, ignore_errors=True)
-            found = self.tree(digest)  # a concurrent writer's, checked like any other when installed
-            if found is None:
-                raise FetchError("use the download cache", f"{dest} could not be added") from None
-            return found
-        return CachedTree(dest, digest, entries)
+            os.replace(tmp, manifest)
+        return tree
 
     def discard_tree(self, digest: str) -> None:
         """Remove a tree (and its manifest) that failed its verification."""
@@ -295,34 +268,29 @@ class DownloadCache:
                 os.replace(tmp, path)
 
 
-def record_tree(root: Path) -> tuple[Entry, ...]:
-    """Every entry below ``root``, a directory before its content, with what :class:`Entry` records."""
-    entries: list[Entry] = []
+def record_tree(root: Path, digest: str) -> CachedTree:
+    """What :class:`CachedTree` records of the tree at ``root``, read from the disk."""
+    dirs: dict[str, list[int]] = {}
+    files: dict[str, list[int]] = {}
+    links: dict[str, str] = {}
 
-    def walk(directory: str, prefix: str) -> None:
+    def walk(directory: str, rel: str) -> None:
+        info = os.lstat(directory)
+        dirs[rel] = [info.st_ino, info.st_mtime_ns, info.st_uid, stat.S_IMODE(info.st_mode)]
+        prefix = f"{rel}/" if rel else ""
         with os.scandir(directory) as scan:
-            items = sorted(scan, key=lambda e: e.name)
-        for item in items:
-            info = item.stat(follow_symlinks=False)
-            rel = prefix + item.name
-            if stat.S_ISDIR(info.st_mode):
-                entries.append(Entry("d", rel, stat.S_IMODE(info.st_mode), uid=info.st_uid))
-                walk(item.path, rel + "/")
-            elif stat.S_ISLNK(info.st_mode):
-                entries.append(Entry("l", rel, target=os.readlink(item.path)))
-            else:
-                entries.append(
-                    Entry("f", rel, stat.S_IMODE(info.st_mode), info.st_size, info.st_ino, info.st_mtime_ns,
-                          info.st_ctime_ns, info.st_uid)
-                )  # fmt: skip
+            for item in scan:
+                name = prefix + item.name
+                if item.is_dir(follow_symlinks=False):
+                    walk(item.path, name)
+                elif item.is_symlink():
+                    links[name] = os.readlink(item.path)
+                else:
+                    st = item.stat(follow_symlinks=False)
+                    files[name] = [st.st_ino, st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode), st.st_uid]
 
     walk(str(root), "")
-    return tuple(entries)
-
-
-def _as_list(entry: Entry) -> list[Any]:
-    return [entry.kind, entry.path, entry.mode, entry.size, entry.inode, entry.mtime_ns, entry.ctime_ns,
-            entry.uid, entry.target]  # fmt: skip
+    return CachedTree(root, digest, dirs, files, links)
 
 
 def _regular_file_of_ours(path: Path) -> bool:
