@@ -13,6 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 #: The Python that runs the preparer: a regular (non-editable) install, as users have it (see the Makefile).
 PYTHON = os.environ.get("BENCH_PYTHON", sys.executable)
+#: The ``preparer`` console script of that install: the command as users run it.
+PREPARER = str(Path(PYTHON).with_name("preparer"))
 
 
 def median_seconds(command: Sequence[str], runs: int, env: dict[str, str] | None = None,
@@ -77,7 +79,7 @@ def build_layout(root: Path, project: str) -> list[str]:
     (root / "workspace").mkdir()
     (root / "workspace" / "project.toml").write_text(project)
     return [
-        PYTHON, "-m", "preparer", "-app", str(root / "workspace"), "-layers", str(root / "layers"),
+        PREPARER, "-app", str(root / "workspace"), "-layers", str(root / "layers"),
         "-platform", str(root / "platform"), "-buildpacks", str(root / "cnb" / "buildpacks"),
         "-order", str(root / "cnb" / "order.toml"),
     ]  # fmt: skip

@@ -48,9 +48,8 @@ def main() -> None:
         print(f"executable: {EXECUTABLE.stat().st_size / (1 << 20):.1f} MiB; "
               f"image layer: {image_layer_mib(root / 'image'):.1f} MiB compressed")  # fmt: skip
 
-        python_run = [*build_layout(root / "build", PROJECT), "-download-cache", str(root / "cache")]
-        assert python_run[:3] == [PYTHON, "-m", "preparer"]
-        flags = python_run[3:]
+        flags = [*build_layout(root / "build", PROJECT)[1:], "-download-cache", str(root / "cache")]
+        python_run = [PYTHON, "-m", "preparer", *flags]
         commands: dict[str, Sequence[str]] = {
             "executable -version": [str(EXECUTABLE), "-version"],
             "python -m preparer -version": [PYTHON, "-m", "preparer", "-version"],

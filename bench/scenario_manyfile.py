@@ -28,7 +28,7 @@ from _shapes import make_manyfile, tgz
 from _util import ROOT, build_layout, group, preparer_env, report, timed
 
 sys.path.insert(0, str(ROOT))
-from tests.plugins.registry import _start, build_package, push  # noqa: E402
+from tests.plugins.registry import _start, build_package, push
 
 ROUNDS = 3
 COUNT = 8
@@ -90,7 +90,9 @@ def http_part(work: Path, sources: list[Path]) -> float:
             subprocess.run(command, env=preparer_env(), check=True, stdout=subprocess.DEVNULL)
 
         warm_time, copies_time = alternate(ROUNDS, warm, warm_copies)
-        report("manyfile http warm (8, cache populated)", warm_time, "s", base, "the http cold baseline", 0.15)
+        report(
+            "manyfile http warm (8, cache populated)", warm_time, "s", base, "the http cold baseline", 0.15
+        )
         print(f"  (warm without a build user, installing copies: {copies_time:.3f} s)", flush=True)
         shutil.rmtree(out, ignore_errors=True)
         return base
@@ -129,7 +131,7 @@ def registry_part(work: Path, sources: list[Path]) -> None:
             out.mkdir()
             script = (
                 'd=$(mktemp -d -p "$0"); skopeo copy -q --src-tls-verify=false "docker://$1" "oci:$d/l:latest" '
-                '&& for b in $(python3 -c "import json,sys; i=json.load(open(sys.argv[1]+\'/l/index.json\')); '
+                "&& for b in $(python3 -c \"import json,sys; i=json.load(open(sys.argv[1]+'/l/index.json')); "
                 "m=json.load(open(sys.argv[1]+'/l/blobs/sha256/'+i['manifests'][0]['digest'][7:])); "
                 "print(' '.join(l['digest'][7:] for l in m['layers']))\" \"$d\"); do "
                 'mkdir -p "$d/root"; tar -xzf "$d/l/blobs/sha256/$b" -C "$d/root"; done'
@@ -144,7 +146,14 @@ def registry_part(work: Path, sources: list[Path]) -> None:
             run_preparer([*build_layout(root, project), "-download-cache", str(work / "cache")])
 
         base, mine = alternate(ROUNDS, baseline, preparer)
-        report("manyfile registry cold (8 buildpackages)", mine, "s", base, "xargs -P4 skopeo copy + tar -xzf", 0.8)
+        report(
+            "manyfile registry cold (8 buildpackages)",
+            mine,
+            "s",
+            base,
+            "xargs -P4 skopeo copy + tar -xzf",
+            0.8,
+        )
         shutil.rmtree(out, ignore_errors=True)
     finally:
         registry.process.terminate()

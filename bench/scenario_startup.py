@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from _util import PYTHON, build_layout, preparer_env, report
+from _util import PREPARER, PYTHON, build_layout, preparer_env, report
 
 RUNS = 30
 GOAL = 1.2
@@ -57,13 +57,11 @@ def interleaved_medians(
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        # The console script next to the interpreter, as installed (not `python -m`, which adds runpy).
-        script = str(Path(PYTHON).with_name("preparer"))
-        prepare = [script, *build_layout(root / "build", PROJECT)[3:], "-download-cache", str(root / "cache")]
+        prepare = [*build_layout(root / "build", PROJECT), "-download-cache", str(root / "cache")]
         commands = {
             "python -c pass": [PYTHON, "-c", "pass"],
             "python -c 'import typer'": [PYTHON, "-c", "import typer"],
-            "preparer -version": [script, "-version"],
+            "preparer -version": [PREPARER, "-version"],
             "preparer (env-only project.toml)": prepare,
         }
 

@@ -93,7 +93,8 @@ def extract_tar(
     """
     writer = _Writer(dest, select.strip("/") if select else None, allow_absolute)
     try:
-        _Reader(TarStream(fileobj), writer).run()
+        with TarStream(fileobj) as stream:
+            _Reader(stream, writer).run()
         writer.check_links()
     except _Refused as refused:
         raise FetchError(f"extract {archive}", f"refusing entry '{refused.name}': {refused.why}") from None

@@ -9,12 +9,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import queue
 import re
+import threading
 import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Self, TypeVar
 
 from preparer.errors import FetchError
 from preparer.fetch.transport import NetworkError, describe
@@ -172,32 +174,27 @@ class Tee:
             pass
 
 
-class TarStream:
-    """The plain tar bytes of a stream (gzip or not, told by its magic bytes, not by a name), read in large chunks
-    and handed on without copies: headers by :meth:`read`, file data by :meth:`copy_to` straight into a file.
-
-    Decompressing, like hashing and writing, runs outside the interpreter lock, so several of these work in
-    parallel threads.
-    """
+class _Chunks:
+    """The plain tar bytes of ``source``, a chunk at a time: read, and inflated when gzip (told by its magic
+    bytes, not by a name)."""
 
     def __init__(self, source: IO[bytes]) -> None:
         self.source = source
-        self.buffer = b""
-        self.pos = 0
-        first = source.read(CHUNK)
-        self.inflater = zlib.decompressobj(wbits=31) if first[:2] == _GZIP_MAGIC else None
-        self.pending = first  # raw bytes not yet inflated
-        self.ended = not first
+        self.pending = source.read(CHUNK)  # raw bytes not yet inflated
+        self.inflater = zlib.decompressobj(wbits=31) if self.pending[:2] == _GZIP_MAGIC else None
 
-    def _fill(self) -> bool:
-        """More bytes into the buffer (what was left of it is kept); whether there were any."""
+    def next(self) -> bytes:
+        """The next chunk; ``b""`` at the end.
+
+        :raises EOFError: the compressed data ends early.
+        """
         while True:
             if not self.pending:
                 self.pending = self.source.read(CHUNK)
                 if not self.pending:
                     if self.inflater is not None and not self.inflater.eof:
                         raise EOFError("compressed data ended early")
-                    return False
+                    return b""
             if self.inflater is None:
                 data, self.pending = self.pending, b""
             else:
@@ -206,9 +203,72 @@ class TarStream:
                 data = self.inflater.decompress(self.pending, CHUNK)
                 self.pending = self.inflater.unconsumed_tail or self.inflater.unused_data
             if data:
-                rest = self.buffer[self.pos :]
-                self.buffer, self.pos = (rest + data if rest else data), 0
-                return True
+                return data
+
+
+class _ReadAhead:
+    """:class:`_Chunks` produced by a thread of its own, a few chunks ahead of the reader: reading, hashing and
+    inflating run outside the interpreter lock, so they overlap the writing of the files."""
+
+    def __init__(self, chunks: _Chunks, depth: int = 4) -> None:
+        self.chunks = chunks
+        self.queue: queue.Queue[bytes | Exception] = queue.Queue(depth)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="read-ahead", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                item: bytes | Exception = self.chunks.next()
+            except Exception as err:  # noqa: BLE001 (handed to the reader, which raises it)
+                item = err
+            self.queue.put(item)
+            if not isinstance(item, bytes) or not item:
+                return
+
+    def next(self) -> bytes:
+        item = self.queue.get()
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def close(self) -> None:
+        """Stop reading ahead; when this returns, no other thread reads the source any more."""
+        self.stop.set()
+        while self.thread.is_alive():
+            with contextlib.suppress(queue.Empty):
+                self.queue.get(timeout=0.05)
+        self.thread.join()
+
+
+class TarStream:
+    """The plain tar bytes of a stream (gzip or not), read in large chunks a few ahead of the reader, and handed
+    on without copies: headers by :meth:`read`, file data by :meth:`copy_to` straight into a file. Close it (or
+    use it as a context manager) before reading the source again.
+
+    Decompressing, like hashing and writing, runs outside the interpreter lock, so it overlaps the writing.
+    """
+
+    def __init__(self, source: IO[bytes]) -> None:
+        self.buffer = b""
+        self.pos = 0
+        self.chunks = _ReadAhead(_Chunks(source))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.chunks.close()
+
+    def _fill(self) -> bool:
+        """More bytes into the buffer (what was left of it is kept); whether there were any."""
+        data = self.chunks.next()
+        if not data:
+            return False
+        rest = self.buffer[self.pos :]
+        self.buffer, self.pos = (rest + data if rest else data), 0
+        return True
 
     def read(self, size: int) -> bytes:
         """Exactly ``size`` bytes, fewer only at the end of the stream."""
