@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from _servers import FileServer
@@ -39,17 +40,50 @@ SHM = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
 AS_BUILD_USER = ["-uid", "1000", "-gid", "1000"] if os.geteuid() == 0 else []
 
 
-def run_preparer(command: list[str]) -> None:
-    subprocess.run([*command, *AS_BUILD_USER], env=preparer_env(), check=True, stdout=subprocess.DEVNULL)
+def run_preparer(command: list[str], build_user: bool = True) -> None:
+    extra = AS_BUILD_USER if build_user else []
+    subprocess.run([*command, *extra], env=preparer_env(), check=True, stdout=subprocess.DEVNULL)
 
 
-def alternate(rounds: int, *sides: object) -> list[float]:
-    """The best time of each side (callables), the sides taking turns ``rounds`` times."""
+Side = tuple[Callable[[], object], Callable[[], object]]
+
+
+def alternate(rounds: int, *sides: Side) -> list[float]:
+    """The best time of each side's action, the sides taking turns ``rounds`` times; each side's setup (a fresh
+    layout, an empty output directory) runs untimed before its action."""
     times: list[list[float]] = [[] for _ in sides]
     for _ in range(rounds):
-        for i, side in enumerate(sides):
-            times[i].append(timed(side))  # type: ignore[arg-type]
+        for i, (setup, action) in enumerate(sides):
+            setup()
+            times[i].append(timed(action))
     return [min(t) for t in times]
+
+
+def fresh(path: Path) -> Callable[[], None]:
+    """A setup that empties ``path``."""
+
+    def setup() -> None:
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir()
+
+    return setup
+
+
+def preparer_side(
+    work: Path, project: str, cache: Path | None, *, cold: bool, build_user: bool = True
+) -> Side:
+    """A preparer run on a fresh layout (and, ``cold``, an empty download cache), both made untimed."""
+    command: list[str] = []
+
+    def setup() -> None:
+        command[:] = [*build_layout(work / "run", project), "-download-cache", str(cache) if cache else ""]
+        if cold and cache is not None:
+            shutil.rmtree(cache, ignore_errors=True)
+
+    def action() -> None:
+        run_preparer(command, build_user)
+
+    return setup, action
 
 
 def http_part(work: Path, sources: list[Path]) -> float:
@@ -61,35 +95,26 @@ def http_part(work: Path, sources: list[Path]) -> float:
         out = work / "curl"
 
         def baseline() -> None:
-            shutil.rmtree(out, ignore_errors=True)
-            out.mkdir()
             script = 'd=$(mktemp -d -p "$0"); curl -sf "$1" | tar -xz -C "$d"'
             subprocess.run(["xargs", "-P4", "-n1", "sh", "-c", script, str(out)], input="\n".join(urls),
                            text=True, check=True)  # fmt: skip
 
-        def cold(uris: list[str]) -> object:
-            def go() -> None:
-                root = work / "run"
-                command = [*build_layout(root, group(uris)), "-download-cache", str(work / "cache")]
-                shutil.rmtree(work / "cache", ignore_errors=True)
-                run_preparer(command)
-
-            return go
-
-        base, eight, one = alternate(ROUNDS, baseline, cold(urls), cold(urls[:1]))
+        cache = work / "cache"
+        base, eight, one = alternate(
+            ROUNDS,
+            (fresh(out), baseline),
+            preparer_side(work, group(urls), cache, cold=True),
+            preparer_side(work, group(urls[:1]), cache, cold=True),
+        )
         report("manyfile http cold (8)", eight, "s", base, "xargs -P4 curl | tar -xz", 1.0)
         report("manyfile scaling (8 vs 8 x 1)", eight, "s", 8 * one, "eight times one", 0.6)
         # Warm: the cache holds the eight; each run gets a fresh <buildpacks>.
-        run_preparer([*build_layout(work / "run", group(urls)), "-download-cache", str(work / "cache")])
-
-        def warm() -> None:
-            run_preparer([*build_layout(work / "run", group(urls)), "-download-cache", str(work / "cache")])
-
-        def warm_copies() -> None:
-            command = [*build_layout(work / "run", group(urls)), "-download-cache", str(work / "cache")]
-            subprocess.run(command, env=preparer_env(), check=True, stdout=subprocess.DEVNULL)
-
-        warm_time, copies_time = alternate(ROUNDS, warm, warm_copies)
+        run_preparer([*build_layout(work / "run", group(urls)), "-download-cache", str(cache)])
+        warm_time, copies_time = alternate(
+            ROUNDS,
+            preparer_side(work, group(urls), cache, cold=False),
+            preparer_side(work, group(urls), cache, cold=False, build_user=False),
+        )
         report(
             "manyfile http warm (8, cache populated)", warm_time, "s", base, "the http cold baseline", 0.15
         )
@@ -103,14 +128,11 @@ def local_part(work: Path, source: Path) -> None:
     out = work / "untar"
 
     def baseline() -> None:
-        shutil.rmtree(out, ignore_errors=True)
-        out.mkdir()
         subprocess.run(["tar", "-xzf", str(archive), "-C", str(out)], check=True)
 
-    def preparer() -> None:
-        run_preparer([*build_layout(work / "run", group([str(archive)])), "-download-cache", ""])
-
-    base, mine = alternate(ROUNDS, baseline, preparer)
+    base, mine = alternate(
+        ROUNDS, (fresh(out), baseline), preparer_side(work, group([str(archive)]), None, cold=True)
+    )
     report("manyfile local .tgz (1)", mine, "s", base, "tar -xzf", 1.3)
 
 
@@ -127,8 +149,6 @@ def registry_part(work: Path, sources: list[Path]) -> None:
         out = work / "skopeo"
 
         def baseline() -> None:
-            shutil.rmtree(out, ignore_errors=True)
-            out.mkdir()
             script = (
                 'd=$(mktemp -d -p "$0"); skopeo copy -q --src-tls-verify=false "docker://$1" "oci:$d/l:latest" '
                 "&& for b in $(python3 -c \"import json,sys; i=json.load(open(sys.argv[1]+'/l/index.json')); "
@@ -139,13 +159,10 @@ def registry_part(work: Path, sources: list[Path]) -> None:
             subprocess.run(["xargs", "-P4", "-n1", "sh", "-c", script, str(out)], input="\n".join(refs),
                            text=True, check=True)  # fmt: skip
 
-        def preparer() -> None:
-            root = work / "run"
-            shutil.rmtree(work / "cache", ignore_errors=True)
-            project = group([f"docker://{ref}" for ref in refs])
-            run_preparer([*build_layout(root, project), "-download-cache", str(work / "cache")])
-
-        base, mine = alternate(ROUNDS, baseline, preparer)
+        project = group([f"docker://{ref}" for ref in refs])
+        base, mine = alternate(
+            ROUNDS, (fresh(out), baseline), preparer_side(work, project, work / "cache", cold=True)
+        )
         report(
             "manyfile registry cold (8 buildpackages)",
             mine,
