@@ -25,7 +25,7 @@ from preparer.errors import InvalidInputsError, PreparerError
 from preparer.exit import ExitCode
 from preparer.flags import env_of
 from preparer.inputs import log_level_of, no_color, resolve_inputs
-from preparer.log import configure
+from preparer.log import configure, printable
 from preparer.report import write_report
 
 PROGRAM = "preparer"
@@ -249,7 +249,10 @@ class TerminalProgress:
                 )
                 self.bar.start()
             if source not in self.tasks:
-                self.tasks[source] = self.bar.add_task(source, total=total)
+                # The label is the user's uri: never rich markup, never a control character.
+                from rich.markup import escape
+
+                self.tasks[source] = self.bar.add_task(escape(printable(source)), total=total)
             self.bar.update(self.tasks[source], completed=done, total=total)
 
     def close(self) -> None:

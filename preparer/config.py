@@ -258,6 +258,10 @@ class _Reader:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.fail((key,), f"must be an array of strings, not {kind_of(value)}")
+        for index, pattern in enumerate(value):
+            problem = pattern_problem(pattern)
+            if problem:
+                raise self.fail((key, index), problem)
         return tuple(value)
 
     def keeps(self, table: Mapping[str, Any], path: KeyPath) -> bool:
@@ -391,6 +395,33 @@ def version_range_problem(version: str) -> str | None:
         f"'{version}' is a version range, and ranges are not supported: give an exact version, "
         "or no version for the highest one"
     )
+
+
+#: Bounds on include/exclude patterns. Matching translates a pattern to a regular expression, whose backtracking
+#: grows as a name's length to the power of the wildcards in one path segment (``*a*a*a*b``), and of the ``**`` in
+#: one pattern: bounded, every pattern matches any name in a bounded time. Real patterns stay far below.
+MAX_STARS_PER_SEGMENT = 2
+MAX_DOUBLE_STARS = 4
+MAX_PATTERN = 1024
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why an include/exclude ``pattern`` is refused, or ``None``.
+
+    >>> pattern_problem("dist/*.min.*.js") is None, pattern_problem("*a*a*b")
+    (True, "'*a*a*b' has 3 '*' in one path segment; at most 2 are allowed")
+    """
+    if len(pattern) > MAX_PATTERN:
+        return f"a pattern of {len(pattern)} characters; at most {MAX_PATTERN} are allowed"
+    segments = pattern.split("/")
+    double = sum(1 for segment in segments if segment == "**")
+    if double > MAX_DOUBLE_STARS:
+        return f"'{pattern}' has {double} '**'; at most {MAX_DOUBLE_STARS} are allowed"
+    for segment in segments:
+        stars = 0 if segment == "**" else segment.replace("**", "*").count("*")
+        if stars > MAX_STARS_PER_SEGMENT:
+            return f"'{pattern}' has {stars} '*' in one path segment; at most {MAX_STARS_PER_SEGMENT} are allowed"
+    return None
 
 
 def env_name_problem(name: str) -> str | None:

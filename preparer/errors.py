@@ -59,5 +59,10 @@ class NotFoundError(FetchError):
     """What was asked for does not exist where it was looked for (an HTTP 404, a missing image or index entry)."""
 
 
+class UnexpectedError(PreparerError):
+    """Something the preparer does not foresee went wrong (the system refused an operation, or a bug): the cause
+    names the original error, and nothing has changed on disk."""
+
+
 class ApplyError(PreparerError):
     """Writing the prepared outputs failed."""

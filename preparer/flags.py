@@ -142,6 +142,13 @@ FLAGS: tuple[Flag, ...] = (
         "CNB_PREPARER_HTTP_TIMEOUT",
         "60",
     ),
+    Flag(
+        None,
+        "string",
+        "seconds one download may take in all, however steadily bytes arrive",
+        "CNB_PREPARER_DOWNLOAD_TIMEOUT",
+        "1800",
+    ),
 )
 # fmt: on
 

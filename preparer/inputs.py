@@ -23,6 +23,8 @@ from preparer.goflags import parse_bool, parse_int
 DEFAULT_BUILDPACK_REGISTRY_INDEX = DEFAULT_REGISTRY_INDEX
 
 LOG_LEVELS = ("debug", "info", "warn", "error")
+#: User and group ids run from 0 to 2^32 - 2 (2^32 - 1 is -1, "no change", to chown).
+MAX_ID = (1 << 32) - 1
 _PATHS = ("app_dir", "layers_dir", "platform_dir", "buildpacks_dir", "order_path")
 _OPTIONAL_PATHS = ("project_descriptor", "platform_config", "download_cache", "prepare_report")
 
@@ -67,6 +69,8 @@ class Inputs:
     target_platform: str = field(default_factory=_host_platform)
     #: Seconds to wait between bytes from a server (and at most 10 to connect).
     http_timeout: float = float(env_default("CNB_PREPARER_HTTP_TIMEOUT"))
+    #: Seconds one download may take in all (a server trickling bytes cannot hold a run, or a lock, forever).
+    download_timeout: float = float(env_default("CNB_PREPARER_DOWNLOAD_TIMEOUT"))
     platform_api: APIVersion = SUPPORTED_PLATFORM_APIS[-1]
     #: The environment, for registry credentials (``CNB_REGISTRY_AUTH``, ``DOCKER_CONFIG``, ``HOME``); never shown.
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -121,6 +125,7 @@ def _check_types(inputs: Inputs) -> None:
         "registry_index": (str,),
         "target_platform": (str,),
         "http_timeout": (int, float),
+        "download_timeout": (int, float),
         "platform_api": (APIVersion,),
         "environ": (Mapping,),
     }
@@ -201,7 +206,8 @@ def resolve_inputs(
         exec_env=environ.get("CNB_EXEC_ENV") or env_default("CNB_EXEC_ENV"),
         registry_index=given.text("buildpack-registry-index") or DEFAULT_REGISTRY_INDEX,
         target_platform=environ.get("CNB_PREPARER_PLATFORM") or _host_platform(),
-        http_timeout=_http_timeout(environ),
+        http_timeout=_seconds(environ, "CNB_PREPARER_HTTP_TIMEOUT"),
+        download_timeout=_seconds(environ, "CNB_PREPARER_DOWNLOAD_TIMEOUT"),
         platform_api=platform_api,
         environ=dict(environ),
     )
@@ -228,25 +234,29 @@ class _Given:
         return None if got is None or got == "" else Path(os.path.normpath(self.cwd / got))
 
     def number(self, name: str) -> int | None:
+        """A user or group id: a Go integer, from 0 to 2^32 - 2 (what the kernel takes; -1 means "unchanged")."""
         got = self.value(name)
-        if got is None or got == "" or isinstance(got, int):
-            return got if isinstance(got, int) else None
-        parsed = parse_int(str(got))
+        if got is None or got == "":
+            return None
+        parsed = got if isinstance(got, int) else parse_int(str(got))
         if parsed is None:
             raise InvalidInputsError("resolve inputs", f"{BY_NAME[name].env}={got!r} is not an integer")
+        if not 0 <= parsed < MAX_ID:
+            shown = f"-{name} {got}" if name in self.flags else f"{BY_NAME[name].env}={got}"
+            raise InvalidInputsError(
+                "resolve inputs", f"{shown} is not a user or group id (0 to {MAX_ID - 1})"
+            )
         return parsed
 
 
-def _http_timeout(environ: Mapping[str, str]) -> float:
-    raw = environ.get("CNB_PREPARER_HTTP_TIMEOUT") or env_default("CNB_PREPARER_HTTP_TIMEOUT")
+def _seconds(environ: Mapping[str, str], name: str) -> float:
+    raw = environ.get(name) or env_default(name)
     try:
         seconds = float(raw)
     except ValueError:
         seconds = -1.0
     if not 0 < seconds < float("inf"):
-        raise InvalidInputsError(
-            "resolve inputs", "CNB_PREPARER_HTTP_TIMEOUT must be a positive number of seconds"
-        )
+        raise InvalidInputsError("resolve inputs", f"{name} must be a positive number of seconds")
     return seconds
 
 

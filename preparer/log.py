@@ -34,7 +34,7 @@ class LifecycleHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            message = record.getMessage()
+            message = printable(record.getMessage())
             error = record.levelno >= logging.WARNING
             stream = self._stream(error)
             paint = self.color and _isatty(stream)
@@ -53,6 +53,24 @@ class LifecycleHandler(logging.Handler):
 
     def handleError(self, record: logging.LogRecord) -> None:
         """Drop the line: a reader that went away (a closed pipe) must not stop the build or print a traceback."""
+
+
+#: Characters never written as they are: a newline in an id from an archive would forge an ``ERROR:`` line in a CI
+#: log, an escape byte would drive the terminal.
+_UNPRINTABLE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))} | {
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters written as escapes (``\\n`` becomes ``\\x0a``): one line, no terminal
+    control, whatever strings from project.toml, archives or servers it quotes.
+
+    >>> printable("id\\nERROR: forged\\x1b[2J")
+    'id\\\\x0aERROR: forged\\\\x1b[2J'
+    """
+    return text.translate(_UNPRINTABLE)
 
 
 def _paint(text: str, color: str, on: bool) -> str:

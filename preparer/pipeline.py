@@ -6,16 +6,18 @@ written); :func:`run_plan` carries a plan out; :func:`prepare` does both, as the
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from preparer._logger import log
 from preparer.appfilter import plan_removal
 from preparer.apply import apply_plan, check_present
 from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
-from preparer.errors import PreparerError
+from preparer.errors import PreparerError, UnexpectedError
 from preparer.files._toml import load_toml
 from preparer.files.buildpack import installed_versions
 from preparer.files.order import Order, read_order
@@ -27,6 +29,27 @@ if TYPE_CHECKING:
     from preparer.fetch.streams import ProgressFn
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def typed(function: Callable[P, R]) -> Callable[P, R]:
+    """The library's promise for ``function``: every error it raises is a :class:`PreparerError` (one it did not
+    foresee becomes :class:`UnexpectedError`, exit 1, naming the original)."""
+
+    @functools.wraps(function)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return function(*args, **kwargs)
+        except PreparerError:
+            raise
+        except Exception as err:
+            raise UnexpectedError("prepare", f"{type(err).__name__}: {err}") from err
+
+    return wrapper
+
+
+@typed
 def prepare(inputs: Inputs, *, progress: ProgressFn | None = None) -> Report:
     """Apply the project descriptor to the build's directories, as the prepare phase does.
 
@@ -82,6 +105,7 @@ def read_inputs(inputs: Inputs) -> tuple[ProjectDescriptor, EffectiveConfig, lis
     return descriptor, config, warnings
 
 
+@typed
 def plan_run(inputs: Inputs) -> Plan:
     """Read the descriptor and the platform file, and plan everything the run would do; change nothing.
 
@@ -127,6 +151,7 @@ def plan_run(inputs: Inputs) -> Plan:
     return plan
 
 
+@typed
 def run_plan(plan: Plan, inputs: Inputs, progress: ProgressFn | None = None) -> Report:
     """Carry ``plan`` out: fetch, check, and commit all or nothing.
 

@@ -237,15 +237,28 @@ def _wrap(pre: Sequence[OrderElement], group: Group, post: Sequence[OrderElement
     return (*head, *group, *tail)
 
 
+#: The suffixes of buildpack layer env files (buildpack spec, "Environment Variable Modification Rules").
+_LAYER_ENV_SUFFIXES = frozenset({"append", "prepend", "override", "default", "delim"})
+
+
 def env_actions(entries: Sequence[EnvEntry], existing: Collection[str]) -> list[EnvAction]:
     """What to do with each build env variable.
 
     Names starting ``CNB_`` are reserved and skipped; a file the platform already put in ``<platform>/env`` holds
-    the user's explicit setting and is kept.
+    the user's explicit setting and is kept. A name with a suffix such as ``.append`` is written as it is, with a
+    warning: the lifecycle passes ``<platform>/env`` files on as variables of their file's name, suffix included
+    (suffix actions exist only in a buildpack layer's env directory).
     """
     actions: list[EnvAction] = []
     for entry in entries:
-        if entry.name.startswith("CNB_"):
+        suffix = entry.name.rpartition(".")[2]
+        if "." in entry.name and suffix in _LAYER_ENV_SUFFIXES:
+            warning = (
+                f"{entry.key}: {entry.name} is written as a variable named '{entry.name}': .{suffix} and the other "
+                "suffix actions apply only in a buildpack layer's env directory, not in <platform>/env"
+            )
+            actions.append(EnvAction(entry, "written", warning))
+        elif entry.name.startswith("CNB_"):
             warning = f"{entry.key}: {entry.name} is reserved (CNB_ prefix); not written"
             actions.append(EnvAction(entry, "skipped", warning))
         elif entry.name in existing:

@@ -136,7 +136,9 @@ def _download(
                     # Pinned: read the rest, so a tampered or corrupt body is reported as the mismatch it is.
                     return err
 
-            outcome, digest, _ = stream_body(response, source, ctx.progress, extract, MAX_TRAILING)
+            outcome, digest, _ = stream_body(
+                response, source, ctx.progress, extract, MAX_TRAILING, ctx.transport.deadline
+            )
             _check_pin(locator, digest, source)
             if isinstance(outcome, FetchError):
                 raise outcome
@@ -182,7 +184,11 @@ def _fetch_cnb(locator: HttpLocator, ctx: FetchContext, source: str) -> Fetched:
         with temp_file(cache.tmp_dir() if cache is not None else ctx.staging, "cnb-") as path:
             with open(path, "wb") as out:
                 _, digest, _ = stream_body(
-                    response, source, ctx.progress, lambda body: shutil.copyfileobj(body, out, CHUNK)
+                    response,
+                    source,
+                    ctx.progress,
+                    lambda body: shutil.copyfileobj(body, out, CHUNK),
+                    deadline=ctx.transport.deadline,
                 )
             _check_pin(locator, digest, source)
             fetched = fetch_cnb(path, source=source, digest=digest, ctx=ctx)  # read before it is shared

@@ -143,8 +143,8 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
         if scheme in ("http", "https"):
             try:
                 urlsplit(uri).port  # noqa: B018 (parses host and port, raising for a malformed URL)
-            except ValueError as err:
-                raise InvalidInputsError(action, f"not a valid URL ({err})") from None
+            except ValueError:  # its message quotes the netloc, which may hold a password
+                raise InvalidInputsError(action, "not a valid URL (its host or port)") from None
             return _http(uri, action)
         if scheme == "file":
             parts = urlsplit(uri)
@@ -194,12 +194,20 @@ def _http(uri: str, action: str) -> HttpLocator:
 
 
 def redact(uri: str) -> str:
-    """``uri`` with any ``user:password@`` and query string removed, safe to print."""
-    try:
-        parts = urlsplit(uri)
-    except ValueError:  # not a URL a request could be made to; still remove anything like userinfo
-        return re.sub(r"//[^/@]*@", "//", uri.split("?", 1)[0])
-    if not parts.scheme or not parts.netloc:
+    """``uri`` without what may be a secret, safe to print however malformed it is: the user information (all
+    that comes before the last ``@`` of what follows ``://``, when it holds a ``:`` or no ``/``, so a password
+    with ``#``, ``/`` or ``?`` in it goes whole) and the query string. A fragment (``#sha256=``) is kept.
+
+    >>> redact("https://user:Pa#SE/CRET@host/bp.tgz?token=abc#sha256=00")
+    'https://host/bp.tgz#sha256=00'
+    >>> redact("https://host/bp@1.0.tgz"), redact("https://ghp_token@host/x")
+    ('https://host/bp@1.0.tgz', 'https://host/x')
+    """
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
         return uri
-    netloc = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=netloc, query="", fragment=parts.fragment).geturl()
+    at = rest.rfind("@")
+    if at >= 0 and (":" in rest[:at] or "/" not in rest[:at]):
+        rest = rest[at + 1 :]
+    path, mark, fragment = rest.partition("#")
+    return f"{scheme}://{path.split('?', 1)[0]}{mark}{fragment}"

@@ -61,7 +61,9 @@ def fetch_context(
         registry_index=inputs.registry_index,
         progress=progress or no_progress,
         warn=warn,
-        transport=Transport(timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout)),
+        transport=Transport(
+            timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout), deadline=inputs.download_timeout
+        ),
     )
 
 

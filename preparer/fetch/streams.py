@@ -102,10 +102,14 @@ class HashingReader:
 class NetworkReader:
     """A response body as a file: counts bytes, reports progress, and turns any read error into NetworkError."""
 
-    def __init__(self, raw: Any, source: str, total: int | None, progress: ProgressFn) -> None:
+    def __init__(
+        self, raw: Any, source: str, total: int | None, progress: ProgressFn, deadline: float | None = None
+    ) -> None:
         self.raw, self.source, self.total, self.progress = raw, source, total, progress
         self.size = 0
         self.reported = 0.0
+        self.deadline = deadline
+        self.ends = None if deadline is None else time.monotonic() + deadline
 
     def read(self, size: int = -1) -> bytes:
         try:
@@ -114,6 +118,12 @@ class NetworkReader:
             raise NetworkError(describe(err)) from err
         self.size += len(data)
         now = time.monotonic()
+        if self.ends is not None and now > self.ends:
+            # Final, not retried: another attempt would take as long.
+            raise FetchError(
+                f"download {self.source}",
+                f"it took longer than {self.deadline:g} s in all (CNB_PREPARER_DOWNLOAD_TIMEOUT)",
+            )
         if now - self.reported >= _PROGRESS_EVERY or not data:
             self.reported = now
             self.progress(self.source, self.size, self.total)
@@ -126,18 +136,20 @@ def stream_body(
     progress: ProgressFn,
     consume: Callable[[IO[bytes]], T],
     trailing: int | None = None,
+    deadline: float | None = None,
 ) -> tuple[T, str, int]:
     """Feed the body to ``consume`` while hashing it, read it to its end, and check its length against
     ``Content-Length``. Returns ``(what consume returned, digest, size)``.
 
     :param trailing: at most this many bytes may follow what ``consume`` read (an archive's end marker).
+    :param deadline: seconds the whole body may take.
     :raises NetworkError: the body ended early or the connection failed (worth another attempt).
     :raises FetchError: more than ``trailing`` bytes after what ``consume`` read.
     """
     length = response.headers.get("Content-Length")
     total = int(length) if length and length.isdigit() else None
     response.raw.decode_content = False
-    hashing = HashingReader(NetworkReader(response.raw, source, total, progress))  # type: ignore[arg-type]
+    hashing = HashingReader(NetworkReader(response.raw, source, total, progress, deadline))  # type: ignore[arg-type]
     with contextlib.closing(response):
         result = consume(hashing)  # type: ignore[arg-type]
         hashing.drain(trailing, f"download {source}")

@@ -125,6 +125,8 @@ class Transport:
     retries: int = 3
     #: The first backoff, in seconds; it doubles with every retry.
     backoff: float = 0.5
+    #: Seconds one download (one attempt) may take in all.
+    deadline: float = 1800.0
     _session: requests.Session | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 

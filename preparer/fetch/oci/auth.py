@@ -62,7 +62,7 @@ def lookup(registry: str, environ: Mapping[str, str]) -> Credential | None:
 def _from_cnb_registry_auth(raw: str, registry: str) -> Credential | None:
     try:
         table = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise FetchError("resolve keychain", "failed to parse CNB_REGISTRY_AUTH value") from None
     if not isinstance(table, dict):
         raise FetchError("resolve keychain", "CNB_REGISTRY_AUTH must be a JSON object")
@@ -96,7 +96,7 @@ def _from_docker_config(registry: str, environ: Mapping[str, str]) -> Credential
         return None
     try:
         config = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:
         raise FetchError("read docker config", f"{path}: {type(err).__name__}") from None
     if not isinstance(config, dict):
         return None
@@ -165,7 +165,7 @@ def _from_helper(
     try:
         answer = json.loads(proc.stdout)
         username, secret = str(answer["Username"]), str(answer["Secret"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise FetchError(
             "get credentials", f"credential helper {program} gave an unreadable answer"
         ) from None

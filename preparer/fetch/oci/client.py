@@ -364,7 +364,9 @@ class Registry:
                             if teed.over:
                                 raise too_large
 
-                    (result, failure), got, count = stream_body(response, label, self.ctx.progress, tee)
+                    (result, failure), got, count = stream_body(
+                        response, label, self.ctx.progress, tee, deadline=self.ctx.transport.deadline
+                    )
                 verify_digest(got, digest, f"pull {self.ref}", f"blob {digest}: digest mismatch: got {{got}}")
                 if size is not None and count != size:
                     raise FetchError(
