@@ -75,8 +75,8 @@ class DownloadCache:
     """A content-addressed store of downloaded bytes and extracted trees at ``root``, checked by :meth:`open`."""
 
     def __init__(self, root: Path) -> None:
+        """Use :meth:`open`, which makes and checks the directories."""
         self.root = root
-        self._checked: set[str] = set()
 
     @classmethod
     def open(cls, root: Path) -> DownloadCache:
@@ -96,26 +96,20 @@ class DownloadCache:
         except OSError as err:
             raise CacheUnusable(f"{root} cannot be made ({err.strerror})") from None
         _check_private(root)
-        return cls(root)
-
-    def _dir(self, name: str) -> Path:
-        """The subdirectory ``name``, made 0700 when missing and checked once per run."""
-        path = self.root / name
-        if name not in self._checked:
-            if "/" in name:
-                self._dir(name.rpartition("/")[0])
+        for name in _SUBDIRS:  # all checked now, so that nothing planted in them is found mid-run
+            path = root / name
             try:
                 path.mkdir(mode=0o700)
             except FileExistsError:
                 pass
             except OSError as err:
-                raise FetchError("use the download cache", f"{path}: {err.strerror or err}") from None
-            try:
-                _check_private(path)
-            except CacheUnusable as err:
-                raise FetchError("use the download cache", str(err)) from None
-            self._checked.add(name)
-        return path
+                raise CacheUnusable(f"{path} cannot be made ({err.strerror})") from None
+            _check_private(path)
+        return cls(root)
+
+    def _dir(self, name: str) -> Path:
+        """The subdirectory ``name`` (checked by :meth:`open`)."""
+        return self.root / name
 
     # Blobs
 

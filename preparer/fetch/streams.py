@@ -110,13 +110,30 @@ class NetworkReader:
         self.reported = 0.0
         self.deadline = deadline
         self.ends = None if deadline is None else time.monotonic() + deadline
+        self._read1: Callable[[int], bytes] = getattr(raw, "read1", None) or raw.read
 
     def read(self, size: int = -1) -> bytes:
-        try:
-            data: bytes = self.raw.read(size if size >= 0 else None)
-        except Exception as err:
-            raise NetworkError(describe(err)) from err
-        self.size += len(data)
+        # A read of ``size`` bytes is made of reads of what has arrived (read1), so the deadline is checked while
+        # a server trickles bytes slowly enough to fill one large read for hours without tripping a socket timeout.
+        wanted = size if size >= 0 else 1 << 62
+        chunks: list[bytes] = []
+        while wanted > 0:
+            try:
+                chunk: bytes = self._read1(min(wanted, 1 << 20))
+            except Exception as err:
+                raise NetworkError(describe(err)) from err
+            if not chunk:
+                break
+            chunks.append(chunk)
+            wanted -= len(chunk)
+            self._count(len(chunk))
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if not data:
+            self._count(0)
+        return data
+
+    def _count(self, received: int) -> None:
+        self.size += received
         now = time.monotonic()
         if self.ends is not None and now > self.ends:
             # Final, not retried: another attempt would take as long.
@@ -124,10 +141,9 @@ class NetworkReader:
                 f"download {self.source}",
                 f"it took longer than {self.deadline:g} s in all (CNB_PREPARER_DOWNLOAD_TIMEOUT)",
             )
-        if now - self.reported >= _PROGRESS_EVERY or not data:
+        if now - self.reported >= _PROGRESS_EVERY or not received:
             self.reported = now
             self.progress(self.source, self.size, self.total)
-        return data
 
 
 def stream_body(

@@ -2,8 +2,8 @@
 
 Every response carries an ``ETag`` (the body's sha256) and honours ``If-None-Match``. Faults are queued per path
 and used one per request: ``500``, ``404``, ``truncate`` (announce the whole length, send half, close),
-``slow`` (wait ``slow_seconds`` before the body), and ``endless`` (no length; the file, then zeros until the client
-goes away). A request in proxy form (``GET http://host/path``) is served
+``slow`` (wait ``slow_seconds`` before the body), ``endless`` (no length; the file, then zeros until the client
+goes away), and ``trickle`` (the body a byte every half second). A request in proxy form (``GET http://host/path``) is served
 too and recorded in ``proxied``, so the server can stand in for an HTTP proxy.
 """
 
@@ -103,6 +103,15 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             if fault == "slow":
                 time.sleep(server.slow_seconds)
+            if fault == "trickle":
+                try:
+                    for byte in body:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(0.5)
+                except OSError:
+                    pass
+                return
             if fault == "truncate":
                 self.wfile.write(body[: len(body) // 2])
                 self.wfile.flush()
