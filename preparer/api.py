@@ -48,6 +48,10 @@ SUPPORTED_PLATFORM_APIS: tuple[APIVersion, ...] = tuple(APIVersion(0, m) for m i
 SUPPORTED_BUILDPACK_APIS: tuple[APIVersion, ...] = tuple(APIVersion(0, m) for m in range(7, 13))
 
 
+def _range(versions: tuple[APIVersion, ...]) -> str:
+    return f"{versions[0]} to {versions[-1]}"
+
+
 def _supported(requested: APIVersion, supported: tuple[APIVersion, ...]) -> bool:
     return any(s.is_superset_of(requested) for s in supported)
 
@@ -60,14 +64,19 @@ def verify_platform_api(value: str | None) -> APIVersion:
     if value is None or not value.strip():
         raise PlatformAPIError(
             "get platform API version; please set 'CNB_PLATFORM_API' to specify the desired platform API version"
+            f" (supported: {_range(SUPPORTED_PLATFORM_APIS)})"
         )
     try:
         requested = APIVersion.parse(value)
     except ValueError:
-        raise PlatformAPIError(f"parse platform API '{value}'") from None
+        raise PlatformAPIError(
+            f"parse platform API '{value}'", f"supported: {_range(SUPPORTED_PLATFORM_APIS)}"
+        ) from None
     if not _supported(requested, SUPPORTED_PLATFORM_APIS):
         raise PlatformAPIError(
-            "set platform API", f"platform API version '{value}' is incompatible with the lifecycle"
+            "set platform API",
+            f"platform API version '{value}' is incompatible with the lifecycle; supported: "
+            + _range(SUPPORTED_PLATFORM_APIS),
         )
     return requested
 

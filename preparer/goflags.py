@@ -15,9 +15,22 @@ from collections.abc import Sequence
 
 from preparer.flags import BY_NAME, FLAGS, Flag
 
-__all__ = ["BY_NAME", "FLAGS", "Flag", "FlagError", "Parsed", "parse", "parse_bool", "parse_int", "usage"]
-_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+__all__ = [
+    "BOOL_SPELLINGS",
+    "BY_NAME",
+    "FLAGS",
+    "Flag",
+    "FlagError",
+    "Parsed",
+    "parse",
+    "parse_bool",
+    "parse_int",
+    "usage",
+]
+_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+#: Go's spellings of a bool, for messages that refuse another.
+BOOL_SPELLINGS = f"{', '.join(_TRUE)} or {', '.join(_FALSE)}"
 
 
 class FlagError(Exception):
@@ -90,7 +103,9 @@ def parse(argv: Sequence[str]) -> Parsed:
                 continue
             result = parse_bool(value)
             if result is None:
-                raise FlagError(f'invalid boolean value "{value}" for -{name}: parse error')
+                raise FlagError(
+                    f'invalid boolean value "{value}" for -{name}: parse error (use {BOOL_SPELLINGS})'
+                )
             parsed.values[name] = result
             continue
         if not has_value:

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from preparer._logger import log
 from preparer.api import SUPPORTED_PLATFORM_APIS, APIVersion, verify_platform_api
 from preparer.errors import InvalidInputsError
 from preparer.flags import BY_NAME, DEFAULT_REGISTRY_INDEX, default, env_default, env_of
-from preparer.goflags import parse_bool, parse_int
+from preparer.goflags import BOOL_SPELLINGS, parse_bool, parse_int
 
 #: Kept under this name for callers of earlier versions.
 DEFAULT_BUILDPACK_REGISTRY_INDEX = DEFAULT_REGISTRY_INDEX
@@ -142,8 +143,12 @@ def _check_types(inputs: Inputs) -> None:
 
 
 def _env_bool(environ: Mapping[str, str], name: str) -> bool:
-    # The lifecycle's boolEnv: Go's ParseBool, and anything else counts as false.
-    return parse_bool(environ.get(name, "")) is True
+    # The lifecycle's boolEnv: Go's ParseBool, and anything else counts as false (said, unless it is empty).
+    value = environ.get(name, "")
+    parsed = parse_bool(value)
+    if parsed is None and value:
+        log.warning("%s=%r is not a bool (use %s); it counts as false", name, value, BOOL_SPELLINGS)
+    return parsed is True
 
 
 def user_cache_dir(environ: Mapping[str, str]) -> Path | None:

@@ -27,10 +27,10 @@ def test_version_and_help_need_no_platform_api(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("api", "message"),
     [
-        (None, "ERROR: failed to get platform API version; please set 'CNB_PLATFORM_API' to specify the desired platform API version"),
-        ("abc", "ERROR: failed to parse platform API 'abc'"),
-        ("0.6", "ERROR: failed to set platform API: platform API version '0.6' is incompatible with the lifecycle"),
-        ("1.0", "ERROR: failed to set platform API: platform API version '1.0' is incompatible with the lifecycle"),
+        (None, "ERROR: failed to get platform API version; please set 'CNB_PLATFORM_API' to specify the desired platform API version (supported: 0.7 to 0.15)"),
+        ("abc", "ERROR: failed to parse platform API 'abc': supported: 0.7 to 0.15"),
+        ("0.6", "ERROR: failed to set platform API: platform API version '0.6' is incompatible with the lifecycle; supported: 0.7 to 0.15"),
+        ("1.0", "ERROR: failed to set platform API: platform API version '1.0' is incompatible with the lifecycle; supported: 0.7 to 0.15"),
     ],
 )  # fmt: skip
 def test_platform_api_is_checked_before_flags(tmp_path: Path, api: str | None, message: str) -> None:
@@ -53,7 +53,10 @@ def test_supported_platform_apis(tmp_path: Path, api: str) -> None:
     [
         (["-nope"], "flag provided but not defined: -nope"),
         (["-uid", "x"], 'invalid value "x" for flag -uid: parse error'),
-        (["-daemon=maybe"], 'invalid boolean value "maybe" for -daemon: parse error'),
+        (
+            ["-daemon=maybe"],
+            'invalid boolean value "maybe" for -daemon: parse error (use 1, t, T, TRUE, true, True or 0, f, F, FALSE, false, False)',
+        ),
         (["-app"], "flag needs an argument: -app"),
         (["---app", "x"], "bad flag syntax: ---app"),
     ],
@@ -323,6 +326,10 @@ def test_env_bools_follow_go_and_an_invalid_one_is_false(
     assert env_files(layout) == {}
     real = preparer(project=ENV_ONLY, env={"CNB_DRY_RUN": "yes"})  # not a ParseBool spelling: false
     assert real.code == 0 and "Dry run" not in real.stdout
+    assert (
+        "Warning: CNB_DRY_RUN='yes' is not a bool (use 1, t, T, TRUE, true, True or 0, f, F, FALSE, false, False); "
+        "it counts as false" in real.stderr
+    )
     assert env_files(layout) == {"A": "1"}
 
 

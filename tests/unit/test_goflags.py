@@ -38,7 +38,10 @@ def test_bool_false_spellings(spelling: str) -> None:
 @pytest.mark.parametrize("spelling", ["yes", "no", "tRuE", "", " true", "2"])
 def test_other_bool_spellings_are_refused(spelling: str) -> None:
     assert parse_bool(spelling) is None
-    with pytest.raises(FlagError, match=f'^invalid boolean value "{spelling}" for -daemon: parse error$'):
+    with pytest.raises(
+        FlagError,
+        match=f'^invalid boolean value "{spelling}" for -daemon: parse error \\(use 1, t, T, TRUE, true, True or 0, f, F, FALSE, false, False\\)$',
+    ):
         parse([f"-daemon={spelling}"])
 
 
@@ -93,7 +96,10 @@ def test_parsing_stops_at_the_first_positional_or_double_dash(
         (["--=x"], "bad flag syntax: --=x"),
         (["-uid", "x"], 'invalid value "x" for flag -uid: parse error'),
         (["-gid= 1"], 'invalid value " 1" for flag -gid: parse error'),
-        (["-daemon=maybe"], 'invalid boolean value "maybe" for -daemon: parse error'),
+        (
+            ["-daemon=maybe"],
+            'invalid boolean value "maybe" for -daemon: parse error (use 1, t, T, TRUE, true, True or 0, f, F, FALSE, false, False)',
+        ),
     ],
 )
 def test_errors_read_as_go_writes_them(argv: list[str], message: str) -> None:
