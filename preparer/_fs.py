@@ -7,6 +7,7 @@ creates missing parents with the default mode). Everything the build user must r
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,3 +50,75 @@ def temp_file(directory: Path, prefix: str) -> Iterator[Path]:
         yield path
     finally:
         path.unlink(missing_ok=True)
+
+
+#: A claimed directory's name while it is being claimed (``mkdtemp``'s name, before it is locked and renamed).
+_BEING_CLAIMED = ".new"
+#: Seconds after which a directory left half-claimed is taken to be dead (claiming takes microseconds).
+_CLAIM_GRACE = 60.0
+
+
+@contextmanager
+def claimed_dir(parent: Path, prefix: str) -> Iterator[Path]:
+    """A new private directory ``parent/<prefix><random>`` for one run, removed when the block ends.
+
+    The run holds a lock on the directory (``flock``) for as long as it lives: the kernel drops it when the
+    process dies, however it dies, so :func:`sweep` can tell what a dead run left from what a live one uses.
+    The directory gets its final name only once it is locked.
+
+    :raises OSError: the directory cannot be made.
+    """
+    import fcntl  # deferred, with tempfile: only runs that fetch claim directories
+    import shutil
+    import tempfile
+
+    fresh = tempfile.mkdtemp(prefix=prefix, suffix=_BEING_CLAIMED, dir=parent)
+    fd = os.open(fresh, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    path = Path(fresh.removesuffix(_BEING_CLAIMED))
+    try:
+        with contextlib.suppress(OSError):  # a file system without locks: never swept, as if always in use
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.rename(fresh, path)
+        yield path
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
+        shutil.rmtree(path, ignore_errors=True)
+        os.close(fd)
+
+
+def sweep(parent: Path, prefix: str) -> list[str]:
+    """Remove the directories :func:`claimed_dir` made in ``parent`` for runs that died (killed, or out of
+    memory): those of this user whose lock nobody holds. A directory a live run holds is never touched.
+
+    :returns: the names removed.
+    """
+    import fcntl
+    import shutil
+    import time
+
+    removed: list[str] = []
+    try:
+        entries = [e for e in os.scandir(parent) if e.name.startswith(prefix)]
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            info = entry.stat(follow_symlinks=False)
+            fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue  # gone meanwhile, or not a directory
+        try:
+            if info.st_uid != os.geteuid():
+                continue
+            if entry.name.endswith(_BEING_CLAIMED) and time.time() - info.st_mtime < _CLAIM_GRACE:
+                continue  # being claimed right now, perhaps
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # held: a live run's
+            shutil.rmtree(entry.path, ignore_errors=True)
+            if not os.path.lexists(entry.path):
+                removed.append(entry.name)
+        finally:
+            os.close(fd)
+    return removed

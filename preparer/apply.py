@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from preparer import interrupt
 from preparer._logger import log
 from preparer.api import verify_buildpack_api
 from preparer.appfilter import Trash
@@ -46,17 +47,23 @@ def apply_plan(plan: Plan, inputs: Inputs, progress: ProgressFn | None = None) -
 
     :param progress: told of every download's progress, ``(source, done, total)``.
     :raises PreparerError: any failure; nothing has changed then.
+    :raises Interrupted: the run was asked to stop (:mod:`preparer.interrupt`); nothing has changed, or, when the
+        request came during the commit's last steps, everything has.
     """
+    with interrupt.run():
+        return _fetch_and_commit(plan, inputs, progress)
+
+
+def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressFn | None) -> Outcome:
     to_fetch = [s for s in plan.steps if isinstance(s, Fetch)]
     if not to_fetch:
         return _commit(plan, inputs, {}, [])
     # Deferred: fetching brings the cache, the extractor, hashlib, zlib, json, filelock, requests... and many runs
     # fetch nothing.
-    from preparer.fetch.staging import check_fetched, fetch_context, fetch_steps, staging_dir
+    from preparer.fetch.staging import check_fetched, fetch_steps, fetching
 
     warnings: list[str] = []
-    with staging_dir(inputs.buildpacks_dir) as staging:
-        ctx = fetch_context(inputs, staging, plan.base_dir, progress, warnings.append)
+    with fetching(inputs, plan.base_dir, progress, warnings.append) as ctx:
         fetched = fetch_steps(to_fetch, ctx)
         check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
         # Everything is fetched and checked: commit, while the staged buildpacks still exist.
@@ -87,18 +94,22 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
     pending = PendingWrites()
     trash = Trash(inputs.app_dir)
     installed: list[Path] = []
-    try:
-        order = _stage_order(plan, results, inputs, owner, pending)
-        env_paths = _stage_env(plan, inputs.platform_dir, owner, pending)
-        removed = trash.move(plan.removal) if plan.removal is not None else 0
-        records = _records(plan.steps, results, inputs.buildpacks_dir, installed)
-        pending.commit()
-    except BaseException:
-        _uninstall(installed)
-        trash.restore()
-        pending.abort()
-        raise
-    trash.empty()
+    # A signal is taken at the checks below (everything is then undone), or after the last step (everything
+    # is then done), never between.
+    with interrupt.deferred():
+        try:
+            order = _stage_order(plan, results, inputs, owner, pending)
+            env_paths = _stage_env(plan, inputs.platform_dir, owner, pending)
+            removed = trash.move(plan.removal) if plan.removal is not None else 0
+            records = _records(plan.steps, results, inputs.buildpacks_dir, installed)
+            interrupt.check()  # the last moment a request to stop undoes everything
+            pending.commit()
+        except BaseException:
+            _uninstall(installed)
+            trash.restore()
+            pending.abort()
+            raise
+        trash.empty()
     written = [str(p) for p in installed]
     if order is not None:
         shown = "; ".join(", ".join(e.ref for e in g) for g in order.groups)
@@ -140,6 +151,7 @@ def _records(
         result = results[id(step)]
         new = []
         for bp in result.buildpacks:
+            interrupt.check()
             if install(bp, buildpacks_dir):
                 installed.append(buildpack_dir(buildpacks_dir, bp.descriptor.id, bp.descriptor.version))
                 new.append(bp)
@@ -190,7 +202,7 @@ def _stage_order(
 
     group = None if plan.group is None else elements(plan.group)
     order = compose_order(elements(plan.pre), group, elements(plan.post), builder)
-    pending.mkdir(inputs.layers_dir)
+    pending.ready(inputs.layers_dir)
     pending.add(inputs.layers_dir / "order.toml", dumps_order(order).encode(), 0o644, owner)
     return order
 
@@ -203,7 +215,7 @@ def _stage_env(
     if not to_write:
         return []
     env_dir = platform_dir / "env"
-    pending.mkdir(env_dir)
+    pending.ready(env_dir)
     paths = []
     for entry in to_write:
         pending.add(env_dir / entry.name, entry.value.encode(), 0o644, owner)

@@ -18,7 +18,7 @@ from typing import Any, NoReturn, TextIO
 
 import typer
 
-from preparer import goflags
+from preparer import goflags, interrupt
 from preparer._version import __version__
 from preparer.api import verify_platform_api
 from preparer.errors import InvalidInputsError, PreparerError
@@ -55,6 +55,7 @@ def entry() -> NoReturn:
     phase needs: every file the run writes is closed and its temporary directories removed before :func:`main`
     returns.
     """
+    interrupt.handle_signals()
     code = main()
     logging.shutdown()
     _flush_or_discard()
@@ -64,8 +65,11 @@ def entry() -> NoReturn:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command on ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    # Outside standalone mode, click returns the code of the typer.Exit raised by the command.
-    code = app(args=args, prog_name=PROGRAM, standalone_mode=False, obj=args)
+    try:
+        # Outside standalone mode, click returns the code of the typer.Exit raised by the command.
+        code = app(args=args, prog_name=PROGRAM, standalone_mode=False, obj=args)
+    except (KeyboardInterrupt, typer.Abort) as error:  # a signal before the phase began
+        code = _interrupted(error.__cause__ if isinstance(error, typer.Abort) else error)
     _flush_or_discard()
     return code if isinstance(code, int) else 0
 
@@ -161,14 +165,24 @@ def _prepare(parsed: goflags.Parsed, environ: Mapping[str, str], color: bool) ->
     except PreparerError as error:
         log.error("%s", error.message)
         return int(error.exit_code)
-    except KeyboardInterrupt:
-        log.error("failed to prepare: interrupted")
-        return 130
+    except KeyboardInterrupt as stopped:
+        return _interrupted(stopped)
     except Exception as error:  # no input may end in a traceback; it is shown at debug level only
         log.debug("unexpected error", exc_info=True)
         log.error("failed to prepare: %s: %s", type(error).__name__, error)
         return ExitCode.FAILED
     return ExitCode.SUCCESS
+
+
+def _interrupted(stopped: BaseException | None) -> int:
+    """Say that the run was stopped (:class:`Interrupted` from the signal handlers, or a bare Ctrl-C when
+    :func:`main` runs in another program's process); the exit code a shell gives for the signal."""
+    if not isinstance(stopped, interrupt.Interrupted):
+        stopped = interrupt.Interrupted()
+    log.error("%s", stopped.message)
+    if not log.handlers:  # before logging is set up
+        _say(sys.stderr, f"ERROR: {stopped.message}\n")
+    return stopped.exit_code
 
 
 def _report_early_failure(parsed: goflags.Parsed, environ: Mapping[str, str], error: PreparerError) -> None:

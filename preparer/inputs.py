@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, overload
 
 from preparer._logger import log
 from preparer.api import SUPPORTED_PLATFORM_APIS, APIVersion, verify_platform_api
@@ -26,8 +26,47 @@ DEFAULT_BUILDPACK_REGISTRY_INDEX = DEFAULT_REGISTRY_INDEX
 LOG_LEVELS = ("debug", "info", "warn", "error")
 #: User and group ids run from 0 to 2^32 - 2 (2^32 - 1 is -1, "no change", to chown).
 MAX_ID = (1 << 32) - 1
-_PATHS = ("app_dir", "layers_dir", "platform_dir", "buildpacks_dir", "order_path")
-_OPTIONAL_PATHS = ("project_descriptor", "platform_config", "download_cache", "prepare_report")
+
+
+class _PathField:
+    """A path of :class:`Inputs`, given as ``str`` or any ``os.PathLike`` and kept as an absolute :class:`Path`.
+
+    A data descriptor, so that type checkers accept what :meth:`__set__` accepts in the constructor, and the
+    attribute reads as a ``Path``.
+    """
+
+    def __init__(self, default: str) -> None:
+        self.default = Path(default)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name, self.slot = name, f"_{name}"
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Path: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> Path: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> Path:
+        return self.default if obj is None else cast(Path, getattr(obj, self.slot))
+
+    def __set__(self, obj: object, value: str | os.PathLike[str]) -> None:
+        object.__setattr__(obj, self.slot, _absolute(self.name, value))
+
+
+class _OptionalPathField:
+    """A path of :class:`Inputs` that may be ``None``, otherwise as :class:`_PathField`."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name, self.slot = name, f"_{name}"
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> None: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> Path | None: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> Path | None:
+        return None if obj is None else cast("Path | None", getattr(obj, self.slot))
+
+    def __set__(self, obj: object, value: str | os.PathLike[str] | None) -> None:
+        object.__setattr__(obj, self.slot, None if value is None else _absolute(self.name, value))
 
 
 def _host_platform() -> str:
@@ -47,19 +86,19 @@ class Inputs:
     :class:`~preparer.errors.InvalidInputsError` naming the field.
     """
 
-    app_dir: Path = Path(default("app"))
-    layers_dir: Path = Path(default("layers"))
-    platform_dir: Path = Path(default("platform"))
-    buildpacks_dir: Path = Path(default("buildpacks"))
+    app_dir: _PathField = _PathField(default("app"))
+    layers_dir: _PathField = _PathField(default("layers"))
+    platform_dir: _PathField = _PathField(default("platform"))
+    buildpacks_dir: _PathField = _PathField(default("buildpacks"))
     #: The builder's order, read only.
-    order_path: Path = Path(default("order"))
+    order_path: _PathField = _PathField(default("order"))
     #: ``None`` means ``<app>/project.toml``, which may be missing.
-    project_descriptor: Path | None = None
+    project_descriptor: _OptionalPathField = _OptionalPathField()
     platform_namespace: str | None = None
-    platform_config: Path | None = None
+    platform_config: _OptionalPathField = _OptionalPathField()
     #: ``None`` disables the download cache.
-    download_cache: Path | None = None
-    prepare_report: Path | None = None
+    download_cache: _OptionalPathField = _OptionalPathField()
+    prepare_report: _OptionalPathField = _OptionalPathField()
     dry_run: bool = False
     uid: int | None = None
     gid: int | None = None
@@ -77,13 +116,7 @@ class Inputs:
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        for name in _PATHS:
-            object.__setattr__(self, name, _absolute(name, getattr(self, name)))
-        for name in _OPTIONAL_PATHS:
-            value = getattr(self, name)
-            if value is not None:
-                object.__setattr__(self, name, _absolute(name, value))
-        _check_types(self)
+        _check_types(self)  # paths are checked and made absolute as they are set (_PathField)
 
     @property
     def descriptor_path(self) -> Path:

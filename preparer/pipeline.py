@@ -22,6 +22,7 @@ from preparer.files._toml import load_toml
 from preparer.files.buildpack import installed_versions
 from preparer.files.order import Order, read_order
 from preparer.inputs import Inputs
+from preparer.interrupt import Interrupted
 from preparer.plan import Plan, Present, Step, make_plan
 from preparer.report import EnvRecord, Report, unapplied_message, write_report
 
@@ -59,6 +60,8 @@ def prepare(inputs: Inputs, *, progress: ProgressFn | None = None) -> Report:
 
     :param progress: told of every download's progress, ``(source, done, total)``.
     :raises PreparerError: with the exit code the command uses; nothing has changed on disk then.
+    :raises preparer.interrupt.Interrupted: the run was asked to stop (SIGINT, SIGTERM, or
+        :func:`preparer.interrupt.stop`); see :func:`preparer.apply.apply_plan`.
     """
     try:
         plan = plan_run(inputs)
@@ -69,7 +72,7 @@ def prepare(inputs: Inputs, *, progress: ProgressFn | None = None) -> Report:
             report = _report(plan, inputs)
         else:
             report = run_plan(plan, inputs, progress)
-    except PreparerError as err:
+    except (PreparerError, Interrupted) as err:
         if inputs.prepare_report is not None:
             write_report(inputs.prepare_report, error=(int(err.exit_code), err.message))
         raise

@@ -7,7 +7,8 @@ Layout under the cache root (``-download-cache``)::
     trees/sha256/<hex>.manifest.json   what that tree holds: every directory, file and link, with inodes and times
     http/<sha256(url)>.json            the ETag, Last-Modified and body digest a server gave for a URL
     private/<sha256(registry/repo)>    marks a repository that asked for credentials
-    tmp/                               partial downloads and extractions; renamed into place after the checks
+    tmp/run-<random>/                  one run's partial downloads and extractions, renamed into place after the
+                                       checks; the run holds a lock on it, and a later run removes it if it died
     locks/<sha256(key)>.lock           inter-process locks (filelock), one per blob or URL being fetched
 
 The cache is a trust boundary (docs/security.md). It is used only when its root and every directory in it are
@@ -28,14 +29,18 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from preparer._fs import temp_file
+from preparer import interrupt
+from preparer._fs import claimed_dir, sweep, temp_file
 from preparer.errors import FetchError
 
+#: The run directories in ``tmp/`` (:meth:`DownloadCache.claim`).
+_RUN_PREFIX = "run-"
 #: The directories of the cache, made 0700 on first use.
 _SUBDIRS = ("blobs", "blobs/sha256", "trees", "trees/sha256", "http", "private", "tmp", "locks")
 
@@ -77,6 +82,7 @@ class DownloadCache:
     def __init__(self, root: Path) -> None:
         """Use :meth:`open`, which makes and checks the directories."""
         self.root = root
+        self._run_tmp: Path | None = None
 
     @classmethod
     def open(cls, root: Path) -> DownloadCache:
@@ -127,8 +133,23 @@ class DownloadCache:
         (self._dir(f"blobs/{algorithm}") / hexdigest).unlink(missing_ok=True)
 
     def tmp_dir(self) -> Path:
-        """A directory on the cache's filesystem for partial downloads (so :meth:`add_blob` can rename)."""
-        return self._dir("tmp")
+        """A directory on the cache's filesystem for partial downloads (so :meth:`add_blob` can rename): the
+        run's own in ``tmp/`` while it holds :meth:`claim`."""
+        return self._run_tmp or self._dir("tmp")
+
+    @contextmanager
+    def claim(self) -> Iterator[list[str]]:
+        """For the block, give this run a directory of its own in ``tmp/`` for its partial downloads, removed
+        when the block ends; first remove those of runs that died (:func:`preparer._fs.sweep`). The block gets
+        the names removed."""
+        tmp = self._dir("tmp")
+        removed = sweep(tmp, _RUN_PREFIX)
+        with claimed_dir(tmp, _RUN_PREFIX) as own:
+            self._run_tmp = own
+            try:
+                yield removed
+            finally:
+                self._run_tmp = None
 
     def add_blob(self, src: Path, digest: str) -> Path:
         """Move the complete file ``src``, whose sha256 the caller verified, into the store.
@@ -159,12 +180,17 @@ class DownloadCache:
         from filelock import FileLock, Timeout  # deferred (third-party): only runs that download take locks
 
         name = hashlib.sha256(key.encode()).hexdigest()
-        lock = FileLock(str(self._dir("locks") / f"{name}.lock"), timeout=timeout, mode=0o600)
-        try:
-            lock.acquire()
-        except Timeout:
-            yield False
-            return
+        lock = FileLock(str(self._dir("locks") / f"{name}.lock"), mode=0o600)
+        ends = time.monotonic() + timeout
+        while True:  # in short waits, so that a request to stop is seen
+            try:
+                lock.acquire(timeout=min(0.25, max(0.0, ends - time.monotonic())))
+                break
+            except Timeout:
+                interrupt.check()
+                if time.monotonic() >= ends:
+                    yield False
+                    return
         try:
             yield True
         finally:
@@ -240,7 +266,7 @@ class DownloadCache:
     def put_http_meta(self, url: str, meta: dict[str, str]) -> None:
         """Record ``meta`` for ``url`` atomically."""
         path = self._meta_path(url)
-        with temp_file(path.parent, ".meta-") as tmp:
+        with self.temp_file() as tmp:
             tmp.write_text(json.dumps(meta))
             os.replace(tmp, path)
 
@@ -258,7 +284,7 @@ class DownloadCache:
         """Remember that ``registry/repository`` asks for credentials."""
         path = self._private_path(repository)
         if not path.exists():
-            with temp_file(path.parent, ".private-") as tmp:
+            with self.temp_file() as tmp:
                 os.replace(tmp, path)
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from preparer import interrupt
 from preparer.errors import FetchError
 from preparer.fetch.streams import TarStream
 
@@ -130,6 +131,7 @@ class _Reader:
             if len(header) != BLOCK:
                 raise EOFError("the archive ended in the middle of a header")
             kind, name, size, mode, link = _parse_header(header)
+            interrupt.check()
             self.writer.count(name)
             if kind in (b"L", b"K", b"x", b"g"):
                 data = self._extended(name, size)

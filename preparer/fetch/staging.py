@@ -3,13 +3,14 @@ parallel, and the checks that run before anything is committed (:mod:`preparer.a
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from preparer._fs import claimed_dir, sweep
 from preparer._logger import log
 from preparer.api import verify_buildpack_api
 from preparer.errors import FetchError, InvalidInputsError
@@ -23,16 +24,21 @@ from preparer.files.buildpack import buildpack_dir
 from preparer.inputs import Inputs
 from preparer.plan import Fetch
 
+#: Staging directories: in ``<buildpacks>`` (hidden), or in ``$TMPDIR`` when ``<buildpacks>`` cannot be written.
+STAGING_PREFIXES = (".preparer-staging-", "preparer-staging-")
 
-def fetch_context(
+
+@contextmanager
+def fetching(
     inputs: Inputs,
-    staging: Path,
     base_dir: Path,
     progress: ProgressFn | None = None,
     collect: Callable[[str], None] | None = None,
-) -> FetchContext:
-    """What the fetchers of one run share. The download cache is opened here; one that cannot be trusted is
-    left out, with a warning (a cache never fails a build).
+) -> Iterator[FetchContext]:
+    """What the fetchers of one run share, for the block: a staging directory of the run's own, and the download
+    cache, opened and checked, with a directory of the run's own for partial downloads. Both are removed when the
+    block ends, whatever ends it; what runs that died left is removed first (:func:`preparer._fs.sweep`). A cache
+    that cannot be trusted is left out, with a warning (a cache never fails a build).
 
     :param collect: told every warning the fetchers have, besides the ``preparer`` logger.
     """
@@ -42,42 +48,56 @@ def fetch_context(
         if collect is not None:
             collect(message)
 
-    cache = None
-    if inputs.download_cache is not None:
+    with contextlib.ExitStack() as stack:
+        staging = _enter_staging(stack, inputs.buildpacks_dir)
+        cache = None
+        if inputs.download_cache is not None:
+            try:
+                cache = DownloadCache.open(inputs.download_cache)
+                removed = stack.enter_context(cache.claim())
+            except CacheUnusable as why:
+                warn(f"the download cache is not used: {why}")
+            except OSError as err:
+                warn(f"the download cache is not used: {inputs.download_cache}: {err.strerror or err}")
+                cache = None
+            else:
+                if removed:
+                    log.debug("Removed what %d interrupted runs left in the download cache", len(removed))
+        yield FetchContext(
+            staging=staging,
+            base_dir=base_dir,
+            buildpacks_dir=inputs.buildpacks_dir,
+            cache=cache,
+            # Hard links into the cache only where the build cannot write them: the cache's files are root's.
+            link_installs=os.geteuid() == 0 and inputs.uid not in (None, 0),
+            insecure_registries=inputs.insecure_registries,
+            environ=inputs.environ,
+            platform=inputs.target_platform,
+            registry_index=inputs.registry_index,
+            progress=progress or no_progress,
+            warn=warn,
+            transport=Transport(
+                timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout),
+                deadline=inputs.download_timeout,
+            ),
+        )
+
+
+def _enter_staging(stack: contextlib.ExitStack[bool | None], buildpacks_dir: Path) -> Path:
+    """A staging directory of the run's own, for as long as ``stack`` lasts: beside ``<buildpacks>`` when it can
+    be written there (so that commits are renames), else in ``$TMPDIR``. Staging directories of runs that died
+    are removed first."""
+    for parent, prefix in zip((buildpacks_dir, Path(tempfile.gettempdir())), STAGING_PREFIXES, strict=True):
+        removed = sweep(parent, prefix)
+        if removed:
+            log.debug("Removed what %d interrupted runs left in %s", len(removed), parent)
         try:
-            cache = DownloadCache.open(inputs.download_cache)
-        except CacheUnusable as why:
-            warn(f"the download cache is not used: {why}")
-    return FetchContext(
-        staging=staging,
-        base_dir=base_dir,
-        buildpacks_dir=inputs.buildpacks_dir,
-        cache=cache,
-        # Hard links into the cache only where the build cannot write them: the cache's files are root's.
-        link_installs=os.geteuid() == 0 and inputs.uid not in (None, 0),
-        insecure_registries=inputs.insecure_registries,
-        environ=inputs.environ,
-        platform=inputs.target_platform,
-        registry_index=inputs.registry_index,
-        progress=progress or no_progress,
-        warn=warn,
-        transport=Transport(
-            timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout), deadline=inputs.download_timeout
-        ),
+            return stack.enter_context(claimed_dir(parent, prefix))
+        except OSError:
+            continue
+    raise FetchError(
+        "make a staging directory", f"neither {buildpacks_dir} nor {tempfile.gettempdir()} can be written"
     )
-
-
-@contextmanager
-def staging_dir(buildpacks_dir: Path) -> Iterator[Path]:
-    """A private staging directory, beside ``<buildpacks>`` when possible so that commits are renames."""
-    try:
-        path = Path(tempfile.mkdtemp(prefix=".preparer-staging-", dir=buildpacks_dir))
-    except OSError:
-        path = Path(tempfile.mkdtemp(prefix="preparer-staging-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def fetch_steps(steps: Sequence[Fetch], ctx: FetchContext) -> list[Fetched]:

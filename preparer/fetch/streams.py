@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Self, TypeVar
 
+from preparer import interrupt
 from preparer.errors import FetchError
 from preparer.fetch.transport import NetworkError, describe
 
@@ -133,6 +134,7 @@ class NetworkReader:
         return data
 
     def _count(self, received: int) -> None:
+        interrupt.check()
         self.size += received
         now = time.monotonic()
         if self.ends is not None and now > self.ends:
@@ -240,7 +242,7 @@ class _ReadAhead:
 
     def __init__(self, chunks: _Chunks, depth: int = 4) -> None:
         self.chunks = chunks
-        self.queue: queue.Queue[bytes | Exception] = queue.Queue(depth)
+        self.queue: queue.Queue[bytes | BaseException] = queue.Queue(depth)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="read-ahead", daemon=True)
         self.thread.start()
@@ -248,8 +250,8 @@ class _ReadAhead:
     def _run(self) -> None:
         while not self.stop.is_set():
             try:
-                item: bytes | Exception = self.chunks.next()
-            except Exception as err:  # noqa: BLE001 (handed to the reader, which raises it)
+                item: bytes | BaseException = self.chunks.next()
+            except BaseException as err:  # noqa: BLE001 (handed to the reader, which raises it)
                 item = err
             self.queue.put(item)
             if not isinstance(item, bytes) or not item:
@@ -257,7 +259,7 @@ class _ReadAhead:
 
     def next(self) -> bytes:
         item = self.queue.get()
-        if isinstance(item, Exception):
+        if isinstance(item, BaseException):
             raise item
         return item
 

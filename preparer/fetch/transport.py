@@ -12,13 +12,13 @@ from __future__ import annotations
 import base64
 import os
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
+from preparer import interrupt
 from preparer._version import __version__
 from preparer.errors import FetchError, NotFoundError
 
@@ -147,12 +147,16 @@ class Transport:
         """
         import requests  # deferred (heavy): only runs that download import it
 
+        interrupt.check()
         try:
             response = self.session().get(url, headers=headers or {}, stream=True, timeout=self.timeouts)
         except requests.exceptions.SSLError as err:
             raise FetchError(action, tls_failure(err)) from None
         except requests.RequestException as err:
+            interrupt.check()  # a connection shut down by a request to stop is not a network failure
             raise NetworkError(describe(err)) from err
+        connection = getattr(response.raw, "connection", None)
+        interrupt.watch(getattr(connection, "sock", None))  # a stop wakes a thread blocked reading the body
         if check:
             check_status(response, action)
         return response
@@ -166,7 +170,7 @@ class Transport:
         last: NetworkError | None = None
         for number in range(self.retries + 1):
             if number:
-                time.sleep(self.backoff * 2 ** (number - 1))
+                interrupt.sleep(self.backoff * 2 ** (number - 1))
             try:
                 return attempt()
             except NetworkError as err:
@@ -247,6 +251,7 @@ def probe_unchanged(url: str, headers: dict[str, str], timeouts: tuple[float, fl
             connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=connect)
         try:
             connection.connect()
+            interrupt.watch(connection.sock)
             if connection.sock is not None:
                 connection.sock.settimeout(read)
             connection.request("GET", path, headers=request_headers)

@@ -16,6 +16,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from preparer import interrupt
 from preparer._fs import make_dirs
 from preparer.errors import ApplyError, FetchError
 from preparer.fetch.base import StagedBuildpack
@@ -43,6 +44,7 @@ def copy_tree(src: Path, dest: Path, source: str) -> None:
     dest.chmod(0o755)
     links: dict[str, str] = {}
     for dirpath, dirnames, filenames in os.walk(src):
+        interrupt.check()
         rel_dir = os.path.relpath(dirpath, src)
         for name in sorted(dirnames + filenames):
             rel = os.path.normpath(os.path.join(rel_dir, name))
@@ -133,6 +135,7 @@ def _install(tree: CachedTree, out: str, link: bool) -> None:
             os.chmod(f"{out}/{rel}", 0o755)
     for rel, target in tree.links.items():
         os.symlink(target, f"{out}/{rel}")
+    interrupt.check()
     if link:
         try:
             for rel in tree.files:
@@ -143,6 +146,7 @@ def _install(tree: CachedTree, out: str, link: bool) -> None:
         except OSError:  # another filesystem: copies instead (of what is not linked yet)
             pass
     for rel, record in tree.files.items():
+        interrupt.check()
         if not os.path.lexists(f"{out}/{rel}"):
             _copy(rel, record, f"{base}/{rel}", f"{out}/{rel}")
 

@@ -6,8 +6,8 @@ import contextlib
 import errno
 import itertools
 import os
+import re
 import stat
-import threading
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -95,39 +95,49 @@ def dumps_toml(doc: dict[str, Any]) -> str:
     return tomli_w.dumps(doc)
 
 
+#: The temporary name of a pending write, ``.<name>.preparer-<pid>-<n>.tmp``.
+_PENDING_NAME = re.compile(r"\..+\.preparer-\d+-\d+\.tmp\Z", re.DOTALL)
+
+
 class PendingWrites:
     """Files written under temporary names and renamed into place together.
 
     Everything that can fail (creating directories, writing, ``chmod``, ``chown``) happens in :meth:`add`, so a
-    failure there leaves nothing behind after :meth:`abort`; :meth:`commit` only renames.
+    failure there leaves nothing behind after :meth:`abort`; :meth:`commit` only renames. Each temporary file is
+    locked (``flock``) until it is renamed or removed, so that the temporary files of a run that died (a
+    ``.order.toml…tmp`` in ``<layers>``, or a ``.NAME…tmp`` in ``<platform>/env`` that the build would take for
+    a variable) can be told from a live run's and are removed by the next run (:meth:`ready`).
     """
 
     def __init__(self) -> None:
         self.files: list[tuple[str, Path]] = []
+        self.fds: list[int] = []
         self.created: list[Path] = []
 
-    def mkdir(self, path: Path, mode: int = 0o755) -> None:
-        """Create ``path`` and its missing parents (remembered, so :meth:`abort` can remove them)."""
+    def ready(self, path: Path, mode: int = 0o755) -> None:
+        """Make the directory ``path`` ready for writes: create it and its missing parents (remembered, so
+        :meth:`abort` can remove them), and remove the temporary files that runs which died left in it."""
         try:
             self.created += make_dirs(path, mode)
         except OSError as err:
             raise ApplyError(f"create {path}", err.strerror or err) from None
+        _sweep_pending(path)
 
     def add(self, path: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> None:
         """Write ``data`` to a temporary file beside ``path``, with its final mode and owner."""
-        # A name no other writer uses (tempfile would cost its import on every run): pid, thread, and a counter.
-        tmp = str(path.parent / f".{path.name}.{os.getpid()}.{threading.get_ident()}.{next(_COUNTER)}.tmp")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            fd, tmp = _locked_temp(path)
         except OSError as err:
             raise ApplyError(f"write {path}", err.strerror or err) from None
         self.files.append((tmp, path))
+        self.fds.append(fd)
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, mode)
             if owner is not None:
-                os.chown(tmp, *owner)
+                os.fchown(fd, *owner)
         except OSError as err:
             raise ApplyError(f"write {path}", err.strerror or err) from None
 
@@ -139,15 +149,64 @@ class PendingWrites:
             except OSError as err:
                 raise ApplyError(f"write {path}", err.strerror or err) from None
         self.files = []
+        self._close()
 
     def abort(self) -> None:
-        """Remove the temporary files and the directories :meth:`mkdir` created."""
+        """Remove the temporary files and the directories :meth:`ready` created."""
         for tmp, _ in self.files:
             Path(tmp).unlink(missing_ok=True)
+        self._close()
         for directory in reversed(self.created):
             with contextlib.suppress(OSError):
                 directory.rmdir()
         self.files, self.created = [], []
+
+    def _close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
+
+
+def _locked_temp(path: Path) -> tuple[int, str]:
+    """A new temporary file beside ``path``, open and locked: ``(fd, name)``."""
+    import fcntl  # deferred, as tempfile is elsewhere: a C module, but not one every command needs
+
+    for _ in range(3):
+        # A name no other writer uses (tempfile would cost its import on every run): pid and a counter.
+        tmp = str(path.parent / f".{path.name}.preparer-{os.getpid()}-{next(_COUNTER)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with contextlib.suppress(OSError):  # a file system without locks: never swept, as if always in use
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        with contextlib.suppress(FileNotFoundError):
+            if Path(tmp).lstat().st_ino == os.fstat(fd).st_ino:
+                return fd, tmp
+        os.close(fd)  # swept by another run in the instant before it was locked: make another
+    raise OSError(errno.EAGAIN, f"temporary files beside {path} keep disappearing")
+
+
+def _sweep_pending(directory: Path) -> None:
+    """Remove the temporary files of pending writes in ``directory`` that no live run holds."""
+    import fcntl
+
+    try:
+        names = [n for n in os.listdir(directory) if _PENDING_NAME.match(n)]
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            Path(path).unlink()
+        except OSError:
+            continue  # held by a live run, or gone
+        finally:
+            os.close(fd)
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> None:

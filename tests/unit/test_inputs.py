@@ -210,8 +210,8 @@ def test_paths_may_be_strings_or_path_likes_and_become_absolute(tmp_path: Path) 
         def __fspath__(self) -> str:
             return "relative/app"
 
-    inputs = Inputs(app_dir=Where(), layers_dir="/layers/../layers", platform_dir=tmp_path,  # type: ignore[arg-type]
-                    prepare_report="r.toml", download_cache=None)  # type: ignore[arg-type]  # fmt: skip
+    inputs = Inputs(app_dir=Where(), layers_dir="/layers/../layers", platform_dir=tmp_path,
+                    prepare_report="r.toml", download_cache=None)  # fmt: skip
     assert inputs.app_dir == Path.cwd() / "relative" / "app"
     assert inputs.layers_dir == Path("/layers")
     assert inputs.platform_dir == tmp_path
