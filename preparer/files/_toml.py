@@ -58,6 +58,7 @@ def load_toml(
     error: type[PreparerError] = DescriptorError,
     action: str | None = None,
     limit: int = MAX_TOML,
+    named: bool = True,
 ) -> TOMLTable:
     """Read and parse the TOML file ``path``, the one loader of every TOML file the preparer reads.
 
@@ -66,26 +67,33 @@ def load_toml(
     :param what: names the file's role in messages, e.g. ``project descriptor``.
     :param error: the class of error to raise (the descriptor's are exit 3; the builder's own files differ).
     :param action: the message's action, when not ``read <what>`` / ``parse <what>``.
+    :param named: whether causes start with ``path``; not when ``action`` names the file as the user knows it
+        (a staged copy's path means nothing to them).
     :raises DescriptorError: (or ``error``) when the file cannot be read or is not valid TOML.
     """
+    where = f"{path}: " if named else ""
+
+    def fail(verb: str, cause: str) -> PreparerError:
+        return error(action or f"{verb} {what}", cause)
+
     try:
         data = read_regular(path, limit)
     except FileNotFoundError:
-        raise error(action or f"read {what}", f"{path} does not exist") from None
+        raise fail("read", f"{path} does not exist" if named else f"there is no {path.name}") from None
     except IsADirectoryError:
-        raise error(action or f"read {what}", f"{path} is a directory") from None
+        raise fail("read", f"{path} is a directory" if named else f"{path.name} is a directory") from None
     except OSError as err:
-        raise error(action or f"read {what}", f"{path}: {err.strerror or err}") from None
+        raise fail("read", f"{where}{err.strerror or err}") from None
     except ValueError as why:
-        raise error(action or f"read {what}", f"{path}: {why}") from None
+        raise fail("read", f"{where}{why}") from None
     try:
         return tomllib.loads(data.decode())
     except UnicodeDecodeError as err:
-        raise error(action or f"parse {what}", f"{path}: not UTF-8 text ({err.reason})") from None
+        raise fail("parse", f"{where}not UTF-8 text ({err.reason})") from None
     except tomllib.TOMLDecodeError as err:
-        raise error(action or f"parse {what}", f"{path}: {err}") from None
+        raise fail("parse", f"{where}{err}") from None
     except RecursionError:
-        raise error(action or f"parse {what}", f"{path}: nested too deeply") from None
+        raise fail("parse", f"{where}nested too deeply") from None
 
 
 def dumps_toml(doc: dict[str, Any]) -> str:

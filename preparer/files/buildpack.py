@@ -109,7 +109,7 @@ def read_buildpack_toml(
     """
     error = BuilderError if builder else FetchError
     action = f"read buildpack.toml of {shown}" if shown else f"read {path}"
-    doc = load_toml(path, "buildpack.toml", error=error, action=action)
+    doc = load_toml(path, "buildpack.toml", error=error, action=action, named=shown is None)
     try:
         return parse_buildpack_toml(doc)
     except MalformedError as why:
