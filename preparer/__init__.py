@@ -3,7 +3,7 @@
 Platform implementers call :func:`prepare` with :class:`Inputs` and read the :class:`Report`, or take it in two
 steps: :func:`plan_run` (read and check everything, change nothing) returns a :class:`~preparer.plan.Plan` to
 inspect, and :func:`run_plan` carries it out. Every error is a :class:`PreparerError` carrying the command's
-``exit_code``.
+``exit_code``; a run asked to stop (a signal, or :func:`preparer.interrupt.stop`) raises :class:`Interrupted`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ if TYPE_CHECKING:
         NotFoundError,
         PlatformAPIError,
         PreparerError,
+        UnexpectedError,
     )
     from preparer.inputs import Inputs
+    from preparer.interrupt import Interrupted
     from preparer.pipeline import describe_plan, plan_run, prepare, run_plan
     from preparer.plan import Plan
     from preparer.report import BuildpackRecord, EnvRecord, Report, Unapplied
@@ -38,6 +40,7 @@ __all__ = [
     "EnvRecord",
     "FetchError",
     "Inputs",
+    "Interrupted",
     "InvalidInputsError",
     "NotFoundError",
     "Plan",
@@ -45,6 +48,7 @@ __all__ = [
     "PreparerError",
     "Report",
     "Unapplied",
+    "UnexpectedError",
     "__version__",
     "describe_plan",
     "plan_run",
@@ -58,10 +62,11 @@ __all__ = [
 _HOMES = {
     **dict.fromkeys(
         ("ApplyError", "BuilderError", "BuildpackAPIError", "DescriptorError", "FetchError", "InvalidInputsError",
-         "NotFoundError", "PlatformAPIError", "PreparerError"),
+         "NotFoundError", "PlatformAPIError", "PreparerError", "UnexpectedError"),
         "preparer.errors",
     ),
     "Inputs": "preparer.inputs",
+    "Interrupted": "preparer.interrupt",
     **dict.fromkeys(("describe_plan", "plan_run", "prepare", "run_plan"), "preparer.pipeline"),
     "Plan": "preparer.plan",
     **dict.fromkeys(("BuildpackRecord", "EnvRecord", "Report", "Unapplied"), "preparer.report"),

@@ -159,6 +159,7 @@ def run_plan(plan: Plan, inputs: Inputs, progress: ProgressFn | None = None) -> 
     """Carry ``plan`` out: fetch, check, and commit all or nothing.
 
     :raises PreparerError: any failure; nothing has changed on disk then.
+    :raises preparer.interrupt.Interrupted: the run was asked to stop; see :func:`preparer.apply.apply_plan`.
     """
     outcome = apply_plan(plan, inputs, progress)
     report = _report(plan, inputs, outcome.buildpacks, outcome.written, outcome.removed)
@@ -187,7 +188,10 @@ def _report(
 
 
 def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
-    """The dry run's account of ``plan``: what a real run would fetch, write and remove, a line each."""
+    """The dry run's account of ``plan``: what a real run would fetch, write and remove, a line each.
+
+    Pure: it raises nothing of its own (``plan`` was checked by :func:`plan_run`).
+    """
     lines = []
     if plan.config.writes_order:
         for label, steps in (("pre", plan.pre), ("group", plan.group or ()), ("post", plan.post)):

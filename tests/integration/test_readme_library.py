@@ -44,3 +44,18 @@ def test_the_readme_library_example_runs(tmp_path: Path) -> None:
     ]
     assert (tmp_path / "platform" / "env" / "FROM_PACK").read_text() == "1"
     assert "heroku/python" in (tmp_path / "layers" / "order.toml").read_text()
+
+
+def test_the_public_api_is_documented_with_what_it_raises() -> None:
+    import inspect
+
+    import preparer
+
+    for name in preparer.__all__:
+        obj = getattr(preparer, name)
+        doc = inspect.getdoc(obj) or ""
+        assert doc, name
+        if inspect.isfunction(obj) and name != "describe_plan":  # pure: it raises nothing of its own
+            assert ":raises PreparerError:" in doc, name
+        if name in ("prepare", "run_plan"):  # the two that fetch, and so can be stopped
+            assert ":raises preparer.interrupt.Interrupted:" in doc, name
