@@ -55,8 +55,9 @@ def entry() -> NoReturn:
     phase needs: every file the run writes is closed and its temporary directories removed before :func:`main`
     returns.
     """
-    interrupt.handle_signals()
-    code = main()
+    with interrupt.run():  # the whole command: a signal at any point of it is seen by the phase
+        interrupt.handle_signals()
+        code = main()
     logging.shutdown()
     _flush_or_discard()
     os._exit(code)
@@ -159,7 +160,8 @@ def _prepare(parsed: goflags.Parsed, environ: Mapping[str, str], color: bool) ->
     )
     try:
         try:
-            prepare(inputs, progress=progress)
+            with interrupt.armed():
+                prepare(inputs, progress=progress)
         finally:
             progress.close()
     except PreparerError as error:

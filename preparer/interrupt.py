@@ -27,7 +27,18 @@ if TYPE_CHECKING:
 #: ``socket.SHUT_RDWR``, without importing socket (a run that downloads nothing never needs it).
 _SHUT_RDWR = 2
 
-__all__ = ["Interrupted", "check", "deferred", "handle_signals", "run", "sleep", "stop", "stopping", "watch"]
+__all__ = [
+    "Interrupted",
+    "armed",
+    "check",
+    "deferred",
+    "handle_signals",
+    "run",
+    "sleep",
+    "stop",
+    "stopping",
+    "watch",
+]
 
 _stop = threading.Event()
 _state_lock = threading.RLock()  # re-entered by a signal handler in the main thread
@@ -41,6 +52,8 @@ _deferring = 0
 _held = 0
 #: Whether the main thread was sent :class:`Interrupted` during the runs in progress.
 _raised = False
+#: How deep the main thread is in :func:`armed` blocks, where a signal raises at once.
+_armed = 0
 
 
 class Interrupted(KeyboardInterrupt):
@@ -151,13 +164,31 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     stop(signum)
     if _deferring:
         _held = _held or signum
-    elif not _raised:  # a second signal would break into the clean-up the first one started
-        _raised = _live_runs > 0
+    elif _armed and not _raised:  # a second signal would break into the clean-up the first one started
+        _raised = True
         raise Interrupted(signum)
 
 
+@contextmanager
+def armed() -> Iterator[None]:
+    """The block where a signal raises :class:`Interrupted` in the main thread at once (the command's phase).
+    Elsewhere it is only recorded (:func:`stop`): a signal before the block makes the block raise as it starts;
+    one after it leaves work that is done as it is.
+
+    :raises Interrupted: the runs were asked to stop before the block.
+    """
+    global _armed
+    check()
+    _armed += 1
+    try:
+        yield
+    finally:
+        _armed -= 1
+
+
 def handle_signals() -> None:
-    """Make SIGINT and SIGTERM stop the runs of this process (:func:`stop`) and raise :class:`Interrupted` in the
-    main thread. Call it from the main thread (the command does)."""
+    """Make SIGINT and SIGTERM stop the runs of this process (:func:`stop`) and, within :func:`armed`, raise
+    :class:`Interrupted` in the main thread. Call it from the main thread (the command does, inside a
+    :func:`run` that spans the whole command, so that a signal at any point of it counts)."""
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)

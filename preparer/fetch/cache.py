@@ -3,8 +3,8 @@
 Layout under the cache root (``-download-cache``)::
 
     blobs/sha256/<hex>                 verified content, never modified once in place
-    trees/sha256/<hex>/                a buildpack archive with that digest, extracted
-    trees/sha256/<hex>.manifest.json   what that tree holds: every directory, file and link, with inodes and times
+    trees/sha256/<hex>/root/           a buildpack archive with that digest, extracted
+    trees/sha256/<hex>/manifest.json   what that tree holds: every directory, file and link, with inodes and times
     http/<sha256(url)>.json            the ETag, Last-Modified and body digest a server gave for a URL
     private/<sha256(registry/repo)>    marks a repository that asked for credentials
     tmp/run-<random>/                  one run's partial downloads and extractions, renamed into place after the
@@ -203,50 +203,51 @@ class DownloadCache:
     # Extracted buildpack trees, keyed by the digest of the archive they came from.
 
     def tree(self, digest: str) -> CachedTree | None:
-        """The extracted tree of the archive with ``digest`` and its manifest, or ``None`` when absent or without a
-        manifest (one being added). The tree is checked against the manifest when it is installed
-        (:func:`preparer.fetch.tree.install_cached`)."""
+        """The extracted tree of the archive with ``digest`` and its manifest, or ``None`` when absent. The tree
+        is checked against the manifest when it is installed (:func:`preparer.fetch.tree.install_cached`)."""
         algorithm, hexdigest = split_digest(digest)
-        base = self._dir(f"trees/{algorithm}")
-        path, manifest = base / hexdigest, base / f"{hexdigest}.manifest.json"
+        entry = self._dir(f"trees/{algorithm}") / hexdigest
+        manifest = entry / "manifest.json"
         if not _regular_file_of_ours(manifest):
             return None
         try:
             raw = json.loads(manifest.read_bytes())
-            return CachedTree(path, digest, dict(raw["dirs"]), dict(raw["files"]), dict(raw["links"]))
+            return CachedTree(
+                entry / "root", digest, dict(raw["dirs"]), dict(raw["files"]), dict(raw["links"])
+            )
         except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None
 
     def new_tree(self) -> Path:
         """An empty directory on the cache's filesystem to extract into, before :meth:`add_tree`."""
-        return Path(tempfile.mkdtemp(prefix="tree-", dir=self.tmp_dir()))
+        entry = Path(tempfile.mkdtemp(prefix="tree-", dir=self.tmp_dir()))
+        root = entry / "root"
+        root.mkdir(mode=0o700)
+        return root
 
     def add_tree(self, src: Path, digest: str) -> CachedTree:
-        """Move the extracted tree ``src`` into place and record its manifest (the caller holds the lock of the
-        download that made it). A tree already there with a manifest is kept; one without (a run that died while
-        adding it) is replaced."""
+        """Record the manifest of the tree ``src`` (from :meth:`new_tree`) beside it, and move both into place in
+        one rename: an entry is complete or absent, whenever a run dies. The caller holds the lock of the download
+        that made it. A tree already there is kept; a damaged entry (no manifest) is replaced."""
         algorithm, hexdigest = split_digest(digest)
-        base = self._dir(f"trees/{algorithm}")
-        dest, manifest = base / hexdigest, base / f"{hexdigest}.manifest.json"
+        dest = self._dir(f"trees/{algorithm}") / hexdigest
+        entry = src.parent
         existing = self.tree(digest)
-        if existing is not None and dest.is_dir():
-            shutil.rmtree(src, ignore_errors=True)
+        if existing is not None:
+            shutil.rmtree(entry, ignore_errors=True)
             return existing
+        tree = record_tree(src, digest)
+        manifest = entry / "manifest.json"
+        manifest.write_text(json.dumps({"dirs": tree.dirs, "files": tree.files, "links": tree.links}))
+        manifest.chmod(0o600)
         shutil.rmtree(dest, ignore_errors=True)
-        os.rename(src, dest)
-        tree = record_tree(dest, digest)
-        with self.temp_file() as tmp:
-            tmp.write_text(json.dumps({"dirs": tree.dirs, "files": tree.files, "links": tree.links}))
-            tmp.chmod(0o600)
-            os.replace(tmp, manifest)
-        return tree
+        os.rename(entry, dest)
+        return tree._replace(path=dest / "root")
 
     def discard_tree(self, digest: str) -> None:
         """Remove a tree (and its manifest) that failed its verification."""
         algorithm, hexdigest = split_digest(digest)
-        base = self._dir(f"trees/{algorithm}")
-        (base / f"{hexdigest}.manifest.json").unlink(missing_ok=True)
-        shutil.rmtree(base / hexdigest, ignore_errors=True)
+        shutil.rmtree(self._dir(f"trees/{algorithm}") / hexdigest, ignore_errors=True)
 
     # What an HTTP server said about a URL: its validators and the digest of the body.
 

@@ -141,7 +141,7 @@ def test_warm_runs_revalidate_or_skip_the_network(preparer: Callable[..., Result
     sha = serve(http_server, "bp.tgz", "me/http", payload=b"z" * 10_000)
     assert preparer(project=group(http_server.url("bp.tgz"))).code == 0
     installed = layout.buildpacks / "me_http" / "1.0.0" / "data.bin"
-    cached = tmp_path / "cache" / "trees" / "sha256" / sha / "data.bin"
+    cached = tmp_path / "cache" / "trees" / "sha256" / sha / "root" / "data.bin"
     shutil.rmtree(layout.buildpacks / "me_http")
     assert preparer(project=group(http_server.url("bp.tgz"))).code == 0
     statuses = http_server.seen("bp.tgz")
@@ -165,7 +165,7 @@ def test_warm_installs_are_hard_links_only_where_the_build_cannot_write_them(
     shutil.rmtree(layout.buildpacks / "me_http")
     assert preparer(*as_root_for_uid_1000, project=group(http_server.url(f"bp.tgz#sha256={sha}"))).code == 0
     again = installed.stat()
-    assert again.st_ino == (tmp_path / "cache" / "trees" / "sha256" / sha / "data.bin").stat().st_ino
+    assert again.st_ino == (tmp_path / "cache" / "trees" / "sha256" / sha / "root" / "data.bin").stat().st_ino
     assert (again.st_uid, again.st_mode & 0o022) == (0, 0)  # root's, and the build user cannot write it
 
 

