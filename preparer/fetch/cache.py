@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from preparer import interrupt
-from preparer._fs import claimed_dir, sweep, temp_file
+from preparer._fs import PER_FILE_WORK, claimed_dir, sweep, temp_file
 from preparer.errors import FetchError
 
 #: The run directories in ``tmp/`` (:meth:`DownloadCache.claim`).
@@ -225,10 +225,13 @@ class DownloadCache:
         root.mkdir(mode=0o700)
         return root
 
-    def add_tree(self, src: Path, digest: str) -> CachedTree:
+    def add_tree(self, src: Path, digest: str, known: KnownTree | None = None) -> CachedTree:
         """Record the manifest of the tree ``src`` (from :meth:`new_tree`) beside it, and move both into place in
         one rename: an entry is complete or absent, whenever a run dies. The caller holds the lock of the download
-        that made it. A tree already there is kept; a damaged entry (no manifest) is replaced."""
+        that made it. A tree already there is kept; a damaged entry (no manifest) is replaced.
+
+        :param known: what the extraction recorded as it wrote the tree; without it, the tree is walked.
+        """
         algorithm, hexdigest = split_digest(digest)
         dest = self._dir(f"trees/{algorithm}") / hexdigest
         entry = src.parent
@@ -236,7 +239,11 @@ class DownloadCache:
         if existing is not None:
             shutil.rmtree(entry, ignore_errors=True)
             return existing
-        tree = record_tree(src, digest)
+        if known is not None:
+            tree = CachedTree(src, digest, record_dirs(src, known.dirs), known.files, known.links)
+        else:
+            with PER_FILE_WORK:
+                tree = record_tree(src, digest)
         manifest = entry / "manifest.json"
         manifest.write_text(json.dumps({"dirs": tree.dirs, "files": tree.files, "links": tree.links}))
         manifest.chmod(0o600)
@@ -287,6 +294,23 @@ class DownloadCache:
         if not path.exists():
             with self.temp_file() as tmp:
                 os.replace(tmp, path)
+
+
+class KnownTree(NamedTuple):
+    """What an extraction knows of the tree it wrote: the records of its files (as :class:`CachedTree` has them),
+    the relative names of its directories (``""`` the root), and its symbolic links."""
+
+    files: dict[str, list[int]]
+    dirs: frozenset[str]
+    links: dict[str, str]
+
+
+def record_dirs(root: Path, names: frozenset[str]) -> dict[str, list[int]]:
+    records = {}
+    for name in names:
+        info = os.lstat(f"{root}/{name}" if name else root)
+        records[name] = [info.st_ino, info.st_mtime_ns, info.st_uid, stat.S_IMODE(info.st_mode)]
+    return records
 
 
 def record_tree(root: Path, digest: str) -> CachedTree:

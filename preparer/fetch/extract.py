@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO
 
 from preparer import interrupt
+from preparer._fs import PER_FILE_WORK, current_umask
 from preparer.errors import FetchError
 from preparer.fetch.streams import TarStream
 
@@ -51,11 +52,15 @@ _WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 @dataclass(frozen=True, slots=True)
 class Extracted:
     """What an extraction found: the names at the top of the archive (to tell buildpacks from OCI layouts), the
-    number of entries written, and every symbolic link (relative name -> target)."""
+    number of entries written, and every symbolic link (relative name -> target). With ``record``, also what the
+    download cache's manifest holds of every file (:class:`preparer.fetch.cache.CachedTree`) and the names of
+    every directory, so that the tree need not be walked again."""
 
     top_level: frozenset[str]
     files: int
     links: dict[str, str] = field(default_factory=dict)
+    records: dict[str, list[int]] | None = None
+    dirs: frozenset[str] = frozenset()
 
 
 class _Refused(Exception):
@@ -78,6 +83,7 @@ def extract_tar(
     archive: str,
     select: str | None = None,
     allow_absolute: bool = False,
+    record: bool = False,
 ) -> Extracted:
     """Extract the tar stream ``fileobj`` (gzip or plain, told apart by magic bytes) into ``dest``.
 
@@ -89,12 +95,14 @@ def extract_tar(
         stripped; the others are skipped.
     :param allow_absolute: buildpackage layers name entries from the image root, so ``/cnb/x`` is ``cnb/x``;
         buildpack archives may not hold absolute names.
+    :param record: also record every file as it is written (:attr:`Extracted.records`).
     :raises FetchError: naming the archive and the entry, for ``..``, absolute names, links leaving ``dest``,
         device and fifo entries, setuid/setgid bits, oversized headers, and corrupt or truncated archives.
     """
-    writer = _Writer(dest, select.strip("/") if select else None, allow_absolute)
+    writer = _Writer(dest, select.strip("/") if select else None, allow_absolute, record)
     try:
-        with TarStream(fileobj) as stream:
+        # The writing holds PER_FILE_WORK (one extraction at a time writes), and lets go of it to wait for bytes.
+        with TarStream(fileobj, waits_without=PER_FILE_WORK) as stream, PER_FILE_WORK:
             _Reader(stream, writer).run()
         writer.check_links()
     except _Refused as refused:
@@ -105,7 +113,8 @@ def extract_tar(
         ) from None
     except OSError as err:
         raise FetchError(f"extract {archive}", err.strerror or str(err)) from None
-    return Extracted(frozenset(writer.top_level), writer.files, writer.links)
+    links = {name: link for name, link in writer.links.items() if os.path.islink(f"{writer.root}/{name}")}
+    return Extracted(frozenset(writer.top_level), writer.files, links, writer.records, frozenset(writer.dirs))
 
 
 class _Reader:
@@ -172,6 +181,7 @@ class _Reader:
             fd = self.writer.create(target, mode)
             try:
                 self.copy(fd, size)
+                self.writer.written(target, fd)
             finally:
                 os.close(fd)
             return
@@ -267,7 +277,7 @@ def _pax(data: bytes) -> dict[str, str]:
 class _Writer:
     """Decides where each entry goes, refuses what the rules refuse, and writes it."""
 
-    def __init__(self, dest: Path, select: str | None, allow_absolute: bool) -> None:
+    def __init__(self, dest: Path, select: str | None, allow_absolute: bool, record: bool = False) -> None:
         self.dest = dest
         self.root = str(dest)
         self.select, self.allow_absolute = select, allow_absolute
@@ -276,6 +286,10 @@ class _Writer:
         self.top_level: set[str] = set()
         self.files = 0
         self.entries = 0
+        #: Modes the umask would take from files and directories as they are made: only then is a mode set again.
+        self.masked = current_umask()
+        #: With ``record``: every file written, as the cache's manifest records it.
+        self.records: dict[str, list[int]] | None = {} if record else None
 
     def count(self, name: str) -> None:
         """One more header read: bounded in number, so time and memory are too."""
@@ -344,7 +358,8 @@ class _Writer:
                 path += "/" + part
                 try:
                     os.mkdir(path, 0o755)
-                    os.chmod(path, 0o755)
+                    if 0o755 & self.masked:
+                        os.chmod(path, 0o755)
                 except FileExistsError:
                     if not stat.S_ISDIR(os.lstat(path).st_mode):
                         raise _Refused(name, "it would be written below a file") from None
@@ -359,15 +374,33 @@ class _Writer:
     def _clear(self, name: str, path: str) -> None:
         """A later entry of the same name replaces the earlier one, never writes through it."""
         self.links.pop(name, None)
+        if self.records is not None:
+            self.records.pop(name, None)
         try:
             info = os.lstat(path)
         except FileNotFoundError:
             return
         if stat.S_ISDIR(info.st_mode):
             shutil.rmtree(path)  # what an earlier entry made; names below it are checked on disk when used
-            self.dirs = {d for d in self.dirs if d != name and not d.startswith(name + "/")}
+            below = name + "/"
+            self.dirs = {d for d in self.dirs if d != name and not d.startswith(below)}
+            self.links = {n: link for n, link in self.links.items() if not n.startswith(below)}
+            if self.records is not None:
+                self.records = {n: r for n, r in self.records.items() if not n.startswith(below)}
         else:
             os.unlink(path)
+
+    def written(self, name: str, fd: int) -> None:
+        """Record the file ``name``, complete, through its descriptor."""
+        if self.records is not None:
+            info = os.fstat(fd)
+            self.records[name] = [
+                info.st_ino,
+                info.st_size,
+                info.st_mtime_ns,
+                stat.S_IMODE(info.st_mode),
+                info.st_uid,
+            ]
 
     def create(self, name: str, mode: int) -> int:
         """A new regular file for ``name``, 0755 or 0644; returns its descriptor."""
@@ -378,7 +411,8 @@ class _Writer:
         except FileExistsError:
             self._clear(name, path)
             fd = os.open(path, _WRITE, final)
-        os.fchmod(fd, final)
+        if final & self.masked:
+            os.fchmod(fd, final)
         self.files += 1
         return fd
 
@@ -386,11 +420,15 @@ class _Writer:
         path = self._parent(name)
         try:
             os.mkdir(path, 0o755)
+            made = True
         except FileExistsError:
+            made = False
             if not stat.S_ISDIR(os.lstat(path).st_mode):  # a file or a link of that name: replaced
                 self._clear(name, path)
                 os.mkdir(path, 0o755)
-        os.chmod(path, 0o755)
+                made = True
+        if not made or 0o755 & self.masked:  # an existing directory keeps no mode it had
+            os.chmod(path, 0o755)
         self._remember_dirs(name)
 
     def symlink(self, name: str, link: str) -> None:
@@ -417,6 +455,15 @@ class _Writer:
         self._clear(name, path)
         os.link(source, path, follow_symlinks=False)
         self.files += 1
+        if self.records is not None:
+            info = os.lstat(path)
+            self.records[name] = [
+                info.st_ino,
+                info.st_size,
+                info.st_mtime_ns,
+                stat.S_IMODE(info.st_mode),
+                info.st_uid,
+            ]
 
     def _regular_on_disk(self, target: str) -> bool:
         """Whether ``target`` is still a regular file reached through real directories only (a directory on its

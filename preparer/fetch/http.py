@@ -5,7 +5,7 @@ The body is extracted while it arrives (one pass, memory flat), hashed on the wa
 is kept under the archive's digest with a manifest; later runs revalidate it with ``If-None-Match`` /
 ``If-Modified-Since`` and install it from the cache in one pass over its manifest (hard links or copies, every
 file checked), and a pinned digest already in the cache needs no request at all. The revalidation is first asked
-with the standard library alone (:func:`~preparer.fetch.transport.probe_unchanged`), without a lock, so a warm run
+with one plain request (:func:`~preparer.fetch.transport.probe_unchanged`), without a lock, so a warm run
 never imports requests; only a download takes the URL's lock, and looks at the cache again under it. A cached tree
 that fails its check is removed, with a warning, and downloaded again.
 """
@@ -18,7 +18,7 @@ from typing import IO, NamedTuple
 from preparer._fs import temp_file
 from preparer.errors import FetchError
 from preparer.fetch.base import FetchContext, Fetched
-from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache
+from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache, KnownTree
 from preparer.fetch.extract import Extracted, extract_tar
 from preparer.fetch.locator import HttpLocator, redact
 from preparer.fetch.oci.layout import fetch_cnb
@@ -129,7 +129,7 @@ def _download(
 
             def extract(body: IO[bytes]) -> Extracted | FetchError:
                 try:
-                    return extract_tar(body, dest, archive=source)
+                    return extract_tar(body, dest, archive=source, record=cache is not None)
                 except FetchError as err:
                     if locator.sha256 is None:
                         raise
@@ -149,7 +149,10 @@ def _download(
             if cache is None:
                 kept = True
                 return Fetched(staged.descriptor, (staged,), source, digest)
-            tree = cache.add_tree(dest, digest)
+            written = (
+                None if outcome.records is None else KnownTree(outcome.records, outcome.dirs, outcome.links)
+            )
+            tree = cache.add_tree(dest, digest, written)
             validators = {
                 "etag": response.headers.get("ETag", ""),
                 "last-modified": response.headers.get("Last-Modified", ""),

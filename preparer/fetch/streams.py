@@ -257,8 +257,19 @@ class _ReadAhead:
             if not isinstance(item, bytes) or not item:
                 return
 
-    def next(self) -> bytes:
-        item = self.queue.get()
+    def next(self, waits_without: threading.Lock | None = None) -> bytes:
+        """The next chunk; while none is ready, ``waits_without`` (held by the caller) is let go."""
+        try:
+            item = self.queue.get_nowait()
+        except queue.Empty:
+            if waits_without is None:
+                item = self.queue.get()
+            else:
+                waits_without.release()
+                try:
+                    item = self.queue.get()
+                finally:
+                    waits_without.acquire()
         if isinstance(item, BaseException):
             raise item
         return item
@@ -278,12 +289,16 @@ class TarStream:
     use it as a context manager) before reading the source again.
 
     Decompressing, like hashing and writing, runs outside the interpreter lock, so it overlaps the writing.
+
+    :param waits_without: a lock the reader holds while it works and lets go of while it waits for bytes (so that
+        other extractions can use it meanwhile).
     """
 
-    def __init__(self, source: IO[bytes]) -> None:
+    def __init__(self, source: IO[bytes], waits_without: threading.Lock | None = None) -> None:
         self.buffer = b""
         self.pos = 0
         self.chunks = _ReadAhead(_Chunks(source))
+        self.waits_without = waits_without
 
     def __enter__(self) -> Self:
         return self
@@ -293,7 +308,7 @@ class TarStream:
 
     def _fill(self) -> bool:
         """More bytes into the buffer (what was left of it is kept); whether there were any."""
-        data = self.chunks.next()
+        data = self.chunks.next(self.waits_without)
         if not data:
             return False
         rest = self.buffer[self.pos :]

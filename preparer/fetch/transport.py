@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from preparer import interrupt
 from preparer._version import __version__
@@ -222,44 +223,77 @@ def _requests_would_differ() -> bool:
 
 
 def probe_unchanged(url: str, headers: dict[str, str], timeouts: tuple[float, float]) -> bool | None:
-    """Ask the server, with ``http.client`` only, whether ``url`` is unchanged (the conditional ``headers``).
+    """Ask the server whether ``url`` is unchanged (the conditional ``headers``), with one plain request.
 
-    Importing requests costs more than a warm run's whole revalidation, so this asks first. ``True`` means a
-    304: the cached copy is current. ``False`` means any other answer. ``None`` means no answer (errors,
-    redirects), or that requests would not go straight to the server (a proxy, a netrc file): the regular path
-    then decides. The response body is never read, so nothing from this request is ever installed; credentials
-    in the URL are sent as requests sends them (Basic) and never shown.
+    Importing requests, or even http.client, costs more than a warm run's whole revalidation, so this asks with a
+    socket: one ``GET`` with ``Connection: close``, of which only the status line is read (at most 4 KiB). ``True``
+    means a 304: the cached copy is current. ``False`` means any other answer. ``None`` means no answer (errors,
+    redirects, a URL or header this request would not send as requests does), or that requests would not go
+    straight to the server (a proxy, a netrc file): the regular path then decides. Nothing from this request is
+    ever installed; credentials in the URL are sent as requests sends them (Basic) and never shown.
     """
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname or _requests_would_differ():
         return None
-    import http.client  # deferred: only warm runs probe
+    request = _probe_request(parts, headers)
+    if request is None:
+        return None
+    import socket  # deferred: only warm runs probe
 
-    request_headers = {"User-Agent": f"cnb-preparer/{__version__}", "Accept": "*/*", **headers}
-    if parts.username is not None:
-        userinfo = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-        request_headers["Authorization"] = "Basic " + base64.b64encode(userinfo.encode("latin-1")).decode()
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     connect, read = timeouts
-    connection: http.client.HTTPConnection
     try:
-        if parts.scheme == "https":
-            connection = http.client.HTTPSConnection(
-                parts.hostname, parts.port, timeout=connect, context=_tls_context()
-            )
-        else:
-            connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=connect)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        sock = socket.create_connection((parts.hostname, port), timeout=connect)
         try:
-            connection.connect()
-            interrupt.watch(connection.sock)
-            if connection.sock is not None:
-                connection.sock.settimeout(read)
-            connection.request("GET", path, headers=request_headers)
-            status = connection.getresponse().status
+            interrupt.watch(sock)
+            if parts.scheme == "https":
+                sock = _tls_context().wrap_socket(sock, server_hostname=parts.hostname)
+            sock.settimeout(read)
+            sock.sendall(request)
+            status = _status_line(sock)
         finally:
-            connection.close()
-    except (OSError, http.client.HTTPException, ValueError):  # the regular path retries and reports it
+            sock.close()
+    except (OSError, ValueError):  # the regular path retries and reports it
         return None
     if status == 304:
         return True
-    return None if 300 <= status < 400 else False
+    return None if status is None or 300 <= status < 400 else False
+
+
+def _probe_request(parts: SplitResult, headers: dict[str, str]) -> bytes | None:
+    """The probe's request, or ``None`` when a value holds what a request line or header may not (then requests,
+    which quotes and checks them, asks instead)."""
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    fields = {
+        "Host": parts.netloc.rpartition("@")[2],
+        "User-Agent": f"cnb-preparer/{__version__}",
+        "Accept": "*/*",
+        **headers,
+        "Connection": "close",
+    }
+    if parts.username is not None:
+        userinfo = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        fields["Authorization"] = "Basic " + base64.b64encode(userinfo.encode("latin-1")).decode()
+    if not _PLAIN_TARGET.fullmatch(target) or not all(_PLAIN_VALUE.fullmatch(v) for v in fields.values()):
+        return None
+    lines = [f"GET {target} HTTP/1.1", *(f"{name}: {value}" for name, value in fields.items()), "", ""]
+    return "\r\n".join(lines).encode("ascii")
+
+
+#: What a request target and a header value may hold as sent, unquoted: visible ASCII (and spaces in values).
+_PLAIN_TARGET = re.compile(r"[!-~]+")
+_PLAIN_VALUE = re.compile(r"[ -~]*")
+
+
+def _status_line(sock: Any) -> int | None:
+    """The status code of the answer on ``sock``: ``HTTP/1.x NNN``, read from at most 4 KiB."""
+    data = b""
+    while b"\r\n" not in data and len(data) < 4096:
+        chunk = sock.recv(4096 - len(data))
+        if not chunk:
+            break
+        data += chunk
+    line = data.partition(b"\r\n")[0].split()
+    if len(line) < 2 or not line[0].startswith(b"HTTP/1.") or not line[1].isdigit() or len(line[1]) != 3:
+        return None
+    return int(line[1])

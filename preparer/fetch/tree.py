@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 from preparer import interrupt
-from preparer._fs import make_dirs
+from preparer._fs import current_umask, make_dirs
 from preparer.errors import ApplyError, FetchError
 from preparer.fetch.base import StagedBuildpack
 from preparer.fetch.cache import CachedTree, CacheMismatch
@@ -114,16 +114,16 @@ def install_cached(tree: CachedTree, dest: Path, *, link: bool) -> None:
 
     :raises CacheMismatch: naming the first entry that differs from its record.
     """
-    # As many at once as there are processors: more threads only queue for the interpreter lock between the
-    # system calls, and each then waits longer than it works.
+    # As many at once as there are processors. Unlike extraction, installing is mostly time in the kernel (a link
+    # or a copy per file, little Python between them), so two threads at it do gain.
     with _INSTALLING:
-        _install(tree, str(dest), link)
+        _install(tree, str(dest), link, current_umask())
 
 
 _INSTALLING = threading.BoundedSemaphore(max(1, len(os.sched_getaffinity(0))))
 
 
-def _install(tree: CachedTree, out: str, link: bool) -> None:
+def _install(tree: CachedTree, out: str, link: bool, masked: int) -> None:
     base = str(tree.path)
     for rel, recorded in tree.dirs.items():
         info = os.lstat(f"{base}/{rel}" if rel else base)
@@ -132,14 +132,14 @@ def _install(tree: CachedTree, out: str, link: bool) -> None:
     for rel in sorted(tree.dirs):  # a directory sorts before what is in it
         if rel:
             os.mkdir(f"{out}/{rel}", 0o755)  # noqa: PTH102 (strings: one pass over thousands of entries)
-            os.chmod(f"{out}/{rel}", 0o755)
+            if 0o755 & masked:
+                os.chmod(f"{out}/{rel}", 0o755)
     for rel, target in tree.links.items():
         os.symlink(target, f"{out}/{rel}")
     interrupt.check()
     if link:
         try:
-            for rel in tree.files:
-                os.link(f"{base}/{rel}", f"{out}/{rel}", follow_symlinks=False)
+            _link_files(tree, base, out)
             return
         except FileExistsError:
             raise
@@ -148,10 +148,31 @@ def _install(tree: CachedTree, out: str, link: bool) -> None:
     for rel, record in tree.files.items():
         interrupt.check()
         if not os.path.lexists(f"{out}/{rel}"):
-            _copy(rel, record, f"{base}/{rel}", f"{out}/{rel}")
+            _copy(rel, record, f"{base}/{rel}", f"{out}/{rel}", masked)
 
 
-def _copy(name: str, record: list[int], source: str, target: str) -> None:
+def _link_files(tree: CachedTree, base: str, out: str) -> None:
+    """Hard-link every file of ``tree`` into ``out``, a directory at a time: names relative to directory
+    descriptors spare the kernel two path walks per file (a quarter of the time)."""
+    by_dir: dict[str, list[str]] = {}
+    for rel in tree.files:
+        directory, _, name = rel.rpartition("/")
+        by_dir.setdefault(directory, []).append(name)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    for directory, names in by_dir.items():
+        source = os.open(f"{base}/{directory}" if directory else base, flags)
+        try:
+            target = os.open(f"{out}/{directory}" if directory else out, flags)
+            try:
+                for name in names:
+                    os.link(name, name, src_dir_fd=source, dst_dir_fd=target, follow_symlinks=False)
+            finally:
+                os.close(target)
+        finally:
+            os.close(source)
+
+
+def _copy(name: str, record: list[int], source: str, target: str, masked: int) -> None:
     """Copy one cached file, checked on the descriptor it is read through."""
     fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
@@ -168,7 +189,8 @@ def _copy(name: str, record: list[int], source: str, target: str) -> None:
                 if not sent:
                     raise CacheMismatch(f"{name} is shorter than when it was cached")
                 left -= sent
-            os.fchmod(out, mode)
+            if mode & masked:
+                os.fchmod(out, mode)
         finally:
             os.close(out)
     finally:

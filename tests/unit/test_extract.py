@@ -8,6 +8,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from preparer.errors import FetchError
 from preparer.fetch.extract import extract_tar
@@ -173,3 +175,89 @@ def test_links_that_stay_inside_are_kept(tmp_path: Path) -> None:
     assert (tmp_path / "top").readlink() == Path("lib/current/sub/..")
     assert (tmp_path / "lib" / "current" / "new").read_bytes() == b"new"
     assert (tmp_path / "dangling").is_symlink()
+
+
+# What an extraction records for the download cache must be what a walk of the tree finds.
+
+RECORDED_SHAPES: dict[str, list[tarfile.TarInfo | tuple[tarfile.TarInfo, bytes]]] = {
+    "plain": [GOOD, (entry("bin/build", mode=0o755), b"#!/bin/sh\n"), (entry("vendor/a/b/c.rb"), b"c")],
+    "duplicates": [GOOD, (entry("x"), b"first"), (entry("x", mode=0o755), b"second, longer")],
+    "file-then-dir": [
+        GOOD,
+        (entry("x"), b"file"),
+        entry("x", tarfile.DIRTYPE, mode=0o755),
+        (entry("x/y"), b"y"),
+    ],
+    "dir-then-file": [
+        GOOD,
+        (entry("d/a"), b"a"),
+        entry("d/s", tarfile.SYMTYPE, link="a"),
+        (entry("d"), b"now"),
+    ],
+    "hard-links": [
+        GOOD,
+        (entry("a"), b"shared"),
+        entry("b", tarfile.LNKTYPE, link="a"),
+        (entry("a"), b"new a"),
+    ],
+    "links": [GOOD, entry("l", tarfile.SYMTYPE, link="buildpack.toml"), (entry("l"), b"a file now")],
+    "dir-entries-late": [GOOD, (entry("p/q/r"), b"r"), entry("p", tarfile.DIRTYPE, mode=0o700)],
+}
+
+
+@pytest.mark.parametrize("shape", sorted(RECORDED_SHAPES))
+def test_what_extraction_records_is_what_a_walk_finds(shape: str, tmp_path: Path) -> None:
+    from preparer.fetch.cache import KnownTree, record_dirs, record_tree
+
+    dest = tmp_path / "tree"
+    dest.mkdir()
+    extracted = extract_tar(io.BytesIO(make_tar(RECORDED_SHAPES[shape])), dest, archive="bp.tgz", record=True)
+    dest.chmod(0o755)
+    assert extracted.records is not None
+    known = KnownTree(extracted.records, extracted.dirs, extracted.links)
+    walked = record_tree(dest, "sha256:" + "0" * 64)
+    assert known.files == walked.files
+    assert known.links == walked.links
+    assert record_dirs(dest, known.dirs) == walked.dirs
+
+
+NAMES = st.sampled_from(["a", "b", "a/b", "a/c", "b/a", "a/b/c"])
+ENTRY = st.one_of(
+    st.tuples(st.just("file"), NAMES, st.binary(max_size=40), st.sampled_from([0o644, 0o755])),
+    st.tuples(st.just("dir"), NAMES, st.just(b""), st.sampled_from([0o755, 0o700])),
+    st.tuples(st.just("symlink"), NAMES, st.sampled_from([b"a", b"b", b"c"]), st.just(0o777)),
+    st.tuples(st.just("hardlink"), NAMES, st.sampled_from([b"a", b"b", b"a/b"]), st.just(0o644)),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(ENTRY, max_size=8))
+def test_any_archive_records_what_a_walk_finds(
+    tmp_path: Path, entries: list[tuple[str, str, bytes, int]]
+) -> None:
+    import shutil
+
+    from preparer.fetch.cache import record_dirs, record_tree
+
+    made: list[tarfile.TarInfo | tuple[tarfile.TarInfo, bytes]] = [GOOD]
+    for kind, name, data, mode in entries:
+        if kind == "file":
+            made.append((entry(name, mode=mode), data))
+        elif kind == "dir":
+            made.append(entry(name, tarfile.DIRTYPE, mode=mode))
+        else:
+            made.append(
+                entry(name, tarfile.SYMTYPE if kind == "symlink" else tarfile.LNKTYPE, link=data.decode())
+            )
+    dest = tmp_path / "tree"
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir()
+    try:
+        extracted = extract_tar(io.BytesIO(make_tar(made)), dest, archive="bp.tgz", record=True)
+    except FetchError:
+        return  # refused: nothing is cached
+    dest.chmod(0o755)
+    walked = record_tree(dest, "sha256:" + "0" * 64)
+    assert extracted.records == walked.files
+    assert extracted.links == walked.links
+    assert record_dirs(dest, extracted.dirs) == walked.dirs
