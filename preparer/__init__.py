@@ -77,6 +77,6 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'preparer' has no attribute {name!r}")
-    import importlib
+    import importlib  # deferred: most callers never reach a lazy name
 
     return getattr(importlib.import_module(home), name)

@@ -93,7 +93,7 @@ def sweep(parent: Path, prefix: str) -> list[str]:
 
     :returns: the names removed.
     """
-    import fcntl
+    import fcntl  # deferred, as in claimed_dir: only runs that fetch sweep
     import shutil
     import time
 

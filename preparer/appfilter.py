@@ -57,7 +57,7 @@ class _Planner:
     def __init__(
         self, include: Sequence[str] | None, exclude: Sequence[str] | None, keep: str | None
     ) -> None:
-        import pathspec  # only runs with include/exclude need it
+        import pathspec  # deferred: only runs with include/exclude need it
 
         self.including = include is not None
         self.spec = pathspec.GitIgnoreSpec.from_lines(include if include is not None else exclude or ())

@@ -145,7 +145,7 @@ def _prepare(parsed: goflags.Parsed, environ: Mapping[str, str], color: bool) ->
         _report_early_failure(parsed, environ, error)
         log.error("%s", error.message)
         return int(error.exit_code)
-    from preparer.pipeline import prepare  # after the cheap checks: the pipeline's imports cost start-up
+    from preparer.pipeline import prepare  # deferred past the cheap checks: its imports cost start-up
 
     log.info("===> PREPARING")
     log.debug(
@@ -266,7 +266,7 @@ class TerminalProgress:
                 self.bar.start()
             if source not in self.tasks:
                 # The label is the user's uri: never rich markup, never a control character.
-                from rich.markup import escape
+                from rich.markup import escape  # deferred, as rich above
 
                 self.tasks[source] = self.bar.add_task(escape(printable(source)), total=total)
             self.bar.update(self.tasks[source], completed=done, total=total)

@@ -98,7 +98,7 @@ def load_toml(
 
 def dumps_toml(doc: dict[str, Any]) -> str:
     """Serialise ``doc`` with tomli-w; key order is the dict's, so equal inputs give equal bytes."""
-    import tomli_w  # only runs that write TOML need it
+    import tomli_w  # deferred: only runs that write TOML need it
 
     return tomli_w.dumps(doc)
 
@@ -194,7 +194,7 @@ def _locked_temp(path: Path) -> tuple[int, str]:
 
 def _sweep_pending(directory: Path) -> None:
     """Remove the temporary files of pending writes in ``directory`` that no live run holds."""
-    import fcntl
+    import fcntl  # deferred: only runs that write files sweep
 
     try:
         names = [n for n in os.listdir(directory) if _PENDING_NAME.match(n)]

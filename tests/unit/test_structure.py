@@ -1,0 +1,92 @@
+"""The package's shape, as the structure issue asks it to stay: short functions, no private names across
+modules, no import cycle, and imports inside functions only where they defer a cost (and say so)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "preparer"
+MAX_FUNCTION_LINES = 60
+
+
+def _modules() -> dict[str, tuple[Path, ast.Module]]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = (path, ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+MODULES = _modules()
+
+
+def _functions(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+
+
+def _runtime_imports(tree: ast.Module) -> list[ast.ImportFrom]:
+    """The module-level ``from preparer… import`` statements (not those under ``if TYPE_CHECKING:``)."""
+    return [n for n in tree.body if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("preparer")]
+
+
+def test_the_package_is_found() -> None:
+    assert "preparer.cli" in MODULES and "preparer.fetch.tree" in MODULES
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_function_is_longer_than_sixty_lines(module: str) -> None:
+    _, tree = MODULES[module]
+    lengths = {f.name: (f.end_lineno or f.lineno) - f.lineno + 1 for f in _functions(tree)}
+    assert {name: n for name, n in lengths.items() if n > MAX_FUNCTION_LINES} == {}
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_private_name_is_imported_from_another_module(module: str) -> None:
+    _, tree = MODULES[module]
+    private = [
+        f"{n.module}.{alias.name}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("preparer")
+        for alias in n.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    ]
+    assert private == []
+
+
+def test_module_level_imports_have_no_cycle() -> None:
+    edges = {
+        name: {n.module for n in _runtime_imports(tree) if n.module in MODULES and n.module != name}
+        for name, (_, tree) in MODULES.items()
+    }
+    cycles: list[list[str]] = []
+
+    def visit(name: str, path: list[str]) -> None:
+        for dep in sorted(edges[name]):
+            if dep in path:
+                cycles.append([*path[path.index(dep) :], dep])
+            elif len(path) < len(MODULES):
+                visit(dep, [*path, dep])
+
+    for name in sorted(edges):
+        visit(name, [name])
+    assert cycles == []
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_inside_functions_say_why_they_are_deferred(module: str) -> None:
+    path, tree = MODULES[module]
+    lines = path.read_text(encoding="utf-8").splitlines()
+    unexplained = []
+    for function in _functions(tree):
+        statements = [n for n in ast.walk(function) if isinstance(n, ast.Import | ast.ImportFrom)]
+        blocks_start = {n.lineno for n in statements} - {n.end_lineno + 1 for n in statements if n.end_lineno}
+        for first in sorted(blocks_start):
+            end = max(n.end_lineno or n.lineno for n in statements if n.lineno >= first)
+            window = "\n".join(lines[max(0, first - 3) : end]).lower()
+            if "deferred" not in window and "defer" not in window:
+                unexplained.append(f"{path.name}:{first}: {lines[first - 1].strip()}")
+    assert unexplained == []
