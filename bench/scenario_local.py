@@ -1,8 +1,8 @@
 """Many tiny local buildpacks: the cost of each one more buildpack stays flat and small.
 
-50 and 200 tiny buildpack directories (buildpack.toml and bin/build), each run on a fresh build layout; a run
-with one buildpack gives the fixed cost (interpreter, imports, the rest of the prepare phase). Goals: one more
-buildpack costs <= 5 ms, and the cost per buildpack from 50 to 200 is no more than 1.5 x the cost from 1 to 50
+50 and 200 tiny buildpack directories (buildpack.toml, bin/detect and bin/build), each run on a fresh build layout;
+a run with one buildpack gives the fixed cost (interpreter, imports, the rest of the prepare phase). Goals: one more
+buildpack costs <= 1 ms, and the cost per buildpack from 50 to 200 is no more than 1.5 x the cost from 1 to 50
 (linear, not growing with the count).
 """
 
@@ -23,8 +23,9 @@ RUNS = 3
 def make_buildpack(root: Path, bp_id: str) -> None:
     (root / "bin").mkdir(parents=True)
     (root / "buildpack.toml").write_text(f'api = "0.10"\n[buildpack]\nid = "{bp_id}"\nversion = "1.0.0"\n')
-    (root / "bin" / "build").write_text("#!/bin/sh\n")
-    (root / "bin" / "build").chmod(0o755)
+    for script in ("detect", "build"):
+        (root / "bin" / script).write_text("#!/bin/sh\n")
+        (root / "bin" / script).chmod(0o755)
 
 
 def best_time(work: Path, uris: list[str]) -> float:
@@ -52,7 +53,7 @@ def main() -> None:
         f"each one more: {low * 1000:.2f} ms (1 -> 50), {high * 1000:.2f} ms (50 -> 200)",
         flush=True,
     )
-    report("local: cost of one more buildpack (50 -> 200)", high * 1000, "ms", 5, "the 5 ms budget", 1.0)
+    report("local: cost of one more buildpack (50 -> 200)", high * 1000, "ms", 1, "the 1 ms budget", 1.0)
     report(
         "local: linearity (cost each, 50 -> 200 vs 1 -> 50)", high * 1000, "ms", low * 1000, "1 -> 50", 1.5
     )
