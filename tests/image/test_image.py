@@ -1,7 +1,9 @@
-"""The lifecycle image: unpacked with umoci, and /cnb/lifecycle/preparer run inside it with nothing else (chroot).
+"""The lifecycle image: unpacked with umoci, and /cnb/lifecycle/preparer run under runc as a hardened build pod runs
+it (tests/image/conftest.py): read-only root, no capabilities, ``noNewPrivileges``, the build user, the build's
+directories as bind mounts, ``/tmp`` a ``noexec`` tmpfs or not writable at all.
 
 Every run inside is compared with the Python package (``python -m preparer``) on the same inputs: same exit code,
-same output, same files.
+same bytes on stdout and stderr, same files.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import ssl
 import subprocess
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,48 +24,94 @@ import pytest
 from preparer import __version__
 from tests.buildpacks import make_tgz
 from tests.golden import BUILDER, ROOT, Layout, env_files, listing
-from tests.image.conftest import BUILD, SCRIPTS, in_image, proc_mounted, run, unpack
-from tests.plugins.cli import Result, base_env, run_cli
+from tests.image.conftest import BUILD, CHOWN_CAPABILITIES, SCRIPTS, Pod, build_pod, in_image, run, unpack
+from tests.plugins.cli import Result, run_cli
 from tests.plugins.http_server import FileServer
-from tests.plugins.registry import Registry, build_package, push
+from tests.plugins.registry import Registry, build_package, push, to_cnb
 
 #: The directories of a build container, as the preparer is told about them inside the image.
 FLAGS = ["-app", "/workspace", "-layers", "/layers", "-platform", "/platform", "-buildpacks", "/cnb/buildpacks",
          "-order", "/cnb/order.toml"]  # fmt: skip
 ENV = {"CNB_PLATFORM_API": "0.15", "NO_COLOR": "1"}
 HEAD = '[_]\nschema-version = "0.2"\n'
+BUILD_USER = (1000, 1000)
+ROOT_USER = (0, 0)
+#: The build's paths in the container, each a directory of the layout on the host.
+MOUNTED = ("/workspace", "/layers", "/platform", "/cnb", "/certs", "/cache")
 
 
-def build_dirs(root: Path, project: str, extra: dict[str, bytes] | None = None) -> Layout:
+def build_dirs(root: Path, project: str | None, extra: dict[str, bytes] | None = None) -> Layout:
     """The builder's /cnb and an app with ``project`` (and ``extra`` files) at a build container's paths."""
     layout = Layout(root)
     shutil.copytree(BUILDER, root / "cnb", dirs_exist_ok=True)
     layout.app.mkdir(parents=True)
     layout.layers.mkdir()
-    (layout.app / "project.toml").write_text(project)
+    (root / "cache").mkdir()
+    if project is not None:
+        (layout.app / "project.toml").write_text(project)
     for name, data in (extra or {}).items():
         (layout.app / name).parent.mkdir(parents=True, exist_ok=True)
         (layout.app / name).write_bytes(data)
     return layout
 
 
-def outside(layout: Layout, args: list[str], env: dict[str, str], home: Path) -> Result:
-    """The Python package on ``layout``, with the image's absolute paths moved under ``layout.root``."""
+def outside(layout: Layout, args: list[str], env: dict[str, str]) -> Result:
+    """The Python package on ``layout``, with the container's absolute paths moved under ``layout.root``."""
 
     def moved(arg: str) -> str:
-        for top in ("/workspace", "/layers", "/platform", "/cnb", "/certs"):
+        for top in MOUNTED:
             if arg == top or arg.startswith(top + "/"):
                 return str(layout.root) + arg
         return arg
 
     env = {name: moved(value) for name, value in env.items()}
-    result = run_cli([moved(a) for a in args], base_env(home, **env))
+    result = run_cli([moved(a) for a in args], env)
     return Result(
         result.code, result.stdout.replace(str(layout.root), ""), result.stderr.replace(str(layout.root), "")
     )
 
 
-def assert_same_outcome(inside: Layout, python: Layout) -> None:
+@dataclass
+class Compared:
+    contained: Result
+    expected: Result
+    inside: Layout
+    python: Layout
+
+
+def compare(
+    rootfs: Path,
+    tmp_path: Path,
+    args: list[str],
+    project: str | None = None,
+    *,
+    files: dict[str, bytes] | None = None,
+    env: dict[str, str] | None = None,
+    user: tuple[int, int] = BUILD_USER,
+    capabilities: tuple[str, ...] = (),
+    tmp: str = "noexec",
+    certificate: Path | None = None,
+) -> Compared:
+    """The same inputs in the pod and through ``python -m preparer``; both results, output bytes equal."""
+    env = ENV if env is None else env
+    inside = build_dirs(tmp_path / "pod", project, files)
+    python = build_dirs(tmp_path / "python", project, files)
+    for layout in (inside, python):
+        (layout.root / "certs").mkdir()
+        if certificate:
+            shutil.copy(certificate, layout.root / "certs" / "ca.pem")
+    pod = build_pod(inside.root, user, capabilities, tmp)
+    pod.binds["/cache"] = inside.root / "cache"
+    if user != ROOT_USER:
+        shutil.chown(inside.root / "cache", *user)
+    contained = in_image(rootfs, *args, env=env, pod=pod)
+    expected = outside(python, args, env)
+    assert contained.code == expected.code, (contained, expected)
+    return Compared(contained, expected, inside, python)
+
+
+def assert_same_outcome(compared: Compared) -> None:
+    inside, python = compared.inside, compared.python
     assert (inside.layers / "order.toml").is_file() == (python.layers / "order.toml").is_file()
     if (inside.layers / "order.toml").is_file():
         assert (inside.layers / "order.toml").read_bytes() == (python.layers / "order.toml").read_bytes()
@@ -73,9 +122,12 @@ def assert_same_outcome(inside: Layout, python: Layout) -> None:
 
 def test_the_image_holds_only_the_preparer_on_top_of_the_base(image: Path, tmp_path: Path) -> None:
     rootfs = unpack(image, tmp_path / "bundle")
-    assert sorted(p.relative_to(rootfs).as_posix() for p in rootfs.rglob("*")) == [
-        "cnb", "cnb/lifecycle", "cnb/lifecycle/preparer", "tmp",
-    ]  # fmt: skip
+    top = sorted(
+        p.relative_to(rootfs).as_posix() for p in rootfs.rglob("*") if "preparer.d/" not in p.as_posix()
+    )
+    assert top == ["cnb", "cnb/lifecycle", "cnb/lifecycle/preparer", "cnb/lifecycle/preparer.d", "tmp"]
+    bundled = {p.name for p in (rootfs / "cnb" / "lifecycle" / "preparer.d").iterdir()}
+    assert {"libc.so.6", "ld-linux-x86-64.so.2", "libpython3.11.so.1.0", "certifi"} <= bundled
     index = json.loads((image / "index.json").read_text())
     manifests = {
         m["annotations"]["org.opencontainers.image.ref.name"]: m["digest"] for m in index["manifests"]
@@ -89,8 +141,8 @@ def test_the_image_holds_only_the_preparer_on_top_of_the_base(image: Path, tmp_p
     assert preparer[:-1] == base and len(preparer) == len(base) + 1  # one layer on top of the base
 
 
-def test_any_base_image_gets_the_preparer_and_a_tmp(image: Path, tmp_path: Path) -> None:
-    """LIFECYCLE_BASE is any skopeo source; a base without /tmp gets one in the preparer's layer."""
+def test_any_base_image_gets_the_preparer(image: Path, tmp_path: Path) -> None:
+    """LIFECYCLE_BASE is any skopeo source; a base without /tmp stays without one (the preparer needs none)."""
     base = tmp_path / "base"
     run("umoci", "init", "--layout", base)
     run("umoci", "new", "--image", f"{base}:lifecycle")
@@ -99,61 +151,75 @@ def test_any_base_image_gets_the_preparer_and_a_tmp(image: Path, tmp_path: Path)
     (tmp_path / "base-bundle" / "rootfs" / "cnb" / "lifecycle" / "creator").write_bytes(b"stand-in")
     run("umoci", "repack", "--image", f"{base}:lifecycle", tmp_path / "base-bundle")
     out = tmp_path / "image"
-    run(SCRIPTS / "build-image.sh", BUILD / "preparer", out, f"oci:{base}:lifecycle")
+    run(SCRIPTS / "build-image.sh", BUILD, out, f"oci:{base}:lifecycle")
 
     rootfs = unpack(out, tmp_path / "bundle")
     assert (rootfs / "cnb" / "lifecycle" / "creator").read_bytes() == b"stand-in"
-    assert (rootfs / "tmp").stat().st_mode & 0o7777 == 0o1777
-    with proc_mounted(rootfs):
-        result = in_image(rootfs, "-version")
-    assert (result.code, result.stdout) == (0, __version__ + "\n"), result.stderr
+    assert not (rootfs / "tmp").exists()
+    result = in_image(rootfs, "-version", pod=Pod(tmp="none"))
+    assert (result.code, result.stdout, result.stderr) == (0, __version__ + "\n", "")
 
 
-def test_version_in_the_bare_root_file_system(rootfs: Path) -> None:
-    result = in_image(rootfs, "-version")
-    assert (result.code, result.stdout) == (0, __version__ + "\n"), result.stderr
+@pytest.mark.parametrize("tmp", ["noexec", "none"])
+@pytest.mark.parametrize("args", [["-version"], ["-h"]], ids=["version", "help"])
+def test_version_and_help_as_the_build_user(rootfs: Path, tmp_path: Path, args: list[str], tmp: str) -> None:
+    compared = compare(rootfs, tmp_path, args, env={}, tmp=tmp)
+    assert compared.contained == compared.expected
+    assert compared.contained.code == 0 and compared.contained.stdout
 
 
-def test_the_image_user_runs_it_too(rootfs: Path) -> None:
-    result = in_image(rootfs, "-version", user="1000:1000")
-    assert (result.code, result.stdout) == (0, __version__ + "\n"), result.stderr
+#: Each failure: its arguments, environment, exit code and the start of its message.
+FAILURES = {
+    "missing descriptor": (
+        ["-project-descriptor", "/workspace/nowhere.toml", *FLAGS],
+        ENV,
+        3,
+        "ERROR: failed to",
+    ),
+    "bad flag": (["-no-such-flag", *FLAGS], ENV, 2, "flag provided but not defined: -no-such-flag"),
+    "no platform API": ([*FLAGS], {"NO_COLOR": "1"}, 11, "ERROR: failed to get platform API version"),
+}
 
 
-def test_without_tmp_it_unpacks_into_tmpdir(rootfs: Path) -> None:
-    (rootfs / "tmp").rmdir()
-    (rootfs / "layers").mkdir()
-    fails = in_image(rootfs, "-version")
-    assert fails.code != 0 and fails.stdout == ""
-    assert "/tmp" in fails.stderr and "Traceback" not in fails.stderr and len(fails.stderr.splitlines()) == 1
-    works = in_image(rootfs, "-version", env={"TMPDIR": "/layers"})
-    assert (works.code, works.stdout) == (0, __version__ + "\n"), works.stderr
-    assert list((rootfs / "layers").iterdir()) == []  # it cleans up after itself
+@pytest.mark.parametrize("case", sorted(FAILURES))
+def test_failures_are_the_same_inside(rootfs: Path, tmp_path: Path, case: str) -> None:
+    args, env, code, message = FAILURES[case]
+    compared = compare(rootfs, tmp_path, args, HEAD, env=env, tmp="none")
+    assert compared.contained == compared.expected
+    assert compared.contained.code == code and compared.contained.stderr.startswith(message)
+    assert listing(compared.inside.layers) == [] and not (compared.inside.platform / "env").exists()
 
 
-def test_a_full_prepare_inside_matches_the_python_package(rootfs: Path, tmp_path: Path) -> None:
-    """The demo app (env, exclusions, a reordered group) plus a local buildpack archive."""
-    project = (ROOT / "fixtures" / "demo" / "app" / "project.toml").read_text()
-    project += '\n[[io.buildpacks.group]]\nuri = "vendor/local.tgz"\n'
-    archive = make_tgz(tmp_path / "src" / "local.tgz", "example/local", "0.9.0").read_bytes()
-    files = {
-        p.relative_to(ROOT / "fixtures" / "demo" / "app").as_posix(): p.read_bytes()
-        for p in (ROOT / "fixtures" / "demo" / "app").rglob("*")
-        if p.is_file() and p.name != "project.toml"
-    }
-    files["vendor/local.tgz"] = archive  # fmt: skip
-    args = [*FLAGS, "-download-cache", "", "my-app"]
+def test_an_env_only_run_as_the_build_user_with_no_writable_tmp(rootfs: Path, tmp_path: Path) -> None:
+    project = HEAD + '[[io.buildpacks.build.env]]\nname = "GREETING"\nvalue = "hello"\n'
+    compared = compare(rootfs, tmp_path, [*FLAGS, "-download-cache", "", "my-app"], project, tmp="none")
+    assert compared.contained == compared.expected and compared.contained.code == 0
+    assert env_files(compared.inside) == {"GREETING": "hello"}
+    assert (compared.inside.platform / "env" / "GREETING").stat().st_uid == BUILD_USER[0]
+    assert_same_outcome(compared)
 
-    inside = build_dirs(rootfs, project, files)
-    contained = in_image(rootfs, *args, env=ENV)
-    assert contained.code == 0, contained.stderr
-    python = build_dirs(tmp_path / "python", project, files)
-    expected = outside(python, args, ENV, tmp_path)
-    assert expected.code == 0, expected.stderr
 
-    assert_same_outcome(inside, python)
-    assert env_files(inside) == {"GREETING": "hello from project.toml", "NODE_ENV": "production"}
-    assert "example_local/0.9.0/bin/build" in listing(inside.buildpacks)
-    assert (contained.stdout, contained.stderr) == (expected.stdout, expected.stderr)
+def test_a_full_prepare_as_root_gives_the_files_to_the_build_user(rootfs: Path, tmp_path: Path) -> None:
+    """The demo app (env, exclusions, a reordered group) plus a local archive, as root with -uid/-gid and the
+    capabilities a chown needs (what a runtime gives by default; a hardened pod runs as the build user instead)."""
+    app = ROOT / "fixtures" / "demo" / "app"
+    project = (app / "project.toml").read_text() + '\n[[io.buildpacks.group]]\nuri = "vendor/local.tgz"\n'
+    files = {p.relative_to(app).as_posix(): p.read_bytes() for p in app.rglob("*") if p.is_file()}
+    files.pop("project.toml")
+    files["vendor/local.tgz"] = make_tgz(
+        tmp_path / "src" / "local.tgz", "example/local", "0.9.0"
+    ).read_bytes()
+    args = [*FLAGS, "-download-cache", "", "-uid", "1000", "-gid", "1000", "my-app"]
+
+    compared = compare(
+        rootfs, tmp_path, args, project, files=files, user=ROOT_USER, capabilities=CHOWN_CAPABILITIES
+    )
+    assert compared.contained == compared.expected and compared.contained.code == 0
+    assert_same_outcome(compared)
+    assert env_files(compared.inside) == {"GREETING": "hello from project.toml", "NODE_ENV": "production"}
+    assert "example_local/0.9.0/bin/build" in listing(compared.inside.buildpacks)
+    assert (compared.inside.layers / "order.toml").stat().st_uid == 1000
+    assert (compared.inside.platform / "env" / "GREETING").stat().st_gid == 1000
 
 
 @pytest.fixture
@@ -185,42 +251,55 @@ def https_server(tmp_path: Path) -> Iterator[tuple[FileServer, Path]]:
         httpd.server_close()
 
 
-def test_fetching_over_http_https_and_a_registry_inside_matches_the_python_package(
+INLINE = """
+[[io.buildpacks.group]]
+id = "example/inline"
+[io.buildpacks.group.script]
+api = "0.10"
+inline = "echo built inline"
+"""
+
+
+@pytest.mark.parametrize("tmp", ["noexec", "none"])
+def test_a_full_run_as_the_build_user_fetches_everything_as_the_package_does(
     rootfs: Path,
     tmp_path: Path,
     http_server: FileServer,
     https_server: tuple[FileServer, Path],
     registry: Registry,
+    tmp: str,
 ) -> None:
-    """requests, urllib3, TLS and the OCI client work in the executable as in the package, with no /etc at all."""
+    """http, https, a registry, a .cnb and an inline buildpack, include/exclude, a download cache on a volume:
+    requests, urllib3, TLS and the OCI client work in the executable as in the package, with no /etc at all."""
     tls, cert = https_server
     make_tgz(http_server.root / "plain.tgz", "example/plain", "1.0.0")
     make_tgz(tls.root / "secure.tgz", "example/secure", "2.0.0")
-    package = build_package(
+    packaged = build_package(
         tmp_path / "oci", [("example/packaged", "3.0.0", "")], ("example/packaged", "3.0.0")
     )
-    push(package.layout, "latest", registry.ref("example/packaged", "3"))
+    push(packaged.layout, "latest", registry.ref("example/packaged", "3"))
+    archived = build_package(
+        tmp_path / "oci-cnb", [("example/archived", "4.0.0", "")], ("example/archived", "4.0.0")
+    )
+    cnb = to_cnb(archived.layout, "latest", tmp_path / "archived.cnb").read_bytes()
     uris = [http_server.url("plain.tgz"), f"https://127.0.0.1:{tls.port}/secure.tgz",
-            f"docker://{registry.ref('example/packaged', '3')}"]  # fmt: skip
-    project = HEAD + "".join(f'[[io.buildpacks.group]]\nuri = "{u}"\n' for u in uris)
-    env = ENV | {"REQUESTS_CA_BUNDLE": "/certs/ca.pem", "CNB_DOWNLOAD_CACHE_DIR": "/layers/cache"}
-    args = [*FLAGS, "my-app"]
+            f"docker://{registry.ref('example/packaged', '3')}", "vendor/archived.cnb"]  # fmt: skip
+    project = HEAD + '[io.buildpacks]\nexclude = ["*.log", "tmp/"]\n'
+    project += "".join(f'[[io.buildpacks.group]]\nuri = "{u}"\n' for u in uris) + INLINE
+    files = {"index.js": b"x", "debug.log": b"noise", "tmp/scratch": b"s", "vendor/archived.cnb": cnb}
+    env = ENV | {"REQUESTS_CA_BUNDLE": "/certs/ca.pem", "CNB_DOWNLOAD_CACHE_DIR": "/cache"}
 
-    inside = build_dirs(rootfs, project)
-    (rootfs / "certs").mkdir()
-    shutil.copy(cert, rootfs / "certs" / "ca.pem")
-    contained = in_image(rootfs, *args, env=env)
+    compared = compare(rootfs, tmp_path, [*FLAGS, "my-app"], project, files=files, env=env, tmp=tmp,
+                       certificate=cert)  # fmt: skip
+    contained, expected = compared.contained, compared.expected
     assert contained.code == 0, contained.stderr
-    python = build_dirs(tmp_path / "python", project)
-    (python.root / "certs").mkdir()
-    shutil.copy(cert, python.root / "certs" / "ca.pem")
-    expected = outside(python, args, env, tmp_path)
-    assert expected.code == 0, expected.stderr
-
-    assert_same_outcome(inside, python)
-    installed = listing(inside.buildpacks)
-    for bp in ("example_plain/1.0.0/", "example_secure/2.0.0/", "example_packaged/3.0.0/"):
+    assert_same_outcome(compared)
+    installed = listing(compared.inside.buildpacks)
+    for bp in ("example_plain/1.0.0/", "example_secure/2.0.0/", "example_packaged/3.0.0/",
+               "example_archived/4.0.0/", "example_inline/"):  # fmt: skip
         assert bp in installed
+    assert listing(compared.inside.app) == ["index.js", "project.toml", "vendor/", "vendor/archived.cnb"]
+    assert any((compared.inside.root / "cache").iterdir())  # the cache volume was used
     # Buildpacks are fetched in parallel: their progress lines interleave in any order.
     assert sorted(contained.stdout.splitlines()) == sorted(expected.stdout.splitlines())
     assert contained.stderr == expected.stderr
@@ -233,19 +312,11 @@ def test_an_untrusted_certificate_fails_the_same_way_inside(
     tls, _ = https_server
     make_tgz(tls.root / "secure.tgz", "example/secure", "2.0.0")
     project = HEAD + f'[[io.buildpacks.group]]\nuri = "https://127.0.0.1:{tls.port}/secure.tgz"\n'
-    args = [*FLAGS, "-download-cache", "", "my-app"]
+    compared = compare(rootfs, tmp_path, [*FLAGS, "-download-cache", "", "my-app"], project)
 
-    inside = build_dirs(rootfs, project)
-    contained = in_image(rootfs, *args, env=ENV)
-    python = build_dirs(tmp_path / "python", project)
-    expected = outside(python, args, ENV, tmp_path)
-
-    assert contained.code == expected.code == 1
-    assert (contained.stdout, contained.stderr) == (expected.stdout, expected.stderr)
+    assert compared.contained == compared.expected and compared.contained.code == 1
     # (Had the executable lost certifi's CA bundle, requests would fail before connecting, with another cause.)
-    assert (
-        contained.stderr.startswith("ERROR: failed to download https://")
-        and "Traceback" not in contained.stderr
-    )
-    assert_same_outcome(inside, python)
-    assert not (inside.layers / "order.toml").exists()
+    stderr = compared.contained.stderr
+    assert stderr.startswith("ERROR: failed to download https://") and "Traceback" not in stderr
+    assert_same_outcome(compared)
+    assert not (compared.inside.layers / "order.toml").exists()

@@ -1,6 +1,6 @@
 """docs/platforms.md: its Tekton Task and Kubernetes Job parse, and their preparer command lines are accepted by
-the CLI's parser and run (``-dry-run``) by /cnb/lifecycle/preparer inside the lifecycle image, with the step's
-environment and volumes."""
+the CLI's parser and run by /cnb/lifecycle/preparer from the lifecycle image under runc, with the runtime config the
+step's ``securityContext`` asks for, its environment, and its volumes as bind mounts."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import yaml
 from preparer import goflags
 from preparer.inputs import resolve_inputs
 from tests.golden import BUILDER, ROOT
-from tests.image.conftest import in_image
+from tests.image.conftest import Pod, in_image
 
 DOC = (ROOT / "docs" / "platforms.md").read_text()
 BLOCKS = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", DOC, re.DOTALL)]
@@ -44,11 +44,9 @@ def step_env(step: dict[str, Any]) -> dict[str, str]:
 
 
 def tree(root: Path) -> list[str]:
-    """Every path in the root file system but /proc."""
+    """Every path below ``root``."""
     found = []
     for top, dirs, files in os.walk(root):
-        if Path(top) == root:
-            dirs.remove("proc")
         found += [os.path.relpath(os.path.join(top, name), root) for name in dirs + files]
     return sorted(found)
 
@@ -92,9 +90,32 @@ def test_preparer_command_lines_parse_and_resolve(doc: dict[str, Any]) -> None:
     # Every directory the preparer writes is a volume the next phase sees.
     for written in (inputs.layers_dir, inputs.platform_dir, inputs.buildpacks_dir):
         assert str(written) in mounts
-    assert inputs.uid == 1000 and inputs.gid == 1000
-    if step.get("securityContext", {}).get("readOnlyRootFilesystem"):
-        assert env.get("TMPDIR", "/tmp") in mounts  # the executable unpacks itself there
+    # A hardened step: the build user itself (no -uid/-gid needed), and nothing a hardened pod forbids.
+    assert inputs.uid is None and inputs.gid is None
+    assert step["securityContext"] == HARDENED
+    assert "/tmp" not in mounts and "TMPDIR" not in env  # the preparer needs no /tmp
+
+
+#: The securityContext of a hardened build step, as the doc must show it.
+HARDENED = {"runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True, "readOnlyRootFilesystem": True,
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}  # fmt: skip
+
+
+def pod_for(step: dict[str, Any], volumes: Path) -> Pod:
+    """The OCI runtime config equivalent to the step's securityContext, with each volume a directory of
+    ``volumes`` that the step's user owns (as ``fsGroup`` gives it)."""
+    context = step["securityContext"]
+    assert (
+        context["readOnlyRootFilesystem"] and not context["allowPrivilegeEscalation"]
+    )  # Pod always has both
+    assert context["capabilities"] == {"drop": ["ALL"]}  # Pod gives none unless asked
+    user = (context["runAsUser"], context["runAsGroup"])
+    binds = {}
+    for mount in step["volumeMounts"]:
+        host = volumes / mount["mountPath"].strip("/").replace("/", "_")
+        host.mkdir(parents=True, exist_ok=True)
+        binds[mount["mountPath"]] = host
+    return Pod(user=user, binds=binds, tmp="none")
 
 
 @pytest.mark.parametrize("doc", BLOCKS, ids=lambda d: d["kind"])
@@ -115,28 +136,41 @@ def test_the_creator_sees_what_the_preparer_wrote(doc: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("doc", BLOCKS, ids=lambda d: d["kind"])
-def test_the_preparer_step_runs_in_the_image(doc: dict[str, Any], rootfs: Path) -> None:
-    """The step's exact command line and environment, in the image, on its volumes (dry run: nothing written)."""
+def test_the_preparer_step_runs_in_the_image(doc: dict[str, Any], rootfs: Path, tmp_path: Path) -> None:
+    """The step's exact command line and environment, in the image, in its securityContext, on its volumes: a dry
+    run writes nothing (but the report it was asked for), then the real run prepares."""
     step = preparer_step(doc)
     args = substituted(step["args"])
     env = step_env(step)
+    pod = pod_for(step, tmp_path / "volumes")
     inputs = resolve_inputs(goflags.parse(args).values, env, cwd=Path("/"))
-    for mount in step["volumeMounts"]:
-        (rootfs / mount["mountPath"].lstrip("/")).mkdir(parents=True, exist_ok=True)
-    app = rootfs / str(inputs.app_dir).lstrip("/")
+    if str(inputs.app_dir) not in pod.binds:  # a Tekton workspace: Tekton mounts it, not the step
+        pod.binds[str(inputs.app_dir)] = tmp_path / "volumes" / "workspace"
+    app = pod.binds[str(inputs.app_dir)]
     shutil.copytree(ROOT / "fixtures" / "demo" / "app", app, dirs_exist_ok=True)
-    buildpacks = rootfs / "buildpacks"  # what the copy step leaves in the volume
+    buildpacks = pod.binds["/buildpacks"]  # what the copy step leaves in the volume
     shutil.copytree(BUILDER / "buildpacks", buildpacks, dirs_exist_ok=True)
     shutil.copy(BUILDER / "order.toml", buildpacks / "order.toml")
     if "DOCKER_CONFIG" in env:
-        (rootfs / env["DOCKER_CONFIG"].lstrip("/") / "config.json").write_text(json.dumps({"auths": {}}))
-    before = tree(rootfs)
+        (pod.binds[env["DOCKER_CONFIG"]] / "config.json").write_text(json.dumps({"auths": {}}))
+    for path in [tmp_path / "volumes", *(tmp_path / "volumes").rglob("*")]:
+        os.lchown(path, *pod.user)  # fsGroup: the volumes are the build user's
+    before = tree(tmp_path / "volumes")
 
-    result = in_image(rootfs, "-dry-run", *args, env=env)
-    assert result.code == 0, result.stderr
-    assert result.stdout.startswith("===> PREPARING\n") and "Traceback" not in result.stderr
-    # A dry run writes nothing but the report it was asked for.
+    dry = in_image(rootfs, "-dry-run", *args, env=env, pod=pod)
+    assert dry.code == 0, dry.stderr
+    assert dry.stdout.startswith("===> PREPARING\n") and "Traceback" not in dry.stderr
     report = goflags.parse(args).values.get("prepare-report")
-    assert tree(rootfs) == sorted(before + ([str(report).lstrip("/")] if report else []))
-    if report:
-        assert "dry-run = true" in (rootfs / str(report).lstrip("/")).read_text()
+    report_on_host = pod.binds["/layers"] / Path(str(report)).name if report else None
+    assert tree(tmp_path / "volumes") == sorted(
+        before + ([str(report_on_host.relative_to(tmp_path / "volumes"))] if report_on_host else [])
+    )
+    if report_on_host:
+        assert "dry-run = true" in report_on_host.read_text()
+
+    real = in_image(rootfs, *args, env=env, pod=pod)
+    assert real.code == 0, real.stderr
+    order = pod.binds["/layers"] / "order.toml"
+    assert order.stat().st_uid == 1000 and "demo/print-env" in order.read_text()
+    assert (pod.binds["/platform"] / "env" / "GREETING").read_text() == "hello from project.toml"
+    assert not (app / "npm-debug.log").exists() and (app / "index.js").exists()  # exclude = ["*.log", ...]
