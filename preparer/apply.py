@@ -20,7 +20,7 @@ from preparer import interrupt
 from preparer._logger import log
 from preparer.api import verify_buildpack_api
 from preparer.appfilter import Trash
-from preparer.files._toml import PendingWrites
+from preparer.files._toml import PendingWrites, dumps_toml
 from preparer.files.buildpack import buildpack_dir, read_buildpack_toml
 from preparer.files.order import Order, OrderElement, dumps_order
 from preparer.inputs import Inputs
@@ -100,6 +100,7 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
         try:
             order = _stage_order(plan, results, inputs, owner, pending)
             env_paths = _stage_env(plan, inputs.platform_dir, owner, pending)
+            metadata_path = _stage_metadata(plan, owner, pending)
             removed = trash.move(plan.removal) if plan.removal is not None else 0
             records = _records(plan.steps, results, inputs.buildpacks_dir, installed)
             interrupt.check()  # the last moment a request to stop undoes everything
@@ -125,6 +126,9 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
     for env_path in env_paths:
         log.info("Wrote build env %s", env_path)
         written.append(str(env_path))
+    if metadata_path is not None:
+        log.info("Wrote project metadata %s", metadata_path)
+        written.append(str(metadata_path))
     if plan.removal is not None:
         log.info("Removed %d files from %s (%s)", removed, inputs.app_dir, plan.config.filter_key)
     return Outcome(tuple(records), tuple(written), removed, tuple(warnings))
@@ -205,6 +209,16 @@ def _stage_order(
     pending.ready(inputs.layers_dir)
     pending.add(inputs.layers_dir / "order.toml", dumps_order(order).encode(), 0o644, owner)
     return order
+
+
+def _stage_metadata(plan: Plan, owner: tuple[int, int] | None, pending: PendingWrites) -> Path | None:
+    """Stage project-metadata.toml, 0644 and owned like order.toml (the exporter reads it as the build user)."""
+    write = plan.project_metadata
+    if write is None or write.action != "written":
+        return None
+    pending.ready(write.path.parent)
+    pending.add(write.path, dumps_toml(write.metadata.document()).encode(), 0o644, owner)
+    return write.path
 
 
 def _stage_env(

@@ -86,6 +86,13 @@ FLAGS: tuple[Flag, ...] = (
         "<user cache directory>/cnb-preparer",
     ),
     Flag("prepare-report", "string", "write a TOML report of what was applied", "CNB_PREPARE_REPORT_PATH"),
+    Flag(
+        "project-metadata",
+        "string",
+        "where the source came from, for the image label; empty disables it",
+        "CNB_PROJECT_METADATA_PATH",
+        "<layers>/project-metadata.toml",
+    ),
     Flag("dry-run", "bool", "resolve and print the plan; change nothing", "CNB_DRY_RUN"),
     Flag(
         "buildpack-registry-index",
@@ -118,7 +125,6 @@ FLAGS: tuple[Flag, ...] = (
     _creator("plan"),
     _creator("previous-image"),
     _creator("process-type"),
-    _creator("project-metadata"),
     _creator("report"),
     _creator("run"),
     _creator("run-image"),

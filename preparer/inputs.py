@@ -99,6 +99,10 @@ class Inputs:
     #: ``None`` disables the download cache.
     download_cache: _OptionalPathField = _OptionalPathField()
     prepare_report: _OptionalPathField = _OptionalPathField()
+    #: ``None`` means ``<layers>/project-metadata.toml``; see :attr:`project_metadata_path`.
+    project_metadata: _OptionalPathField = _OptionalPathField()
+    #: ``False`` writes no project-metadata.toml (``-project-metadata=""``).
+    write_project_metadata: bool = True
     dry_run: bool = False
     uid: int | None = None
     gid: int | None = None
@@ -117,6 +121,13 @@ class Inputs:
 
     def __post_init__(self) -> None:
         _check_types(self)  # paths are checked and made absolute as they are set (_PathField)
+
+    @property
+    def project_metadata_path(self) -> Path | None:
+        """Where project-metadata.toml goes, or ``None`` when it is not written."""
+        if not self.write_project_metadata:
+            return None
+        return self.project_metadata or self.layers_dir / "project-metadata.toml"
 
     @property
     def descriptor_path(self) -> Path:
@@ -237,6 +248,8 @@ def resolve_inputs(
         platform_config=platform_config,
         download_cache=download_cache,
         prepare_report=given.path("prepare-report"),
+        project_metadata=given.path("project-metadata"),
+        write_project_metadata=given.text("project-metadata") != "",  # given empty: off
         dry_run=bool(dry_run),
         uid=given.number("uid"),
         gid=given.number("gid"),

@@ -23,8 +23,9 @@ from preparer.files.buildpack import installed_versions
 from preparer.files.order import Order, read_order
 from preparer.inputs import Inputs
 from preparer.interrupt import Interrupted
+from preparer.metadata import MetadataWrite, describe_metadata, plan_metadata
 from preparer.plan import Plan, Present, Step, make_plan
-from preparer.report import EnvRecord, Report, unapplied_message, write_report
+from preparer.report import EnvRecord, MetadataRecord, Report, unapplied_message, write_report
 
 if TYPE_CHECKING:
     from preparer.fetch.streams import ProgressFn
@@ -127,6 +128,11 @@ def plan_run(inputs: Inputs) -> Plan:
         log.warning("%s", warning)
     for note in config.notes:
         log.debug("%s", note)
+    # Before anything in <app> changes: excluding .git must not lose what it says.
+    metadata, metadata_warnings = plan_metadata(descriptor, inputs.app_dir, inputs.project_metadata_path)
+    for warning in metadata_warnings:
+        log.warning("%s", warning)
+    warnings += metadata_warnings
     removal = None
     if config.include is not None or config.exclude is not None:
         removal = plan_removal(inputs.app_dir, config.include, config.exclude, descriptor.path)
@@ -141,7 +147,7 @@ def plan_run(inputs: Inputs) -> Plan:
         warnings=warnings,
         descriptor_path=descriptor.path,
         schema_version=descriptor.schema_version,
-    )
+    )._replace(project_metadata=metadata)
     for warning in plan.warnings[len(warnings) :]:
         log.warning("%s", warning)
     for step in plan.steps:
@@ -184,7 +190,15 @@ def _report(
         warnings=plan.warnings,
         dry_run=inputs.dry_run,
         written=written,
+        project_metadata=_metadata_record(plan.project_metadata, inputs.dry_run),
     )
+
+
+def _metadata_record(write: MetadataWrite | None, dry_run: bool) -> MetadataRecord | None:
+    if write is None:
+        return None
+    action = {"written": "would write", "kept": "would keep"}[write.action] if dry_run else write.action
+    return MetadataRecord(str(write.path), action, write.metadata.document())
 
 
 def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
@@ -202,6 +216,10 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
         lines.append(f"  {verb} {inputs.platform_dir / 'env' / action.entry.name}")
     if plan.removal is not None and (plan.removal.files or plan.removal.dirs):
         lines.append(f"  would remove {len(plan.removal.files)} files from {inputs.app_dir}")
+    if plan.project_metadata is not None:
+        write = plan.project_metadata
+        verb = "would write" if write.action == "written" else "would keep the platform's"
+        lines.append(f"  {verb} {write.path} ({describe_metadata(write.metadata)})")
     return lines
 
 

@@ -21,6 +21,7 @@ from preparer.semver import highest
 if TYPE_CHECKING:
     from preparer.appfilter import Removal
     from preparer.fetch.locator import Locator
+    from preparer.metadata import MetadataWrite
 
 
 class Present(NamedTuple):
@@ -71,6 +72,8 @@ class Plan(NamedTuple):
     removal: Removal | None = None
     #: Every warning, in the order found (reading the files, then the env files), without ``Warning:``.
     warnings: tuple[str, ...] = ()
+    #: project-metadata.toml: what is written (or kept); ``None`` when nothing is.
+    project_metadata: MetadataWrite | None = None
 
     @property
     def steps(self) -> tuple[Step, ...]:

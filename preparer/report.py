@@ -43,6 +43,15 @@ class EnvRecord(NamedTuple):
     action: Literal["written", "kept", "skipped"]
 
 
+class MetadataRecord(NamedTuple):
+    """project-metadata.toml: where, what was done (``written``, ``kept``, ``would write``, ``would keep``), and
+    the document (written, or the one that would have been)."""
+
+    path: str
+    action: str
+    document: dict[str, Any]
+
+
 class Report(NamedTuple):
     """The outcome of :func:`preparer.prepare`."""
 
@@ -56,8 +65,10 @@ class Report(NamedTuple):
     #: Every warning, in the order found (unapplied properties included), without the ``Warning:`` prefix.
     warnings: tuple[str, ...] = ()
     dry_run: bool = False
-    #: Paths written, in order (order.toml, installed buildpack directories, env files).
+    #: Paths written, in order (order.toml, installed buildpack directories, env files, project metadata).
     written: tuple[str, ...] = ()
+    #: project-metadata.toml, when there is something to say of the source.
+    project_metadata: MetadataRecord | None = None
 
 
 #: The reason given when nothing more specific applies.
@@ -95,7 +106,11 @@ def report_to_toml(report: Report) -> dict[str, Any]:
         "env": [{"name": e.name, "action": e.action} for e in report.env],
         "app": {"removed": report.app_removed},
         "unapplied": [{"key": u.key, "reason": u.reason} for u in report.unapplied],
-    }
+    } | (
+        {"project-metadata": {"path": m.path, "action": m.action} | m.document}
+        if (m := report.project_metadata)
+        else {}
+    )
 
 
 def write_report(path: Path, report: Report | None = None, *, error: tuple[int, str] | None = None) -> None:

@@ -13,7 +13,7 @@ import shutil
 import ssl
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -91,12 +91,15 @@ def compare(
     capabilities: tuple[str, ...] = (),
     tmp: str = "noexec",
     certificate: Path | None = None,
+    arrange: Callable[[Layout], object] | None = None,
 ) -> Compared:
     """The same inputs in the pod and through ``python -m preparer``; both results, output bytes equal."""
     env = ENV if env is None else env
     inside = build_dirs(tmp_path / "pod", project, files)
     python = build_dirs(tmp_path / "python", project, files)
     for layout in (inside, python):
+        if arrange:
+            arrange(layout)
         (layout.root / "certs").mkdir()
         if certificate:
             shutil.copy(certificate, layout.root / "certs" / "ca.pem")
@@ -320,3 +323,25 @@ def test_an_untrusted_certificate_fails_the_same_way_inside(
     assert stderr.startswith("ERROR: failed to download https://") and "Traceback" not in stderr
     assert_same_outcome(compared)
     assert not (compared.inside.layers / "order.toml").exists()
+
+
+def test_project_metadata_from_git_inside_matches_the_package(rootfs: Path, tmp_path: Path) -> None:
+    """dulwich is in the bundle: the same project-metadata.toml from a repository made by the git CLI."""
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e",
+           "GIT_AUTHOR_DATE": "@1700000000 +0000", "GIT_COMMITTER_DATE": "@1700000000 +0000", "PATH": "/usr/bin:/bin"}  # fmt: skip
+
+    def repository(layout: Layout) -> None:
+        for args in (
+            ["init", "-q", "-b", "main"],
+            ["add", "."],
+            ["commit", "-q", "-m", "one"],
+            ["tag", "v1"],
+        ):
+            subprocess.run(["git", "-C", str(layout.app), *args], env=env, check=True, capture_output=True)
+
+    args = [*FLAGS, "-download-cache", "", "my-app"]
+    compared = compare(rootfs, tmp_path, args, HEAD, files={"index.js": b"x"}, arrange=repository)
+    assert compared.contained == compared.expected and compared.contained.code == 0
+    written = (compared.inside.layers / "project-metadata.toml").read_bytes()
+    assert written == (compared.python.layers / "project-metadata.toml").read_bytes()
+    assert b'describe = "v1"' in written and b'type = "git"' in written
