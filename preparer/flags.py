@@ -94,6 +94,7 @@ FLAGS: tuple[Flag, ...] = (
         "<layers>/project-metadata.toml",
     ),
     Flag("dry-run", "bool", "resolve and print the plan; change nothing", "CNB_DRY_RUN"),
+    Flag("policy", "string", "the platform's policy file (docs/policy.md)", "CNB_PREPARER_POLICY"),
     Flag(
         "buildpack-registry-index",
         "string",

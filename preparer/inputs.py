@@ -103,6 +103,8 @@ class Inputs:
     project_metadata: _OptionalPathField = _OptionalPathField()
     #: ``False`` writes no project-metadata.toml (``-project-metadata=""``).
     write_project_metadata: bool = True
+    #: The platform's policy file (docs/policy.md); ``None``: no policy, everything as without one.
+    policy: _OptionalPathField = _OptionalPathField()
     dry_run: bool = False
     uid: int | None = None
     gid: int | None = None
@@ -250,6 +252,7 @@ def resolve_inputs(
         prepare_report=given.path("prepare-report"),
         project_metadata=given.path("project-metadata"),
         write_project_metadata=given.text("project-metadata") != "",  # given empty: off
+        policy=given.path("policy"),
         dry_run=bool(dry_run),
         uid=given.number("uid"),
         gid=given.number("gid"),

@@ -17,6 +17,7 @@ from preparer.appfilter import plan_removal
 from preparer.apply import apply_plan, check_present
 from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
+from preparer.enforce import enforce
 from preparer.errors import PreparerError, UnexpectedError
 from preparer.files._toml import load_toml
 from preparer.files.buildpack import installed_versions
@@ -25,6 +26,7 @@ from preparer.inputs import Inputs
 from preparer.interrupt import Interrupted
 from preparer.metadata import MetadataWrite, describe_metadata, plan_metadata
 from preparer.plan import Plan, Present, Step, make_plan
+from preparer.policy import load_policy
 from preparer.report import EnvRecord, MetadataRecord, Report, unapplied_message, write_report
 
 if TYPE_CHECKING:
@@ -156,6 +158,8 @@ def plan_run(inputs: Inputs) -> Plan:
                 "%s: %s is installed in %s: using %s@%s, no request made",
                 step.entry.key, step.entry.uri, inputs.buildpacks_dir, step.id, step.version,
             )  # fmt: skip
+    if inputs.policy is not None:
+        plan = enforce(plan, load_policy(inputs.policy), inputs.download_cache)
     check_present([s for s in plan.steps if isinstance(s, Present)], inputs.buildpacks_dir)
     return plan
 
@@ -191,6 +195,7 @@ def _report(
         dry_run=inputs.dry_run,
         written=written,
         project_metadata=_metadata_record(plan.project_metadata, inputs.dry_run),
+        policy=plan.policy,
     )
 
 
@@ -216,6 +221,9 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
         lines.append(f"  {verb} {inputs.platform_dir / 'env' / action.entry.name}")
     if plan.removal is not None and (plan.removal.files or plan.removal.dirs):
         lines.append(f"  would remove {len(plan.removal.files)} files from {inputs.app_dir}")
+    for decision in plan.policy:
+        verdict = "allowed" if decision.allowed else "refused"
+        lines.append(f"  policy: {decision.key} ({decision.written}): {verdict}: {decision.rule}")
     if plan.project_metadata is not None:
         write = plan.project_metadata
         verb = "would write" if write.action == "written" else "would keep the platform's"

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from preparer.appfilter import Removal
     from preparer.fetch.locator import Locator
     from preparer.metadata import MetadataWrite
+    from preparer.policy import Decision, Policy
 
 
 class Present(NamedTuple):
@@ -74,6 +75,10 @@ class Plan(NamedTuple):
     warnings: tuple[str, ...] = ()
     #: project-metadata.toml: what is written (or kept); ``None`` when nothing is.
     project_metadata: MetadataWrite | None = None
+    #: What the platform policy decided of every entry (empty without a policy).
+    policy: tuple[Decision, ...] = ()
+    #: The platform policy, whose limits hold while fetching; ``None`` without one.
+    rules: Policy | None = None
 
     @property
     def steps(self) -> tuple[Step, ...]:

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from preparer.files._toml import dumps_toml, write_atomic
+
+if TYPE_CHECKING:
+    from preparer.policy import Decision
 
 
 class Unapplied(NamedTuple):
@@ -69,6 +72,8 @@ class Report(NamedTuple):
     written: tuple[str, ...] = ()
     #: project-metadata.toml, when there is something to say of the source.
     project_metadata: MetadataRecord | None = None
+    #: What the platform policy decided of each entry (empty without a policy).
+    policy: tuple[Decision, ...] = ()
 
 
 #: The reason given when nothing more specific applies.
@@ -93,7 +98,7 @@ def report_to_toml(report: Report) -> dict[str, Any]:
         descriptor["path"] = report.descriptor_path
     if report.schema_version is not None:
         descriptor["schema-version"] = report.schema_version
-    return {
+    doc: dict[str, Any] = {
         "dry-run": report.dry_run,
         "descriptor": descriptor,
         "effective": report.effective,
@@ -106,11 +111,21 @@ def report_to_toml(report: Report) -> dict[str, Any]:
         "env": [{"name": e.name, "action": e.action} for e in report.env],
         "app": {"removed": report.app_removed},
         "unapplied": [{"key": u.key, "reason": u.reason} for u in report.unapplied],
-    } | (
-        {"project-metadata": {"path": m.path, "action": m.action} | m.document}
-        if (m := report.project_metadata)
-        else {}
-    )
+    }
+    if report.policy:
+        doc["policy"] = [
+            {
+                "entry": d.key,
+                "source": d.written,
+                "decision": "allowed" if d.allowed else "refused",
+                "rule": d.rule,
+            }
+            for d in report.policy
+        ]
+    if report.project_metadata is not None:
+        m = report.project_metadata
+        doc["project-metadata"] = {"path": m.path, "action": m.action} | m.document
+    return doc
 
 
 def write_report(path: Path, report: Report | None = None, *, error: tuple[int, str] | None = None) -> None:

@@ -18,6 +18,7 @@ from preparer.fetch.streams import ProgressFn
 from preparer.fetch.transport import Transport
 from preparer.files.buildpack import BuildpackDescriptor
 from preparer.flags import DEFAULT_REGISTRY_INDEX
+from preparer.policy import Budget, Policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,10 @@ class FetchContext:
     warn: Callable[[str], None] = _log_warning
     #: The HTTP client: session, timeouts, retries.
     transport: Transport = field(default_factory=Transport, compare=False, repr=False)
+    #: The platform policy (its image rules hold for images found while fetching too); ``None`` without one.
+    policy: Policy | None = None
+    #: The limits this fetch is held to (set per fetch when there is a policy): downloads, extraction, copies.
+    budget: Budget | None = None
 
     @property
     def lock_wait(self) -> float:

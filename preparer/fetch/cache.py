@@ -113,6 +113,21 @@ class DownloadCache:
             _check_private(path)
         return cls(root)
 
+    @classmethod
+    def existing(cls, root: Path) -> DownloadCache | None:
+        """The cache at ``root`` for reading only, when it exists and passes the checks; nothing is made.
+
+        Used before a run may write anything (a policy's hints); ``None`` stands for any problem.
+        """
+        try:
+            _check_ancestors(root.parent)
+            real = Path(os.path.realpath(root))
+            for path in (real, real / "http"):
+                _check_private(path)
+        except (CacheUnusable, OSError):
+            return None
+        return cls(real)
+
     def _dir(self, name: str) -> Path:
         """The subdirectory ``name`` (checked by :meth:`open`)."""
         return self.root / name

@@ -25,6 +25,7 @@ from preparer.fetch.oci.layout import fetch_cnb
 from preparer.fetch.streams import CHUNK, MAX_TRAILING, stream_body, verify_digest, verify_file
 from preparer.fetch.transport import probe_unchanged
 from preparer.fetch.tree import install_cached, new_root, staged_buildpack
+from preparer.policy import LimitExceeded
 
 
 class _Known(NamedTuple):
@@ -92,7 +93,7 @@ def _from_cache(tree: CachedTree, ctx: FetchContext, source: str, cache: Downloa
     """The cached tree installed into staging; ``None`` (and the tree removed) when it is not what was cached."""
     root = new_root(ctx.staging, "http-")
     try:
-        install_cached(tree, root, link=ctx.link_installs)
+        install_cached(tree, root, link=ctx.link_installs, budget=ctx.budget)
     except (CacheMismatch, OSError) as err:
         shutil.rmtree(root, ignore_errors=True)
         cache.discard_tree(tree.digest)
@@ -129,15 +130,17 @@ def _download(
 
             def extract(body: IO[bytes]) -> Extracted | FetchError:
                 try:
-                    return extract_tar(body, dest, archive=source, record=cache is not None)
+                    return extract_tar(
+                        body, dest, archive=source, record=cache is not None, budget=ctx.budget
+                    )
                 except FetchError as err:
-                    if locator.sha256 is None:
+                    if locator.sha256 is None or isinstance(err, LimitExceeded):
                         raise
                     # Pinned: read the rest, so a tampered or corrupt body is reported as the mismatch it is.
                     return err
 
             outcome, digest, _ = stream_body(
-                response, source, ctx.progress, extract, MAX_TRAILING, ctx.transport.deadline
+                response, source, ctx.progress, extract, MAX_TRAILING, ctx.transport.deadline, ctx.budget
             )
             _check_pin(locator, digest, source)
             if isinstance(outcome, FetchError):
@@ -192,6 +195,7 @@ def _fetch_cnb(locator: HttpLocator, ctx: FetchContext, source: str) -> Fetched:
                     ctx.progress,
                     lambda body: shutil.copyfileobj(body, out, CHUNK),
                     deadline=ctx.transport.deadline,
+                    budget=ctx.budget,
                 )
             _check_pin(locator, digest, source)
             fetched = fetch_cnb(path, source=source, digest=digest, ctx=ctx)  # read before it is shared

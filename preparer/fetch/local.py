@@ -31,7 +31,7 @@ def fetch_path(locator: PathLocator, ctx: FetchContext) -> Fetched:
         raise FetchError(f"fetch buildpack from {source}", "not a directory or a regular file")
     if path.is_dir():
         root = new_root(ctx.staging, "dir-")
-        copy_tree(path, root, source)
+        copy_tree(path, root, source, ctx.budget)
         staged = staged_buildpack(root, source)
         return Fetched(staged.descriptor, (staged,), source)
     if path.name.endswith(".cnb"):
@@ -40,7 +40,7 @@ def fetch_path(locator: PathLocator, ctx: FetchContext) -> Fetched:
     try:
         with open(path, "rb") as f:
             reader = HashingReader(f)
-            extracted = extract_tar(reader, root, archive=source)  # type: ignore[arg-type]
+            extracted = extract_tar(reader, root, archive=source, budget=ctx.budget)  # type: ignore[arg-type]
             reader.drain(MAX_TRAILING, f"extract {source}")
     except OSError as err:
         raise FetchError(f"read {source}", err.strerror or str(err)) from None

@@ -202,9 +202,14 @@ def redact(uri: str) -> str:
     'https://host/bp.tgz#sha256=00'
     >>> redact("https://host/bp@1.0.tgz"), redact("https://ghp_token@host/x")
     ('https://host/bp@1.0.tgz', 'https://host/x')
+
+    An image reference holds no user information: its ``@`` introduces a digest, kept.
+
+    >>> redact("docker://registry:5000/bp@sha256:00")
+    'docker://registry:5000/bp@sha256:00'
     """
     scheme, sep, rest = uri.partition("://")
-    if not sep:
+    if not sep or scheme == "docker":
         return uri
     at = rest.rfind("@")
     if at >= 0 and (":" in rest[:at] or "/" not in rest[:at]):

@@ -8,6 +8,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from preparer._fs import claimed_dir, sweep
@@ -16,6 +17,7 @@ from preparer.api import verify_buildpack_api
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.base import FetchContext, Fetched, no_progress
 from preparer.fetch.cache import CacheUnusable, DownloadCache
+from preparer.fetch.locator import redact
 from preparer.fetch.parallel import fetch_all
 from preparer.fetch.sources import fetch
 from preparer.fetch.streams import ProgressFn
@@ -23,6 +25,7 @@ from preparer.fetch.transport import Transport
 from preparer.files.buildpack import buildpack_dir
 from preparer.inputs import Inputs
 from preparer.plan import Fetch
+from preparer.policy import Policy, RunTotals
 
 #: Staging directories: in ``<buildpacks>`` (hidden), or in ``$TMPDIR`` when ``<buildpacks>`` cannot be written.
 STAGING_PREFIXES = (".preparer-staging-", "preparer-staging-")
@@ -34,6 +37,7 @@ def fetching(
     base_dir: Path,
     progress: ProgressFn | None = None,
     collect: Callable[[str], None] | None = None,
+    policy: Policy | None = None,
 ) -> Iterator[FetchContext]:
     """What the fetchers of one run share, for the block: a staging directory of the run's own, and the download
     cache, opened and checked, with a directory of the run's own for partial downloads. Both are removed when the
@@ -41,6 +45,7 @@ def fetching(
     that cannot be trusted is left out, with a warning (a cache never fails a build).
 
     :param collect: told every warning the fetchers have, besides the ``preparer`` logger.
+    :param policy: the platform policy whose limits every fetch is held to.
     """
 
     def warn(message: str) -> None:
@@ -80,6 +85,7 @@ def fetching(
                 timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout),
                 deadline=inputs.download_timeout,
             ),
+            policy=policy,
         )
 
 
@@ -118,8 +124,20 @@ def _temp_dir() -> Path | None:
 
 def fetch_steps(steps: Sequence[Fetch], ctx: FetchContext) -> list[Fetched]:
     """Fetch every entry in parallel, each with the fetcher for its kind of source; the first failure (in entry
-    order) is raised."""
-    jobs: list[Callable[[], Fetched]] = [lambda step=step: fetch(step.locator, ctx) for step in steps]  # type: ignore[misc]
+    order) is raised. With a policy, each fetch is held to its limits, and all of them to the run's."""
+    policy = ctx.policy
+    if policy is None:
+        contexts = [ctx] * len(steps)
+    else:
+        totals = RunTotals()
+        contexts = [
+            replace(ctx, budget=policy.budget(redact(step.entry.uri or step.entry.id or ""), totals))
+            for step in steps
+        ]
+    jobs: list[Callable[[], Fetched]] = [
+        lambda step=step, job=job: fetch(step.locator, job)  # type: ignore[misc]
+        for step, job in zip(steps, contexts, strict=True)
+    ]
     return fetch_all(jobs)
 
 

@@ -25,6 +25,8 @@ from preparer.fetch.transport import NetworkError, describe
 if TYPE_CHECKING:
     import requests
 
+    from preparer.policy import Budget
+
 T = TypeVar("T")
 
 #: The size of every read: large enough that per-read overhead vanishes, small enough to keep memory flat.
@@ -104,9 +106,16 @@ class NetworkReader:
     """A response body as a file: counts bytes, reports progress, and turns any read error into NetworkError."""
 
     def __init__(
-        self, raw: Any, source: str, total: int | None, progress: ProgressFn, deadline: float | None = None
+        self,
+        raw: Any,
+        source: str,
+        total: int | None,
+        progress: ProgressFn,
+        deadline: float | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.raw, self.source, self.total, self.progress = raw, source, total, progress
+        self.budget = budget
         self.size = 0
         self.reported = 0.0
         self.deadline = deadline
@@ -135,6 +144,8 @@ class NetworkReader:
 
     def _count(self, received: int) -> None:
         interrupt.check()
+        if self.budget is not None:
+            self.budget.downloaded(received)
         self.size += received
         now = time.monotonic()
         if self.ends is not None and now > self.ends:
@@ -155,19 +166,22 @@ def stream_body(
     consume: Callable[[IO[bytes]], T],
     trailing: int | None = None,
     deadline: float | None = None,
+    budget: Budget | None = None,
 ) -> tuple[T, str, int]:
     """Feed the body to ``consume`` while hashing it, read it to its end, and check its length against
     ``Content-Length``. Returns ``(what consume returned, digest, size)``.
 
     :param trailing: at most this many bytes may follow what ``consume`` read (an archive's end marker).
     :param deadline: seconds the whole body may take.
+    :param budget: the policy's limits, charged every byte as it arrives.
     :raises NetworkError: the body ended early or the connection failed (worth another attempt).
     :raises FetchError: more than ``trailing`` bytes after what ``consume`` read.
     """
     length = response.headers.get("Content-Length")
     total = int(length) if length and length.isdigit() else None
     response.raw.decode_content = False
-    hashing = HashingReader(NetworkReader(response.raw, source, total, progress, deadline))  # type: ignore[arg-type]
+    body = NetworkReader(response.raw, source, total, progress, deadline, budget)
+    hashing = HashingReader(body)  # type: ignore[arg-type]
     with contextlib.closing(response):
         result = consume(hashing)  # type: ignore[arg-type]
         hashing.drain(trailing, f"download {source}")

@@ -198,7 +198,9 @@ def _extract_layers(
 
         def extract(body: IO[bytes]) -> LayerTree:
             root = Path(tempfile.mkdtemp(prefix="layer-", dir=ctx.staging))
-            extracted = extract_tar(body, root, archive=archive, select="cnb/buildpacks", allow_absolute=True)
+            extracted = extract_tar(
+                body, root, archive=archive, select="cnb/buildpacks", allow_absolute=True, budget=ctx.budget
+            )
             return root, extracted.links
 
         return read_layer(layer, extract)

@@ -23,6 +23,7 @@ from preparer.fetch.oci import auth
 from preparer.fetch.oci.reference import Reference, scheme_for
 from preparer.fetch.streams import HashingReader, Tee, is_digest, sha256_of, stream_body, verify_digest
 from preparer.fetch.transport import NetworkError, check_status, describe, read_capped, tls_failure
+from preparer.policy import LimitExceeded
 
 if TYPE_CHECKING:
     import requests
@@ -354,18 +355,26 @@ class Registry:
 
                     def tee(body: IO[bytes]) -> tuple[T | None, FetchError | None]:
                         teed = Tee(body, out, size)
+                        result: tuple[T | None, FetchError | None]
                         try:
-                            return consume(teed), None  # type: ignore[arg-type]
+                            result = consume(teed), None  # type: ignore[arg-type]
+                        except LimitExceeded:
+                            raise  # at once: nothing more is read
                         except FetchError as err:
                             # A corrupt blob often breaks the extraction first: read it all, blame the digest.
-                            return None, err
-                        finally:
-                            teed.drain()
-                            if teed.over:
-                                raise too_large
+                            result = None, err
+                        teed.drain()
+                        if teed.over:
+                            raise too_large
+                        return result
 
                     (result, failure), got, count = stream_body(
-                        response, label, self.ctx.progress, tee, deadline=self.ctx.transport.deadline
+                        response,
+                        label,
+                        self.ctx.progress,
+                        tee,
+                        deadline=self.ctx.transport.deadline,
+                        budget=self.ctx.budget,
                     )
                 verify_digest(got, digest, f"pull {self.ref}", f"blob {digest}: digest mismatch: got {{got}}")
                 if size is not None and count != size:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from preparer.errors import FetchError
+from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.locator import ImageLocator
 from preparer.fetch.oci.buildpackage import descriptor_size, follow_index, install_buildpackage
@@ -10,6 +10,7 @@ from preparer.fetch.oci.client import Registry
 from preparer.fetch.oci.memory import tune_allocator
 from preparer.fetch.oci.reference import parse_reference
 from preparer.fetch.streams import is_digest
+from preparer.policy import check_image
 
 
 def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
@@ -18,10 +19,18 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
     An image index is resolved to ``ctx.platform``. Returns the package's buildpacks, its top-level one named
     ``top``, the normalised reference as ``source`` and the image manifest's digest.
 
-    :raises InvalidInputsError: a malformed reference (exit 3).
+    :raises InvalidInputsError: a malformed reference, or an image the platform policy refuses (exit 3).
     :raises FetchError: missing image, wrong credentials, corrupt or mismatching blobs, not a buildpackage (exit 1).
     """
     ref = parse_reference(locator.reference)
+    if (
+        ctx.policy is not None
+    ):  # an image found while fetching (a registry entry, a bare id) meets the rules too
+        problem = check_image(ctx.policy, f"{ref.registry}/{ref.repository}", ref.digest)
+        if problem is not None:
+            raise InvalidInputsError(
+                "prepare", f"the image {ref} is not allowed by the platform policy: {problem}"
+            )
     tune_allocator()
     registry = Registry(ref, ctx)
     source = str(ref)

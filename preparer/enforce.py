@@ -1,0 +1,92 @@
+"""The platform policy applied to a plan: every entry decided before anything is fetched or written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from preparer._logger import log
+from preparer.plan import Fetch, Plan, Present, Step
+from preparer.policy import Decision, Policy, Target, decide_env, decide_source, refusal
+
+
+def enforce(plan: Plan, policy: Policy, cache_root: Path | None) -> Plan:
+    """``plan`` with the policy's decisions recorded, include/exclude dropped when the policy forbids it.
+
+    :raises InvalidInputsError: the first entry the policy refuses (exit 3); nothing has been fetched or written.
+    """
+    decisions = [_decide_step(step, policy, cache_root) for step in plan.steps]
+    decisions += [decide_env(policy, action.entry.key, action.entry.name) for action in plan.env]
+    for decision in decisions:
+        verdict = "allowed" if decision.allowed else "refused"
+        log.debug("Policy: %s (%s): %s: %s", decision.key, decision.written, verdict, decision.rule)
+    refused = next((d for d in decisions if not d.allowed), None)
+    if refused is not None:
+        raise refusal(refused)
+    warnings = plan.warnings
+    removal = plan.removal
+    if removal is not None and not policy.include_exclude:
+        warning = (
+            f"{plan.config.filter_key} is not applied by the preparer: the platform policy does not allow "
+            f"include/exclude ({policy.rule('app.include-exclude')})"
+        )
+        log.warning("%s", warning)
+        warnings, removal = (*warnings, warning), None
+    return plan._replace(policy=tuple(decisions), rules=policy, removal=removal, warnings=warnings)
+
+
+def _decide_step(step: Step, policy: Policy, cache_root: Path | None) -> Decision:
+    # Deferred: the locators are the fetch package's (kept off runs without a policy or a uri).
+    from preparer.fetch.locator import (
+        BuilderLocator,
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
+        redact,
+    )
+    from preparer.fetch.oci.reference import DOCKER_HUB, parse_reference
+
+    entry = step.entry
+    written = f'uri = "{redact(entry.uri)}"' if entry.uri else f'id = "{entry.id}"' if entry.id else "script"
+    if isinstance(step, Present):
+        return decide_source(policy, entry.key, written, ("builder",), Target())
+    assert isinstance(step, Fetch)
+    locator = step.locator
+    if isinstance(locator, BuilderLocator):
+        return decide_source(policy, entry.key, written, ("builder",), Target())
+    if isinstance(locator, InlineLocator):
+        return decide_source(policy, entry.key, written, ("inline",), Target())
+    if isinstance(locator, PathLocator):
+        kind = "cnb" if locator.path.name.endswith(".cnb") else "path"
+        return decide_source(policy, entry.key, written, (kind,), Target())
+    if isinstance(locator, HttpLocator):
+        kinds = ("http", "cnb") if locator.url.split("?")[0].endswith(".cnb") else ("http",)
+        target = Target(
+            url=redact(locator.url),
+            pinned=locator.sha256 is not None,
+            cached_digest=_cached(locator.url, cache_root),
+        )
+        return decide_source(policy, entry.key, written, kinds, target)
+    if isinstance(locator, ImageLocator):
+        ref = parse_reference(locator.reference)
+        target = Target(image=f"{ref.registry}/{ref.repository}", image_digest=ref.digest)
+        return decide_source(policy, entry.key, written, ("image",), target)
+    if isinstance(locator, IdLocator):
+        # Not installed: the buildpack registry is asked first, then Docker Hub: both must be allowed.
+        target = Target(image=f"{DOCKER_HUB}/{locator.id}")
+        return decide_source(policy, entry.key, written, ("registry", "image"), target)
+    assert isinstance(locator, RegistryLocator)
+    return decide_source(policy, entry.key, written, ("registry",), Target())
+
+
+def _cached(url: str, cache_root: Path | None) -> str | None:
+    """The digest the download cache has for ``url``, read without making or changing anything."""
+    if cache_root is None:
+        return None
+    from preparer.fetch.cache import DownloadCache  # deferred, as the locators above
+
+    cache = DownloadCache.existing(cache_root)
+    meta = cache.http_meta(url) if cache is not None else None
+    return meta["digest"] if meta else None

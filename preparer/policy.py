@@ -1,0 +1,378 @@
+"""The platform's policy: which buildpack sources, env names and sizes a project may bring (docs/policy.md).
+
+A policy is checked against the whole plan before anything is fetched or written: a refused entry stops the run
+with exit 3 and no request made. Its limits travel with each fetch (:class:`Budget`) and stop a download or an
+extraction the moment one is exceeded (exit 1). Without a policy nothing changes.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import threading
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from preparer.errors import FetchError, InvalidInputsError
+
+#: The kinds of source a policy names in ``sources.allow``.
+KINDS = ("builder", "path", "http", "image", "cnb", "registry", "inline")
+_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "kb": 1000, "mb": 10**6,
+          "gb": 10**9, "tb": 10**12}  # fmt: skip
+_SCHEMA: dict[str, frozenset[str]] = {
+    "": frozenset({"sources", "http", "image", "limits", "env", "app"}),
+    "sources": frozenset({"allow"}),
+    "http": frozenset({"allow", "require-pin"}),
+    "image": frozenset({"allow", "require-pin"}),
+    "limits": frozenset({"buildpack", "run"}),
+    "limits.buildpack": frozenset({"download-bytes", "extract-bytes", "entries"}),
+    "limits.run": frozenset({"download-bytes", "extract-bytes", "entries"}),
+    "env": frozenset({"allow", "deny"}),
+    "app": frozenset({"include-exclude"}),
+}
+MAX_POLICY_BYTES = 1 << 20
+
+
+class Rule(NamedTuple):
+    """A value of the policy and where it is written: ``http.allow, line 7 of /etc/policy.toml``."""
+
+    key: str
+    where: str
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bytes downloaded, bytes extracted (or copied), entries written; ``None`` is unlimited."""
+
+    download_bytes: int | None = None
+    extract_bytes: int | None = None
+    entries: int | None = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A parsed policy file. ``None`` in an allow list means "not restricted"."""
+
+    path: str
+    kinds: tuple[str, ...] | None = None
+    http_allow: tuple[str, ...] | None = None
+    http_pin: bool = False
+    image_allow: tuple[str, ...] | None = None
+    image_pin: bool = False
+    buildpack_limits: Limits = field(default_factory=Limits)
+    run_limits: Limits = field(default_factory=Limits)
+    env_allow: tuple[str, ...] | None = None
+    env_deny: tuple[str, ...] = ()
+    include_exclude: bool = True
+    #: Where each key is written, for messages.
+    rules: dict[str, Rule] = field(default_factory=dict)
+
+    def rule(self, key: str) -> str:
+        """``key`` and where it is: ``http.allow, line 7 of policy.toml``."""
+        found = self.rules.get(key)
+        return f"{key}, {found.where}" if found else f"{key} (the default) of {self.path}"
+
+    def budget(self, source: str, run: RunTotals) -> Budget:
+        """The limits one buildpack's fetch is held to."""
+        return Budget(self, source, run)
+
+
+def load_policy(path: Path) -> Policy:
+    """Read and check the policy file at ``path``.
+
+    :raises InvalidInputsError: unreadable, not TOML, an unknown key, or a value of the wrong kind (exit 3),
+        naming the key and its line.
+    """
+    action = f"read policy {path}"
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_POLICY_BYTES + 1)
+    except OSError as err:
+        raise InvalidInputsError(action, err.strerror or str(err)) from None
+    if len(data) > MAX_POLICY_BYTES:
+        raise InvalidInputsError(action, f"larger than {MAX_POLICY_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+        doc = tomllib.loads(text)
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise InvalidInputsError(action, str(err)) from None
+    return _Parser(str(path), text, action).policy(doc)
+
+
+class _Parser:
+    def __init__(self, path: str, text: str, action: str) -> None:
+        self.path, self.lines, self.action = path, text.splitlines(), action
+        self.rules: dict[str, Rule] = {}
+
+    def where(self, key: str) -> str:
+        """``line N of FILE`` where ``key`` (dotted) is written: as a table, or as a key of a table header."""
+        parts = key.split(".")
+        current = ""
+        for number, line in enumerate(self.lines, 1):
+            header = re.match(r"^\s*\[+\s*([^\[\]]+?)\s*\]+", line)
+            if header:
+                current = header.group(1).replace(" ", "").replace('"', "")
+                if current == key:
+                    return f"line {number} of {self.path}"
+                continue
+            for split in range(len(parts)):
+                table, rest = ".".join(parts[:split]), ".".join(parts[split:])
+                if current == table and re.match(rf"^\s*{re.escape(rest)}\s*=", line):
+                    return f"line {number} of {self.path}"
+        return self.path
+
+    def fail(self, key: str, problem: str) -> InvalidInputsError:
+        return InvalidInputsError(self.action, f"{key} ({self.where(key)}): {problem}")
+
+    def check_keys(self, doc: dict[str, Any], prefix: str = "") -> None:
+        allowed = _SCHEMA.get(prefix, frozenset())
+        for key, value in doc.items():
+            dotted = f"{prefix}.{key}" if prefix else key
+            if key not in allowed:
+                known = ", ".join(sorted(allowed))
+                raise self.fail(dotted, f"unknown key (known here: {known})")
+            if dotted in _SCHEMA:
+                if not isinstance(value, dict):
+                    raise self.fail(dotted, "must be a table")
+                self.check_keys(value, dotted)
+            else:
+                self.rules[dotted] = Rule(dotted, self.where(dotted))
+
+    def globs(self, doc: dict[str, Any], key: str) -> tuple[str, ...] | None:
+        value = _lookup(doc, key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(key, "must be an array of non-empty strings")
+        return tuple(value)
+
+    def flag(self, doc: dict[str, Any], key: str, default: bool) -> bool:
+        value = _lookup(doc, key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.fail(key, "must be true or false")
+        return value
+
+    def size(self, doc: dict[str, Any], key: str) -> int | None:
+        value = _lookup(doc, key)
+        if value is None:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", value) if isinstance(value, str) else None
+        if match and match.group(2).lower() in _UNITS:
+            return int(match.group(1)) * _UNITS[match.group(2).lower()]
+        raise self.fail(key, 'must be a number of bytes (an integer, or a string such as "512MiB")')
+
+    def count(self, doc: dict[str, Any], key: str) -> int | None:
+        value = _lookup(doc, key)
+        if value is None:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        raise self.fail(key, "must be a non-negative integer")
+
+    def limits(self, doc: dict[str, Any], table: str) -> Limits:
+        return Limits(
+            self.size(doc, f"{table}.download-bytes"),
+            self.size(doc, f"{table}.extract-bytes"),
+            self.count(doc, f"{table}.entries"),
+        )
+
+    def policy(self, doc: dict[str, Any]) -> Policy:
+        self.check_keys(doc)
+        kinds = self.globs(doc, "sources.allow")
+        for kind in kinds or ():
+            if kind not in KINDS:
+                raise self.fail("sources.allow", f"unknown kind '{kind}' (kinds: {', '.join(KINDS)})")
+        return Policy(
+            path=self.path,
+            kinds=kinds,
+            http_allow=self.globs(doc, "http.allow"),
+            http_pin=self.flag(doc, "http.require-pin", False),
+            image_allow=self.globs(doc, "image.allow"),
+            image_pin=self.flag(doc, "image.require-pin", False),
+            buildpack_limits=self.limits(doc, "limits.buildpack"),
+            run_limits=self.limits(doc, "limits.run"),
+            env_allow=self.globs(doc, "env.allow"),
+            env_deny=self.globs(doc, "env.deny") or (),
+            include_exclude=self.flag(doc, "app.include-exclude", True),
+            rules=self.rules,
+        )
+
+
+def _lookup(doc: dict[str, Any], dotted: str) -> Any:
+    node: Any = doc
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def matches(value: str, patterns: tuple[str, ...]) -> str | None:
+    """The first glob of ``patterns`` that ``value`` matches (``*`` matches ``/`` too), else ``None``."""
+    return next((p for p in patterns if fnmatch.fnmatchcase(value, p)), None)
+
+
+# Limits while fetching.
+
+
+class LimitExceeded(FetchError):
+    """A fetch went past one of the policy's limits: it stops at once (nothing more is read), exit 1."""
+
+
+class RunTotals:
+    """What every buildpack of the run has used so far (fetches run in parallel: guarded by a lock)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.used = {"download_bytes": 0, "extract_bytes": 0, "entries": 0}
+
+
+_WHAT = {
+    "download_bytes": ("bytes downloaded", "download-bytes"),
+    "extract_bytes": ("bytes extracted", "extract-bytes"),
+    "entries": ("entries written", "entries"),
+}
+
+
+class Budget:
+    """The limits of one buildpack's fetch, charged to the run's totals as well."""
+
+    def __init__(self, policy: Policy, source: str, run: RunTotals) -> None:
+        self.policy, self.source, self.run = policy, source, run
+        self.used = {"download_bytes": 0, "extract_bytes": 0, "entries": 0}
+
+    def downloaded(self, count: int) -> None:
+        self._charge("download_bytes", count)
+
+    def extracted(self, count: int) -> None:
+        self._charge("extract_bytes", count)
+
+    def entry(self, count: int = 1) -> None:
+        self._charge("entries", count)
+
+    def _charge(self, what: str, count: int) -> None:
+        if not count:
+            return
+        self.used[what] += count
+        mine = getattr(self.policy.buildpack_limits, what)
+        if mine is not None and self.used[what] > mine:
+            self._exceeded(what, "limits.buildpack", mine)
+        with self.run.lock:
+            self.run.used[what] += count
+            total = self.run.used[what]
+        theirs = getattr(self.policy.run_limits, what)
+        if theirs is not None and total > theirs:
+            self._exceeded(what, "limits.run", theirs)
+
+    def _exceeded(self, what: str, table: str, limit: int) -> None:
+        noun, key = _WHAT[what]
+        scope = "this buildpack" if table == "limits.buildpack" else "the run"
+        raise LimitExceeded(
+            f"fetch {self.source}",
+            f"more than {limit} {noun} for {scope}: the platform policy's limit ({self.policy.rule(f'{table}.{key}')})",
+        )
+
+
+# Deciding each entry of the plan, before anything is fetched.
+
+
+class Decision(NamedTuple):
+    """One entry (a group entry or a build env variable) and what the policy says of it."""
+
+    #: Where the entry is written: ``io.buildpacks.group[2]``.
+    key: str
+    #: The entry as written (credentials removed): ``uri = "https://host/bp.tgz"``.
+    written: str
+    allowed: bool
+    #: Why, and which key of the policy says so (where it is written).
+    rule: str
+
+
+def decide_source(policy: Policy, key: str, written: str, kinds: tuple[str, ...], target: Target) -> Decision:
+    """What ``policy`` says of a buildpack source of ``kinds`` (all must be allowed) at ``target``."""
+    for kind in kinds:
+        if policy.kinds is not None and kind not in policy.kinds:
+            return Decision(
+                key, written, False, f"{kind} sources are not allowed ({policy.rule('sources.allow')})"
+            )
+    problem = None
+    if target.url is not None:
+        problem = _check_http(policy, target)
+    elif target.image is not None:
+        problem = check_image(policy, target.image, target.image_digest)
+    if problem:
+        return Decision(key, written, False, problem)
+    return Decision(key, written, True, _allowed_by(policy, kinds, target))
+
+
+class Target(NamedTuple):
+    """Where a source points: an http URL (with its pin and what the cache knows of it), or an image."""
+
+    url: str | None = None
+    pinned: bool = False
+    cached_digest: str | None = None
+    image: str | None = None
+    image_digest: str | None = None
+
+
+def _check_http(policy: Policy, target: Target) -> str | None:
+    url = target.url or ""
+    if policy.http_allow is not None and matches(url, policy.http_allow) is None:
+        return f"{url} matches no pattern of {policy.rule('http.allow')}"
+    if policy.http_pin and not target.pinned:
+        hint = ""
+        if target.cached_digest:
+            hex_digest = target.cached_digest.removeprefix("sha256:")
+            hint = f'; the cached copy of this URL is sha256:{hex_digest}: write uri = "{url}#sha256={hex_digest}"'
+        return f"it must be pinned with #sha256=<digest> ({policy.rule('http.require-pin')}){hint}"
+    return None
+
+
+def check_image(policy: Policy, repository: str, digest: str | None) -> str | None:
+    """Why ``policy`` refuses the image ``repository`` (``registry/repository``), or ``None``."""
+    if policy.image_allow is not None and matches(repository, policy.image_allow) is None:
+        return f"{repository} matches no pattern of {policy.rule('image.allow')}"
+    if policy.image_pin and not digest:
+        return f"it must be pinned with @sha256:<digest> ({policy.rule('image.require-pin')})"
+    return None
+
+
+def _allowed_by(policy: Policy, kinds: tuple[str, ...], target: Target) -> str:
+    reasons = []
+    if policy.kinds is not None:
+        reasons.append(f"{', '.join(kinds)} in {policy.rule('sources.allow')}")
+    if target.url is not None and policy.http_allow is not None:
+        reasons.append(f"matches '{matches(target.url, policy.http_allow)}' of {policy.rule('http.allow')}")
+    if target.image is not None and policy.image_allow is not None:
+        reasons.append(
+            f"matches '{matches(target.image, policy.image_allow)}' of {policy.rule('image.allow')}"
+        )
+    return "; ".join(reasons) or "nothing in the policy restricts it"
+
+
+def decide_env(policy: Policy, key: str, name: str) -> Decision:
+    """What ``policy`` says of the build env variable ``name``."""
+    written = f'name = "{name}"'
+    denied = matches(name, policy.env_deny)
+    if denied is not None:
+        return Decision(key, written, False, f"it matches '{denied}' of {policy.rule('env.deny')}")
+    if policy.env_allow is not None:
+        allowed = matches(name, policy.env_allow)
+        if allowed is None:
+            return Decision(key, written, False, f"it matches no pattern of {policy.rule('env.allow')}")
+        return Decision(key, written, True, f"matches '{allowed}' of {policy.rule('env.allow')}")
+    return Decision(key, written, True, "nothing in the policy restricts it")
+
+
+def refusal(decision: Decision) -> InvalidInputsError:
+    """The error of a refused entry (exit 3)."""
+    return InvalidInputsError(
+        "prepare",
+        f"{decision.key} ({decision.written} as written) is not allowed by the platform policy: {decision.rule}",
+    )
