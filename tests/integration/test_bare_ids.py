@@ -1,4 +1,4 @@
-"""Bare buildpack ids in ``uri`` (contract §7.11b) against real servers: the registry index on the test HTTP server,
+"""Bare buildpack ids in ``uri`` (docs/decisions.md, "Resolving `uri`") against real servers: the registry index on the test HTTP server,
 buildpackages in the real registry, and Docker Hub played by a proxy in front of that registry (Docker Hub itself
 cannot be reached from here)."""
 

@@ -202,7 +202,7 @@ def test_https_cold_warm_and_an_untrusted_certificate(preparer: Callable[..., Re
     )
     assert len(tls_server.seen("bp.tgz")) == 2  # no request ever crossed the untrusted connection
     assert not (layout.buildpacks / "me_tls").exists()
-    # OpenSSL's SSL_CERT_FILE is honoured as well as requests' variables (contract §7.13).
+    # OpenSSL's SSL_CERT_FILE is honoured as well as requests' variables (docs/decisions.md, "Fetching": TLS trust).
     assert (
         preparer(project=group(tls_server.url("bp.tgz")), env={"SSL_CERT_FILE": str(tls_server.cert)}).code
         == 0

@@ -1,4 +1,4 @@
-"""include / exclude on a real directory tree: git's patterns, pack's negations (contract §7.19)."""
+"""include / exclude on a real directory tree: git's patterns, pack's negations (docs/decisions.md, "Include and exclude")."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_exclude_removes_files_and_whole_directories(app: Path) -> None:
         "!node_modules/keep",
     ]
     removed = remove(plan_removal(app, None, patterns, app / "project.toml"))
-    # Unlike git, a ! pattern re-includes a file below an excluded directory (pack's behaviour, §7.19).
+    # Unlike git, a ! pattern re-includes a file below an excluded directory (pack's behaviour).
     assert removed == 7
     assert listing(app) == [
         "cookie.jar", "media/", "media/mountain.jpg", "media/person.png", "nested-cookie.jar", "nested/",

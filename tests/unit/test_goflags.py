@@ -152,7 +152,7 @@ def test_every_flag_is_in_the_usage_with_its_environment_variable() -> None:
 
 
 def test_every_creator_flag_is_accepted() -> None:
-    # lifecycle-reference §1.2: the creator's flags, so that its command line passes unchanged.
+    # The lifecycle's creator flags (preparer/flags.py), so that its command line passes unchanged.
     creator = {
         "app", "buildpacks", "build-config", "cache-dir", "cache-image", "daemon", "gid", "uid", "insecure-registry",
         "launch-cache", "launcher", "launcher-sbom", "layers", "layout", "layout-dir", "log-level", "no-color",

@@ -1,4 +1,4 @@
-"""Order composition (contract §3, §7.9) and the env actions."""
+"""Order composition (docs/decisions.md, "Order") and the env actions."""
 
 from __future__ import annotations
 

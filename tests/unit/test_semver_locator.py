@@ -56,7 +56,7 @@ BASE = Path("/project")
         ("bp.cnb", PathLocator(Path("/project/bp.cnb"))),
         ("/abs/bp", PathLocator(Path("/abs/bp"))),
         ("cnbs/sample-package:hello", ImageLocator("cnbs/sample-package:hello")),
-        # Bare ids (contract §7.11b): installed, else registry, else image; @<version> is never a digest.
+        # Bare ids (docs/decisions.md, "Resolving `uri`"): installed, else registry, else image; @<version> is never a digest.
         ("heroku/python", IdLocator("heroku/python")),
         ("paketo-buildpacks/nodejs", IdLocator("paketo-buildpacks/nodejs")),
         ("heroku/procfile@1.0.1", IdLocator("heroku/procfile", "1.0.1")),
