@@ -85,6 +85,26 @@ FLAGS: tuple[Flag, ...] = (
         "CNB_DOWNLOAD_CACHE_DIR",
         "<user cache directory>/cnb-preparer",
     ),
+    Flag(
+        "download-cache-repo",
+        "string",
+        "an OCI repository shared as a download cache, <registry>/<repository> (docs/fleet.md)",
+        "CNB_DOWNLOAD_CACHE_REPO",
+    ),
+    Flag(
+        "download-cache-repo-mode",
+        "string",
+        "read-write, read or offline",
+        "CNB_DOWNLOAD_CACHE_REPO_MODE",
+        "read-write",
+    ),
+    Flag(
+        "download-cache-max-age",
+        "string",
+        "how long a cached URL goes unchecked by its origin (Go duration)",
+        "CNB_DOWNLOAD_CACHE_MAX_AGE",
+        "0",
+    ),
     Flag("prepare-report", "string", "write a TOML report of what was applied", "CNB_PREPARE_REPORT_PATH"),
     Flag(
         "project-metadata",

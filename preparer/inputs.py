@@ -9,6 +9,7 @@ the lifecycle's ``UpdatePlaceholderPaths`` does.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -105,6 +106,12 @@ class Inputs:
     write_project_metadata: bool = True
     #: The platform's policy file (docs/policy.md); ``None``: no policy, everything as without one.
     policy: _OptionalPathField = _OptionalPathField()
+    #: The fleet's download cache repository, ``<registry>/<repository>`` (docs/fleet.md); ``None``: none.
+    download_cache_repo: str | None = None
+    #: ``read-write``, ``read`` or ``offline``.
+    download_cache_repo_mode: str = "read-write"
+    #: Seconds a cached URL may go unchecked by its origin.
+    download_cache_max_age: float = 0.0
     dry_run: bool = False
     uid: int | None = None
     gid: int | None = None
@@ -253,6 +260,7 @@ def resolve_inputs(
         project_metadata=given.path("project-metadata"),
         write_project_metadata=given.text("project-metadata") != "",  # given empty: off
         policy=given.path("policy"),
+        **_fleet_settings(given),
         dry_run=bool(dry_run),
         uid=given.number("uid"),
         gid=given.number("gid"),
@@ -301,6 +309,53 @@ class _Given:
                 "resolve inputs", f"{shown} is not a user or group id (0 to {MAX_ID - 1})"
             )
         return parsed
+
+
+def _fleet_settings(given: _Given) -> dict[str, Any]:
+    """The fleet download cache's fields of :class:`Inputs`, checked."""
+    max_age = given.text("download-cache-max-age") or "0"
+    return {
+        "download_cache_repo": _repo(given.text("download-cache-repo")),
+        "download_cache_repo_mode": _repo_mode(given.text("download-cache-repo-mode")),
+        "download_cache_max_age": _duration(max_age, "download-cache-max-age"),
+    }
+
+
+def _repo(text: str | None) -> str | None:
+    if not text:
+        return None
+    from preparer.fetch.fleet import parse_repo  # deferred: only runs with a repository need fetch/
+
+    return parse_repo(text)
+
+
+def _repo_mode(text: str | None) -> str:
+    mode = text or "read-write"
+    if mode not in ("read-write", "read", "offline"):
+        raise InvalidInputsError(
+            "resolve inputs", f"-download-cache-repo-mode '{mode}' is not one of read-write, read, offline"
+        )
+    return mode
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _duration(text: str, flag: str) -> float:
+    """A Go duration (``90s``, ``1h30m``, ``0``) in seconds.
+
+    :raises InvalidInputsError: anything else, or a negative one.
+    """
+    if text == "0":
+        return 0.0
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise InvalidInputsError(
+            "resolve inputs",
+            f"-{flag} '{text}' is not a duration such as 90s, 15m or 1h30m (units: h, m, s, ms)",
+        )
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
 
 
 def _seconds(environ: Mapping[str, str], name: str) -> float:

@@ -14,6 +14,7 @@ from typing import Protocol, TypeVar
 
 from preparer._logger import log
 from preparer.fetch.cache import DownloadCache
+from preparer.fetch.fleet import Fleet
 from preparer.fetch.streams import ProgressFn
 from preparer.fetch.transport import Transport
 from preparer.files.buildpack import BuildpackDescriptor
@@ -86,6 +87,8 @@ class FetchContext:
     policy: Policy | None = None
     #: The limits this fetch is held to (set per fetch when there is a policy): downloads, extraction, copies.
     budget: Budget | None = None
+    #: The fleet's download cache repository (docs/fleet.md); ``None`` without one.
+    fleet: Fleet | None = None
 
     @property
     def lock_wait(self) -> float:

@@ -12,20 +12,31 @@ that fails its check is removed, with a warning, and downloaded again.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
-from typing import IO, NamedTuple
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, NamedTuple
+from urllib.parse import urlsplit
 
 from preparer._fs import temp_file
 from preparer.errors import FetchError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache, KnownTree
 from preparer.fetch.extract import Extracted, extract_tar
+from preparer.fetch.fleet import CHECKED, ETAG, LAST_MODIFIED, Hit, url_tag
 from preparer.fetch.locator import HttpLocator, redact
 from preparer.fetch.oci.layout import fetch_cnb
 from preparer.fetch.streams import CHUNK, MAX_TRAILING, stream_body, verify_digest, verify_file
-from preparer.fetch.transport import probe_unchanged
+from preparer.fetch.transport import Unreachable, probe_unchanged
 from preparer.fetch.tree import install_cached, new_root, staged_buildpack
 from preparer.policy import LimitExceeded
+
+if TYPE_CHECKING:
+    import requests
 
 
 class _Known(NamedTuple):
@@ -44,14 +55,22 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
     if locator.url.split("?", 1)[0].endswith(".cnb"):
         return _fetch_cnb(locator, ctx, source)
     cache = ctx.cache
-    if cache is None:
-        return _download(locator, ctx, source, None, None)
     pinned = None if locator.sha256 is None else "sha256:" + locator.sha256
-    if pinned is not None and (tree := cache.tree(pinned)) is not None:
+    if cache is not None and pinned is not None and (tree := cache.tree(pinned)) is not None:
         staged = _from_cache(tree, ctx, source, cache)
         if staged is not None:
             return staged
-    known = _known(locator, cache)
+    known = _known(locator, cache) if cache is not None else None
+    if ctx.fleet is not None:
+        from_fleet = _from_fleet(locator, ctx, source, cache, known)
+        if from_fleet is not None:
+            return from_fleet
+        if ctx.fleet.config.mode == "offline":
+            raise FetchError(
+                f"download {source}", f"not in the download cache repository (seed {_seed_key(locator)})"
+            )
+    if cache is None:
+        return _download(locator, ctx, source, None, None)
     if known is not None and probe_unchanged(locator.url, known.headers, ctx.transport.timeouts):
         staged = _unchanged(locator, known, ctx, source, cache)
         if staged is not None:
@@ -64,7 +83,105 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
             )
             return _download(locator, ctx, source, None, None)
         # Another preparer may have downloaded it meanwhile: its tree and validators are used.
-        return _download(locator, ctx, source, cache, _known(locator, cache))
+        known = _known(locator, cache)
+        try:
+            return _download(locator, ctx, source, cache, known)
+        except Unreachable as err:
+            stand_in = _from_cache(known.tree, ctx, source, cache) if known is not None else None
+            if stand_in is None:
+                raise
+            ctx.warn(f"{source} could not be revalidated ({err.cause}); the download cache's copy is used")
+            return stand_in
+
+
+def _seed_key(locator: HttpLocator) -> str:
+    """The tag that, pushed to the repository, lets an offline run find ``locator``."""
+    return f"sha256-{locator.sha256}" if locator.sha256 else url_tag(locator.url)
+
+
+def _from_fleet(
+    locator: HttpLocator, ctx: FetchContext, source: str, cache: DownloadCache | None, known: _Known | None
+) -> Fetched | None:
+    """The archive through the fleet cache (docs/fleet.md, "Lookup"); ``None``: the origin (or a local copy) is
+    to be used, as without a repository."""
+    fleet = ctx.fleet
+    assert fleet is not None
+    offline = fleet.config.mode == "offline"
+    if known is not None and cache is not None:
+        # A local copy: revalidated with the origin as without a repository, or used as it is when offline.
+        return _from_cache(known.tree, ctx, source, cache) if offline else None
+    if locator.sha256 is not None:
+        hit = fleet.archive_by_digest(locator.sha256)
+    else:
+        hit = fleet.archive_by_url(locator.url)
+    if hit is None:
+        return None
+    validators = {
+        "etag": hit.annotations.get(ETAG, ""),
+        "last-modified": hit.annotations.get(LAST_MODIFIED, ""),
+    }
+    if locator.sha256 is None and not offline and not _fresh(hit, fleet.config.max_age):
+        unchanged = _origin_unchanged(locator, ctx, validators)
+        if unchanged is False:
+            return None  # the origin has something newer: download it
+        if unchanged is None:
+            ctx.warn(
+                f"{source} could not be revalidated with its origin; the download cache repository's copy is used"
+            )
+        else:
+            fleet.remember_record(hit.digest, locator.url, validators)
+
+    def opener() -> requests.Response:
+        response = fleet.blob(hit.digest) if fleet.usable else None
+        if response is None:
+            raise _NotInFleet
+        return response
+
+    try:
+        return _download(locator, ctx, source, cache, None, _Bytes(opener, hit.digest, validators))
+    except _NotInFleet:
+        return None
+    except LimitExceeded:
+        raise
+    except FetchError as err:
+        ctx.warn(f"the download cache repository's copy of {source} is not used: {err.cause}")
+        return None
+
+
+class _NotInFleet(Exception):
+    """The repository could not give the blob its record names (the breaker is open): use the origin."""
+
+
+def _fresh(hit: Hit, max_age: float) -> bool:
+    try:
+        checked = int(hit.annotations.get(CHECKED, "0"))
+    except ValueError:
+        return False
+    return max_age > 0 and 0 <= time.time() - checked <= max_age
+
+
+def _origin_unchanged(locator: HttpLocator, ctx: FetchContext, validators: dict[str, str]) -> bool | None:
+    """Whether the origin still serves what the record names (a 304); ``None`` when it cannot be asked."""
+    headers = {}
+    if validators.get("etag"):
+        headers["If-None-Match"] = validators["etag"]
+    if validators.get("last-modified"):
+        headers["If-Modified-Since"] = validators["last-modified"]
+    if not headers:
+        return False
+    try:
+        response = ctx.transport.retrying(
+            f"download {redact(locator.url)}",
+            lambda: ctx.transport.get(
+                locator.url, headers, action=f"download {redact(locator.url)}", check=False
+            ),
+        )
+    except FetchError:
+        return None
+    response.close()
+    if response.status_code == 304:
+        return True
+    return None if response.status_code >= 500 else False
 
 
 def _known(locator: HttpLocator, cache: DownloadCache) -> _Known | None:
@@ -111,66 +228,111 @@ def _check_pin(locator: HttpLocator, digest: str, source: str) -> None:
         )
 
 
+class _Bytes(NamedTuple):
+    """Where an archive's bytes come from when not from the origin: the fleet cache's blob (docs/fleet.md)."""
+
+    open: Callable[[], requests.Response]
+    #: The digest the repository's record promises (checked).
+    digest: str
+    #: The validators the record holds, stored for the URL as if the origin had sent them.
+    validators: dict[str, str]
+
+
 def _download(
-    locator: HttpLocator, ctx: FetchContext, source: str, cache: DownloadCache | None, known: _Known | None
+    locator: HttpLocator,
+    ctx: FetchContext,
+    source: str,
+    cache: DownloadCache | None,
+    known: _Known | None,
+    fleet_bytes: _Bytes | None = None,
 ) -> Fetched:
     """One conditional request (when the cache knows the URL), then, unless it is a 304, the body extracted as it
-    arrives: into the cache's temporary space when there is a cache, else straight into staging."""
+    arrives: into the cache's temporary space when there is a cache, else straight into staging. With
+    ``fleet_bytes``, the body is the fleet cache's blob instead of the origin's."""
     action = f"download {source}"
 
     def attempt() -> Fetched:
-        response = ctx.transport.get(locator.url, known.headers if known else None, action=action)
+        if fleet_bytes is not None:
+            response = fleet_bytes.open()
+        else:
+            response = ctx.transport.get(locator.url, known.headers if known else None, action=action)
         if response.status_code == 304 and known is not None and cache is not None:
             response.close()
             again = _unchanged(locator, known, ctx, source, cache)
             return again if again is not None else _download(locator, ctx, source, cache, None)
         dest = cache.new_tree() if cache is not None else new_root(ctx.staging, "http-")
-        kept = False  # whether ``dest`` is the result (staged without a cache)
         try:
-
-            def extract(body: IO[bytes]) -> Extracted | FetchError:
-                try:
-                    return extract_tar(
-                        body, dest, archive=source, record=cache is not None, budget=ctx.budget
-                    )
-                except FetchError as err:
-                    if locator.sha256 is None or isinstance(err, LimitExceeded):
-                        raise
-                    # Pinned: read the rest, so a tampered or corrupt body is reported as the mismatch it is.
-                    return err
-
-            outcome, digest, _ = stream_body(
-                response, source, ctx.progress, extract, MAX_TRAILING, ctx.transport.deadline, ctx.budget
-            )
-            _check_pin(locator, digest, source)
-            if isinstance(outcome, FetchError):
-                raise outcome
-            if "oci-layout" in outcome.top_level:
-                return _fetch_cnb(locator, ctx, source)
-            dest.chmod(0o755)
-            staged = staged_buildpack(dest, source)  # checked before it enters the cache
-            if cache is None:
-                kept = True
-                return Fetched(staged.descriptor, (staged,), source, digest)
-            written = (
-                None if outcome.records is None else KnownTree(outcome.records, outcome.dirs, outcome.links)
-            )
-            tree = cache.add_tree(dest, digest, written)
-            validators = {
-                "etag": response.headers.get("ETag", ""),
-                "last-modified": response.headers.get("Last-Modified", ""),
-            }
-            cache.put_http_meta(locator.url, validators | {"digest": digest})
-            fetched = _from_cache(tree, ctx, source, cache)
-            if fetched is None:
-                raise FetchError(action, "the download cache did not keep what was just put in it")
-            return fetched
+            return _receive(locator, ctx, source, cache, dest, response, fleet_bytes)
         finally:
             # A tree that is neither the result nor in the cache (a failure, or handed over) is removed.
-            if not kept and dest.exists():
+            if cache is not None and dest.exists():
                 shutil.rmtree(dest, ignore_errors=True)
 
     return ctx.transport.retrying(action, attempt)
+
+
+def _receive(
+    locator: HttpLocator,
+    ctx: FetchContext,
+    source: str,
+    cache: DownloadCache | None,
+    dest: Path,
+    response: requests.Response,
+    fleet_bytes: _Bytes | None,
+) -> Fetched:
+    """Extract the body into ``dest`` as it arrives, verify it, and stage it (through the cache when there is one);
+    keep the origin's bytes for the fleet cache's write-back."""
+
+    def extract(body: IO[bytes]) -> Extracted | FetchError:
+        try:
+            return extract_tar(body, dest, archive=source, record=cache is not None, budget=ctx.budget)
+        except FetchError as err:
+            if locator.sha256 is None or isinstance(err, LimitExceeded):
+                raise
+            # Pinned: read the rest, so a tampered or corrupt body is reported as the mismatch it is.
+            return err
+
+    keep = _write_back_file(locator, ctx, cache) if fleet_bytes is None else None
+    with open(keep, "wb") if keep is not None else contextlib.nullcontext() as copy:
+        outcome, digest, _ = stream_body(
+            response, source, ctx.progress, extract, MAX_TRAILING, ctx.transport.deadline, ctx.budget, copy
+        )
+    _check_pin(locator, digest, source)
+    if fleet_bytes is not None and digest != fleet_bytes.digest:
+        raise FetchError(f"download {source}", "the repository's blob is not the digest its record names")
+    if isinstance(outcome, FetchError):
+        raise outcome
+    if "oci-layout" in outcome.top_level:
+        return _fetch_cnb(locator, ctx, source)
+    dest.chmod(0o755)
+    staged = staged_buildpack(dest, source)  # checked before it enters the cache
+    validators = fleet_bytes.validators if fleet_bytes is not None else {
+        "etag": response.headers.get("ETag", ""), "last-modified": response.headers.get("Last-Modified", "")
+    }  # fmt: skip
+    if keep is not None and ctx.fleet is not None:
+        ctx.fleet.remember_archive(keep, digest, locator.url, validators)
+    if cache is None:
+        return Fetched(staged.descriptor, (staged,), source, digest)
+    written = None if outcome.records is None else KnownTree(outcome.records, outcome.dirs, outcome.links)
+    tree = cache.add_tree(dest, digest, written)
+    cache.put_http_meta(locator.url, validators | {"digest": digest})
+    fetched = _from_cache(tree, ctx, source, cache)
+    if fetched is None:
+        raise FetchError(f"download {source}", "the download cache did not keep what was just put in it")
+    return fetched
+
+
+def _write_back_file(locator: HttpLocator, ctx: FetchContext, cache: DownloadCache | None) -> Path | None:
+    """Where the origin's bytes are kept for the fleet cache's write-back, when they are to be written back: never
+    for a URL with credentials in it (docs/fleet.md)."""
+    fleet = ctx.fleet
+    if fleet is None or fleet.config.mode != "read-write" or not fleet.usable:
+        return None
+    if urlsplit(locator.url).username is not None:
+        return None
+    fd, name = tempfile.mkstemp(prefix="fleet-", dir=cache.tmp_dir() if cache is not None else ctx.staging)
+    os.close(fd)
+    return Path(name)
 
 
 def _fetch_cnb(locator: HttpLocator, ctx: FetchContext, source: str) -> Fetched:

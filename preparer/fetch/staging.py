@@ -17,6 +17,7 @@ from preparer.api import verify_buildpack_api
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.base import FetchContext, Fetched, no_progress
 from preparer.fetch.cache import CacheUnusable, DownloadCache
+from preparer.fetch.fleet import Fleet, FleetConfig
 from preparer.fetch.locator import redact
 from preparer.fetch.parallel import fetch_all
 from preparer.fetch.sources import fetch
@@ -86,7 +87,16 @@ def fetching(
                 deadline=inputs.download_timeout,
             ),
             policy=policy,
+            fleet=_fleet(inputs, warn),
         )
+
+
+def _fleet(inputs: Inputs, warn: Callable[[str], None]) -> Fleet | None:
+    if inputs.download_cache_repo is None:
+        return None
+    mode = inputs.download_cache_repo_mode
+    config = FleetConfig(inputs.download_cache_repo, mode, inputs.download_cache_max_age)  # type: ignore[arg-type]
+    return Fleet(config, dict(inputs.environ), inputs.insecure_registries, warn)
 
 
 def _enter_staging(stack: contextlib.ExitStack[bool | None], buildpacks_dir: Path) -> Path:

@@ -74,10 +74,11 @@ def verify_file(path: Path, digest: str) -> bool:
 
 
 class HashingReader:
-    """Reads ``stream`` while computing the sha256 and the size of everything read."""
+    """Reads ``stream`` while computing the sha256 and the size of everything read (and, with ``copy_to``, writing
+    every byte read there too)."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
-        self.stream = stream
+    def __init__(self, stream: IO[bytes], copy_to: IO[bytes] | None = None) -> None:
+        self.stream, self.copy_to = stream, copy_to
         self.sha256 = hashlib.sha256()
         self.size = 0
 
@@ -85,6 +86,8 @@ class HashingReader:
         data = self.stream.read(size)
         self.sha256.update(data)
         self.size += len(data)
+        if self.copy_to is not None:
+            self.copy_to.write(data)
         return data
 
     def drain(self, limit: int | None = None, action: str = "read") -> None:
@@ -167,6 +170,7 @@ def stream_body(
     trailing: int | None = None,
     deadline: float | None = None,
     budget: Budget | None = None,
+    copy_to: IO[bytes] | None = None,
 ) -> tuple[T, str, int]:
     """Feed the body to ``consume`` while hashing it, read it to its end, and check its length against
     ``Content-Length``. Returns ``(what consume returned, digest, size)``.
@@ -174,6 +178,7 @@ def stream_body(
     :param trailing: at most this many bytes may follow what ``consume`` read (an archive's end marker).
     :param deadline: seconds the whole body may take.
     :param budget: the policy's limits, charged every byte as it arrives.
+    :param copy_to: also gets every byte of the body, unchanged (what the fleet cache writes back).
     :raises NetworkError: the body ended early or the connection failed (worth another attempt).
     :raises FetchError: more than ``trailing`` bytes after what ``consume`` read.
     """
@@ -181,7 +186,7 @@ def stream_body(
     total = int(length) if length and length.isdigit() else None
     response.raw.decode_content = False
     body = NetworkReader(response.raw, source, total, progress, deadline, budget)
-    hashing = HashingReader(body)  # type: ignore[arg-type]
+    hashing = HashingReader(body, copy_to)  # type: ignore[arg-type]
     with contextlib.closing(response):
         result = consume(hashing)  # type: ignore[arg-type]
         hashing.drain(trailing, f"download {source}")

@@ -116,6 +116,11 @@ def read_capped(response: requests.Response, limit: int, action: str, what: str)
     return b"".join(chunks)
 
 
+class Unreachable(FetchError):
+    """Every attempt failed on the network (a server down, a connection refused or cut): a cached copy may stand
+    in, with a warning."""
+
+
 @dataclass
 class Transport:
     """The run's HTTP client: one pooled ``requests.Session`` made on first use, shared by the fetch threads."""
@@ -166,7 +171,7 @@ class Transport:
         """Call ``attempt`` until it returns, at most ``retries + 1`` times, sleeping with exponential backoff
         after each :class:`NetworkError`; any other error ends the attempts at once.
 
-        :raises FetchError: ``failed to <action>: <cause> (after N attempts)`` when every attempt failed.
+        :raises Unreachable: ``failed to <action>: <cause> (after N attempts)`` when every attempt failed.
         """
         last: NetworkError | None = None
         for number in range(self.retries + 1):
@@ -176,7 +181,7 @@ class Transport:
                 return attempt()
             except NetworkError as err:
                 last = err
-        raise FetchError(action, f"{last} (after {self.retries + 1} attempts)")
+        raise Unreachable(action, f"{last} (after {self.retries + 1} attempts)")
 
 
 def _new_session() -> requests.Session:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.locator import ImageLocator
 from preparer.fetch.oci.buildpackage import descriptor_size, follow_index, install_buildpackage
 from preparer.fetch.oci.client import Registry
 from preparer.fetch.oci.memory import tune_allocator
-from preparer.fetch.oci.reference import parse_reference
+from preparer.fetch.oci.reference import Reference, parse_reference
 from preparer.fetch.streams import is_digest
 from preparer.policy import check_image
 
@@ -32,6 +34,36 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
                 "prepare", f"the image {ref} is not allowed by the platform policy: {problem}"
             )
     tune_allocator()
+    if ref.digest is not None and ctx.fleet is not None:
+        copy = _from_fleet(ref, ctx)
+        if copy is not None:
+            return copy
+        if ctx.fleet.config.mode == "offline":
+            raise FetchError(f"pull {ref}", f"not in the download cache repository (seed {_seed_tag(ref)})")
+    return _pull(ref, ctx)
+
+
+def _seed_tag(ref: Reference) -> str:
+    return "sha256-" + (ref.digest or "").removeprefix("sha256:")
+
+
+def _from_fleet(ref: Reference, ctx: FetchContext) -> Fetched | None:
+    """The image named by digest, pulled from the fleet cache's copy (docs/fleet.md): the same manifest digest,
+    verified as from the origin; ``None`` (with a warning when the copy is bad) to pull from the origin."""
+    fleet = ctx.fleet
+    assert fleet is not None and ref.digest is not None
+    if not fleet.usable or not fleet.image_manifest(ref.digest.removeprefix("sha256:")):
+        return None
+    copy = parse_reference(f"{fleet.config.repo}@{ref.digest}")
+    try:
+        fetched = _pull(copy, replace(ctx, environ=fleet.environ))
+    except FetchError as err:
+        ctx.warn(f"the download cache repository's copy of {ref} is not used: {err.cause}")
+        return None
+    return replace(fetched, source=str(ref))  # outputs keep the reference the user wrote
+
+
+def _pull(ref: Reference, ctx: FetchContext) -> Fetched:
     registry = Registry(ref, ctx)
     source = str(ref)
     manifest, _, digest = follow_index(

@@ -1,0 +1,415 @@
+"""A download cache shared by a fleet of build pods: an OCI repository the platform already runs (docs/fleet.md).
+
+Archives fetched over http are kept there as OCI artifacts holding the origin's bytes unchanged: one manifest
+(``artifactType`` :data:`ARTIFACT_TYPE`, the empty config, one layer), tagged ``sha256-<hex>`` (the archive's
+digest, what a ``#sha256=`` pin names) and ``url-<sha256 of the URL>``, its annotations the redacted source, the
+validators (ETag, Last-Modified) and when the origin last confirmed them (``checked``). Images named by digest are
+copied unchanged (manifest, config, layers) and tagged ``sha256-<hex>`` of the manifest.
+
+Everything read from the repository is verified as origin bytes are (digests, sizes, pins, the archive rules):
+a record only says where to look. The repository never fails a build: any problem with it is one warning, after
+which the run goes on as if there were no repository (a circuit breaker: the repository is not asked again in
+the run). Write-back happens after the commit, only in ``read-write`` mode, never for downloads that used
+credentials, and within :data:`WRITE_BACK_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from urllib.parse import urlsplit, urlunsplit
+
+from preparer.errors import InvalidInputsError
+from preparer.fetch.oci import auth
+from preparer.fetch.oci.reference import scheme_for
+from preparer.fetch.transport import Transport, describe
+
+if TYPE_CHECKING:
+    import requests
+
+ARTIFACT_TYPE = "application/vnd.buildpacks.preparer.archive.v1"
+LAYER_TYPE = "application/vnd.buildpacks.preparer.archive.v1.content"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+EMPTY_CONFIG = {
+    "mediaType": "application/vnd.oci.empty.v1+json",
+    "digest": "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a",
+    "size": 2,
+}
+#: Seconds to connect to the repository (a cache that is down must cost little), and to wait between bytes.
+CONNECT_SECONDS = 2.0
+READ_SECONDS = 30.0
+#: The write-back of one run, in all.
+WRITE_BACK_SECONDS = 30.0
+MAX_RECORD = 1 << 20
+#: The annotations of an archive record.
+SOURCE = "org.opencontainers.image.source"
+CHECKED = "io.buildpacks.preparer.checked"
+ETAG = "io.buildpacks.preparer.etag"
+LAST_MODIFIED = "io.buildpacks.preparer.last-modified"
+Mode = Literal["read-write", "read", "offline"]
+MODES: tuple[Mode, ...] = ("read-write", "read", "offline")
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    """``-download-cache-repo`` and its mode and max-age."""
+
+    #: ``<registry>/<repository>``.
+    repo: str
+    mode: Mode = "read-write"
+    #: Seconds an unpinned URL's record may go unchecked by its origin (0: always ask the origin).
+    max_age: float = 0.0
+
+    @property
+    def registry(self) -> str:
+        return self.repo.split("/", 1)[0]
+
+    @property
+    def repository(self) -> str:
+        return self.repo.split("/", 1)[1]
+
+
+def parse_repo(text: str) -> str:
+    """``<registry>/<repository>``, checked.
+
+    :raises InvalidInputsError: anything else (exit 3).
+    """
+    registry, slash, repository = text.strip().partition("/")
+    if (
+        not slash
+        or not registry
+        or not repository
+        or "@" in text
+        or ":" in repository
+        or text != text.strip()
+    ):
+        raise InvalidInputsError(
+            "resolve inputs",
+            f"-download-cache-repo '{text}' is not <registry>/<repository> (no tag, no digest)",
+        )
+    return text
+
+
+def canonical_url(url: str) -> str:
+    """The URL as the repository keys it: no user information, no query, no fragment; scheme and host lower."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2].lower()
+    return urlunsplit((parts.scheme.lower(), host, parts.path or "/", "", ""))
+
+
+def url_tag(url: str) -> str:
+    return "url-" + hashlib.sha256(canonical_url(url).encode()).hexdigest()
+
+
+class Hit(NamedTuple):
+    """An archive the repository holds: its layer's digest and size, and the record's annotations."""
+
+    digest: str
+    size: int
+    annotations: dict[str, str]
+
+
+@dataclass
+class _Pending:
+    """Something to write back after the commit."""
+
+    kind: Literal["archive", "record"]
+    digest: str
+    url: str | None
+    annotations: dict[str, str]
+    path: Path | None = None
+
+
+@dataclass
+class Fleet:
+    """One run's view of the repository: lookups while fetching, write-back after the commit."""
+
+    config: FleetConfig
+    environ: dict[str, str] = field(default_factory=dict, repr=False)
+    insecure_registries: tuple[str, ...] = ()
+    #: Told every warning (once for the breaker).
+    warn: Any = None
+    transport: Transport = field(
+        default_factory=lambda: Transport(timeouts=(CONNECT_SECONDS, READ_SECONDS), retries=0), repr=False
+    )
+    _broken: bool = field(default=False, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _authorization: str | None = field(default=None, init=False, repr=False)
+    pending: list[_Pending] = field(default_factory=list, init=False)
+
+    @property
+    def base(self) -> str:
+        scheme = scheme_for(self.config.registry, self.insecure_registries)
+        return f"{scheme}://{self.config.registry}/v2/{self.config.repository}"
+
+    @property
+    def usable(self) -> bool:
+        return not self._broken
+
+    def give_up(self, why: str) -> None:
+        """Stop using the repository for this run, with one warning."""
+        with self._lock:
+            if self._broken:
+                return
+            self._broken = True
+        if self.warn is not None:
+            self.warn(f"the download cache repository {self.config.repo} is not used: {why}")
+
+    # Reading
+
+    def archive_by_digest(self, hex_digest: str) -> Hit | None:
+        """The archive of digest ``sha256:<hex_digest>``, when the repository has it."""
+        hit = self._archive(f"sha256-{hex_digest}")
+        if hit is not None and hit.digest != f"sha256:{hex_digest}":
+            self._malformed(f"sha256-{hex_digest}", "its layer is not the digest it is tagged with")
+            return None
+        return hit
+
+    def archive_by_url(self, url: str) -> Hit | None:
+        """The last archive recorded for ``url``."""
+        return self._archive(url_tag(url))
+
+    def image_manifest(self, hex_digest: str) -> bool:
+        """Whether the repository holds the image manifest ``sha256:<hex_digest>`` (to pull it from there)."""
+        accept = f"{OCI_MANIFEST}, application/vnd.docker.distribution.manifest.v2+json, {OCI_INDEX}, {DOCKER_LIST}"
+        response = self._request(
+            "HEAD", f"{self.base}/manifests/sha256:{hex_digest}", headers={"Accept": accept}
+        )
+        if response is None:
+            return False
+        response.close()
+        return response.status_code == 200
+
+    def blob(self, digest: str) -> requests.Response | None:
+        """The blob ``digest``, streaming (the caller verifies it); ``None`` on any problem (then: the origin)."""
+        response = self._request("GET", f"{self.base}/blobs/{digest}", stream=True)
+        if response is None:
+            return None
+        if response.status_code != 200:
+            response.close()
+            self._failed(f"blob {digest[:19]}: HTTP {response.status_code}")
+            return None
+        return response
+
+    def _archive(self, tag: str) -> Hit | None:
+        response = self._request("GET", f"{self.base}/manifests/{tag}", accept=True, stream=True)
+        if response is None:
+            return None
+        try:
+            if response.status_code == 404:
+                return None
+            if response.status_code != 200:
+                self._failed(f"{tag}: HTTP {response.status_code}")
+                return None
+            body = response.raw.read(MAX_RECORD + 1, decode_content=True)
+        except Exception as err:  # noqa: BLE001 (a cache never fails a build: any error is a miss)
+            self._failed(describe(err))
+            return None
+        finally:
+            response.close()
+        return self._parse_archive(tag, body)
+
+    def _parse_archive(self, tag: str, body: bytes) -> Hit | None:
+        try:
+            doc: Any = json.loads(body) if len(body) <= MAX_RECORD else None
+            if not isinstance(doc, dict) or doc.get("artifactType") != ARTIFACT_TYPE:
+                raise ValueError("not an archive record")
+            layer = doc["layers"][0]
+            digest, size = str(layer["digest"]), int(layer["size"])
+            annotations = {str(k): str(v) for k, v in (doc.get("annotations") or {}).items()}
+        except (ValueError, KeyError, TypeError, IndexError, RecursionError):
+            self._malformed(tag, "not a preparer archive record")
+            return None
+        if not digest.startswith("sha256:") or len(digest) != 71 or size < 0:
+            self._malformed(tag, "its layer has no sha256 digest")
+            return None
+        return Hit(digest, size, annotations)
+
+    def _malformed(self, tag: str, why: str) -> None:
+        if self.warn is not None:
+            self.warn(f"the download cache repository's {tag} is ignored: {why}")
+
+    def _failed(self, why: str) -> None:
+        self.give_up(why)
+
+    def _request(
+        self, method: str, url: str, *, accept: bool = False, stream: bool = False, **kwargs: Any
+    ) -> requests.Response | None:
+        """One request with the repository's credentials (a 401 answered once); ``None`` when it cannot be made
+        or is refused (the breaker is then open)."""
+        if self._broken:
+            return None
+        import requests  # deferred (heavy): only runs with a repository import it here
+
+        headers = dict(kwargs.pop("headers", {}))
+        if accept:
+            headers["Accept"] = OCI_MANIFEST
+        for attempt in range(2):
+            if self._authorization:
+                headers["Authorization"] = self._authorization
+            try:
+                response = self.transport.session().request(
+                    method, url, headers=headers, stream=stream, timeout=self.transport.timeouts, **kwargs
+                )
+            except requests.RequestException as err:
+                self._failed(describe(err))
+                return None
+            if response.status_code != 401 or attempt:
+                if response.status_code in (401, 403):
+                    response.close()
+                    self._failed(f"HTTP {response.status_code} (credentials for {self.config.registry})")
+                    return None
+                return response
+            challenge = response.headers.get("WWW-Authenticate", "")
+            response.close()
+            if not self._authorize(challenge):
+                self._failed(f"HTTP 401 (credentials for {self.config.registry})")
+                return None
+        return None
+
+    def _authorize(self, challenge: str) -> bool:
+        credential = auth.lookup(self.config.registry, self.environ)
+        scheme = challenge.split(" ", 1)[0].lower()
+        if scheme == "basic":
+            if credential is None or credential.header is None:
+                return False
+            self._authorization = credential.header
+            return True
+        if scheme != "bearer":
+            return False
+        params = dict(part.split("=", 1) for part in challenge[7:].replace('"', "").split(",") if "=" in part)
+        actions = "pull,push" if self.config.mode == "read-write" else "pull"
+        query = {
+            "service": params.get("service", ""),
+            "scope": f"repository:{self.config.repository}:{actions}",
+        }
+        headers = {"Authorization": credential.header} if credential and credential.header else {}
+        try:
+            answer = self.transport.session().get(
+                params["realm"], params=query, headers=headers, timeout=self.transport.timeouts
+            )
+            token = answer.json().get("token") or answer.json().get("access_token")
+        except Exception:  # noqa: BLE001 (a cache never fails a build)
+            return False
+        if not isinstance(token, str):
+            return False
+        self._authorization = f"Bearer {token}"
+        return True
+
+    # Writing back
+
+    def remember_archive(self, path: Path, digest: str, url: str, validators: dict[str, str]) -> None:
+        """Write the origin's archive at ``path`` back after the commit (``read-write`` mode only)."""
+        if self.config.mode == "read-write":
+            self.pending.append(_Pending("archive", digest, url, self._annotations(url, validators), path))
+
+    def remember_record(self, digest: str, url: str, validators: dict[str, str]) -> None:
+        """Record again that ``url`` is ``digest`` (the origin has just confirmed it)."""
+        if self.config.mode == "read-write":
+            self.pending.append(_Pending("record", digest, url, self._annotations(url, validators)))
+
+    @staticmethod
+    def _annotations(url: str, validators: dict[str, str]) -> dict[str, str]:
+        found = {SOURCE: canonical_url(url), CHECKED: str(int(time.time()))}
+        if validators.get("etag"):
+            found[ETAG] = validators["etag"]
+        if validators.get("last-modified"):
+            found[LAST_MODIFIED] = validators["last-modified"]
+        return found
+
+    def write_back(self) -> int:
+        """Push what the run remembered, within :data:`WRITE_BACK_SECONDS`; problems are one warning.
+
+        :returns: the number of records written.
+        """
+        ends = time.monotonic() + WRITE_BACK_SECONDS
+        written = 0
+        for item in self.pending:
+            if self._broken or time.monotonic() > ends:
+                break
+            size = item.path.stat().st_size if item.path is not None else self._size_of(item)
+            if size is None:
+                continue
+            if item.path is not None and not self._push_blob(item.path, item.digest):
+                break
+            manifest = self._manifest(item.digest, size, item.annotations)
+            tags = [url_tag(item.url)] if item.url else []
+            if item.kind == "archive":
+                tags.insert(0, "sha256-" + item.digest.removeprefix("sha256:"))
+            for tag in tags:
+                if not self._put_manifest(tag, manifest):
+                    break
+            written += 1
+        return written
+
+    def _size_of(self, item: _Pending) -> int | None:
+        hit = self.archive_by_digest(item.digest.removeprefix("sha256:"))
+        return hit.size if hit is not None else None
+
+    @staticmethod
+    def _manifest(digest: str, size: int, annotations: dict[str, str]) -> bytes:
+        doc = {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "artifactType": ARTIFACT_TYPE,
+            "config": EMPTY_CONFIG,
+            "layers": [{"mediaType": LAYER_TYPE, "digest": digest, "size": size}],
+            "annotations": annotations,
+        }
+        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+    def _push_blob(self, path: Path, digest: str) -> bool:
+        uploads: list[tuple[str, Path | None]] = [(str(EMPTY_CONFIG["digest"]), None), (digest, path)]
+        for blob, data_path in uploads:
+            head = self._request("HEAD", f"{self.base}/blobs/{blob}")
+            if head is None:
+                return False
+            head.close()
+            if head.status_code == 200:
+                continue  # already there: writes are idempotent
+            start = self._request("POST", f"{self.base}/blobs/uploads/")
+            if start is None or start.status_code != 202 or "Location" not in start.headers:
+                return self._refused("start an upload", start)
+            start.close()
+            location = start.headers["Location"]
+            if location.startswith("/"):
+                location = self.base.split("/v2/", 1)[0] + location
+            joiner = "&" if "?" in location else "?"
+            data: Any = b"{}" if data_path is None else open(data_path, "rb")  # noqa: SIM115 (closed below)
+            try:
+                put = self._request("PUT", f"{location}{joiner}digest={blob}", data=data,
+                                    headers={"Content-Type": "application/octet-stream"})  # fmt: skip
+            finally:
+                if data_path is not None:
+                    data.close()
+            if put is None or put.status_code != 201:
+                return self._refused(f"upload {blob[:19]}", put)
+            put.close()
+        return True
+
+    def _put_manifest(self, tag: str, manifest: bytes) -> bool:
+        digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+        head = self._request("HEAD", f"{self.base}/manifests/{tag}", accept=True)
+        if head is not None:
+            head.close()
+            if head.status_code == 200 and head.headers.get("Docker-Content-Digest") == digest:
+                return True  # the tag already names this very record
+        put = self._request("PUT", f"{self.base}/manifests/{tag}", data=manifest,
+                            headers={"Content-Type": OCI_MANIFEST})  # fmt: skip
+        if put is None or put.status_code not in (200, 201):
+            return self._refused(f"put {tag}", put)
+        put.close()
+        return True
+
+    def _refused(self, what: str, response: requests.Response | None) -> bool:
+        if response is not None:
+            response.close()
+            self.give_up(f"the write-back could not {what} (HTTP {response.status_code})")
+        return False

@@ -1,0 +1,245 @@
+"""The fleet download cache (docs/fleet.md): Debian's docker-registry as the cluster's cache repository, the test
+HTTP server as the origin whose requests are counted, and preparers as separate "pods" (each its own HOME, local
+download cache and build layout), run through the real CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.buildpacks import make_tgz
+from tests.golden import BUILDER, Layout, listing
+from tests.plugins.cli import Result, base_env, run_cli
+from tests.plugins.http_server import FileServer
+from tests.plugins.registry import Registry, build_package, push
+
+HEAD = '[_]\nschema-version = "0.2"\n'
+
+
+def group(*uris: str) -> str:
+    return HEAD + "".join(f'[[io.buildpacks.group]]\nuri = "{u}"\n' for u in uris)
+
+
+def pod(tmp_path: Path, name: str, project: str, *flags: str, env: dict[str, str] | None = None) -> Result:
+    """One build pod: a fresh HOME, local download cache and layout; the real CLI."""
+    root = tmp_path / name
+    layout = Layout(root)
+    shutil.copytree(BUILDER, root / "cnb")
+    layout.app.mkdir(parents=True)
+    (layout.app / "project.toml").write_text(project)
+    args = [*layout.flags(), "-download-cache", str(root / "cache"), *flags]
+    return run_cli(args, base_env(root, **(env or {})))
+
+
+@pytest.fixture
+def repo(registry: Registry) -> str:
+    """A repository of its own in the cluster's registry, for one test."""
+    return f"{registry.host}/fleet/{uuid.uuid4().hex[:12]}"
+
+
+def tags(repo: str) -> list[str]:
+    host, _, name = repo.partition("/")
+    answer = requests.get(f"http://{host}/v2/{name}/tags/list", timeout=10)
+    return sorted(answer.json().get("tags") or []) if answer.status_code == 200 else []
+
+
+def archive(server: FileServer, name: str, bp_id: str) -> str:
+    path = make_tgz(server.root / name, bp_id)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_pods_after_the_first_make_no_origin_downloads(
+    tmp_path: Path, http_server: FileServer, repo: str
+) -> None:
+    pinned_sha = archive(http_server, "pinned.tgz", "acme/pinned")
+    archive(http_server, "plain.tgz", "acme/plain")
+    project = group(http_server.url(f"pinned.tgz#sha256={pinned_sha}"), http_server.url("plain.tgz"))
+    first = pod(tmp_path, "pod1", project, "-download-cache-repo", repo)
+    assert first.code == 0 and first.stderr == ""
+    assert f"sha256-{pinned_sha}" in tags(repo) and len(tags(repo)) == 4  # sha256- and url- for each archive
+
+    for n in (2, 3, 4):
+        result = pod(tmp_path, f"pod{n}", project, "-download-cache-repo", repo)
+        assert result.code == 0 and result.stderr == ""
+        assert (
+            f"Installed acme/pinned@1.0.0 from {http_server.url('pinned.tgz')}" in result.stdout
+        )  # as written
+    assert [s for s, _ in http_server.seen("pinned.tgz")] == [200]  # pinned: never the origin again
+    assert [s for s, _ in http_server.seen("plain.tgz")] == [200, 304, 304, 304]  # unpinned: one 304 each
+
+    assert (
+        pod(tmp_path, "pod5", project, "-download-cache-repo", repo, "-download-cache-max-age", "1h").code
+        == 0
+    )
+    assert [s for s, _ in http_server.seen("plain.tgz")] == [200, 304, 304, 304]  # fresh enough: not asked
+
+
+def test_offline_uses_the_repository_only(tmp_path: Path, http_server: FileServer, repo: str) -> None:
+    archive(http_server, "bp.tgz", "acme/bp")
+    assert pod(tmp_path, "seed", group(http_server.url("bp.tgz")), "-download-cache-repo", repo).code == 0
+    before = list(http_server.requests)
+    offline = ["-download-cache-repo", repo, "-download-cache-repo-mode", "offline"]
+    assert pod(tmp_path, "air-gapped", group(http_server.url("bp.tgz")), *offline).code == 0
+    missing = pod(tmp_path, "miss", group(http_server.url("other.tgz")), *offline)
+    assert http_server.requests == before
+    key = "url-" + hashlib.sha256(http_server.url("other.tgz").encode()).hexdigest()
+    assert missing.code == 1
+    assert missing.stderr == (
+        f"ERROR: failed to download {http_server.url('other.tgz')}: not in the download cache repository "
+        f"(seed {key})\n"
+    )
+
+
+def test_read_mode_never_writes(tmp_path: Path, http_server: FileServer, repo: str) -> None:
+    archive(http_server, "bp.tgz", "acme/bp")
+    args = ["-download-cache-repo", repo, "-download-cache-repo-mode", "read"]
+    assert pod(tmp_path, "reader", group(http_server.url("bp.tgz")), *args).code == 0
+    assert tags(repo) == []
+
+
+def test_a_repository_that_is_down_or_refuses_is_one_warning(
+    tmp_path: Path, http_server: FileServer, auth_registry: Registry
+) -> None:
+    archive(http_server, "bp.tgz", "acme/bp")
+    down = pod(
+        tmp_path, "down", group(http_server.url("bp.tgz")), "-download-cache-repo", "127.0.0.1:1/fleet/x"
+    )
+    assert down.code == 0
+    assert down.stderr.startswith("Warning: the download cache repository 127.0.0.1:1/fleet/x is not used: ")
+    assert len(down.stderr.splitlines()) == 1
+    refused = pod(tmp_path, "refused", group(http_server.url("bp.tgz")), "-download-cache-repo",
+                  f"{auth_registry.host}/fleet/x")  # fmt: skip
+    assert refused.code == 0
+    assert refused.stderr == (
+        f"Warning: the download cache repository {auth_registry.host}/fleet/x is not used: "
+        f"HTTP 401 (credentials for {auth_registry.host})\n"
+    )
+
+
+def test_a_corrupt_blob_or_a_lying_tag_falls_back_to_the_origin(
+    tmp_path: Path, http_server: FileServer, registry: Registry, repo: str
+) -> None:
+    sha = archive(http_server, "bp.tgz", "acme/bp")
+    pinned = http_server.url(f"bp.tgz#sha256={sha}")
+    assert pod(tmp_path, "seed", group(pinned), "-download-cache-repo", repo).code == 0
+    blob = registry.blob_file(f"sha256:{sha}")
+    blob.write_bytes(blob.read_bytes()[:-8] + b"XXXXXXXX")
+    corrupt = pod(tmp_path, "corrupt", group(pinned), "-download-cache-repo", repo)
+    assert corrupt.code == 0
+    assert corrupt.stderr.startswith(
+        f"Warning: the download cache repository's copy of {http_server.url('bp.tgz')} is not used: sha256 mismatch"
+    )
+    assert [s for s, _ in http_server.seen("bp.tgz")] == [200, 200]
+
+    # A tag that names another archive than its digest: ignored, and the origin's bytes are used.
+    other_sha = archive(http_server, "other.tgz", "acme/other")
+    host, _, name = repo.partition("/")
+    other_record = requests.get(f"http://{host}/v2/{name}/manifests/sha256-{sha}",
+                                headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}, timeout=10)  # fmt: skip
+    requests.put(f"http://{host}/v2/{name}/manifests/sha256-{other_sha}", data=other_record.content,
+                 headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"}, timeout=10).raise_for_status()  # fmt: skip
+    lying = pod(
+        tmp_path,
+        "lying",
+        group(http_server.url(f"other.tgz#sha256={other_sha}")),
+        "-download-cache-repo",
+        repo,
+    )
+    assert lying.code == 0
+    assert f"sha256-{other_sha} is ignored: its layer is not the digest it is tagged with" in lying.stderr
+    assert [s for s, _ in http_server.seen("other.tgz")] == [200]
+
+
+def test_downloads_with_credentials_are_never_written_back(
+    tmp_path: Path, http_server: FileServer, repo: str
+) -> None:
+    archive(http_server, "bp.tgz", "acme/bp")
+    url = http_server.url("bp.tgz").replace("http://", "http://user:secret@")
+    assert pod(tmp_path, "private", group(url), "-download-cache-repo", repo).code == 0
+    assert tags(repo) == []
+
+
+def test_nothing_is_written_back_when_the_run_fails(
+    tmp_path: Path, http_server: FileServer, repo: str
+) -> None:
+    archive(http_server, "bp.tgz", "acme/bp")
+    result = pod(tmp_path, "failing", group(http_server.url("bp.tgz"), http_server.url("missing.tgz")),
+                 "-download-cache-repo", repo)  # fmt: skip
+    assert result.code == 1
+    assert tags(repo) == []
+
+
+def test_origin_down_with_a_local_copy_uses_it_with_a_warning(
+    tmp_path: Path, http_server: FileServer
+) -> None:
+    archive(http_server, "bp.tgz", "acme/bp")
+    url = http_server.url("bp.tgz")
+    root = tmp_path / "pod"
+    layout = Layout(root)
+    shutil.copytree(BUILDER, root / "cnb")
+    layout.app.mkdir(parents=True)
+    (layout.app / "project.toml").write_text(group(url))
+    args = [*layout.flags(), "-download-cache", str(root / "cache")]
+    env = base_env(root, CNB_PREPARER_HTTP_TIMEOUT="2")
+    assert run_cli(args, env).code == 0
+    shutil.rmtree(layout.buildpacks / "acme_bp")
+    http_server.fail("bp.tgz", *["500"] * 8)
+    again = run_cli(args, env)
+    assert again.code == 0
+    assert f"Warning: {url} could not be revalidated" in again.stderr
+    assert "acme_bp/1.0.0/bin/build" in listing(layout.buildpacks)
+
+
+def test_an_image_by_digest_comes_from_the_repository(
+    tmp_path: Path, http_server: FileServer, registry: Registry, repo: str
+) -> None:
+    """Seeded with skopeo as docs/fleet.md says; the origin (named on the HTTP server's host) is never asked."""
+    package = build_package(tmp_path / "oci", [("acme/packaged", "1.0.0", "")], ("acme/packaged", "1.0.0"))
+    digest = push(package.layout, "latest", f"{repo}:sha256-seed")
+    subprocess.run(["skopeo", "copy", "--src-tls-verify=false", "--dest-tls-verify=false", "--preserve-digests",
+                    f"docker://{repo}@{digest}", f"docker://{repo}:sha256-{digest.removeprefix('sha256:')}"],
+                   check=True, capture_output=True)  # fmt: skip
+    origin = f"127.0.0.1:{http_server.port}/vendor/packaged@{digest}"
+    result = pod(tmp_path, "pod", group(f"docker://{origin}"), "-download-cache-repo", repo)
+    assert result.code == 0, result.stderr
+    assert [path for path, _, _ in http_server.requests if path.startswith("/v2")] == []
+    report_line = f"from {origin}"
+    assert report_line in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("-download-cache-repo", "registry.example", "is not <registry>/<repository>"),
+        ("-download-cache-repo-mode", "sometimes", "is not one of read-write, read, offline"),
+        ("-download-cache-max-age", "1 day", "is not a duration such as 90s, 15m or 1h30m"),
+    ],
+)
+def test_bad_settings_exit_3(tmp_path: Path, flag: str, value: str, message: str) -> None:
+    extra = [] if flag == "-download-cache-repo" else ["-download-cache-repo", "127.0.0.1:1/x/y"]
+    result = pod(tmp_path, "bad", HEAD, *extra, flag, value)
+    assert result.code == 3 and message in result.stderr
+
+
+def test_records_are_oci_artifacts_with_the_origin_bytes(
+    tmp_path: Path, http_server: FileServer, repo: str
+) -> None:
+    sha = archive(http_server, "bp.tgz", "acme/bp")
+    assert pod(tmp_path, "pod", group(http_server.url("bp.tgz")), "-download-cache-repo", repo).code == 0
+    host, _, name = repo.partition("/")
+    record = requests.get(f"http://{host}/v2/{name}/manifests/sha256-{sha}",
+                          headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}, timeout=10).json()  # fmt: skip
+    assert record["artifactType"] == "application/vnd.buildpacks.preparer.archive.v1"
+    assert record["config"]["mediaType"] == "application/vnd.oci.empty.v1+json"
+    assert [layer["digest"] for layer in record["layers"]] == [f"sha256:{sha}"]
+    assert record["annotations"]["org.opencontainers.image.source"] == http_server.url("bp.tgz")
+    blob = requests.get(f"http://{host}/v2/{name}/blobs/sha256:{sha}", timeout=10).content
+    assert blob == (http_server.root / "bp.tgz").read_bytes()
+    assert json.loads(json.dumps(record)) == record
