@@ -15,6 +15,7 @@ credentials, and within :data:`WRITE_BACK_SECONDS`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
@@ -120,11 +121,14 @@ class Hit(NamedTuple):
 class _Pending:
     """Something to write back after the commit."""
 
-    kind: Literal["archive", "record"]
+    kind: Literal["archive", "record", "image"]
     digest: str
     url: str | None
     annotations: dict[str, str]
     path: Path | None = None
+    #: An image's blobs by digest (``None``: not kept locally), and its manifest's media type.
+    blobs: dict[str, Path | None] = field(default_factory=dict)
+    media_type: str = ""
 
 
 @dataclass
@@ -315,6 +319,14 @@ class Fleet:
         if self.config.mode == "read-write":
             self.pending.append(_Pending("record", digest, url, self._annotations(url, validators)))
 
+    def remember_image(
+        self, manifest: Path, digest: str, blobs: dict[str, Path | None], media_type: str
+    ) -> None:
+        """Copy the image ``digest`` (its manifest and blobs, kept in the local cache) to the repository, when
+        every blob was pulled (a buildpackage's unneeded layers are not)."""
+        if self.config.mode == "read-write" and all(blobs.values()):
+            self.pending.append(_Pending("image", digest, None, {}, manifest, blobs, media_type))
+
     @staticmethod
     def _annotations(url: str, validators: dict[str, str]) -> dict[str, str]:
         found = {SOURCE: canonical_url(url), CHECKED: str(int(time.time()))}
@@ -334,6 +346,9 @@ class Fleet:
         for item in self.pending:
             if self._broken or time.monotonic() > ends:
                 break
+            if item.kind == "image":
+                written += self._write_image(item)
+                continue
             size = item.path.stat().st_size if item.path is not None else self._size_of(item)
             if size is None:
                 continue
@@ -348,6 +363,14 @@ class Fleet:
                     break
             written += 1
         return written
+
+    def _write_image(self, item: _Pending) -> int:
+        for digest, path in item.blobs.items():
+            if not self._upload(path, digest):
+                return 0
+        assert item.path is not None
+        tag = "sha256-" + item.digest.removeprefix("sha256:")
+        return 1 if self._put_manifest(tag, item.path.read_bytes(), item.media_type or OCI_MANIFEST) else 0
 
     def _size_of(self, item: _Pending) -> int | None:
         hit = self.archive_by_digest(item.digest.removeprefix("sha256:"))
@@ -366,35 +389,34 @@ class Fleet:
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
     def _push_blob(self, path: Path, digest: str) -> bool:
-        uploads: list[tuple[str, Path | None]] = [(str(EMPTY_CONFIG["digest"]), None), (digest, path)]
-        for blob, data_path in uploads:
-            head = self._request("HEAD", f"{self.base}/blobs/{blob}")
-            if head is None:
-                return False
-            head.close()
-            if head.status_code == 200:
-                continue  # already there: writes are idempotent
-            start = self._request("POST", f"{self.base}/blobs/uploads/")
-            if start is None or start.status_code != 202 or "Location" not in start.headers:
-                return self._refused("start an upload", start)
-            start.close()
-            location = start.headers["Location"]
-            if location.startswith("/"):
-                location = self.base.split("/v2/", 1)[0] + location
-            joiner = "&" if "?" in location else "?"
-            data: Any = b"{}" if data_path is None else open(data_path, "rb")  # noqa: SIM115 (closed below)
-            try:
-                put = self._request("PUT", f"{location}{joiner}digest={blob}", data=data,
-                                    headers={"Content-Type": "application/octet-stream"})  # fmt: skip
-            finally:
-                if data_path is not None:
-                    data.close()
-            if put is None or put.status_code != 201:
-                return self._refused(f"upload {blob[:19]}", put)
-            put.close()
+        """The empty config and the archive at ``path``."""
+        return self._upload(None, str(EMPTY_CONFIG["digest"])) and self._upload(path, digest)
+
+    def _upload(self, path: Path | None, digest: str) -> bool:
+        """Upload one blob (``None``: the empty config), unless the repository has it already."""
+        head = self._request("HEAD", f"{self.base}/blobs/{digest}")
+        if head is None:
+            return False
+        head.close()
+        if head.status_code == 200:
+            return True  # already there: writes are idempotent
+        start = self._request("POST", f"{self.base}/blobs/uploads/")
+        if start is None or start.status_code != 202 or "Location" not in start.headers:
+            return self._refused("start an upload", start)
+        start.close()
+        location = start.headers["Location"]
+        if location.startswith("/"):
+            location = self.base.split("/v2/", 1)[0] + location
+        joiner = "&" if "?" in location else "?"
+        with open(path, "rb") if path is not None else contextlib.nullcontext(b"{}") as data:
+            put = self._request("PUT", f"{location}{joiner}digest={digest}", data=data,
+                                headers={"Content-Type": "application/octet-stream"})  # fmt: skip
+        if put is None or put.status_code != 201:
+            return self._refused(f"upload {digest[:19]}", put)
+        put.close()
         return True
 
-    def _put_manifest(self, tag: str, manifest: bytes) -> bool:
+    def _put_manifest(self, tag: str, manifest: bytes, media_type: str = OCI_MANIFEST) -> bool:
         digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
         head = self._request("HEAD", f"{self.base}/manifests/{tag}", accept=True)
         if head is not None:
@@ -402,7 +424,7 @@ class Fleet:
             if head.status_code == 200 and head.headers.get("Docker-Content-Digest") == digest:
                 return True  # the tag already names this very record
         put = self._request("PUT", f"{self.base}/manifests/{tag}", data=manifest,
-                            headers={"Content-Type": OCI_MANIFEST})  # fmt: skip
+                            headers={"Content-Type": media_type})  # fmt: skip
         if put is None or put.status_code not in (200, 201):
             return self._refused(f"put {tag}", put)
         put.close()

@@ -243,3 +243,19 @@ def test_records_are_oci_artifacts_with_the_origin_bytes(
     blob = requests.get(f"http://{host}/v2/{name}/blobs/sha256:{sha}", timeout=10).content
     assert blob == (http_server.root / "bp.tgz").read_bytes()
     assert json.loads(json.dumps(record)) == record
+
+
+def test_an_image_pulled_by_digest_is_written_back(
+    tmp_path: Path, http_server: FileServer, registry: Registry, repo: str
+) -> None:
+    package = build_package(tmp_path / "oci", [("acme/copied", "1.0.0", "")], ("acme/copied", "1.0.0"))
+    origin_repo = f"{registry.host}/vendor/{uuid.uuid4().hex[:8]}"
+    digest = push(package.layout, "latest", f"{origin_repo}:1.0.0")
+    first = pod(tmp_path, "pod1", group(f"docker://{origin_repo}@{digest}"), "-download-cache-repo", repo)
+    assert first.code == 0, first.stderr
+    assert tags(repo) == [f"sha256-{digest.removeprefix('sha256:')}"]
+    # Another pod, the same digest from an origin that would count any request: none is made.
+    elsewhere = f"127.0.0.1:{http_server.port}/vendor/copied@{digest}"
+    second = pod(tmp_path, "pod2", group(f"docker://{elsewhere}"), "-download-cache-repo", repo)
+    assert second.code == 0, second.stderr
+    assert [path for path, _, _ in http_server.requests if path.startswith("/v2")] == []

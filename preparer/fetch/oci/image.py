@@ -81,7 +81,7 @@ def _pull(ref: Reference, ctx: FetchContext) -> Fetched:
         for layer in (layers if isinstance(layers, list) else [])
         if isinstance(layer, dict)
     }
-    return install_buildpackage(
+    fetched = install_buildpackage(
         manifest,
         config,
         lambda d, extract: registry.read_blob(d, extract, sizes.get(d))[1],
@@ -89,3 +89,11 @@ def _pull(ref: Reference, ctx: FetchContext) -> Fetched:
         digest=digest,
         ctx=ctx,
     )
+    cache, fleet = ctx.cache, ctx.fleet
+    if fleet is not None and cache is not None and ref.digest == digest and not registry.used_credential:
+        # Named by its own digest, pulled anonymously: the fleet cache may have it (when every blob was pulled).
+        kept = cache.blob_path(digest)
+        if kept is not None:
+            blobs = {d: cache.blob_path(d) for d in (str(config_descriptor["digest"]), *sizes)}
+            fleet.remember_image(kept, digest, blobs, str(manifest.get("mediaType") or ""))
+    return fetched
