@@ -22,6 +22,14 @@ class FileServer:
     def __init__(self, root: Path) -> None:
         self.root, self.port = root, free_port()
         self.process: subprocess.Popen[bytes] | None = None
+        self.log = root.parent / f"access-{self.port}.log"
+
+    def requests(self) -> int:
+        """How many requests the server has answered (its access log, a line each)."""
+        try:
+            return sum(1 for line in self.log.read_text().splitlines() if '"GET ' in line or '"HEAD ' in line)
+        except OSError:
+            return 0
 
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.port}/{name}"
@@ -29,7 +37,7 @@ class FileServer:
     def __enter__(self) -> Self:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "http.server", str(self.port), "--bind", "127.0.0.1", "--directory", str(self.root)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=self.log.open("wb"),
         )  # fmt: skip
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

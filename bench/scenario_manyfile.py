@@ -70,13 +70,26 @@ def fresh(path: Path) -> Callable[[], None]:
 
 
 def preparer_side(
-    work: Path, project: str, cache: Path | None, *, cold: bool, build_user: bool = True
+    work: Path,
+    project: str,
+    cache: Path | None,
+    *,
+    cold: bool,
+    build_user: bool = True,
+    extra: list[str] | Callable[[], list[str]] = (),  # type: ignore[assignment]
 ) -> Side:
-    """A preparer run on a fresh layout (and, ``cold``, an empty download cache), both made untimed."""
+    """A preparer run on a fresh layout (and, ``cold``, an empty download cache), both made untimed; ``extra``
+    flags (or a function giving them anew for each run)."""
     command: list[str] = []
 
     def setup() -> None:
-        command[:] = [*build_layout(work / "run", project), "-download-cache", str(cache) if cache else ""]
+        flags = extra() if callable(extra) else list(extra)
+        command[:] = [
+            *build_layout(work / "run", project),
+            "-download-cache",
+            str(cache) if cache else "",
+            *flags,
+        ]
         if cold and cache is not None:
             shutil.rmtree(cache, ignore_errors=True)
 

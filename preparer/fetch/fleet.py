@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -147,6 +148,8 @@ class Fleet:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _authorization: str | None = field(default=None, init=False, repr=False)
     pending: list[_Pending] = field(default_factory=list, init=False)
+    _uploads: Any = field(default=None, init=False, repr=False)
+    _started: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def base(self) -> str:
@@ -310,9 +313,25 @@ class Fleet:
     # Writing back
 
     def remember_archive(self, path: Path, digest: str, url: str, validators: dict[str, str]) -> None:
-        """Write the origin's archive at ``path`` back after the commit (``read-write`` mode only)."""
+        """Write the origin's archive at ``path`` back after the commit (``read-write`` mode only). Its blob is
+        uploaded at once, beside the rest of the run: a blob without a record publishes nothing (the records are
+        written after the commit), and uploading is most of a write-back's time."""
         if self.config.mode == "read-write":
             self.pending.append(_Pending("archive", digest, url, self._annotations(url, validators), path))
+            self._early(path, digest)
+
+    def _early(self, path: Path, digest: str) -> None:
+        from concurrent.futures import ThreadPoolExecutor  # deferred: only a write-back uploads
+
+        with self._lock:
+            if self._uploads is None:
+                self._uploads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fleet-upload")
+            self._started[digest] = self._uploads.submit(self._upload, path, digest)
+
+    def close(self) -> None:
+        """Stop uploads not started yet (a run that failed, or ended); those under way finish on their own."""
+        if self._uploads is not None:
+            self._uploads.shutdown(wait=False, cancel_futures=True)
 
     def remember_record(self, digest: str, url: str, validators: dict[str, str]) -> None:
         """Record again that ``url`` is ``digest`` (the origin has just confirmed it)."""
@@ -342,6 +361,7 @@ class Fleet:
         :returns: the number of records written.
         """
         ends = time.monotonic() + WRITE_BACK_SECONDS
+        self._upload_all()
         written = 0
         for item in self.pending:
             if self._broken or time.monotonic() > ends:
@@ -363,6 +383,20 @@ class Fleet:
                     break
             written += 1
         return written
+
+    def _upload_all(self) -> None:
+        """Upload every blob the pending records need, four at a time (the records follow, one by one): the
+        uploads are most of the write-back's time, and mostly time in the kernel."""
+        blobs: dict[str, Path | None] = {str(EMPTY_CONFIG["digest"]): None}
+        for item in self.pending:
+            if item.kind == "archive" and item.path is not None and item.digest not in self._started:
+                blobs[item.digest] = item.path
+            blobs.update(item.blobs)
+        from concurrent.futures import ThreadPoolExecutor, wait  # deferred: only a write-back uploads
+
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-upload") as pool:
+            list(pool.map(lambda pair: self._upload(pair[1], pair[0]), blobs.items()))
+        wait(list(self._started.values()), timeout=WRITE_BACK_SECONDS)
 
     def _write_image(self, item: _Pending) -> int:
         for digest, path in item.blobs.items():
@@ -408,7 +442,8 @@ class Fleet:
         if location.startswith("/"):
             location = self.base.split("/v2/", 1)[0] + location
         joiner = "&" if "?" in location else "?"
-        with open(path, "rb") if path is not None else contextlib.nullcontext(b"{}") as data:
+        with open(path, "rb") if path is not None else contextlib.nullcontext(None) as file:
+            data: Any = _LargeReads(file) if file is not None else b"{}"
             put = self._request("PUT", f"{location}{joiner}digest={digest}", data=data,
                                 headers={"Content-Type": "application/octet-stream"})  # fmt: skip
         if put is None or put.status_code != 201:
@@ -435,3 +470,18 @@ class Fleet:
             response.close()
             self.give_up(f"the write-back could not {what} (HTTP {response.status_code})")
         return False
+
+
+class _LargeReads:
+    """A file as a request body sent 1 MiB at a time (requests sends a file object 8 KiB at a time), with its
+    length known (so no chunked encoding)."""
+
+    def __init__(self, file: Any) -> None:
+        self.file = file
+        self.size = os.fstat(file.fileno()).st_size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Any:
+        return iter(lambda: self.file.read(1 << 20), b"")

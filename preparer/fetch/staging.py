@@ -69,6 +69,8 @@ def fetching(
             else:
                 if removed:
                     log.debug("Removed what %d interrupted runs left in the download cache", len(removed))
+        fleet = _fleet(inputs, warn)
+        stack.callback(lambda: fleet.close() if fleet is not None else None)
         yield FetchContext(
             staging=staging,
             base_dir=base_dir,
@@ -87,7 +89,7 @@ def fetching(
                 deadline=inputs.download_timeout,
             ),
             policy=policy,
-            fleet=_fleet(inputs, warn),
+            fleet=fleet,
         )
 
 

@@ -8,6 +8,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -259,3 +260,30 @@ def test_an_image_pulled_by_digest_is_written_back(
     second = pod(tmp_path, "pod2", group(f"docker://{elsewhere}"), "-download-cache-repo", repo)
     assert second.code == 0, second.stderr
     assert [path for path, _, _ in http_server.requests if path.startswith("/v2")] == []
+
+
+def test_eight_cold_pods_at_once_all_succeed_and_leave_one_valid_record_per_key(
+    tmp_path: Path, http_server: FileServer, repo: str
+) -> None:
+    shas = [archive(http_server, f"bp{n}.tgz", f"acme/bp{n}") for n in range(2)]
+    project = group(http_server.url("bp0.tgz"), http_server.url(f"bp1.tgz#sha256={shas[1]}"))
+    procs = []
+    for n in range(8):
+        root = tmp_path / f"pod{n}"
+        layout = Layout(root)
+        shutil.copytree(BUILDER, root / "cnb")
+        layout.app.mkdir(parents=True)
+        (layout.app / "project.toml").write_text(project)
+        args = [*layout.flags(), "-download-cache", str(root / "cache"), "-download-cache-repo", repo]
+        procs.append(subprocess.Popen([sys.executable, "-m", "preparer", *args], env=base_env(root),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))  # fmt: skip
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    url_tags = ["url-" + hashlib.sha256(http_server.url(f"bp{n}.tgz").encode()).hexdigest() for n in range(2)]
+    assert tags(repo) == sorted([f"sha256-{sha}" for sha in shas] + url_tags)
+    host, _, name = repo.partition("/")
+    for tag, sha in [(f"sha256-{shas[0]}", shas[0]), (url_tags[0], shas[0]), (f"sha256-{shas[1]}", shas[1])]:
+        record = requests.get(f"http://{host}/v2/{name}/manifests/{tag}",
+                              headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}, timeout=10).json()  # fmt: skip
+        assert record["layers"][0]["digest"] == f"sha256:{sha}"

@@ -1,0 +1,123 @@
+"""The fleet download cache (docs/fleet.md) on the eight many-file buildpacks (bench/_shapes.py), on tmpfs.
+
+The origin is a local HTTP server, the cluster's cache a local docker-registry. Each "pod" gets an empty local
+download cache and a fresh layout; the URLs are pinned, so a pod served by the cache asks no origin.
+
+- fresh pod from the cluster cache vs eight ``curl <cache>/v2/<repo>/blobs/<digest> | tar -xz``, four at a time:
+  goal <= 1.15 x, with 0 origin requests (asserted).
+- the same vs the preparer's cold run from the origin: goal <= 1.1 x; vs a warm local cache: goal <= 8 x.
+- a cold pod that writes back vs one without a cache repository: goal <= 1.3 x.
+- a cache that is down (connection refused): at most the cold run + 0.3 s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+from _servers import FileServer
+from _shapes import make_manyfile, tgz
+from _util import ROOT, group, report
+from scenario_manyfile import ROUNDS, SHM, alternate, fresh, preparer_side
+
+sys.path.insert(0, str(ROOT))
+from tests.plugins.registry import _start
+
+COUNT = 8
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-fleet-", dir=SHM) as tmp:
+        work = Path(tmp)
+        www = work / "www"
+        www.mkdir()
+        sources = [make_manyfile(work / f"src{i}", f"bench/many{i}", seed=i) for i in range(COUNT)]
+        archives = [tgz(src, www / f"bp{i}.tgz") for i, src in enumerate(sources)]
+        for src in sources:
+            shutil.rmtree(src)
+        digests = [hashlib.sha256(a.read_bytes()).hexdigest() for a in archives]
+        (work / "registry").mkdir()
+        registry = _start(work / "registry", None)
+        try:
+            with FileServer(www) as server:
+                urls = [server.url(f"bp{i}.tgz#sha256={d}") for i, d in enumerate(digests)]
+                measure(work, urls, digests, registry.host, server)
+        finally:
+            registry.process.terminate()
+            registry.process.wait()
+
+
+def measure(work: Path, urls: list[str], digests: list[str], registry: str, server: FileServer) -> None:
+    project = group(urls)
+    repo = f"{registry}/fleet/bench"
+    cache = work / "cache"
+    # Seed the cluster cache once: one cold pod that writes back.
+    seeding = preparer_side(work, project, cache, cold=True, extra=["-download-cache-repo", repo])
+    seeding[0]()
+    seeding[1]()
+    out = work / "curl"
+
+    def baseline() -> None:
+        script = 'd=$(mktemp -d -p "$0"); curl -sf "$1" | tar -xz -C "$d"'
+        blobs = [f"http://{registry}/v2/fleet/bench/blobs/sha256:{d}" for d in digests]
+        subprocess.run(["xargs", "-P4", "-n1", "sh", "-c", script, str(out)], input="\n".join(blobs),
+                       text=True, check=True)  # fmt: skip
+
+    before = server.requests()
+    from_cache = preparer_side(
+        work,
+        project,
+        cache,
+        cold=True,
+        extra=["-download-cache-repo", repo, "-download-cache-repo-mode", "read"],
+    )
+    base, pod = alternate(ROUNDS, (fresh(out), baseline), from_cache)
+    origin_requests = server.requests() - before
+    assert origin_requests == 0, f"a pod served by the cluster cache asked the origin {origin_requests} times"
+    report(
+        "fleet: fresh pod from the cluster cache (8)",
+        pod,
+        "s",
+        base,
+        "xargs -P4 curl <cache blob> | tar -xz",
+        1.15,
+    )
+    print(f"  (origin requests of those pods: {origin_requests})", flush=True)
+
+    fresh_repo = {"name": ""}
+
+    def new_repo() -> list[str]:
+        fresh_repo["name"] = f"{registry}/fleet/{uuid.uuid4().hex[:8]}"
+        return ["-download-cache-repo", fresh_repo["name"]]
+
+    cold, warm, writing, down = alternate(
+        ROUNDS,
+        preparer_side(work, project, cache, cold=True),
+        preparer_side(work, project, cache, cold=False),
+        preparer_side(work, project, cache, cold=True, extra=new_repo),
+        preparer_side(
+            work, project, cache, cold=True, extra=["-download-cache-repo", "127.0.0.1:1/fleet/down"]
+        ),
+    )
+    report(
+        "fleet: fresh pod from the cluster cache vs a cold pod from the origin",
+        pod,
+        "s",
+        cold,
+        "cold run",
+        1.1,
+    )
+    report("fleet: fresh pod from the cluster cache vs a warm local cache", pod, "s", warm, "warm run", 8.0)
+    report("fleet: cold pod writing back vs without a repository", writing, "s", cold, "cold run", 1.3)
+    report("fleet: cache down vs without a repository", down, "s", cold + 0.3, "cold run + 0.3 s", 1.0)
+    print(f"  (work directories on {'tmpfs' if SHM else 'disk'}; {json.dumps({'buildpacks': len(urls)})})")
+
+
+if __name__ == "__main__":
+    main()
