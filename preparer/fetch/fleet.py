@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     import requests
 
 ARTIFACT_TYPE = "application/vnd.buildpacks.preparer.archive.v1"
+REF_TYPE = "application/vnd.buildpacks.preparer.ref.v1"
+DIGEST = "io.buildpacks.preparer.digest"
 LAYER_TYPE = "application/vnd.buildpacks.preparer.archive.v1.content"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -110,6 +112,11 @@ def url_tag(url: str) -> str:
     return "url-" + hashlib.sha256(canonical_url(url).encode()).hexdigest()
 
 
+def ref_tag(reference: str) -> str:
+    """The tag of the record of an image reference's digest (``registry/repository:tag``, normalised)."""
+    return "ref-" + hashlib.sha256(reference.encode()).hexdigest()
+
+
 class Hit(NamedTuple):
     """An archive the repository holds: its layer's digest and size, and the record's annotations."""
 
@@ -122,7 +129,7 @@ class Hit(NamedTuple):
 class _Pending:
     """Something to write back after the commit."""
 
-    kind: Literal["archive", "record", "image"]
+    kind: Literal["archive", "record", "image", "ref"]
     digest: str
     url: str | None
     annotations: dict[str, str]
@@ -182,6 +189,33 @@ class Fleet:
     def archive_by_url(self, url: str) -> Hit | None:
         """The last archive recorded for ``url``."""
         return self._archive(url_tag(url))
+
+    def ref_digest(self, reference: str) -> str | None:
+        """The digest recorded for the image reference ``reference`` (a tag), or ``None``."""
+        tag = ref_tag(reference)
+        response = self._request("GET", f"{self.base}/manifests/{tag}", accept=True, stream=True)
+        if response is None:
+            return None
+        try:
+            if response.status_code != 200:
+                response.close()
+                return None
+            body = response.raw.read(MAX_RECORD + 1, decode_content=True)
+        finally:
+            response.close()
+        try:
+            doc = json.loads(body) if len(body) <= MAX_RECORD else None
+            digest = (
+                doc["annotations"][DIGEST]
+                if isinstance(doc, dict) and doc.get("artifactType") == REF_TYPE
+                else ""
+            )
+        except (ValueError, KeyError, TypeError, RecursionError):
+            digest = ""
+        if not isinstance(digest, str) or not digest.startswith("sha256:") or len(digest) != 71:
+            self._malformed(tag, "not a preparer reference record")
+            return None
+        return digest
 
     def image_manifest(self, hex_digest: str) -> bool:
         """Whether the repository holds the image manifest ``sha256:<hex_digest>`` (to pull it from there)."""
@@ -338,6 +372,12 @@ class Fleet:
         if self.config.mode == "read-write":
             self.pending.append(_Pending("record", digest, url, self._annotations(url, validators)))
 
+    def remember_ref(self, reference: str, digest: str) -> None:
+        """Record that the tag ``reference`` named ``digest`` (for offline runs)."""
+        if self.config.mode == "read-write":
+            annotations = {SOURCE: reference, DIGEST: digest, CHECKED: str(int(time.time()))}
+            self.pending.append(_Pending("ref", digest, reference, annotations))
+
     def remember_image(
         self, manifest: Path, digest: str, blobs: dict[str, Path | None], media_type: str
     ) -> None:
@@ -369,6 +409,9 @@ class Fleet:
             if item.kind == "image":
                 written += self._write_image(item)
                 continue
+            if item.kind == "ref":
+                written += self._write_ref(item)
+                continue
             size = item.path.stat().st_size if item.path is not None else self._size_of(item)
             if size is None:
                 continue
@@ -397,6 +440,18 @@ class Fleet:
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-upload") as pool:
             list(pool.map(lambda pair: self._upload(pair[1], pair[0]), blobs.items()))
         wait(list(self._started.values()), timeout=WRITE_BACK_SECONDS)
+
+    def _write_ref(self, item: _Pending) -> int:
+        doc = {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "artifactType": REF_TYPE,
+            "config": EMPTY_CONFIG,
+            "layers": [EMPTY_CONFIG],  # registries refuse a manifest without layers
+            "annotations": item.annotations,
+        }
+        manifest = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        return 1 if self._put_manifest(ref_tag(item.url or ""), manifest) else 0
 
     def _write_image(self, item: _Pending) -> int:
         for digest, path in item.blobs.items():

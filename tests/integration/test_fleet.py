@@ -19,7 +19,7 @@ from tests.buildpacks import make_tgz
 from tests.golden import BUILDER, Layout, listing
 from tests.plugins.cli import Result, base_env, run_cli
 from tests.plugins.http_server import FileServer
-from tests.plugins.registry import Registry, build_package, push
+from tests.plugins.registry import Registry, _start, build_package, push
 
 HEAD = '[_]\nschema-version = "0.2"\n'
 
@@ -287,3 +287,30 @@ def test_eight_cold_pods_at_once_all_succeed_and_leave_one_valid_record_per_key(
         record = requests.get(f"http://{host}/v2/{name}/manifests/{tag}",
                               headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}, timeout=10).json()  # fmt: skip
         assert record["layers"][0]["digest"] == f"sha256:{sha}"
+
+
+def test_a_tag_pulled_once_works_offline_after_its_origin_is_gone(
+    tmp_path: Path, registry: Registry, repo: str
+) -> None:
+    (tmp_path / "origin").mkdir()
+    origin = _start(tmp_path / "origin", None)
+    try:
+        package = build_package(tmp_path / "oci", [("acme/tagged", "1.0.0", "")], ("acme/tagged", "1.0.0"))
+        push(package.layout, "latest", origin.ref("vendor/tagged", "1.0"))
+        first = pod(
+            tmp_path,
+            "pod1",
+            group(f"docker://{origin.ref('vendor/tagged', '1.0')}"),
+            "-download-cache-repo",
+            repo,
+        )
+        assert first.code == 0, first.stderr
+        assert [t for t in tags(repo) if t.startswith("ref-")]  # the tag's record
+        assert [t for t in tags(repo) if t.startswith("sha256-")]  # and the image
+    finally:
+        origin.process.terminate()
+        origin.process.wait(timeout=10)
+    offline = pod(tmp_path, "pod2", group(f"docker://{origin.ref('vendor/tagged', '1.0')}"), "-download-cache-repo",
+                  repo, "-download-cache-repo-mode", "offline")  # fmt: skip
+    assert offline.code == 0, offline.stderr
+    assert "acme_tagged/1.0.0/" in listing(tmp_path / "pod2" / "cnb" / "buildpacks")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.base import FetchContext, Fetched
+from preparer.fetch.fleet import ref_tag
 from preparer.fetch.locator import ImageLocator
 from preparer.fetch.oci.buildpackage import descriptor_size, follow_index, install_buildpackage
 from preparer.fetch.oci.client import Registry
@@ -34,17 +36,26 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
                 "prepare", f"the image {ref} is not allowed by the platform policy: {problem}"
             )
     tune_allocator()
-    if ref.digest is not None and ctx.fleet is not None:
-        copy = _from_fleet(ref, ctx)
+    if ctx.fleet is not None and (ref.digest is not None or ctx.fleet.config.mode == "offline"):
+        copy = _from_fleet(ref, ctx) if ref.digest is not None else None
+        if copy is None and ctx.fleet.config.mode == "offline":
+            recorded = _recorded(ref, ctx)  # a tag, or an index digest: its platform manifest's record
+            copy = _from_fleet(recorded, ctx) if recorded is not None else None
         if copy is not None:
-            return copy
+            return replace(copy, source=str(ref))
         if ctx.fleet.config.mode == "offline":
             raise FetchError(f"pull {ref}", f"not in the download cache repository (seed {_seed_tag(ref)})")
     return _pull(ref, ctx)
 
 
+def _recorded(ref: Reference, ctx: FetchContext) -> Reference | None:
+    """The digest the fleet cache recorded for the tag ``ref`` (offline: no origin may resolve it)."""
+    digest = ctx.fleet.ref_digest(str(ref)) if ctx.fleet is not None else None
+    return parse_reference(f"{ref.registry}/{ref.repository}@{digest}") if digest else None
+
+
 def _seed_tag(ref: Reference) -> str:
-    return "sha256-" + (ref.digest or "").removeprefix("sha256:")
+    return "sha256-" + ref.digest.removeprefix("sha256:") if ref.digest else ref_tag(str(ref))
 
 
 def _from_fleet(ref: Reference, ctx: FetchContext) -> Fetched | None:
@@ -72,6 +83,34 @@ def _pull(ref: Reference, ctx: FetchContext) -> Fetched:
     config_descriptor = manifest.get("config")
     if not isinstance(config_descriptor, dict) or not is_digest(config_descriptor.get("digest")):
         raise FetchError(f"pull {source}", "the manifest names no image config with a valid sha256 digest")
+    blobs_from = _fleet_copy(digest, ctx) if ref.digest != digest else None
+    try:
+        fetched = _install(manifest, config_descriptor, blobs_from or registry, source, digest, ctx)
+    except FetchError as err:
+        if blobs_from is None or ctx.fleet is None:
+            raise
+        ctx.fleet.give_up(f"its copy of {source} cannot be read: {err.cause}")
+        return _pull(ref, ctx)
+    fleet = ctx.fleet
+    if fleet is not None and blobs_from is None and not registry.used_credential:
+        if ref.digest != digest:  # a tag, or an index: offline runs find the platform manifest through it
+            fleet.remember_ref(source, digest)
+        _remember_image(manifest, config_descriptor, digest, ctx)
+    return fetched
+
+
+def _fleet_copy(digest: str, ctx: FetchContext) -> Registry | None:
+    """The fleet cache's repository, to read the blobs of the image ``digest`` from, when it holds that image."""
+    fleet = ctx.fleet
+    if fleet is None or not fleet.usable or not fleet.image_manifest(digest.removeprefix("sha256:")):
+        return None
+    return Registry(parse_reference(f"{fleet.config.repo}@{digest}"), replace(ctx, environ=fleet.environ))
+
+
+def _install(
+    manifest: dict[str, Any], config_descriptor: dict[str, Any], registry: Registry, source: str, digest: str,
+    ctx: FetchContext,
+) -> Fetched:  # fmt: skip
     config = registry.document(
         str(config_descriptor["digest"]), descriptor_size(config_descriptor), "image config"
     )
@@ -81,7 +120,7 @@ def _pull(ref: Reference, ctx: FetchContext) -> Fetched:
         for layer in (layers if isinstance(layers, list) else [])
         if isinstance(layer, dict)
     }
-    fetched = install_buildpackage(
+    return install_buildpackage(
         manifest,
         config,
         lambda d, extract: registry.read_blob(d, extract, sizes.get(d))[1],
@@ -89,11 +128,22 @@ def _pull(ref: Reference, ctx: FetchContext) -> Fetched:
         digest=digest,
         ctx=ctx,
     )
+
+
+def _remember_image(
+    manifest: dict[str, Any], config_descriptor: dict[str, Any], digest: str, ctx: FetchContext
+) -> None:
+    """Let the fleet cache copy the image ``digest`` pulled from its origin (when every blob was pulled)."""
     cache, fleet = ctx.cache, ctx.fleet
-    if fleet is not None and cache is not None and ref.digest == digest and not registry.used_credential:
-        # Named by its own digest, pulled anonymously: the fleet cache may have it (when every blob was pulled).
-        kept = cache.blob_path(digest)
-        if kept is not None:
-            blobs = {d: cache.blob_path(d) for d in (str(config_descriptor["digest"]), *sizes)}
-            fleet.remember_image(kept, digest, blobs, str(manifest.get("mediaType") or ""))
-    return fetched
+    kept = cache.blob_path(digest) if cache is not None else None
+    if cache is None or fleet is None or kept is None:
+        return
+    layers = manifest.get("layers")
+    digests = [str(config_descriptor["digest"])] + [
+        str(layer.get("digest"))
+        for layer in (layers if isinstance(layers, list) else [])
+        if isinstance(layer, dict)
+    ]
+    fleet.remember_image(
+        kept, digest, {d: cache.blob_path(d) for d in digests}, str(manifest.get("mediaType") or "")
+    )
