@@ -55,11 +55,6 @@ class GitUnreadable(Exception):
     """The repository cannot be read as a repository; the reason is the message (no path of the app's inside)."""
 
 
-def has_git(app: Path) -> bool:
-    """Whether ``app`` holds a ``.git`` (directory, file or link) — a cheap check, no import of dulwich."""
-    return os.path.lexists(app / ".git")
-
-
 def read_git(app: Path) -> GitSource | None:
     """What ``app``'s repository says of HEAD; ``None`` when there is no repository or no commit yet.
 

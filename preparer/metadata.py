@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from preparer.descriptor import ProjectDescriptor
-from preparer.gitinfo import GitUnreadable, has_git, read_git, redact_url
 
 log = logging.getLogger("preparer")
 
@@ -55,7 +54,7 @@ def plan_metadata(
     if path is None:
         return None, []
     metadata, warnings = from_descriptor(descriptor)
-    if metadata is None and has_git(app_dir):
+    if metadata is None and os.path.lexists(app_dir / ".git"):
         metadata, more = from_git(app_dir)
         warnings += more
     if metadata is None:
@@ -96,6 +95,8 @@ def from_descriptor(descriptor: ProjectDescriptor) -> tuple[ProjectMetadata | No
             warnings.append(f"{name}.{key} is not applied by the preparer: it must be a non-empty string")
     if not found:
         return None, warnings
+    from preparer.gitinfo import redact_url  # deferred: the git reader stays off runs without metadata
+
     version = {"declared": found["version"]} if "version" in found else {}
     metadata = {"url": redact_url(found["source-url"])} if "source-url" in found else {}
     return ProjectMetadata("project", version, metadata), warnings
@@ -103,6 +104,8 @@ def from_descriptor(descriptor: ProjectDescriptor) -> tuple[ProjectMetadata | No
 
 def from_git(app_dir: Path) -> tuple[ProjectMetadata | None, list[str]]:
     """HEAD of ``app_dir``'s repository: commit, describe, the branch and tags, the remote's url."""
+    from preparer.gitinfo import GitUnreadable, read_git  # deferred: only apps with a .git need it
+
     try:
         source = read_git(app_dir)
     except GitUnreadable as err:

@@ -17,7 +17,6 @@ from preparer.appfilter import plan_removal
 from preparer.apply import apply_plan, check_present
 from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
-from preparer.enforce import enforce
 from preparer.errors import PreparerError, UnexpectedError
 from preparer.files._toml import load_toml
 from preparer.files.buildpack import installed_versions
@@ -26,7 +25,6 @@ from preparer.inputs import Inputs
 from preparer.interrupt import Interrupted
 from preparer.metadata import MetadataWrite, describe_metadata, plan_metadata
 from preparer.plan import Plan, Present, Step, make_plan
-from preparer.policy import load_policy
 from preparer.report import EnvRecord, MetadataRecord, Report, unapplied_message, write_report
 
 if TYPE_CHECKING:
@@ -159,6 +157,9 @@ def plan_run(inputs: Inputs) -> Plan:
                 step.entry.key, step.entry.uri, inputs.buildpacks_dir, step.id, step.version,
             )  # fmt: skip
     if inputs.policy is not None:
+        from preparer.enforce import enforce  # deferred: only runs with a policy need it
+        from preparer.policy import load_policy
+
         plan = enforce(plan, load_policy(inputs.policy), inputs.download_cache)
     check_present([s for s in plan.steps if isinstance(s, Present)], inputs.buildpacks_dir)
     return plan
