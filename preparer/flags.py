@@ -105,6 +105,12 @@ FLAGS: tuple[Flag, ...] = (
         "CNB_DOWNLOAD_CACHE_MAX_AGE",
         "0",
     ),
+    Flag(
+        "registry-hosts-dir",
+        "string",
+        "registry mirrors, containerd's <dir>/<registry>/hosts.toml (docs/fleet.md)",
+        "CNB_REGISTRY_HOSTS_DIR",
+    ),
     Flag("prepare-report", "string", "write a TOML report of what was applied", "CNB_PREPARE_REPORT_PATH"),
     Flag(
         "project-metadata",

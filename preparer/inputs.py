@@ -112,6 +112,8 @@ class Inputs:
     download_cache_repo_mode: str = "read-write"
     #: Seconds a cached URL may go unchecked by its origin.
     download_cache_max_age: float = 0.0
+    #: containerd's ``hosts.toml`` directory of registry mirrors; ``None``: none.
+    registry_hosts_dir: _OptionalPathField = _OptionalPathField()
     dry_run: bool = False
     uid: int | None = None
     gid: int | None = None
@@ -318,6 +320,7 @@ def _fleet_settings(given: _Given) -> dict[str, Any]:
         "download_cache_repo": _repo(given.text("download-cache-repo")),
         "download_cache_repo_mode": _repo_mode(given.text("download-cache-repo-mode")),
         "download_cache_max_age": _duration(max_age, "download-cache-max-age"),
+        "registry_hosts_dir": given.path("registry-hosts-dir"),
     }
 
 

@@ -161,6 +161,10 @@ def plan_run(inputs: Inputs) -> Plan:
         from preparer.policy import load_policy
 
         plan = enforce(plan, load_policy(inputs.policy), inputs.download_cache)
+    if inputs.registry_hosts_dir is not None:
+        from preparer.fetch.oci.hosts import load_hosts_dir  # deferred: only runs with mirrors read them
+
+        plan = plan._replace(registry_hosts=load_hosts_dir(inputs.registry_hosts_dir))
     check_present([s for s in plan.steps if isinstance(s, Present)], inputs.buildpacks_dir)
     return plan
 

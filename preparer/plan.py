@@ -9,7 +9,7 @@ invalid entry is reported before any download starts, and a dry run exits as a r
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
@@ -21,6 +21,7 @@ from preparer.semver import highest
 if TYPE_CHECKING:
     from preparer.appfilter import Removal
     from preparer.fetch.locator import Locator
+    from preparer.fetch.oci.hosts import RegistryHosts
     from preparer.metadata import MetadataWrite
     from preparer.policy import Decision, Policy
 
@@ -79,6 +80,8 @@ class Plan(NamedTuple):
     policy: tuple[Decision, ...] = ()
     #: The platform policy, whose limits hold while fetching; ``None`` without one.
     rules: Policy | None = None
+    #: Registry mirrors (``-registry-hosts-dir``), read and checked before anything is fetched.
+    registry_hosts: Mapping[str, RegistryHosts] | None = None
 
     @property
     def steps(self) -> tuple[Step, ...]:

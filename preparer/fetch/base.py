@@ -15,6 +15,7 @@ from typing import Protocol, TypeVar
 from preparer._logger import log
 from preparer.fetch.cache import DownloadCache
 from preparer.fetch.fleet import Fleet
+from preparer.fetch.oci.hosts import RegistryHosts
 from preparer.fetch.streams import ProgressFn
 from preparer.fetch.transport import Transport
 from preparer.files.buildpack import BuildpackDescriptor
@@ -89,6 +90,10 @@ class FetchContext:
     budget: Budget | None = None
     #: The fleet's download cache repository (docs/fleet.md); ``None`` without one.
     fleet: Fleet | None = None
+    #: Mirrors by registry, from ``-registry-hosts-dir`` (:mod:`preparer.fetch.oci.hosts`); ``None`` without.
+    registry_hosts: Mapping[str, RegistryHosts] | None = None
+    #: Mirrors that failed in this run (shared by every fetch): not asked again.
+    down_mirrors: set[str] = field(default_factory=set)
 
     @property
     def lock_wait(self) -> float:

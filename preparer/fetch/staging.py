@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +19,7 @@ from preparer.fetch.base import FetchContext, Fetched, no_progress
 from preparer.fetch.cache import CacheUnusable, DownloadCache
 from preparer.fetch.fleet import Fleet, FleetConfig
 from preparer.fetch.locator import redact
+from preparer.fetch.oci.hosts import RegistryHosts
 from preparer.fetch.parallel import fetch_all
 from preparer.fetch.sources import fetch
 from preparer.fetch.streams import ProgressFn
@@ -39,6 +40,7 @@ def fetching(
     progress: ProgressFn | None = None,
     collect: Callable[[str], None] | None = None,
     policy: Policy | None = None,
+    registry_hosts: Mapping[str, RegistryHosts] | None = None,
 ) -> Iterator[FetchContext]:
     """What the fetchers of one run share, for the block: a staging directory of the run's own, and the download
     cache, opened and checked, with a directory of the run's own for partial downloads. Both are removed when the
@@ -90,6 +92,7 @@ def fetching(
             ),
             policy=policy,
             fleet=fleet,
+            registry_hosts=registry_hosts,
         )
 
 

@@ -314,3 +314,74 @@ def test_a_tag_pulled_once_works_offline_after_its_origin_is_gone(
                   repo, "-download-cache-repo-mode", "offline")  # fmt: skip
     assert offline.code == 0, offline.stderr
     assert "acme_tagged/1.0.0/" in listing(tmp_path / "pod2" / "cnb" / "buildpacks")
+
+
+# Mirrors from containerd's hosts.toml (-registry-hosts-dir).
+
+
+def hosts_dir(tmp_path: Path, registry: str, body: str) -> Path:
+    directory = tmp_path / "hosts.d"
+    (directory / registry).mkdir(parents=True)
+    (directory / registry / "hosts.toml").write_text(body)
+    return directory
+
+
+def test_a_pull_through_mirror_serves_the_image(tmp_path: Path, registry: Registry) -> None:
+    package = build_package(tmp_path / "oci", [("acme/mirrored", "1.0.0", "")], ("acme/mirrored", "1.0.0"))
+    name = f"vendor/{uuid.uuid4().hex[:8]}"
+    push(package.layout, "latest", registry.ref(name, "1.0"))
+    (tmp_path / "mirror").mkdir()
+    mirror = _start(tmp_path / "mirror", None, proxy=f"http://{registry.host}")
+    try:
+        directory = hosts_dir(tmp_path, registry.host,
+                              f'server = "http://{registry.host}"\n[host."http://{mirror.host}"]\n'
+                              'capabilities = ["pull", "resolve"]\n')  # fmt: skip
+        result = pod(tmp_path, "pod", group(f"docker://{registry.ref(name, '1.0')}"),
+                     "-registry-hosts-dir", str(directory))  # fmt: skip
+        assert result.code == 0 and result.stderr == ""
+        assert any(mirror.storage.rglob("data"))  # the mirror fetched the blobs for us
+    finally:
+        mirror.process.terminate()
+        mirror.process.wait(timeout=10)
+
+
+def test_a_mirror_that_is_down_or_lacks_the_image_gives_way_to_the_registry(
+    tmp_path: Path, registry: Registry, http_server: FileServer
+) -> None:
+    package = build_package(tmp_path / "oci", [("acme/direct", "1.0.0", "")], ("acme/direct", "1.0.0"))
+    name = f"vendor/{uuid.uuid4().hex[:8]}"
+    push(package.layout, "latest", registry.ref(name, "1.0"))
+    # The first mirror is down; the second, the test's HTTP server, has nothing (404) and sees what is sent.
+    directory = hosts_dir(tmp_path, registry.host,
+                          '[host."http://127.0.0.1:1"]\ncapabilities = ["pull", "resolve"]\n'
+                          f'[host."http://127.0.0.1:{http_server.port}"]\ncapabilities = ["pull"]\n')  # fmt: skip
+    auth = json.dumps({registry.host: "Basic b3JpZ2luOnNlY3JldA=="})
+    result = pod(tmp_path, "pod", group(f"docker://{registry.ref(name, '1.0')}"), "-registry-hosts-dir",
+                 str(directory), env={"CNB_REGISTRY_AUTH": auth})  # fmt: skip
+    assert result.code == 0, result.stderr
+    assert result.stderr.startswith("Warning: the mirror http://127.0.0.1:1 is not used: ")
+    assert len(result.stderr.splitlines()) == 1  # once for the run
+    seen = [(path, headers) for path, _, headers in http_server.requests]
+    assert seen and all(path.startswith(f"/v2/{name}/") for path, _ in seen)
+    assert not any("/manifests/1.0" in path for path, _ in seen)  # a pull-only host never resolves a tag
+    assert not any(
+        "Authorization" in headers for _, headers in seen
+    )  # the registry's credentials stay with it
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('[host."http://m"]\ncapabilitys = ["pull"]\n', 'host."http://m".capabilitys: unknown key'),
+        ('[host."http://m"]\ncapabilities = ["fly"]\n', 'host."http://m".capabilities: a list of pull, resolve, push'),
+        ('[host."http://m"]\ndial_timeout = "soon"\n', 'host."http://m".dial_timeout: a duration'),
+        ("server = 42\n", "server: must be an http(s) URL"),
+        ("servers = 'x'\n", "servers: unknown key"),
+    ],
+)  # fmt: skip
+def test_a_malformed_hosts_file_exits_3_naming_file_and_key(tmp_path: Path, body: str, message: str) -> None:
+    directory = hosts_dir(tmp_path, "registry.example", body)
+    result = pod(tmp_path, "pod", HEAD, "-registry-hosts-dir", str(directory))
+    assert result.code == 3
+    hosts_file = directory / "registry.example" / "hosts.toml"
+    assert result.stderr.startswith(f"ERROR: failed to read {hosts_file}: {message}")

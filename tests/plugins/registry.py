@@ -47,7 +47,8 @@ class Registry:
         return self.storage / "docker/registry/v2/blobs/sha256" / hexdigest[:2] / hexdigest / "data"
 
 
-def _start(root: Path, htpasswd: Path | None) -> Registry:
+def _start(root: Path, htpasswd: Path | None, proxy: str | None = None) -> Registry:
+    """A docker-registry in ``root`` (with ``proxy``, a pull-through mirror of that upstream URL)."""
     port = _free_port()
     storage = root / "storage"
     config = {
@@ -58,6 +59,8 @@ def _start(root: Path, htpasswd: Path | None) -> Registry:
     }
     if htpasswd is not None:
         config["auth"] = {"htpasswd": {"realm": "preparer-tests", "path": str(htpasswd)}}
+    if proxy is not None:
+        config["proxy"] = {"remoteurl": proxy}
     (root / "config.yml").write_text(json.dumps(config))  # JSON is YAML
     process = subprocess.Popen(
         ["docker-registry", "serve", str(root / "config.yml")],

@@ -20,9 +20,10 @@ from preparer.errors import FetchError, NotFoundError
 from preparer.fetch.base import FetchContext
 from preparer.fetch.cache import DownloadCache
 from preparer.fetch.oci import auth
+from preparer.fetch.oci.hosts import Host
 from preparer.fetch.oci.reference import Reference, scheme_for
 from preparer.fetch.streams import HashingReader, Tee, is_digest, sha256_of, stream_body, verify_digest
-from preparer.fetch.transport import NetworkError, check_status, describe, read_capped, tls_failure
+from preparer.fetch.transport import NetworkError, Transport, check_status, describe, read_capped, tls_failure
 from preparer.policy import LimitExceeded
 
 if TYPE_CHECKING:
@@ -61,11 +62,17 @@ def kind_of(doc: dict[str, Any]) -> str:
 class Registry:
     """One repository of one registry, for one run: credentials looked up once, on first use."""
 
-    def __init__(self, ref: Reference, ctx: FetchContext) -> None:
-        self.ref, self.ctx = ref, ctx
-        self.base = (
-            f"{scheme_for(ref.registry, ctx.insecure_registries)}://{ref.api_host}/v2/{ref.repository}"
-        )
+    def __init__(self, ref: Reference, ctx: FetchContext, endpoint: Host | None = None) -> None:
+        """``endpoint``: a mirror (or the upstream ``server``) from hosts.toml to ask instead of the registry itself;
+        its own credentials, TLS settings, headers and connect timeout are used."""
+        self.ref, self.ctx, self.endpoint = ref, ctx, endpoint
+        if endpoint is None:
+            root = f"{scheme_for(ref.registry, ctx.insecure_registries)}://{ref.api_host}/v2"
+            self.transport = ctx.transport
+        else:
+            root = endpoint.api_root
+            self.transport = _endpoint_transport(ctx.transport, endpoint)
+        self.base = f"{root}/{ref.repository}"
         self._credential: auth.Credential | None = None
         self._looked_up = False
         self._lock = threading.Lock()
@@ -84,7 +91,9 @@ class Registry:
         """The credential for this registry, looked up (and any helper run) the first time a request needs it."""
         with self._lock:
             if not self._looked_up:
-                self._credential = auth.lookup(self.ref.registry, self.ctx.environ)
+                # A mirror's own credentials, never the upstream's.
+                host = self.endpoint.netloc if self.endpoint is not None else self.ref.registry
+                self._credential = auth.lookup(host, self.ctx.environ)
                 if self._credential is not None and self._credential.header is not None:
                     # The lifecycle sends a CNB_REGISTRY_AUTH value as it is, without waiting for a challenge.
                     self.authorization = self._credential.header
@@ -109,7 +118,9 @@ class Registry:
         sent = dict(headers)
         if self.authorization:
             sent["Authorization"] = self.authorization
-        return self.ctx.transport.get(url, sent, action=f"pull {self.ref}", check=False)
+        if self.endpoint is not None:
+            sent = {**self.endpoint.headers, **sent}
+        return self.transport.get(url, sent, action=f"pull {self.ref}", check=False)
 
     def _answer_challenge(self, header: str) -> None:
         scheme = header.split(" ", 1)[0].lower()
@@ -131,7 +142,7 @@ class Registry:
         import requests  # deferred (heavy): only runs that download import it
 
         query = {"service": params.get("service", ""), "scope": f"repository:{self.ref.repository}:pull"}
-        session = self.ctx.transport.session()
+        session = self.transport.session()
         credential = self.credential
         try:
             if credential is not None and credential.identity_token is not None:
@@ -139,14 +150,14 @@ class Registry:
                     params["realm"],
                     data={**query, "grant_type": "refresh_token", "client_id": "cnb-preparer",
                           "refresh_token": credential.identity_token},
-                    timeout=self.ctx.transport.timeouts, stream=True,
+                    timeout=self.transport.timeouts, stream=True,
                 )  # fmt: skip
             else:
                 headers = {}
                 if credential is not None and (credential.header or "").lower().startswith("basic "):
                     headers["Authorization"] = credential.header or ""
                 response = session.get(
-                    params["realm"], params=query, headers=headers, timeout=self.ctx.transport.timeouts,
+                    params["realm"], params=query, headers=headers, timeout=self.transport.timeouts,
                     stream=True,
                 )  # fmt: skip
         except requests.exceptions.SSLError as err:
@@ -187,7 +198,7 @@ class Registry:
         check_status(response, f"pull {self.ref}", what)
 
     def _retrying(self, action: Callable[[], T]) -> T:
-        return self.ctx.transport.retrying(f"pull {self.ref}", action)
+        return self.transport.retrying(f"pull {self.ref}", action)
 
     def _check_digest(self, digest: object, what: str) -> str:
         if not is_digest(digest):
@@ -373,7 +384,7 @@ class Registry:
                         label,
                         self.ctx.progress,
                         tee,
-                        deadline=self.ctx.transport.deadline,
+                        deadline=self.transport.deadline,
                         budget=self.ctx.budget,
                     )
                 verify_digest(got, digest, f"pull {self.ref}", f"blob {digest}: digest mismatch: got {{got}}")
@@ -390,3 +401,15 @@ class Registry:
             return path, cast(T, result)  # failure is None: consume returned a result
 
         return self._retrying(attempt)
+
+
+def _endpoint_transport(base: Transport, endpoint: Host) -> Transport:
+    """A transport for one hosts.toml host: its connect timeout, and its CA or ``skip_verify``."""
+    connect = endpoint.dial_timeout if endpoint.dial_timeout is not None else base.timeouts[0]
+    # No retries: a mirror that fails gives way to the next host at once.
+    transport = Transport(timeouts=(connect, base.timeouts[1]), retries=0, deadline=base.deadline)
+    if endpoint.skip_verify:
+        transport.session().verify = False
+    elif endpoint.ca:
+        transport.session().verify = endpoint.ca[0]
+    return transport

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from pathlib import Path
+from typing import IO, Any, TypeVar
 
-from preparer.errors import FetchError, InvalidInputsError
+from preparer.errors import FetchError, InvalidInputsError, NotFoundError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.fleet import ref_tag
 from preparer.fetch.locator import ImageLocator
 from preparer.fetch.oci.buildpackage import descriptor_size, follow_index, install_buildpackage
 from preparer.fetch.oci.client import Registry
+from preparer.fetch.oci.hosts import Host, hosts_for
 from preparer.fetch.oci.memory import tune_allocator
 from preparer.fetch.oci.reference import Reference, parse_reference
 from preparer.fetch.streams import is_digest
 from preparer.policy import check_image
+
+T = TypeVar("T")
 
 
 def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
@@ -75,7 +80,7 @@ def _from_fleet(ref: Reference, ctx: FetchContext) -> Fetched | None:
 
 
 def _pull(ref: Reference, ctx: FetchContext) -> Fetched:
-    registry = Registry(ref, ctx)
+    registry: Any = _Hosts(ref, ctx) if ctx.registry_hosts else Registry(ref, ctx)
     source = str(ref)
     manifest, _, digest = follow_index(
         registry.manifest(ref.identifier), registry.manifest, ctx.platform, source
@@ -99,6 +104,51 @@ def _pull(ref: Reference, ctx: FetchContext) -> Fetched:
     return fetched
 
 
+class _Hosts:
+    """The hosts to ask for one image, in order: hosts.toml's mirrors (each for what its capabilities allow: a tag
+    is resolved only by ``resolve`` hosts), then the registry (or its ``server``). A mirror that fails is one
+    warning and is not asked again in the run; what any host serves is verified alike."""
+
+    def __init__(self, ref: Reference, ctx: FetchContext) -> None:
+        assert ctx.registry_hosts is not None
+        self.ref, self.ctx = ref, ctx
+        found = hosts_for(ctx.registry_hosts, ref.registry)
+        self.mirrors = [Registry(ref, ctx, host) for host in (found.hosts if found else ())]
+        upstream = Host(found.server, frozenset({"pull", "resolve"})) if found and found.server else None
+        self.origin = Registry(ref, ctx, upstream)
+
+    @property
+    def used_credential(self) -> bool:
+        return any(r.used_credential for r in (*self.mirrors, self.origin))
+
+    def _ask(self, capability: str, call: Callable[[Registry], T]) -> T:
+        for mirror in self.mirrors:
+            assert mirror.endpoint is not None
+            url = mirror.endpoint.url
+            if capability not in mirror.endpoint.capabilities or url in self.ctx.down_mirrors:
+                continue
+            try:
+                return call(mirror)
+            except NotFoundError:
+                continue  # not there (a mirror seeded with only some images): the next host
+            except FetchError as err:
+                self.ctx.down_mirrors.add(url)
+                self.ctx.warn(f"the mirror {url} is not used: {err.cause}; the next host is asked")
+        return call(self.origin)
+
+    def manifest(self, identifier: str) -> tuple[dict[str, Any], str, str]:
+        capability = "pull" if identifier.startswith("sha256:") else "resolve"
+        return self._ask(capability, lambda r: r.manifest(identifier))
+
+    def document(self, digest: str, size: int | None, what: str) -> dict[str, Any]:
+        return self._ask("pull", lambda r: r.document(digest, size, what))
+
+    def read_blob(
+        self, digest: str, consume: Callable[[IO[bytes]], T], size: int | None = None
+    ) -> tuple[Path, T]:
+        return self._ask("pull", lambda r: r.read_blob(digest, consume, size))
+
+
 def _fleet_copy(digest: str, ctx: FetchContext) -> Registry | None:
     """The fleet cache's repository, to read the blobs of the image ``digest`` from, when it holds that image."""
     fleet = ctx.fleet
@@ -108,7 +158,7 @@ def _fleet_copy(digest: str, ctx: FetchContext) -> Registry | None:
 
 
 def _install(
-    manifest: dict[str, Any], config_descriptor: dict[str, Any], registry: Registry, source: str, digest: str,
+    manifest: dict[str, Any], config_descriptor: dict[str, Any], registry: Any, source: str, digest: str,
     ctx: FetchContext,
 ) -> Fetched:  # fmt: skip
     config = registry.document(
