@@ -168,7 +168,9 @@ def _records(
             "inline" if step.entry.script is not None else ("installed" if new else "present")
         )
         records.append(
-            BuildpackRecord(top.id, top.version, result.source, action, result.digest, result.resolved)
+            BuildpackRecord(
+                top.id, top.version, result.source, action, result.digest, result.resolved, result.via
+            )
         )
         log.info("%s %s from %s", "Installed" if new else "Already installed:", top.ref, result.source)
         for bp in new:

@@ -37,6 +37,8 @@ class BuildpackRecord(NamedTuple):
     digest: str | None = None
     #: How a bare buildpack id in ``uri`` was resolved: ``installed``, ``registry`` or ``image``.
     resolved: str | None = None
+    #: Where the bytes came from when not from the source itself: ``download cache``, ``cache repository``.
+    via: str | None = None
 
 
 class EnvRecord(NamedTuple):
@@ -106,6 +108,7 @@ def report_to_toml(report: Report) -> dict[str, Any]:
             {"id": b.id, "version": b.version, "source": b.source, "action": b.action}
             | ({"digest": b.digest} if b.digest else {})
             | ({"resolved": b.resolved} if b.resolved else {})
+            | ({"via": b.via} if b.via else {})
             for b in report.buildpacks
         ],
         "env": [{"name": e.name, "action": e.action} for e in report.env],

@@ -45,6 +45,8 @@ class Fetched:
     digest: str | None = None
     #: How a bare buildpack id in ``uri`` was resolved: ``"registry"`` or ``"image"``.
     resolved: str | None = None
+    #: Where the bytes came from when not from the source: ``"download cache"``, ``"cache repository"``.
+    via: str | None = None
 
 
 def no_progress(source: str, done: int, total: int | None) -> None:

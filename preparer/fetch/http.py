@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit
@@ -59,7 +60,7 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
     if cache is not None and pinned is not None and (tree := cache.tree(pinned)) is not None:
         staged = _from_cache(tree, ctx, source, cache)
         if staged is not None:
-            return staged
+            return replace(staged, via="download cache")
     known = _known(locator, cache) if cache is not None else None
     if ctx.fleet is not None:
         from_fleet = _from_fleet(locator, ctx, source, cache, known)
@@ -91,7 +92,7 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
             if stand_in is None:
                 raise
             ctx.warn(f"{source} could not be revalidated ({err.cause}); the download cache's copy is used")
-            return stand_in
+            return replace(stand_in, via="download cache")
 
 
 def _seed_key(locator: HttpLocator) -> str:
@@ -109,7 +110,8 @@ def _from_fleet(
     offline = fleet.config.mode == "offline"
     if known is not None and cache is not None:
         # A local copy: revalidated with the origin as without a repository, or used as it is when offline.
-        return _from_cache(known.tree, ctx, source, cache) if offline else None
+        staged = _from_cache(known.tree, ctx, source, cache) if offline else None
+        return replace(staged, via="download cache") if staged is not None else None
     if locator.sha256 is not None:
         hit = fleet.archive_by_digest(locator.sha256)
     else:
@@ -138,7 +140,8 @@ def _from_fleet(
         return response
 
     try:
-        return _download(locator, ctx, source, cache, None, _Bytes(opener, hit.digest, validators))
+        fetched = _download(locator, ctx, source, cache, None, _Bytes(opener, hit.digest, validators))
+        return replace(fetched, via="cache repository")
     except _NotInFleet:
         return None
     except LimitExceeded:
@@ -203,7 +206,8 @@ def _unchanged(
     """The server said the cached tree is current (304); ``None`` when that tree failed its check."""
     _check_pin(locator, known.tree.digest, source)
     ctx.progress(source, 0, 0)
-    return _from_cache(known.tree, ctx, source, cache)
+    staged = _from_cache(known.tree, ctx, source, cache)
+    return replace(staged, via="download cache") if staged is not None else None
 
 
 def _from_cache(tree: CachedTree, ctx: FetchContext, source: str, cache: DownloadCache) -> Fetched | None:

@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tomllib
 import uuid
 from pathlib import Path
 
@@ -385,3 +386,41 @@ def test_a_malformed_hosts_file_exits_3_naming_file_and_key(tmp_path: Path, body
     assert result.code == 3
     hosts_file = directory / "registry.example" / "hosts.toml"
     assert result.stderr.startswith(f"ERROR: failed to read {hosts_file}: {message}")
+
+
+def test_the_report_says_where_each_buildpack_came_from(
+    tmp_path: Path, http_server: FileServer, repo: str
+) -> None:
+    sha = archive(http_server, "bp.tgz", "acme/bp")
+    pinned = http_server.url(f"bp.tgz#sha256={sha}")
+    assert pod(tmp_path, "seed", group(pinned), "-download-cache-repo", repo).code == 0
+    report = tmp_path / "report.toml"
+    assert (
+        pod(tmp_path, "pod", group(pinned), "-download-cache-repo", repo, "-prepare-report", str(report)).code
+        == 0
+    )
+    (entry,) = tomllib.loads(report.read_text())["buildpacks"]
+    assert (entry["source"], entry["via"]) == (http_server.url("bp.tgz"), "cache repository")
+
+
+def test_an_air_gapped_copy_made_with_skopeo_sync_serves_offline(
+    tmp_path: Path, http_server: FileServer, registry: Registry, repo: str
+) -> None:
+    sha = archive(http_server, "bp.tgz", "acme/bp")
+    project = group(http_server.url(f"bp.tgz#sha256={sha}"), http_server.url("bp.tgz"))
+    assert pod(tmp_path, "seed", project, "-download-cache-repo", repo).code == 0
+    (tmp_path / "airgap").mkdir()
+    airgap = _start(tmp_path / "airgap", None)
+    try:
+        subprocess.run(["skopeo", "sync", "--all", "--src", "docker", "--dest", "docker", "--src-tls-verify=false",
+                        "--dest-tls-verify=false", repo, f"{airgap.host}/mirror"],
+                       check=True, capture_output=True)  # fmt: skip
+        copied = f"{airgap.host}/mirror/{repo.rsplit('/', 1)[1]}"
+        before = list(http_server.requests)
+        offline = pod(tmp_path, "offline", project, "-download-cache-repo", copied,
+                      "-download-cache-repo-mode", "offline")  # fmt: skip
+        assert offline.code == 0, offline.stderr
+        assert http_server.requests == before  # not one origin request
+    finally:
+        airgap.process.terminate()
+        airgap.process.wait(timeout=10)

@@ -47,7 +47,7 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
             recorded = _recorded(ref, ctx)  # a tag, or an index digest: its platform manifest's record
             copy = _from_fleet(recorded, ctx) if recorded is not None else None
         if copy is not None:
-            return replace(copy, source=str(ref))
+            return replace(copy, source=str(ref), via="cache repository")
         if ctx.fleet.config.mode == "offline":
             raise FetchError(f"pull {ref}", f"not in the download cache repository (seed {_seed_tag(ref)})")
     return _pull(ref, ctx)
@@ -76,7 +76,7 @@ def _from_fleet(ref: Reference, ctx: FetchContext) -> Fetched | None:
     except FetchError as err:
         ctx.warn(f"the download cache repository's copy of {ref} is not used: {err.cause}")
         return None
-    return replace(fetched, source=str(ref))  # outputs keep the reference the user wrote
+    return replace(fetched, source=str(ref), via="cache repository")  # outputs keep the reference as written
 
 
 def _pull(ref: Reference, ctx: FetchContext) -> Fetched:
@@ -96,8 +96,10 @@ def _pull(ref: Reference, ctx: FetchContext) -> Fetched:
             raise
         ctx.fleet.give_up(f"its copy of {source} cannot be read: {err.cause}")
         return _pull(ref, ctx)
+    if blobs_from is not None:
+        return replace(fetched, via="cache repository")
     fleet = ctx.fleet
-    if fleet is not None and blobs_from is None and not registry.used_credential:
+    if fleet is not None and not registry.used_credential:
         if ref.digest != digest:  # a tag, or an index: offline runs find the platform manifest through it
             fleet.remember_ref(source, digest)
         _remember_image(manifest, config_descriptor, digest, ctx)
