@@ -424,3 +424,23 @@ def test_an_air_gapped_copy_made_with_skopeo_sync_serves_offline(
     finally:
         airgap.process.terminate()
         airgap.process.wait(timeout=10)
+
+
+def test_a_repository_that_refuses_writes_is_one_warning(
+    tmp_path: Path, http_server: FileServer, registry: Registry
+) -> None:
+    """A pull-through mirror answers pushes with 405: the build goes on, with one warning."""
+    archive(http_server, "bp.tgz", "acme/bp")
+    (tmp_path / "proxy").mkdir()
+    proxy = _start(tmp_path / "proxy", None, proxy=f"http://{registry.host}")
+    try:
+        result = pod(tmp_path, "pod", group(http_server.url("bp.tgz")), "-download-cache-repo",
+                     f"{proxy.host}/fleet/x")  # fmt: skip
+    finally:
+        proxy.process.terminate()
+        proxy.process.wait(timeout=10)
+    assert result.code == 0
+    assert result.stderr.startswith(
+        f"Warning: the download cache repository {proxy.host}/fleet/x is not used: "
+    )
+    assert "HTTP 405" in result.stderr and len(result.stderr.splitlines()) == 1
