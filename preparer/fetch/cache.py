@@ -23,6 +23,7 @@ truncated download never poisons the cache, and readers take no lock. A lock is 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -243,7 +244,8 @@ class DownloadCache:
     def add_tree(self, src: Path, digest: str, known: KnownTree | None = None) -> CachedTree:
         """Record the manifest of the tree ``src`` (from :meth:`new_tree`) beside it, and move both into place in
         one rename: an entry is complete or absent, whenever a run dies. The caller holds the lock of the download
-        that made it. A tree already there is kept; a damaged entry (no manifest) is replaced.
+        that made it (by URL: two URLs of one archive may race here). A tree already there is kept, never
+        replaced, since a reader may be installing it; a damaged entry (no manifest) is replaced.
 
         :param known: what the extraction recorded as it wrote the tree; without it, the tree is walked.
         """
@@ -262,9 +264,21 @@ class DownloadCache:
         manifest = entry / "manifest.json"
         manifest.write_text(json.dumps({"dirs": tree.dirs, "files": tree.files, "links": tree.links}))
         manifest.chmod(0o600)
-        shutil.rmtree(dest, ignore_errors=True)
-        os.rename(entry, dest)
-        return tree._replace(path=dest / "root")
+        for _ in range(2):
+            try:
+                os.rename(
+                    entry, dest
+                )  # never over an existing entry: another run (or thread) may be installing it
+                return tree._replace(path=dest / "root")
+            except OSError as err:
+                if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+            existing = self.tree(digest)
+            if existing is not None:  # the same archive, put here meanwhile (another URL, another preparer)
+                shutil.rmtree(entry, ignore_errors=True)
+                return existing
+            shutil.rmtree(dest, ignore_errors=True)  # a damaged entry (no manifest): replaced
+        raise OSError(errno.EEXIST, f"{dest} keeps being replaced")
 
     def discard_tree(self, digest: str) -> None:
         """Remove a tree (and its manifest) that failed its verification."""

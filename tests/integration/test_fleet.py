@@ -7,8 +7,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import socket
 import subprocess
 import sys
+import time
 import tomllib
 import uuid
 from pathlib import Path
@@ -444,3 +446,37 @@ def test_a_repository_that_refuses_writes_is_one_warning(
         f"Warning: the download cache repository {proxy.host}/fleet/x is not used: "
     )
     assert "HTTP 405" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def _blackhole(port: int, on: bool) -> bool:
+    """Drop every packet to 127.0.0.1:``port`` (iptables; root), or stop dropping them; whether it worked."""
+    rule = ["OUTPUT", "-p", "tcp", "-d", "127.0.0.1", "--dport", str(port), "-j", "DROP"]
+    iptables = shutil.which("iptables")
+    if iptables is None:
+        return False
+    return (
+        subprocess.run([iptables, "-A" if on else "-D", *rule], capture_output=True, check=False).returncode
+        == 0
+    )
+
+
+def test_a_blackholed_repository_costs_one_connect_timeout(tmp_path: Path, http_server: FileServer) -> None:
+    archive(http_server, "bp.tgz", "acme/bp")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    if not _blackhole(port, True):
+        pytest.skip("iptables cannot drop packets here")
+    try:
+        start = time.monotonic()
+        result = pod(tmp_path, "pod", group(http_server.url("bp.tgz"), http_server.url("bp.tgz").replace("bp.tgz", "bp.tgz?again")),
+                     "-download-cache-repo", f"127.0.0.1:{port}/fleet/x")  # fmt: skip
+        took = time.monotonic() - start
+    finally:
+        _blackhole(port, False)
+    assert result.code == 0
+    assert result.stderr.startswith(
+        f"Warning: the download cache repository 127.0.0.1:{port}/fleet/x is not used: "
+    )
+    assert len(result.stderr.splitlines()) == 1
+    assert took < 2.0 + 10  # one connect timeout of 2 s, not one per buildpack (plus the run itself)
