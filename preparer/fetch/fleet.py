@@ -239,6 +239,34 @@ class Fleet:
             return None
         return response
 
+    def small_blob(self, hit: Hit, limit: int) -> bytes | None:
+        """The whole blob of ``hit`` when it is at most ``limit`` bytes and matches its digest, else ``None``."""
+        if hit.size > limit:
+            return None
+        response = self.blob(hit.digest)
+        if response is None:
+            return None
+        try:
+            data = response.raw.read(limit + 1, decode_content=False)
+        except Exception:  # noqa: BLE001 (a cache never fails a build: any error is a miss)
+            return None
+        finally:
+            response.close()
+        if len(data) > limit or "sha256:" + hashlib.sha256(data).hexdigest() != hit.digest:
+            self._malformed(hit.digest[:19], "the blob is not the digest its record names")
+            return None
+        return data
+
+    def fresh(self, hit: Hit) -> bool:
+        """Whether ``hit`` was confirmed by its origin within max-age (offline: always)."""
+        if self.config.mode == "offline":
+            return True
+        try:
+            checked = int(hit.annotations.get(CHECKED, "0"))
+        except ValueError:
+            return False
+        return self.config.max_age > 0 and 0 <= time.time() - checked <= self.config.max_age
+
     def _archive(self, tag: str) -> Hit | None:
         response = self._request("GET", f"{self.base}/manifests/{tag}", accept=True, stream=True)
         if response is None:

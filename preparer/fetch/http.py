@@ -16,7 +16,6 @@ import contextlib
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -28,7 +27,7 @@ from preparer.errors import FetchError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache, KnownTree
 from preparer.fetch.extract import Extracted, extract_tar
-from preparer.fetch.fleet import CHECKED, ETAG, LAST_MODIFIED, Hit, url_tag
+from preparer.fetch.fleet import ETAG, LAST_MODIFIED, url_tag
 from preparer.fetch.locator import HttpLocator, redact
 from preparer.fetch.oci.layout import fetch_cnb
 from preparer.fetch.streams import CHUNK, MAX_TRAILING, stream_body, verify_digest, verify_file
@@ -122,7 +121,7 @@ def _from_fleet(
         "etag": hit.annotations.get(ETAG, ""),
         "last-modified": hit.annotations.get(LAST_MODIFIED, ""),
     }
-    if locator.sha256 is None and not offline and not _fresh(hit, fleet.config.max_age):
+    if locator.sha256 is None and not fleet.fresh(hit):
         unchanged = _origin_unchanged(locator, ctx, validators)
         if unchanged is False:
             return None  # the origin has something newer: download it
@@ -153,14 +152,6 @@ def _from_fleet(
 
 class _NotInFleet(Exception):
     """The repository could not give the blob its record names (the breaker is open): use the origin."""
-
-
-def _fresh(hit: Hit, max_age: float) -> bool:
-    try:
-        checked = int(hit.annotations.get(CHECKED, "0"))
-    except ValueError:
-        return False
-    return max_age > 0 and 0 <= time.time() - checked <= max_age
 
 
 def _origin_unchanged(locator: HttpLocator, ctx: FetchContext, validators: dict[str, str]) -> bool | None:

@@ -480,3 +480,26 @@ def test_a_blackholed_repository_costs_one_connect_timeout(tmp_path: Path, http_
     )
     assert len(result.stderr.splitlines()) == 1
     assert took < 2.0 + 10  # one connect timeout of 2 s, not one per buildpack (plus the run itself)
+
+
+def test_registry_entries_resolve_offline_from_the_repository(
+    tmp_path: Path, http_server: FileServer, registry: Registry, repo: str
+) -> None:
+    """urn:cnb:registry: — the index file and the image it names, both cached, both served offline."""
+    from preparer.fetch.oci.index import index_path
+
+    package = build_package(tmp_path / "oci", [("acme/listed", "1.0.0", "")], ("acme/listed", "1.0.0"))
+    image = f"{registry.host}/vendor/{uuid.uuid4().hex[:8]}"
+    digest = push(package.layout, "latest", f"{image}:1.0.0")
+    entry = {"ns": "acme", "name": "listed", "version": "1.0.0", "yanked": False, "addr": f"{image}@{digest}"}
+    index_file = http_server.root / "index" / index_path("acme", "listed")
+    index_file.parent.mkdir(parents=True)
+    index_file.write_text(json.dumps(entry) + "\n")
+    flags = ["-buildpack-registry-index", http_server.url("index"), "-download-cache-repo", repo]
+    assert pod(tmp_path, "seed", group("urn:cnb:registry:acme/listed@1.0.0"), *flags).code == 0
+    before = list(http_server.requests)
+    offline = pod(tmp_path, "offline", group("urn:cnb:registry:acme/listed@1.0.0"), *flags,
+                  "-download-cache-repo-mode", "offline")  # fmt: skip
+    assert offline.code == 0, offline.stderr
+    assert http_server.requests == before  # the index was not asked
+    assert "acme_listed/1.0.0/" in listing(tmp_path / "offline" / "cnb" / "buildpacks")

@@ -11,15 +11,20 @@ live under ``1``, ``2`` and ``3/<name[0:2]>``), one minified JSON object per lin
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import os
+import tempfile
+from pathlib import Path
 
 from preparer._logger import log
 from preparer.errors import FetchError, NotFoundError
 from preparer.fetch.base import FetchContext, Fetched
+from preparer.fetch.fleet import url_tag
 from preparer.fetch.locator import IdLocator, ImageLocator, RegistryLocator, redact
 from preparer.fetch.oci.image import fetch_image
 from preparer.fetch.oci.reference import parse_reference
-from preparer.fetch.transport import read_capped
+from preparer.fetch.transport import Unreachable, read_capped
 from preparer.semver import highest
 
 #: The largest index file read: one line per version of one buildpack (the largest today are a few KiB).
@@ -47,12 +52,8 @@ def read_entries(namespace: str, name: str, ctx: FetchContext) -> dict[str, str]
     url = f"{ctx.registry_index.rstrip('/')}/{index_path(namespace, name)}"
     action = f"look up {bp_id} in the buildpack registry {redact(ctx.registry_index)}"
 
-    def attempt() -> bytes:
-        response = ctx.transport.get(url, action=action)
-        return read_capped(response, MAX_INDEX_FILE, action, "the index file")
-
     try:
-        text = ctx.transport.retrying(action, attempt).decode("utf-8", "replace")
+        text = _index_file(url, action, ctx).decode("utf-8", "replace")
     except NotFoundError:
         return None
     except FetchError as err:
@@ -73,6 +74,38 @@ def read_entries(namespace: str, name: str, ctx: FetchContext) -> dict[str, str]
         if not yanked:
             live[version] = addr
     return live
+
+
+def _index_file(url: str, action: str, ctx: FetchContext) -> bytes:
+    """The index file at ``url``: from the fleet cache when it holds a fresh copy (or is offline), else from the
+    index (and then written back, like an archive)."""
+    fleet = ctx.fleet
+    hit = fleet.archive_by_url(url) if fleet is not None and fleet.usable else None
+    if fleet is not None and hit is not None and fleet.fresh(hit):
+        data = fleet.small_blob(hit, MAX_INDEX_FILE)
+        if data is not None:
+            return data
+    if fleet is not None and fleet.config.mode == "offline":
+        raise FetchError(action, f"not in the download cache repository (seed {url_tag(url)})")
+
+    def attempt() -> bytes:
+        response = ctx.transport.get(url, action=action)
+        return read_capped(response, MAX_INDEX_FILE, action, "the index file")
+
+    try:
+        data = ctx.transport.retrying(action, attempt)
+    except Unreachable:
+        stand_in = fleet.small_blob(hit, MAX_INDEX_FILE) if fleet is not None and hit is not None else None
+        if stand_in is None:
+            raise
+        ctx.warn(f"{redact(url)} cannot be reached; the download cache repository's copy is used")
+        return stand_in
+    if fleet is not None:
+        fd, name = tempfile.mkstemp(prefix="index-", dir=ctx.staging)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        fleet.remember_archive(Path(name), "sha256:" + hashlib.sha256(data).hexdigest(), url, {})
+    return data
 
 
 def choose(bp_id: str, live: dict[str, str], version: str | None, index: str) -> tuple[str, str]:
