@@ -503,3 +503,21 @@ def test_registry_entries_resolve_offline_from_the_repository(
     assert offline.code == 0, offline.stderr
     assert http_server.requests == before  # the index was not asked
     assert "acme_listed/1.0.0/" in listing(tmp_path / "offline" / "cnb" / "buildpacks")
+
+
+def test_override_path_makes_the_url_the_api_root(
+    tmp_path: Path, registry: Registry, http_server: FileServer
+) -> None:
+    """As Harbor's proxy projects need: requests go to <url>/<repository>/..., not <url>/v2/<repository>/..."""
+    package = build_package(tmp_path / "oci", [("acme/harbor", "1.0.0", "")], ("acme/harbor", "1.0.0"))
+    name = f"vendor/{uuid.uuid4().hex[:8]}"
+    push(package.layout, "latest", registry.ref(name, "1.0"))
+    directory = hosts_dir(tmp_path, registry.host,
+                          f'[host."http://127.0.0.1:{http_server.port}/v2/proxy-project"]\n'
+                          'capabilities = ["pull", "resolve"]\noverride_path = true\n')  # fmt: skip
+    result = pod(
+        tmp_path, "pod", group(f"docker://{registry.ref(name, '1.0')}"), "-registry-hosts-dir", str(directory)
+    )
+    assert result.code == 0, result.stderr
+    paths = [path for path, _, _ in http_server.requests]
+    assert paths and all(path.startswith(f"/v2/proxy-project/{name}/") for path in paths)
