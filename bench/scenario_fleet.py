@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -116,7 +117,40 @@ def measure(work: Path, urls: list[str], digests: list[str], registry: str, serv
     report("fleet: fresh pod from the cluster cache vs a warm local cache", pod, "s", warm, "warm run", 8.0)
     report("fleet: cold pod writing back vs without a repository", writing, "s", cold, "cold run", 1.3)
     report("fleet: cache down vs without a repository", down, "s", cold + 0.3, "cold run + 0.3 s", 1.0)
+    blackholed = _blackholed_run(work, project, cache)
+    if blackholed is not None:
+        report(
+            "fleet: cache blackholed vs without a repository",
+            blackholed,
+            "s",
+            cold + 2.5,
+            "cold run + 2.5 s",
+            1.0,
+        )
     print(f"  (work directories on {'tmpfs' if SHM else 'disk'}; {json.dumps({'buildpacks': len(urls)})})")
+
+
+def _blackholed_run(work: Path, project: str, cache: Path) -> float | None:
+    """One cold run against a repository whose packets are dropped (iptables, as root); ``None`` where that cannot
+    be arranged."""
+    iptables = shutil.which("iptables")
+    port = 5091
+    rule = ["OUTPUT", "-p", "tcp", "-d", "127.0.0.1", "--dport", str(port), "-j", "DROP"]
+    if (
+        iptables is None
+        or subprocess.run([iptables, "-A", *rule], capture_output=True, check=False).returncode != 0
+    ):
+        print("  (no blackholed run: iptables cannot drop packets here)")
+        return None
+    try:
+        setup, action = preparer_side(work, project, cache, cold=True,
+                                      extra=["-download-cache-repo", f"127.0.0.1:{port}/fleet/x"])  # fmt: skip
+        setup()
+        start = time.perf_counter()
+        action()
+        return time.perf_counter() - start
+    finally:
+        subprocess.run([iptables, "-D", *rule], capture_output=True, check=False)
 
 
 if __name__ == "__main__":

@@ -32,14 +32,15 @@ def group(*uris: str) -> str:
 
 
 def pod(tmp_path: Path, name: str, project: str, *flags: str, env: dict[str, str] | None = None) -> Result:
-    """One build pod: a fresh HOME, local download cache and layout; the real CLI."""
+    """One build pod: its own HOME, TMPDIR, local download cache and layout; the real CLI."""
     root = tmp_path / name
     layout = Layout(root)
     shutil.copytree(BUILDER, root / "cnb")
     layout.app.mkdir(parents=True)
     (layout.app / "project.toml").write_text(project)
+    (root / "tmp").mkdir()
     args = [*layout.flags(), "-download-cache", str(root / "cache"), *flags]
-    return run_cli(args, base_env(root, **(env or {})))
+    return run_cli(args, base_env(root, TMPDIR=str(root / "tmp"), **(env or {})))
 
 
 @pytest.fixture
@@ -521,3 +522,43 @@ def test_override_path_makes_the_url_the_api_root(
     assert result.code == 0, result.stderr
     paths = [path for path, _, _ in http_server.requests]
     assert paths and all(path.startswith(f"/v2/proxy-project/{name}/") for path in paths)
+
+
+def test_a_read_only_cache_serves_and_refuses_the_write_back_with_one_warning(
+    tmp_path: Path, http_server: FileServer
+) -> None:
+    """A cache the pods may only pull from (htpasswd, read-only storage): hits are served, the write-back of a miss
+    is refused with one warning, and the build goes on."""
+    sha = archive(http_server, "bp.tgz", "acme/bp")
+    archive(http_server, "new.tgz", "acme/new")
+    root = tmp_path / "cache-registry"
+    root.mkdir()
+    htpasswd = root / "htpasswd"
+    subprocess.run(["htpasswd", "-Bbc", str(htpasswd), "puller", "pw"], check=True, capture_output=True)
+    writable = _start(root, htpasswd)
+    auth = {"CNB_REGISTRY_AUTH": json.dumps({writable.host: "Basic cHVsbGVyOnB3"})}
+    try:
+        seeded = pod(tmp_path, "seed", group(http_server.url(f"bp.tgz#sha256={sha}")), "-download-cache-repo",
+                     f"{writable.host}/fleet/ro", env=auth)  # fmt: skip
+        assert seeded.code == 0 and seeded.stderr == ""
+    finally:
+        writable.process.terminate()
+        writable.process.wait(timeout=10)
+    config = json.loads((root / "config.yml").read_text())
+    config["storage"]["maintenance"] = {"readonly": {"enabled": True}}
+    (root / "config.yml").write_text(json.dumps(config))
+    process = subprocess.Popen(["docker-registry", "serve", str(root / "config.yml")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        time.sleep(1)
+        project = group(http_server.url(f"bp.tgz#sha256={sha}"), http_server.url("new.tgz"))
+        result = pod(tmp_path, "pod", project, "-download-cache-repo", f"{writable.host}/fleet/ro", env=auth)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert result.code == 0
+    assert [s for s, _ in http_server.seen("bp.tgz")] == [200]  # the hit came from the cache
+    assert result.stderr.startswith(
+        f"Warning: the download cache repository {writable.host}/fleet/ro is not used: "
+    )
+    assert len(result.stderr.splitlines()) == 1
