@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -266,6 +267,19 @@ def test_an_image_pulled_by_digest_is_written_back(
     assert [path for path, _, _ in http_server.requests if path.startswith("/v2")] == []
 
 
+def _private_tmp() -> list[str]:
+    """A prefix that gives the command a private tmpfs on its ``$TMPDIR`` (its own mount namespace), as each pod
+    has; nothing where ``unshare`` cannot (not root)."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        return []
+    probe = subprocess.run([unshare, "--mount", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        return []
+    return [unshare, "--mount", "--propagation", "private", "sh", "-c", 'mount -t tmpfs tmpfs "$TMPDIR" && exec "$@"',
+            "sh"]  # fmt: skip
+
+
 def test_eight_cold_pods_at_once_all_succeed_and_leave_one_valid_record_per_key(
     tmp_path: Path, http_server: FileServer, repo: str
 ) -> None:
@@ -279,7 +293,9 @@ def test_eight_cold_pods_at_once_all_succeed_and_leave_one_valid_record_per_key(
         layout.app.mkdir(parents=True)
         (layout.app / "project.toml").write_text(project)
         args = [*layout.flags(), "-download-cache", str(root / "cache"), "-download-cache-repo", repo]
-        procs.append(subprocess.Popen([sys.executable, "-m", "preparer", *args], env=base_env(root),
+        (root / "tmp").mkdir()
+        env = base_env(root, TMPDIR=str(root / "tmp"))
+        procs.append(subprocess.Popen([*_private_tmp(), sys.executable, "-m", "preparer", *args], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE))  # fmt: skip
     for proc in procs:
         _, err = proc.communicate(timeout=120)
@@ -562,3 +578,22 @@ def test_a_read_only_cache_serves_and_refuses_the_write_back_with_one_warning(
         f"Warning: the download cache repository {writable.host}/fleet/ro is not used: "
     )
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_pods_served_by_the_cache_send_no_request_to_the_origin_registry(tmp_path: Path, repo: str) -> None:
+    """Origin load counted where the issue counts it: cnb-preparer/ lines in the origin registry's access log."""
+    (tmp_path / "origin").mkdir()
+    origin = _start(tmp_path / "origin", None, access_log=True)
+    log = tmp_path / "origin" / "access.log"
+    try:
+        package = build_package(tmp_path / "oci", [("acme/counted", "1.0.0", "")], ("acme/counted", "1.0.0"))
+        digest = push(package.layout, "latest", origin.ref("vendor/counted", "1.0"))
+        project = group(f"docker://{origin.host}/vendor/counted@{digest}")
+        assert pod(tmp_path, "pod1", project, "-download-cache-repo", repo).code == 0
+        first = log.read_text().count("cnb-preparer/")
+        for n in (2, 3):
+            assert pod(tmp_path, f"pod{n}", project, "-download-cache-repo", repo).code == 0
+        assert first > 0 and log.read_text().count("cnb-preparer/") == first
+    finally:
+        origin.process.terminate()
+        origin.process.wait(timeout=10)

@@ -47,13 +47,14 @@ class Registry:
         return self.storage / "docker/registry/v2/blobs/sha256" / hexdigest[:2] / hexdigest / "data"
 
 
-def _start(root: Path, htpasswd: Path | None, proxy: str | None = None) -> Registry:
-    """A docker-registry in ``root`` (with ``proxy``, a pull-through mirror of that upstream URL)."""
+def _start(root: Path, htpasswd: Path | None, proxy: str | None = None, access_log: bool = False) -> Registry:
+    """A docker-registry in ``root`` (with ``proxy``, a pull-through mirror of that upstream URL; with ``access_log``,
+    every request logged to ``root/access.log``)."""
     port = _free_port()
     storage = root / "storage"
     config = {
         "version": 0.1,
-        "log": {"level": "error", "accesslog": {"disabled": True}},
+        "log": {"level": "error", "accesslog": {"disabled": not access_log}},
         "storage": {"filesystem": {"rootdirectory": str(storage)}, "delete": {"enabled": True}},
         "http": {"addr": f"127.0.0.1:{port}", "secret": "test-only"},
     }
@@ -64,7 +65,8 @@ def _start(root: Path, htpasswd: Path | None, proxy: str | None = None) -> Regis
     (root / "config.yml").write_text(json.dumps(config))  # JSON is YAML
     process = subprocess.Popen(
         ["docker-registry", "serve", str(root / "config.yml")],
-        stdout=subprocess.DEVNULL, stderr=(root / "registry.log").open("wb"),
+        stdout=(root / "access.log").open("wb") if access_log else subprocess.DEVNULL,
+        stderr=(root / "registry.log").open("wb"),
     )  # fmt: skip
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
