@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -143,3 +144,15 @@ def current_umask() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0o777
+
+
+def file_record(info: os.stat_result) -> list[int]:
+    """What the download cache records of a file, to tell later that it is unchanged: inode, size, modification
+    time, mode, owner."""
+    return [info.st_ino, info.st_size, info.st_mtime_ns, stat.S_IMODE(info.st_mode), info.st_uid]
+
+
+def dir_record(info: os.stat_result) -> list[int]:
+    """What the download cache records of a directory: inode, modification time (any entry added, removed or
+    replaced changes it), owner, mode."""
+    return [info.st_ino, info.st_mtime_ns, info.st_uid, stat.S_IMODE(info.st_mode)]

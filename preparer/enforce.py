@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from preparer._logger import log
 from preparer.plan import Fetch, Plan, Present, Step
 from preparer.policy import Decision, Policy, Target, decide_env, decide_source, refusal
+
+if TYPE_CHECKING:
+    from preparer.fetch.cache import DownloadCache
 
 
 def enforce(plan: Plan, policy: Policy, cache_root: Path | None) -> Plan:
@@ -14,7 +18,8 @@ def enforce(plan: Plan, policy: Policy, cache_root: Path | None) -> Plan:
 
     :raises InvalidInputsError: the first entry the policy refuses (exit 3); nothing has been fetched or written.
     """
-    decisions = [_decide_step(step, policy, cache_root) for step in plan.steps]
+    cache = _cache(cache_root) if any(isinstance(s, Fetch) for s in plan.steps) else None
+    decisions = [_decide_step(step, policy, cache) for step in plan.steps]
     decisions += [decide_env(policy, action.entry.key, action.entry.name) for action in plan.env]
     for decision in decisions:
         verdict = "allowed" if decision.allowed else "refused"
@@ -34,7 +39,7 @@ def enforce(plan: Plan, policy: Policy, cache_root: Path | None) -> Plan:
     return plan._replace(policy=tuple(decisions), rules=policy, removal=removal, warnings=warnings)
 
 
-def _decide_step(step: Step, policy: Policy, cache_root: Path | None) -> Decision:
+def _decide_step(step: Step, policy: Policy, cache: DownloadCache | None) -> Decision:
     # Deferred: the locators are the fetch package's (kept off runs without a policy or a uri).
     from preparer.fetch.locator import (
         BuilderLocator,
@@ -59,14 +64,14 @@ def _decide_step(step: Step, policy: Policy, cache_root: Path | None) -> Decisio
     if isinstance(locator, InlineLocator):
         return decide_source(policy, entry.key, written, ("inline",), Target())
     if isinstance(locator, PathLocator):
-        kind = "cnb" if locator.path.name.endswith(".cnb") else "path"
+        kind = "cnb" if locator.is_cnb else "path"
         return decide_source(policy, entry.key, written, (kind,), Target())
     if isinstance(locator, HttpLocator):
-        kinds = ("http", "cnb") if locator.url.split("?")[0].endswith(".cnb") else ("http",)
+        kinds = ("http", "cnb") if locator.is_cnb else ("http",)
         target = Target(
             url=redact(locator.url),
             pinned=locator.sha256 is not None,
-            cached_digest=_cached(locator.url, cache_root),
+            cached_digest=_cached_digest(locator.url, cache),
         )
         return decide_source(policy, entry.key, written, kinds, target)
     if isinstance(locator, ImageLocator):
@@ -81,12 +86,16 @@ def _decide_step(step: Step, policy: Policy, cache_root: Path | None) -> Decisio
     return decide_source(policy, entry.key, written, ("registry",), Target())
 
 
-def _cached(url: str, cache_root: Path | None) -> str | None:
-    """The digest the download cache has for ``url``, read without making or changing anything."""
-    if cache_root is None:
+def _cache(root: Path | None) -> DownloadCache | None:
+    """The download cache, opened for reading only (nothing is made or changed), for the hints of pins."""
+    if root is None:
         return None
-    from preparer.fetch.cache import DownloadCache  # deferred, as the locators above
+    from preparer.fetch.cache import DownloadCache  # deferred, as the locators below
 
-    cache = DownloadCache.existing(cache_root)
+    return DownloadCache.existing(root)
+
+
+def _cached_digest(url: str, cache: DownloadCache | None) -> str | None:
+    """The digest the download cache has for ``url``."""
     meta = cache.http_meta(url) if cache is not None else None
     return meta["digest"] if meta else None

@@ -11,6 +11,7 @@ does:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from preparer.flags import BY_NAME, FLAGS, Flag
@@ -40,6 +41,21 @@ class FlagError(Exception):
 def parse_bool(text: str) -> bool | None:
     """Go's ``strconv.ParseBool``; ``None`` when ``text`` is not one of its spellings."""
     return True if text in _TRUE else False if text in _FALSE else None
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float | None:
+    """Go's ``time.ParseDuration`` for non-negative durations (``90s``, ``1h30m``, ``500ms``, ``0``), in seconds;
+    ``None`` when Go would reject ``text`` (or it is negative)."""
+    if text == "0":
+        return 0.0
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
 
 
 def parse_int(text: str) -> int | None:

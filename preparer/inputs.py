@@ -9,7 +9,6 @@ the lifecycle's ``UpdatePlaceholderPaths`` does.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -19,7 +18,7 @@ from preparer._logger import log
 from preparer.api import SUPPORTED_PLATFORM_APIS, APIVersion, verify_platform_api
 from preparer.errors import InvalidInputsError
 from preparer.flags import BY_NAME, DEFAULT_REGISTRY_INDEX, default, env_default, env_of
-from preparer.goflags import BOOL_SPELLINGS, parse_bool, parse_int
+from preparer.goflags import BOOL_SPELLINGS, parse_bool, parse_duration, parse_int
 
 #: Kept under this name for callers of earlier versions.
 DEFAULT_BUILDPACK_REGISTRY_INDEX = DEFAULT_REGISTRY_INDEX
@@ -341,24 +340,18 @@ def _repo_mode(text: str | None) -> str:
     return mode
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 def _duration(text: str, flag: str) -> float:
     """A Go duration (``90s``, ``1h30m``, ``0``) in seconds.
 
     :raises InvalidInputsError: anything else, or a negative one.
     """
-    if text == "0":
-        return 0.0
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
+    seconds = parse_duration(text)
+    if seconds is None:
         raise InvalidInputsError(
             "resolve inputs",
             f"-{flag} '{text}' is not a duration such as 90s, 15m or 1h30m (units: h, m, s, ms)",
         )
-    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+    return seconds
 
 
 def _seconds(environ: Mapping[str, str], name: str) -> float:

@@ -13,8 +13,9 @@ import threading
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
+from preparer.descriptor import lookup
 from preparer.errors import FetchError, InvalidInputsError
 
 #: The kinds of source a policy names in ``sources.allow``.
@@ -141,7 +142,7 @@ class _Parser:
                 self.rules[dotted] = Rule(dotted, self.where(dotted))
 
     def globs(self, doc: dict[str, Any], key: str) -> tuple[str, ...] | None:
-        value = _lookup(doc, key)
+        value = lookup(doc, key)
         if value is None:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
@@ -149,7 +150,7 @@ class _Parser:
         return tuple(value)
 
     def flag(self, doc: dict[str, Any], key: str, default: bool) -> bool:
-        value = _lookup(doc, key)
+        value = lookup(doc, key)
         if value is None:
             return default
         if not isinstance(value, bool):
@@ -157,10 +158,10 @@ class _Parser:
         return value
 
     def size(self, doc: dict[str, Any], key: str) -> int | None:
-        value = _lookup(doc, key)
+        value = lookup(doc, key)
         if value is None:
             return None
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        if _count(value):
             return value
         match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", value) if isinstance(value, str) else None
         if match and match.group(2).lower() in _UNITS:
@@ -168,10 +169,10 @@ class _Parser:
         raise self.fail(key, 'must be a number of bytes (an integer, or a string such as "512MiB")')
 
     def count(self, doc: dict[str, Any], key: str) -> int | None:
-        value = _lookup(doc, key)
+        value = lookup(doc, key)
         if value is None:
             return None
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        if _count(value):
             return value
         raise self.fail(key, "must be a non-negative integer")
 
@@ -204,13 +205,9 @@ class _Parser:
         )
 
 
-def _lookup(doc: dict[str, Any], dotted: str) -> Any:
-    node: Any = doc
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
+def _count(value: object) -> TypeGuard[int]:
+    """Whether ``value`` is a non-negative integer (TOML's booleans are not)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def matches(value: str, patterns: tuple[str, ...]) -> str | None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,16 @@ pytest_plugins = ["tests.plugins.cli", "tests.plugins.http_server", "tests.plugi
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
+
+
+@pytest.fixture
+def world() -> Iterator[Path]:
+    """A directory every user can traverse, for tests that switch to the build user (pytest's own temporary root
+    is private to root)."""
+    root = Path(tempfile.mkdtemp(prefix="preparer-world-"))
+    root.chmod(0o755)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from preparer import interrupt
-from preparer._fs import PER_FILE_WORK, claimed_dir, sweep, temp_file
+from preparer._fs import PER_FILE_WORK, claimed_dir, dir_record, file_record, sweep, temp_file
 from preparer.errors import FetchError
 
 #: The run directories in ``tmp/`` (:meth:`DownloadCache.claim`).
@@ -337,8 +337,7 @@ class KnownTree(NamedTuple):
 def record_dirs(root: Path, names: frozenset[str]) -> dict[str, list[int]]:
     records = {}
     for name in names:
-        info = os.lstat(f"{root}/{name}" if name else root)
-        records[name] = [info.st_ino, info.st_mtime_ns, info.st_uid, stat.S_IMODE(info.st_mode)]
+        records[name] = dir_record(os.lstat(f"{root}/{name}" if name else root))
     return records
 
 
@@ -349,8 +348,7 @@ def record_tree(root: Path, digest: str) -> CachedTree:
     links: dict[str, str] = {}
 
     def walk(directory: str, rel: str) -> None:
-        info = os.lstat(directory)
-        dirs[rel] = [info.st_ino, info.st_mtime_ns, info.st_uid, stat.S_IMODE(info.st_mode)]
+        dirs[rel] = dir_record(os.lstat(directory))
         prefix = f"{rel}/" if rel else ""
         with os.scandir(directory) as scan:
             for item in scan:
@@ -360,8 +358,7 @@ def record_tree(root: Path, digest: str) -> CachedTree:
                 elif item.is_symlink():
                     links[name] = os.readlink(item.path)
                 else:
-                    st = item.stat(follow_symlinks=False)
-                    files[name] = [st.st_ino, st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode), st.st_uid]
+                    files[name] = file_record(item.stat(follow_symlinks=False))
 
     walk(str(root), "")
     return CachedTree(root, digest, dirs, files, links)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from preparer import interrupt
-from preparer._fs import PER_FILE_WORK, current_umask
+from preparer._fs import PER_FILE_WORK, current_umask, file_record
 from preparer.errors import FetchError
 from preparer.fetch.streams import TarStream
 
@@ -402,14 +402,7 @@ class _Writer:
     def written(self, name: str, fd: int) -> None:
         """Record the file ``name``, complete, through its descriptor."""
         if self.records is not None:
-            info = os.fstat(fd)
-            self.records[name] = [
-                info.st_ino,
-                info.st_size,
-                info.st_mtime_ns,
-                stat.S_IMODE(info.st_mode),
-                info.st_uid,
-            ]
+            self.records[name] = file_record(os.fstat(fd))
 
     def create(self, name: str, mode: int) -> int:
         """A new regular file for ``name``, 0755 or 0644; returns its descriptor."""
@@ -465,14 +458,7 @@ class _Writer:
         os.link(source, path, follow_symlinks=False)
         self.files += 1
         if self.records is not None:
-            info = os.lstat(path)
-            self.records[name] = [
-                info.st_ino,
-                info.st_size,
-                info.st_mtime_ns,
-                stat.S_IMODE(info.st_mode),
-                info.st_uid,
-            ]
+            self.records[name] = file_record(os.lstat(path))
 
     def _regular_on_disk(self, target: str) -> bool:
         """Whether ``target`` is still a regular file reached through real directories only (a directory on its

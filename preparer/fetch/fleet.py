@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
-from preparer.errors import InvalidInputsError
+from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.oci import auth
 from preparer.fetch.oci.reference import scheme_for
-from preparer.fetch.transport import Transport, describe
+from preparer.fetch.streams import is_digest, sha256_of
+from preparer.fetch.transport import NetworkError, Transport, describe
 
 if TYPE_CHECKING:
     import requests
@@ -112,6 +113,11 @@ def url_tag(url: str) -> str:
     return "url-" + hashlib.sha256(canonical_url(url).encode()).hexdigest()
 
 
+def offline_miss(action: str, tag: str) -> FetchError:
+    """The error of an offline run that finds nothing at ``tag``: it names the tag to seed (exit 1)."""
+    return FetchError(action, f"not in the download cache repository (seed {tag})")
+
+
 def ref_tag(reference: str) -> str:
     """The tag of the record of an image reference's digest (``registry/repository:tag``, normalised)."""
     return "ref-" + hashlib.sha256(reference.encode()).hexdigest()
@@ -124,6 +130,14 @@ class Hit(NamedTuple):
     size: int
     annotations: dict[str, str]
 
+    @property
+    def validators(self) -> dict[str, str]:
+        """The origin's validators the record holds, as the local download cache keeps them."""
+        return {
+            "etag": self.annotations.get(ETAG, ""),
+            "last-modified": self.annotations.get(LAST_MODIFIED, ""),
+        }
+
 
 @dataclass
 class _Pending:
@@ -134,6 +148,8 @@ class _Pending:
     url: str | None
     annotations: dict[str, str]
     path: Path | None = None
+    #: The archive's size (an archive's or a URL's record).
+    size: int = 0
     #: An image's blobs by digest (``None``: not kept locally), and its manifest's media type.
     blobs: dict[str, Path | None] = field(default_factory=dict)
     media_type: str = ""
@@ -193,29 +209,12 @@ class Fleet:
     def ref_digest(self, reference: str) -> str | None:
         """The digest recorded for the image reference ``reference`` (a tag), or ``None``."""
         tag = ref_tag(reference)
-        response = self._request("GET", f"{self.base}/manifests/{tag}", accept=True, stream=True)
-        if response is None:
-            return None
-        try:
-            if response.status_code != 200:
-                response.close()
-                return None
-            body = response.raw.read(MAX_RECORD + 1, decode_content=True)
-        finally:
-            response.close()
-        try:
-            doc = json.loads(body) if len(body) <= MAX_RECORD else None
-            digest = (
-                doc["annotations"][DIGEST]
-                if isinstance(doc, dict) and doc.get("artifactType") == REF_TYPE
-                else ""
-            )
-        except (ValueError, KeyError, TypeError, RecursionError):
-            digest = ""
-        if not isinstance(digest, str) or not digest.startswith("sha256:") or len(digest) != 71:
+        doc = self._record(tag, REF_TYPE)
+        digest = (doc.get("annotations") or {}).get(DIGEST) if doc is not None else None
+        if doc is not None and not is_digest(digest):
             self._malformed(tag, "not a preparer reference record")
             return None
-        return digest
+        return str(digest) if digest else None
 
     def image_manifest(self, hex_digest: str) -> bool:
         """Whether the repository holds the image manifest ``sha256:<hex_digest>`` (to pull it from there)."""
@@ -235,7 +234,7 @@ class Fleet:
             return None
         if response.status_code != 200:
             response.close()
-            self._failed(f"blob {digest[:19]}: HTTP {response.status_code}")
+            self.give_up(f"blob {digest[:19]}: HTTP {response.status_code}")
             return None
         return response
 
@@ -252,7 +251,7 @@ class Fleet:
             return None
         finally:
             response.close()
-        if len(data) > limit or "sha256:" + hashlib.sha256(data).hexdigest() != hit.digest:
+        if len(data) > limit or sha256_of(data) != hit.digest:
             self._malformed(hit.digest[:19], "the blob is not the digest its record names")
             return None
         return data
@@ -268,6 +267,24 @@ class Fleet:
         return self.config.max_age > 0 and 0 <= time.time() - checked <= self.config.max_age
 
     def _archive(self, tag: str) -> Hit | None:
+        doc = self._record(tag, ARTIFACT_TYPE)
+        if doc is None:
+            return None
+        try:
+            layer = doc["layers"][0]
+            digest, size = str(layer["digest"]), int(layer["size"])
+            annotations = {str(k): str(v) for k, v in (doc.get("annotations") or {}).items()}
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+            self._malformed(tag, "not a preparer archive record")
+            return None
+        if not is_digest(digest) or size < 0:
+            self._malformed(tag, "its layer has no sha256 digest")
+            return None
+        return Hit(digest, size, annotations)
+
+    def _record(self, tag: str, artifact_type: str) -> dict[str, Any] | None:
+        """The record tagged ``tag`` when it is one of ``artifact_type``; ``None`` when absent (404), malformed
+        (with a warning) or when the repository fails (the breaker opens)."""
         response = self._request("GET", f"{self.base}/manifests/{tag}", accept=True, stream=True)
         if response is None:
             return None
@@ -275,38 +292,27 @@ class Fleet:
             if response.status_code == 404:
                 return None
             if response.status_code != 200:
-                self._failed(f"{tag}: HTTP {response.status_code}")
+                self.give_up(f"{tag}: HTTP {response.status_code}")
                 return None
             body = response.raw.read(MAX_RECORD + 1, decode_content=True)
         except Exception as err:  # noqa: BLE001 (a cache never fails a build: any error is a miss)
-            self._failed(describe(err))
+            self.give_up(describe(err))
             return None
         finally:
             response.close()
-        return self._parse_archive(tag, body)
-
-    def _parse_archive(self, tag: str, body: bytes) -> Hit | None:
         try:
-            doc: Any = json.loads(body) if len(body) <= MAX_RECORD else None
-            if not isinstance(doc, dict) or doc.get("artifactType") != ARTIFACT_TYPE:
-                raise ValueError("not an archive record")
-            layer = doc["layers"][0]
-            digest, size = str(layer["digest"]), int(layer["size"])
-            annotations = {str(k): str(v) for k, v in (doc.get("annotations") or {}).items()}
-        except (ValueError, KeyError, TypeError, IndexError, RecursionError):
-            self._malformed(tag, "not a preparer archive record")
+            doc = json.loads(body) if len(body) <= MAX_RECORD else None
+        except (ValueError, RecursionError):
+            doc = None
+        if not isinstance(doc, dict) or doc.get("artifactType") != artifact_type:
+            kind = "archive" if artifact_type == ARTIFACT_TYPE else "reference"
+            self._malformed(tag, f"not a preparer {kind} record")
             return None
-        if not digest.startswith("sha256:") or len(digest) != 71 or size < 0:
-            self._malformed(tag, "its layer has no sha256 digest")
-            return None
-        return Hit(digest, size, annotations)
+        return doc
 
     def _malformed(self, tag: str, why: str) -> None:
         if self.warn is not None:
             self.warn(f"the download cache repository's {tag} is ignored: {why}")
-
-    def _failed(self, why: str) -> None:
-        self.give_up(why)
 
     def _request(
         self, method: str, url: str, *, accept: bool = False, stream: bool = False, **kwargs: Any
@@ -328,46 +334,37 @@ class Fleet:
                     method, url, headers=headers, stream=stream, timeout=self.transport.timeouts, **kwargs
                 )
             except requests.RequestException as err:
-                self._failed(describe(err))
+                self.give_up(describe(err))
                 return None
             if response.status_code != 401 or attempt:
                 if response.status_code in (401, 403):
                     response.close()
-                    self._failed(f"HTTP {response.status_code} (credentials for {self.config.registry})")
+                    self.give_up(f"HTTP {response.status_code} (credentials for {self.config.registry})")
                     return None
                 return response
             challenge = response.headers.get("WWW-Authenticate", "")
             response.close()
             if not self._authorize(challenge):
-                self._failed(f"HTTP 401 (credentials for {self.config.registry})")
+                self.give_up(f"HTTP 401 (credentials for {self.config.registry})")
                 return None
         return None
 
     def _authorize(self, challenge: str) -> bool:
+        """Answer a 401's challenge with the repository's own credentials, as the registry client does."""
         credential = auth.lookup(self.config.registry, self.environ)
-        scheme = challenge.split(" ", 1)[0].lower()
-        if scheme == "basic":
-            if credential is None or credential.header is None:
-                return False
+        scheme, params = auth.parse_challenge(challenge)
+        if scheme == "basic" and credential is not None and credential.header is not None:
             self._authorization = credential.header
             return True
-        if scheme != "bearer":
+        if scheme != "bearer" or "realm" not in params:
             return False
-        params = dict(part.split("=", 1) for part in challenge[7:].replace('"', "").split(",") if "=" in part)
         actions = "pull,push" if self.config.mode == "read-write" else "pull"
-        query = {
-            "service": params.get("service", ""),
-            "scope": f"repository:{self.config.repository}:{actions}",
-        }
-        headers = {"Authorization": credential.header} if credential and credential.header else {}
+        scope = f"repository:{self.config.repository}:{actions}"
         try:
-            answer = self.transport.session().get(
-                params["realm"], params=query, headers=headers, timeout=self.transport.timeouts
-            )
-            token = answer.json().get("token") or answer.json().get("access_token")
-        except Exception:  # noqa: BLE001 (a cache never fails a build)
+            token = auth.request_token(self.transport, params, scope, credential, self.config.registry)
+        except (FetchError, NetworkError):
             return False
-        if not isinstance(token, str):
+        if token is None:
             return False
         self._authorization = f"Bearer {token}"
         return True
@@ -379,7 +376,8 @@ class Fleet:
         uploaded at once, beside the rest of the run: a blob without a record publishes nothing (the records are
         written after the commit), and uploading is most of a write-back's time."""
         if self.config.mode == "read-write":
-            self.pending.append(_Pending("archive", digest, url, self._annotations(url, validators), path))
+            annotations = self._annotations(url, validators)
+            self.pending.append(_Pending("archive", digest, url, annotations, path, path.stat().st_size))
             self._early(path, digest)
 
     def _early(self, path: Path, digest: str) -> None:
@@ -395,10 +393,11 @@ class Fleet:
         if self._uploads is not None:
             self._uploads.shutdown(wait=False, cancel_futures=True)
 
-    def remember_record(self, digest: str, url: str, validators: dict[str, str]) -> None:
-        """Record again that ``url`` is ``digest`` (the origin has just confirmed it)."""
+    def remember_record(self, hit: Hit, url: str) -> None:
+        """Record again that ``url`` is ``hit`` (the origin has just confirmed it)."""
         if self.config.mode == "read-write":
-            self.pending.append(_Pending("record", digest, url, self._annotations(url, validators)))
+            annotations = self._annotations(url, hit.validators)
+            self.pending.append(_Pending("record", hit.digest, url, annotations, size=hit.size))
 
     def remember_ref(self, reference: str, digest: str) -> None:
         """Record that the tag ``reference`` named ``digest`` (for offline runs)."""
@@ -412,7 +411,9 @@ class Fleet:
         """Copy the image ``digest`` (its manifest and blobs, kept in the local cache) to the repository, when
         every blob was pulled (a buildpackage's unneeded layers are not)."""
         if self.config.mode == "read-write" and all(blobs.values()):
-            self.pending.append(_Pending("image", digest, None, {}, manifest, blobs, media_type))
+            self.pending.append(
+                _Pending("image", digest, None, {}, manifest, blobs=blobs, media_type=media_type)
+            )
 
     @staticmethod
     def _annotations(url: str, validators: dict[str, str]) -> dict[str, str]:
@@ -431,29 +432,27 @@ class Fleet:
         ends = time.monotonic() + WRITE_BACK_SECONDS
         self._upload_all()
         written = 0
-        for item in self.pending:
+        for item in self.pending:  # the blobs are in the repository now: the records follow
             if self._broken or time.monotonic() > ends:
                 break
-            if item.kind == "image":
-                written += self._write_image(item)
-                continue
-            if item.kind == "ref":
-                written += self._write_ref(item)
-                continue
-            size = item.path.stat().st_size if item.path is not None else self._size_of(item)
-            if size is None:
-                continue
-            if item.path is not None and not self._push_blob(item.path, item.digest):
-                break
-            manifest = self._manifest(item.digest, size, item.annotations)
+            written += self._write_record(item)
+        return written
+
+    def _write_record(self, item: _Pending) -> int:
+        if item.kind == "image":
+            assert item.path is not None
+            manifest, media_type = item.path.read_bytes(), item.media_type or OCI_MANIFEST
+            tags = ["sha256-" + item.digest.removeprefix("sha256:")]
+        elif item.kind == "ref":
+            manifest, media_type = _manifest(REF_TYPE, EMPTY_CONFIG, item.annotations), OCI_MANIFEST
+            tags = [ref_tag(item.url or "")]
+        else:
+            layer = {"mediaType": LAYER_TYPE, "digest": item.digest, "size": item.size}
+            manifest, media_type = _manifest(ARTIFACT_TYPE, layer, item.annotations), OCI_MANIFEST
             tags = [url_tag(item.url)] if item.url else []
             if item.kind == "archive":
                 tags.insert(0, "sha256-" + item.digest.removeprefix("sha256:"))
-            for tag in tags:
-                if not self._put_manifest(tag, manifest):
-                    break
-            written += 1
-        return written
+        return 1 if all(self._put_manifest(tag, manifest, media_type) for tag in tags) else 0
 
     def _upload_all(self) -> None:
         """Upload every blob the pending records need, four at a time (the records follow, one by one): the
@@ -468,46 +467,6 @@ class Fleet:
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-upload") as pool:
             list(pool.map(lambda pair: self._upload(pair[1], pair[0]), blobs.items()))
         wait(list(self._started.values()), timeout=WRITE_BACK_SECONDS)
-
-    def _write_ref(self, item: _Pending) -> int:
-        doc = {
-            "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST,
-            "artifactType": REF_TYPE,
-            "config": EMPTY_CONFIG,
-            "layers": [EMPTY_CONFIG],  # registries refuse a manifest without layers
-            "annotations": item.annotations,
-        }
-        manifest = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
-        return 1 if self._put_manifest(ref_tag(item.url or ""), manifest) else 0
-
-    def _write_image(self, item: _Pending) -> int:
-        for digest, path in item.blobs.items():
-            if not self._upload(path, digest):
-                return 0
-        assert item.path is not None
-        tag = "sha256-" + item.digest.removeprefix("sha256:")
-        return 1 if self._put_manifest(tag, item.path.read_bytes(), item.media_type or OCI_MANIFEST) else 0
-
-    def _size_of(self, item: _Pending) -> int | None:
-        hit = self.archive_by_digest(item.digest.removeprefix("sha256:"))
-        return hit.size if hit is not None else None
-
-    @staticmethod
-    def _manifest(digest: str, size: int, annotations: dict[str, str]) -> bytes:
-        doc = {
-            "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST,
-            "artifactType": ARTIFACT_TYPE,
-            "config": EMPTY_CONFIG,
-            "layers": [{"mediaType": LAYER_TYPE, "digest": digest, "size": size}],
-            "annotations": annotations,
-        }
-        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
-
-    def _push_blob(self, path: Path, digest: str) -> bool:
-        """The empty config and the archive at ``path``."""
-        return self._upload(None, str(EMPTY_CONFIG["digest"])) and self._upload(path, digest)
 
     def _upload(self, path: Path | None, digest: str) -> bool:
         """Upload one blob (``None``: the empty config), unless the repository has it already."""
@@ -535,7 +494,7 @@ class Fleet:
         return True
 
     def _put_manifest(self, tag: str, manifest: bytes, media_type: str = OCI_MANIFEST) -> bool:
-        digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+        digest = sha256_of(manifest)
         head = self._request("HEAD", f"{self.base}/manifests/{tag}", accept=True)
         if head is not None:
             head.close()
@@ -553,6 +512,20 @@ class Fleet:
             response.close()
             self.give_up(f"the write-back could not {what} (HTTP {response.status_code})")
         return False
+
+
+def _manifest(artifact_type: str, layer: dict[str, Any], annotations: dict[str, str]) -> bytes:
+    """A record: an OCI manifest of ``artifact_type`` with the empty config and one layer (registries refuse a
+    manifest without layers), serialised the same way every time (so an unchanged record is not put again)."""
+    doc = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "artifactType": artifact_type,
+        "config": EMPTY_CONFIG,
+        "layers": [layer],
+        "annotations": annotations,
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
 class _LargeReads:

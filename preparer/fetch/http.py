@@ -27,7 +27,7 @@ from preparer.errors import FetchError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache, KnownTree
 from preparer.fetch.extract import Extracted, extract_tar
-from preparer.fetch.fleet import ETAG, LAST_MODIFIED, url_tag
+from preparer.fetch.fleet import offline_miss, url_tag
 from preparer.fetch.locator import HttpLocator, redact
 from preparer.fetch.oci.layout import fetch_cnb
 from preparer.fetch.streams import CHUNK, MAX_TRAILING, stream_body, verify_digest, verify_file
@@ -52,23 +52,22 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
     :raises FetchError: HTTP errors, exhausted retries, digest or length mismatch, unsafe archives (exit 1).
     """
     source = redact(locator.url)
-    if locator.url.split("?", 1)[0].endswith(".cnb"):
+    if locator.is_cnb:
         return _fetch_cnb(locator, ctx, source)
     cache = ctx.cache
     pinned = None if locator.sha256 is None else "sha256:" + locator.sha256
     if cache is not None and pinned is not None and (tree := cache.tree(pinned)) is not None:
         staged = _from_cache(tree, ctx, source, cache)
         if staged is not None:
-            return replace(staged, via="download cache")
+            return staged
     known = _known(locator, cache) if cache is not None else None
     if ctx.fleet is not None:
         from_fleet = _from_fleet(locator, ctx, source, cache, known)
         if from_fleet is not None:
             return from_fleet
         if ctx.fleet.config.mode == "offline":
-            raise FetchError(
-                f"download {source}", f"not in the download cache repository (seed {_seed_key(locator)})"
-            )
+            seed = f"sha256-{locator.sha256}" if locator.sha256 else url_tag(locator.url)
+            raise offline_miss(f"download {source}", seed)
     if cache is None:
         return _download(locator, ctx, source, None, None)
     if known is not None and probe_unchanged(locator.url, known.headers, ctx.transport.timeouts):
@@ -91,12 +90,7 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
             if stand_in is None:
                 raise
             ctx.warn(f"{source} could not be revalidated ({err.cause}); the download cache's copy is used")
-            return replace(stand_in, via="download cache")
-
-
-def _seed_key(locator: HttpLocator) -> str:
-    """The tag that, pushed to the repository, lets an offline run find ``locator``."""
-    return f"sha256-{locator.sha256}" if locator.sha256 else url_tag(locator.url)
+            return stand_in
 
 
 def _from_fleet(
@@ -109,20 +103,16 @@ def _from_fleet(
     offline = fleet.config.mode == "offline"
     if known is not None and cache is not None:
         # A local copy: revalidated with the origin as without a repository, or used as it is when offline.
-        staged = _from_cache(known.tree, ctx, source, cache) if offline else None
-        return replace(staged, via="download cache") if staged is not None else None
+        return _from_cache(known.tree, ctx, source, cache) if offline else None
     if locator.sha256 is not None:
         hit = fleet.archive_by_digest(locator.sha256)
     else:
         hit = fleet.archive_by_url(locator.url)
     if hit is None:
         return None
-    validators = {
-        "etag": hit.annotations.get(ETAG, ""),
-        "last-modified": hit.annotations.get(LAST_MODIFIED, ""),
-    }
+    validators = hit.validators
     if locator.sha256 is None and not fleet.fresh(hit):
-        unchanged = _origin_unchanged(locator, ctx, validators)
+        unchanged = _origin_unchanged(locator, ctx, _conditional(validators))
         if unchanged is False:
             return None  # the origin has something newer: download it
         if unchanged is None:
@@ -130,7 +120,7 @@ def _from_fleet(
                 f"{source} could not be revalidated with its origin; the download cache repository's copy is used"
             )
         else:
-            fleet.remember_record(hit.digest, locator.url, validators)
+            fleet.remember_record(hit, locator.url)
 
     def opener() -> requests.Response:
         response = fleet.blob(hit.digest) if fleet.usable else None
@@ -154,13 +144,9 @@ class _NotInFleet(Exception):
     """The repository could not give the blob its record names (the breaker is open): use the origin."""
 
 
-def _origin_unchanged(locator: HttpLocator, ctx: FetchContext, validators: dict[str, str]) -> bool | None:
-    """Whether the origin still serves what the record names (a 304); ``None`` when it cannot be asked."""
-    headers = {}
-    if validators.get("etag"):
-        headers["If-None-Match"] = validators["etag"]
-    if validators.get("last-modified"):
-        headers["If-Modified-Since"] = validators["last-modified"]
+def _origin_unchanged(locator: HttpLocator, ctx: FetchContext, headers: dict[str, str]) -> bool | None:
+    """Whether the origin still serves what the record names (a 304 to the conditional ``headers``); ``None`` when
+    it cannot be asked."""
     if not headers:
         return False
     try:
@@ -183,12 +169,18 @@ def _known(locator: HttpLocator, cache: DownloadCache) -> _Known | None:
     tree = cache.tree(meta["digest"]) if meta is not None else None
     if meta is None or tree is None:
         return None
-    headers = {}
-    if meta.get("etag"):
-        headers["If-None-Match"] = meta["etag"]
-    if meta.get("last-modified"):
-        headers["If-Modified-Since"] = meta["last-modified"]
+    headers = _conditional(meta)
     return _Known(tree, headers) if headers else None
+
+
+def _conditional(validators: dict[str, str]) -> dict[str, str]:
+    """The conditional request headers of an origin's validators (``etag``, ``last-modified``)."""
+    headers = {}
+    if validators.get("etag"):
+        headers["If-None-Match"] = validators["etag"]
+    if validators.get("last-modified"):
+        headers["If-Modified-Since"] = validators["last-modified"]
+    return headers
 
 
 def _unchanged(
@@ -197,12 +189,16 @@ def _unchanged(
     """The server said the cached tree is current (304); ``None`` when that tree failed its check."""
     _check_pin(locator, known.tree.digest, source)
     ctx.progress(source, 0, 0)
-    staged = _from_cache(known.tree, ctx, source, cache)
-    return replace(staged, via="download cache") if staged is not None else None
+    return _from_cache(known.tree, ctx, source, cache)
 
 
-def _from_cache(tree: CachedTree, ctx: FetchContext, source: str, cache: DownloadCache) -> Fetched | None:
-    """The cached tree installed into staging; ``None`` (and the tree removed) when it is not what was cached."""
+def _from_cache(
+    tree: CachedTree, ctx: FetchContext, source: str, cache: DownloadCache, via: str | None = "download cache"
+) -> Fetched | None:
+    """The cached tree installed into staging; ``None`` (and the tree removed) when it is not what was cached.
+
+    :param via: what the report says the bytes came through (``None`` for a tree just downloaded).
+    """
     root = new_root(ctx.staging, "http-")
     try:
         install_cached(tree, root, link=ctx.link_installs, budget=ctx.budget)
@@ -212,7 +208,7 @@ def _from_cache(tree: CachedTree, ctx: FetchContext, source: str, cache: Downloa
         ctx.warn(f"the download cache's copy of {source} was removed: {err}; downloading it again")
         return None
     staged = staged_buildpack(root, source)
-    return Fetched(staged.descriptor, (staged,), source, tree.digest)
+    return Fetched(staged.descriptor, (staged,), source, tree.digest, via=via)
 
 
 def _check_pin(locator: HttpLocator, digest: str, source: str) -> None:
@@ -311,7 +307,7 @@ def _receive(
     written = None if outcome.records is None else KnownTree(outcome.records, outcome.dirs, outcome.links)
     tree = cache.add_tree(dest, digest, written)
     cache.put_http_meta(locator.url, validators | {"digest": digest})
-    fetched = _from_cache(tree, ctx, source, cache)
+    fetched = _from_cache(tree, ctx, source, cache, via=None)
     if fetched is None:
         raise FetchError(f"download {source}", "the download cache did not keep what was just put in it")
     return fetched

@@ -34,7 +34,7 @@ def fetch_path(locator: PathLocator, ctx: FetchContext) -> Fetched:
         copy_tree(path, root, source, ctx.budget)
         staged = staged_buildpack(root, source)
         return Fetched(staged.descriptor, (staged,), source)
-    if path.name.endswith(".cnb"):
+    if locator.is_cnb:
         return fetch_cnb(path, source=source, digest=None, ctx=ctx)
     root = new_root(ctx.staging, "archive-")
     try:

@@ -53,6 +53,11 @@ class PathLocator:
 
     path: Path
 
+    @property
+    def is_cnb(self) -> bool:
+        """Whether the path names a ``.cnb`` file (a buildpackage as an OCI layout tar)."""
+        return self.path.name.endswith(".cnb")
+
 
 @dataclass(frozen=True, slots=True)
 class HttpLocator:
@@ -60,6 +65,11 @@ class HttpLocator:
 
     url: str
     sha256: str | None = None
+
+    @property
+    def is_cnb(self) -> bool:
+        """Whether the URL names a ``.cnb`` file (a buildpackage as an OCI layout tar)."""
+        return self.url.split("?", 1)[0].endswith(".cnb")
 
 
 @dataclass(frozen=True, slots=True)

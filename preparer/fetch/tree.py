@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from preparer import interrupt
-from preparer._fs import PER_FILE_WORK, current_umask, make_dirs
+from preparer._fs import PER_FILE_WORK, current_umask, dir_record, file_record, make_dirs
 from preparer.errors import ApplyError, FetchError
 from preparer.fetch.base import StagedBuildpack
 from preparer.fetch.cache import CachedTree, CacheMismatch
@@ -109,14 +109,34 @@ def _copy_entries(src: str, dest: str, source: str, masked: int, budget: Budget 
     return links
 
 
-def _copy_file(source: str, target: str, mode: int, masked: int) -> None:
-    """Copy one regular file (never through a link: ``O_NOFOLLOW`` on both ends) and give it ``mode``."""
+def _copy_file(
+    source: str, target: str, mode: int, masked: int, cached: tuple[str, list[int]] | None = None
+) -> None:
+    """Copy one regular file (never through a link: ``O_NOFOLLOW`` on both ends) and give it ``mode``.
+
+    :param cached: ``(name, record)`` of a file from the download cache: checked on the descriptor it is read
+        through (:func:`preparer._fs.file_record`), and copied to exactly its recorded size.
+    :raises CacheMismatch: the cached file is not what was recorded.
+    """
     fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
+        left = None
+        if cached is not None:
+            name, record = cached
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or file_record(info) != record:
+                raise CacheMismatch(f"{name} changed since it was cached")
+            left = record[1]
         out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
         try:
-            while os.sendfile(out, fd, None, 1 << 30):
-                pass
+            while left is None or left > 0:
+                sent = os.sendfile(out, fd, None, 1 << 30 if left is None else min(left, 1 << 30))
+                if not sent:
+                    if cached is not None:  # it had ``left`` bytes more when it was recorded
+                        raise CacheMismatch(f"{cached[0]} is shorter than when it was cached")
+                    break
+                if left is not None:
+                    left -= sent
             if mode & masked:
                 os.fchmod(out, mode)
         finally:
@@ -167,7 +187,7 @@ def _install(tree: CachedTree, out: str, link: bool, masked: int) -> None:
     base = str(tree.path)
     for rel, recorded in tree.dirs.items():
         info = os.lstat(f"{base}/{rel}" if rel else base)
-        if recorded != [info.st_ino, info.st_mtime_ns, info.st_uid, stat.S_IMODE(info.st_mode)]:
+        if recorded != dir_record(info):
             raise CacheMismatch(f"{rel or 'the tree'} changed since it was cached")
     for rel in sorted(tree.dirs):  # a directory sorts before what is in it
         if rel:
@@ -188,7 +208,7 @@ def _install(tree: CachedTree, out: str, link: bool, masked: int) -> None:
     for rel, record in tree.files.items():
         interrupt.check()
         if not os.path.lexists(f"{out}/{rel}"):
-            _copy(rel, record, f"{base}/{rel}", f"{out}/{rel}", masked)
+            _copy_file(f"{base}/{rel}", f"{out}/{rel}", record[3], masked, (rel, record))
 
 
 def _link_files(tree: CachedTree, base: str, out: str) -> None:
@@ -210,31 +230,6 @@ def _link_files(tree: CachedTree, base: str, out: str) -> None:
                 os.close(target)
         finally:
             os.close(source)
-
-
-def _copy(name: str, record: list[int], source: str, target: str, masked: int) -> None:
-    """Copy one cached file, checked on the descriptor it is read through."""
-    fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        info = os.fstat(fd)
-        inode, size, mtime_ns, mode, uid = record
-        found = (info.st_ino, info.st_size, info.st_mtime_ns, stat.S_IMODE(info.st_mode), info.st_uid)
-        if not stat.S_ISREG(info.st_mode) or found != (inode, size, mtime_ns, mode, uid):
-            raise CacheMismatch(f"{name} changed since it was cached")
-        out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-        try:
-            left = size
-            while left:
-                sent = os.sendfile(out, fd, None, min(left, 1 << 30))
-                if not sent:
-                    raise CacheMismatch(f"{name} is shorter than when it was cached")
-                left -= sent
-            if mode & masked:
-                os.fchmod(out, mode)
-        finally:
-            os.close(out)
-    finally:
-        os.close(fd)
 
 
 def new_root(staging: Path, prefix: str) -> Path:

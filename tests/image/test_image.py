@@ -28,12 +28,12 @@ from tests.image.conftest import BUILD, CHOWN_CAPABILITIES, SCRIPTS, Pod, build_
 from tests.plugins.cli import Result, run_cli
 from tests.plugins.http_server import FileServer
 from tests.plugins.registry import Registry, build_package, push, to_cnb
+from tests.projects import HEAD
 
 #: The directories of a build container, as the preparer is told about them inside the image.
 FLAGS = ["-app", "/workspace", "-layers", "/layers", "-platform", "/platform", "-buildpacks", "/cnb/buildpacks",
          "-order", "/cnb/order.toml"]  # fmt: skip
 ENV = {"CNB_PLATFORM_API": "0.15", "NO_COLOR": "1"}
-HEAD = '[_]\nschema-version = "0.2"\n'
 BUILD_USER = (1000, 1000)
 ROOT_USER = (0, 0)
 #: The build's paths in the container, each a directory of the layout on the host.

@@ -15,12 +15,7 @@ from tests.golden import Layout
 from tests.plugins.cli import Result
 from tests.plugins.http_server import FileServer
 from tests.plugins.registry import HubProxy, Registry, build_package, push
-
-HEAD = '[_]\nschema-version = "0.2"\n'
-
-
-def group(*uris: str) -> str:
-    return HEAD + "".join(f'[[io.buildpacks.group]]\nuri = "{u}"\n' for u in uris)
+from tests.projects import group
 
 
 def order_refs(layout: Layout) -> list[str]:

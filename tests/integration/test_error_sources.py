@@ -17,8 +17,8 @@ from tests.buildpacks import buildpack_toml, entry, make_tar
 from tests.golden import Layout
 from tests.plugins.cli import Result
 from tests.plugins.http_server import FileServer
+from tests.projects import HEAD
 
-HEAD = '[_]\nschema-version = "0.2"\n'
 SCRIPT = "#!/bin/sh\n"
 
 COMPOSITE = buildpack_toml(

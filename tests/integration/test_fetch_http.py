@@ -14,13 +14,9 @@ from tests.buildpacks import make_tgz
 from tests.golden import BUILDER, Layout, listing
 from tests.plugins.cli import Result, base_env
 from tests.plugins.http_server import FileServer
+from tests.projects import group
 
-HEAD = '[_]\nschema-version = "0.2"\n'
 FAST = {"CNB_PREPARER_HTTP_TIMEOUT": "1"}
-
-
-def group(*uris: str) -> str:
-    return HEAD + "".join(f'[[io.buildpacks.group]]\nuri = "{u}"\n' for u in uris)
 
 
 def serve(server: FileServer, name: str, bp_id: str, payload: bytes = b"") -> str:

@@ -14,12 +14,7 @@ import pytest
 from tests.buildpacks import buildpack_toml, make_dir, make_tgz
 from tests.golden import Layout, listing
 from tests.plugins.cli import Result, base_env
-
-HEAD = '[_]\nschema-version = "0.2"\n'
-
-
-def group(*uris: str) -> str:
-    return HEAD + "".join(f'[[io.buildpacks.group]]\nuri = "{u}"\n' for u in uris)
+from tests.projects import HEAD, group
 
 
 def test_relative_dir_tgz_and_file_uri(

@@ -25,13 +25,9 @@ from tests.plugins.registry import (
     push,
     to_cnb,
 )
+from tests.projects import group
 
-HEAD = '[_]\nschema-version = "0.2"\n'
 CHILD_ORDER = '\n[[order]]\n[[order.group]]\nid = "me/child"\nversion = "1.0.0"\n'
-
-
-def group(*uris: str) -> str:
-    return HEAD + "".join(f'[[io.buildpacks.group]]\nuri = "{u}"\n' for u in uris)
 
 
 @pytest.fixture(scope="session")

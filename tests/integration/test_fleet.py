@@ -23,13 +23,8 @@ from tests.buildpacks import make_tgz
 from tests.golden import BUILDER, Layout, listing
 from tests.plugins.cli import Result, base_env, run_cli
 from tests.plugins.http_server import FileServer
-from tests.plugins.registry import Registry, _start, build_package, push
-
-HEAD = '[_]\nschema-version = "0.2"\n'
-
-
-def group(*uris: str) -> str:
-    return HEAD + "".join(f'[[io.buildpacks.group]]\nuri = "{u}"\n' for u in uris)
+from tests.plugins.registry import Registry, build_package, push, started
+from tests.projects import HEAD, group
 
 
 def pod(tmp_path: Path, name: str, project: str, *flags: str, env: dict[str, str] | None = None) -> Result:
@@ -54,6 +49,12 @@ def tags(repo: str) -> list[str]:
     host, _, name = repo.partition("/")
     answer = requests.get(f"http://{host}/v2/{name}/tags/list", timeout=10)
     return sorted(answer.json().get("tags") or []) if answer.status_code == 200 else []
+
+
+def packaged(tmp_path: Path, bp_id: str, destination: str) -> str:
+    """A buildpackage of ``bp_id`` 1.0.0 pushed to ``destination`` (``registry/repository:tag``); its digest."""
+    package = build_package(tmp_path / "oci", [(bp_id, "1.0.0", "")], (bp_id, "1.0.0"))
+    return push(package.layout, "latest", destination)
 
 
 def archive(server: FileServer, name: str, bp_id: str) -> str:
@@ -207,8 +208,7 @@ def test_an_image_by_digest_comes_from_the_repository(
     tmp_path: Path, http_server: FileServer, registry: Registry, repo: str
 ) -> None:
     """Seeded with skopeo as docs/fleet.md says; the origin (named on the HTTP server's host) is never asked."""
-    package = build_package(tmp_path / "oci", [("acme/packaged", "1.0.0", "")], ("acme/packaged", "1.0.0"))
-    digest = push(package.layout, "latest", f"{repo}:sha256-seed")
+    digest = packaged(tmp_path, "acme/packaged", f"{repo}:sha256-seed")
     subprocess.run(["skopeo", "copy", "--src-tls-verify=false", "--dest-tls-verify=false", "--preserve-digests",
                     f"docker://{repo}@{digest}", f"docker://{repo}:sha256-{digest.removeprefix('sha256:')}"],
                    check=True, capture_output=True)  # fmt: skip
@@ -254,9 +254,8 @@ def test_records_are_oci_artifacts_with_the_origin_bytes(
 def test_an_image_pulled_by_digest_is_written_back(
     tmp_path: Path, http_server: FileServer, registry: Registry, repo: str
 ) -> None:
-    package = build_package(tmp_path / "oci", [("acme/copied", "1.0.0", "")], ("acme/copied", "1.0.0"))
     origin_repo = f"{registry.host}/vendor/{uuid.uuid4().hex[:8]}"
-    digest = push(package.layout, "latest", f"{origin_repo}:1.0.0")
+    digest = packaged(tmp_path, "acme/copied", f"{origin_repo}:1.0.0")
     first = pod(tmp_path, "pod1", group(f"docker://{origin_repo}@{digest}"), "-download-cache-repo", repo)
     assert first.code == 0, first.stderr
     assert tags(repo) == [f"sha256-{digest.removeprefix('sha256:')}"]
@@ -312,11 +311,8 @@ def test_eight_cold_pods_at_once_all_succeed_and_leave_one_valid_record_per_key(
 def test_a_tag_pulled_once_works_offline_after_its_origin_is_gone(
     tmp_path: Path, registry: Registry, repo: str
 ) -> None:
-    (tmp_path / "origin").mkdir()
-    origin = _start(tmp_path / "origin", None)
-    try:
-        package = build_package(tmp_path / "oci", [("acme/tagged", "1.0.0", "")], ("acme/tagged", "1.0.0"))
-        push(package.layout, "latest", origin.ref("vendor/tagged", "1.0"))
+    with started(tmp_path / "origin") as origin:
+        packaged(tmp_path, "acme/tagged", origin.ref("vendor/tagged", "1.0"))
         first = pod(
             tmp_path,
             "pod1",
@@ -327,9 +323,6 @@ def test_a_tag_pulled_once_works_offline_after_its_origin_is_gone(
         assert first.code == 0, first.stderr
         assert [t for t in tags(repo) if t.startswith("ref-")]  # the tag's record
         assert [t for t in tags(repo) if t.startswith("sha256-")]  # and the image
-    finally:
-        origin.process.terminate()
-        origin.process.wait(timeout=10)
     offline = pod(tmp_path, "pod2", group(f"docker://{origin.ref('vendor/tagged', '1.0')}"), "-download-cache-repo",
                   repo, "-download-cache-repo-mode", "offline")  # fmt: skip
     assert offline.code == 0, offline.stderr
@@ -347,12 +340,9 @@ def hosts_dir(tmp_path: Path, registry: str, body: str) -> Path:
 
 
 def test_a_pull_through_mirror_serves_the_image(tmp_path: Path, registry: Registry) -> None:
-    package = build_package(tmp_path / "oci", [("acme/mirrored", "1.0.0", "")], ("acme/mirrored", "1.0.0"))
     name = f"vendor/{uuid.uuid4().hex[:8]}"
-    push(package.layout, "latest", registry.ref(name, "1.0"))
-    (tmp_path / "mirror").mkdir()
-    mirror = _start(tmp_path / "mirror", None, proxy=f"http://{registry.host}")
-    try:
+    packaged(tmp_path, "acme/mirrored", registry.ref(name, "1.0"))
+    with started(tmp_path / "mirror", proxy=f"http://{registry.host}") as mirror:
         directory = hosts_dir(tmp_path, registry.host,
                               f'server = "http://{registry.host}"\n[host."http://{mirror.host}"]\n'
                               'capabilities = ["pull", "resolve"]\n')  # fmt: skip
@@ -360,17 +350,13 @@ def test_a_pull_through_mirror_serves_the_image(tmp_path: Path, registry: Regist
                      "-registry-hosts-dir", str(directory))  # fmt: skip
         assert result.code == 0 and result.stderr == ""
         assert any(mirror.storage.rglob("data"))  # the mirror fetched the blobs for us
-    finally:
-        mirror.process.terminate()
-        mirror.process.wait(timeout=10)
 
 
 def test_a_mirror_that_is_down_or_lacks_the_image_gives_way_to_the_registry(
     tmp_path: Path, registry: Registry, http_server: FileServer
 ) -> None:
-    package = build_package(tmp_path / "oci", [("acme/direct", "1.0.0", "")], ("acme/direct", "1.0.0"))
     name = f"vendor/{uuid.uuid4().hex[:8]}"
-    push(package.layout, "latest", registry.ref(name, "1.0"))
+    packaged(tmp_path, "acme/direct", registry.ref(name, "1.0"))
     # The first mirror is down; the second, the test's HTTP server, has nothing (404) and sees what is sent.
     directory = hosts_dir(tmp_path, registry.host,
                           '[host."http://127.0.0.1:1"]\ncapabilities = ["pull", "resolve"]\n'
@@ -428,9 +414,7 @@ def test_an_air_gapped_copy_made_with_skopeo_sync_serves_offline(
     sha = archive(http_server, "bp.tgz", "acme/bp")
     project = group(http_server.url(f"bp.tgz#sha256={sha}"), http_server.url("bp.tgz"))
     assert pod(tmp_path, "seed", project, "-download-cache-repo", repo).code == 0
-    (tmp_path / "airgap").mkdir()
-    airgap = _start(tmp_path / "airgap", None)
-    try:
+    with started(tmp_path / "airgap") as airgap:
         subprocess.run(["skopeo", "sync", "--all", "--src", "docker", "--dest", "docker", "--src-tls-verify=false",
                         "--dest-tls-verify=false", repo, f"{airgap.host}/mirror"],
                        check=True, capture_output=True)  # fmt: skip
@@ -440,9 +424,6 @@ def test_an_air_gapped_copy_made_with_skopeo_sync_serves_offline(
                       "-download-cache-repo-mode", "offline")  # fmt: skip
         assert offline.code == 0, offline.stderr
         assert http_server.requests == before  # not one origin request
-    finally:
-        airgap.process.terminate()
-        airgap.process.wait(timeout=10)
 
 
 def test_a_repository_that_refuses_writes_is_one_warning(
@@ -450,14 +431,9 @@ def test_a_repository_that_refuses_writes_is_one_warning(
 ) -> None:
     """A pull-through mirror answers pushes with 405: the build goes on, with one warning."""
     archive(http_server, "bp.tgz", "acme/bp")
-    (tmp_path / "proxy").mkdir()
-    proxy = _start(tmp_path / "proxy", None, proxy=f"http://{registry.host}")
-    try:
+    with started(tmp_path / "proxy", proxy=f"http://{registry.host}") as proxy:
         result = pod(tmp_path, "pod", group(http_server.url("bp.tgz")), "-download-cache-repo",
                      f"{proxy.host}/fleet/x")  # fmt: skip
-    finally:
-        proxy.process.terminate()
-        proxy.process.wait(timeout=10)
     assert result.code == 0
     assert result.stderr.startswith(
         f"Warning: the download cache repository {proxy.host}/fleet/x is not used: "
@@ -505,9 +481,8 @@ def test_registry_entries_resolve_offline_from_the_repository(
     """urn:cnb:registry: — the index file and the image it names, both cached, both served offline."""
     from preparer.fetch.oci.index import index_path
 
-    package = build_package(tmp_path / "oci", [("acme/listed", "1.0.0", "")], ("acme/listed", "1.0.0"))
     image = f"{registry.host}/vendor/{uuid.uuid4().hex[:8]}"
-    digest = push(package.layout, "latest", f"{image}:1.0.0")
+    digest = packaged(tmp_path, "acme/listed", f"{image}:1.0.0")
     entry = {"ns": "acme", "name": "listed", "version": "1.0.0", "yanked": False, "addr": f"{image}@{digest}"}
     index_file = http_server.root / "index" / index_path("acme", "listed")
     index_file.parent.mkdir(parents=True)
@@ -526,9 +501,8 @@ def test_override_path_makes_the_url_the_api_root(
     tmp_path: Path, registry: Registry, http_server: FileServer
 ) -> None:
     """As Harbor's proxy projects need: requests go to <url>/<repository>/..., not <url>/v2/<repository>/..."""
-    package = build_package(tmp_path / "oci", [("acme/harbor", "1.0.0", "")], ("acme/harbor", "1.0.0"))
     name = f"vendor/{uuid.uuid4().hex[:8]}"
-    push(package.layout, "latest", registry.ref(name, "1.0"))
+    packaged(tmp_path, "acme/harbor", registry.ref(name, "1.0"))
     directory = hosts_dir(tmp_path, registry.host,
                           f'[host."http://127.0.0.1:{http_server.port}/v2/proxy-project"]\n'
                           'capabilities = ["pull", "resolve"]\noverride_path = true\n')  # fmt: skip
@@ -551,49 +525,34 @@ def test_a_read_only_cache_serves_and_refuses_the_write_back_with_one_warning(
     root.mkdir()
     htpasswd = root / "htpasswd"
     subprocess.run(["htpasswd", "-Bbc", str(htpasswd), "puller", "pw"], check=True, capture_output=True)
-    writable = _start(root, htpasswd)
-    auth = {"CNB_REGISTRY_AUTH": json.dumps({writable.host: "Basic cHVsbGVyOnB3"})}
-    try:
+
+    def auth(host: str) -> dict[str, str]:
+        return {"CNB_REGISTRY_AUTH": json.dumps({host: "Basic cHVsbGVyOnB3"})}
+
+    with started(root, htpasswd) as writable:
         seeded = pod(tmp_path, "seed", group(http_server.url(f"bp.tgz#sha256={sha}")), "-download-cache-repo",
-                     f"{writable.host}/fleet/ro", env=auth)  # fmt: skip
+                     f"{writable.host}/fleet/ro", env=auth(writable.host))  # fmt: skip
         assert seeded.code == 0 and seeded.stderr == ""
-    finally:
-        writable.process.terminate()
-        writable.process.wait(timeout=10)
-    config = json.loads((root / "config.yml").read_text())
-    config["storage"]["maintenance"] = {"readonly": {"enabled": True}}
-    (root / "config.yml").write_text(json.dumps(config))
-    process = subprocess.Popen(["docker-registry", "serve", str(root / "config.yml")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        time.sleep(1)
+    with started(root, htpasswd, readonly=True) as read_only:  # the same storage, now refusing writes
         project = group(http_server.url(f"bp.tgz#sha256={sha}"), http_server.url("new.tgz"))
-        result = pod(tmp_path, "pod", project, "-download-cache-repo", f"{writable.host}/fleet/ro", env=auth)
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+        result = pod(tmp_path, "pod", project, "-download-cache-repo", f"{read_only.host}/fleet/ro",
+                     env=auth(read_only.host))  # fmt: skip
     assert result.code == 0
     assert [s for s, _ in http_server.seen("bp.tgz")] == [200]  # the hit came from the cache
     assert result.stderr.startswith(
-        f"Warning: the download cache repository {writable.host}/fleet/ro is not used: "
+        f"Warning: the download cache repository {read_only.host}/fleet/ro is not used: "
     )
     assert len(result.stderr.splitlines()) == 1
 
 
 def test_pods_served_by_the_cache_send_no_request_to_the_origin_registry(tmp_path: Path, repo: str) -> None:
     """Origin load counted where the issue counts it: cnb-preparer/ lines in the origin registry's access log."""
-    (tmp_path / "origin").mkdir()
-    origin = _start(tmp_path / "origin", None, access_log=True)
-    log = tmp_path / "origin" / "access.log"
-    try:
-        package = build_package(tmp_path / "oci", [("acme/counted", "1.0.0", "")], ("acme/counted", "1.0.0"))
-        digest = push(package.layout, "latest", origin.ref("vendor/counted", "1.0"))
+    with started(tmp_path / "origin", access_log=True) as origin:
+        log = tmp_path / "origin" / "access.log"
+        digest = packaged(tmp_path, "acme/counted", origin.ref("vendor/counted", "1.0"))
         project = group(f"docker://{origin.host}/vendor/counted@{digest}")
         assert pod(tmp_path, "pod1", project, "-download-cache-repo", repo).code == 0
         first = log.read_text().count("cnb-preparer/")
         for n in (2, 3):
             assert pod(tmp_path, f"pod{n}", project, "-download-cache-repo", repo).code == 0
         assert first > 0 and log.read_text().count("cnb-preparer/") == first
-    finally:
-        origin.process.terminate()
-        origin.process.wait(timeout=10)

@@ -22,13 +22,9 @@ from tests.buildpacks import buildpack_toml, many_entries_tgz, raw_header
 from tests.golden import BUILDER, Layout, listing
 from tests.plugins.cli import base_env
 from tests.plugins.http_server import FileServer
+from tests.projects import group
 
-HEAD = '[_]\nschema-version = "0.2"\n'
 BUDGET_MIB = 64
-
-
-def group(uri: str) -> str:
-    return HEAD + f'[[io.buildpacks.group]]\nuri = "{uri}"\n'
 
 
 def run_measured(layout: Layout, tmp_path: Path, project: str) -> tuple[int, str, float, float]:

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -28,8 +29,7 @@ from tests.buildpacks import make_dir, make_tgz
 from tests.golden import BUILDER, Layout
 from tests.plugins.cli import base_env
 from tests.plugins.http_server import FileServer
-
-HEAD = '[_]\nschema-version = "0.2"\n'
+from tests.projects import HEAD
 
 
 def project(*uris: str, extra: str = "") -> str:
@@ -175,20 +175,38 @@ def fill_app(layout: Layout, descriptor: str) -> None:
         (layout.app / f"keep{i}.py").write_text("y")
 
 
-def test_after_kill_9_at_any_moment_the_next_run_writes_what_an_uninterrupted_run_does(
-    sources: str, http_server: FileServer, tmp_path: Path
-) -> None:
+class Reference(NamedTuple):
+    """An uninterrupted run of ``sources``: the outputs before and after it, and how long it took."""
+
+    before: dict[str, dict[str, object]]
+    after: dict[str, dict[str, object]]
+    seconds: float
+
+
+def uninterrupted(sources: str, tmp_path: Path) -> Reference:
     reference = new_layout(tmp_path / "reference")
     fill_app(reference, sources)
+    before = outputs(reference)
     started = time.monotonic()
     run = start(reference, tmp_path, tmp_path / "reference-cache")
     _, stderr = run.communicate(timeout=120)
-    duration = time.monotonic() - started
+    seconds = time.monotonic() - started
     assert run.returncode == 0, stderr
-    expected = outputs(reference)
+    return Reference(before, outputs(reference), seconds)
 
+
+def seeded() -> tuple[int, random.Random]:
+    """The seed of the moments chosen (``PREPARER_KILL_SEED`` replays a failure), and their generator."""
     seed = int(os.environ.get("PREPARER_KILL_SEED", random.randrange(1 << 30)))
-    rng = random.Random(seed)
+    return seed, random.Random(seed)
+
+
+def test_after_kill_9_at_any_moment_the_next_run_writes_what_an_uninterrupted_run_does(
+    sources: str, http_server: FileServer, tmp_path: Path
+) -> None:
+    reference = uninterrupted(sources, tmp_path)
+    expected, duration = reference.after, reference.seconds
+    seed, rng = seeded()
     cache = tmp_path / "cache"  # shared by every run below, as on a persistent volume
     for i in range(8):
         why = f"seed {seed}, iteration {i}"
@@ -261,18 +279,9 @@ def test_a_library_run_stopped_from_a_thread_raises_interrupted_and_changes_noth
 
 
 def test_sigterm_at_any_moment_leaves_all_or_nothing(sources: str, tmp_path: Path) -> None:
-    reference = new_layout(tmp_path / "reference")
-    fill_app(reference, sources)
-    before = outputs(reference)
-    started = time.monotonic()
-    run = start(reference, tmp_path, tmp_path / "reference-cache")
-    _, stderr = run.communicate(timeout=120)
-    duration = time.monotonic() - started
-    assert run.returncode == 0, stderr
-    expected = outputs(reference)
-
-    seed = int(os.environ.get("PREPARER_KILL_SEED", random.randrange(1 << 30)))
-    rng = random.Random(seed)
+    reference = uninterrupted(sources, tmp_path)
+    before, expected, duration = reference.before, reference.after, reference.seconds
+    seed, rng = seeded()
     cache = tmp_path / "cache"
     for i in range(10):
         why = f"seed {seed}, iteration {i}"

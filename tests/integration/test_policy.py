@@ -27,14 +27,10 @@ from tests.integration.test_fetch_http import serve
 from tests.plugins.cli import Result
 from tests.plugins.http_server import FileServer
 from tests.plugins.registry import Registry, build_package, push
+from tests.projects import HEAD, group
 
-HEAD = '[_]\nschema-version = "0.2"\n'
 DOC = (ROOT / "docs" / "policy.md").read_text()
 EXAMPLES = dict(re.findall(r"### (.+?)\n.*?```toml\n(.*?)```", DOC, re.DOTALL))
-
-
-def group(*uris: str) -> str:
-    return HEAD + "".join(f'[[io.buildpacks.group]]\nuri = "{u}"\n' for u in uris)
 
 
 def example(

@@ -20,8 +20,8 @@ import pytest
 from preparer import Inputs, prepare
 from tests.golden import Layout
 from tests.plugins.cli import Result
+from tests.projects import HEAD
 
-HEAD = '[_]\nschema-version = "0.2"\n'
 GIT = shutil.which("git") or "/usr/bin/git"
 #: A fixed identity and clock, so that commits are made the same way on every machine.
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",

@@ -19,10 +19,9 @@ import site
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,23 +31,10 @@ from tests.golden import BUILDER, Layout, listing
 from tests.plugins.cli import Result, base_env
 from tests.plugins.http_server import FileServer
 from tests.plugins.registry import PASSWORD, USER, Registry, build_package, push, push_package
+from tests.projects import HEAD, group
 
-HEAD = '[_]\nschema-version = "0.2"\n'
 OTHER = 1000
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="a second user needs root to switch to")
-
-
-def group(*uris: str) -> str:
-    return HEAD + "".join(f'[[io.buildpacks.group]]\nuri = "{u}"\n' for u in uris)
-
-
-@pytest.fixture
-def world() -> Iterator[Path]:
-    """A directory every user can traverse (pytest's own temporary root is private to root)."""
-    root = Path(tempfile.mkdtemp(prefix="preparer-trust-"))
-    root.chmod(0o755)
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def shared_layout(root: Path, owner: int | None = None) -> Layout:

@@ -14,8 +14,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,15 +38,6 @@ def flat_tgz(bp_id: str) -> bytes:
         (entry("lib/deep/data.txt"), b"data\n"),
     ])  # fmt: skip
     return gzip.compress(tar)
-
-
-@pytest.fixture
-def world() -> Iterator[Path]:
-    """A directory the build user can traverse (pytest's own temporary root is private to root)."""
-    root = Path(tempfile.mkdtemp(prefix="preparer-umask-"))
-    root.chmod(0o755)
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_everything_installed_under_umask_077_is_usable_by_the_build_user(

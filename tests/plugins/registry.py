@@ -7,6 +7,7 @@ credentials. Both are stopped at the end of the session.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import socket
@@ -47,9 +48,15 @@ class Registry:
         return self.storage / "docker/registry/v2/blobs/sha256" / hexdigest[:2] / hexdigest / "data"
 
 
-def _start(root: Path, htpasswd: Path | None, proxy: str | None = None, access_log: bool = False) -> Registry:
+def _start(
+    root: Path,
+    htpasswd: Path | None,
+    proxy: str | None = None,
+    access_log: bool = False,
+    readonly: bool = False,
+) -> Registry:
     """A docker-registry in ``root`` (with ``proxy``, a pull-through mirror of that upstream URL; with ``access_log``,
-    every request logged to ``root/access.log``)."""
+    every request logged to ``root/access.log``; ``readonly``, refusing every write to what ``root`` holds)."""
     port = _free_port()
     storage = root / "storage"
     config = {
@@ -62,6 +69,8 @@ def _start(root: Path, htpasswd: Path | None, proxy: str | None = None, access_l
         config["auth"] = {"htpasswd": {"realm": "preparer-tests", "path": str(htpasswd)}}
     if proxy is not None:
         config["proxy"] = {"remoteurl": proxy}
+    if readonly:
+        config["storage"]["maintenance"] = {"readonly": {"enabled": True}}  # type: ignore[index]
     (root / "config.yml").write_text(json.dumps(config))  # JSON is YAML
     process = subprocess.Popen(
         ["docker-registry", "serve", str(root / "config.yml")],
@@ -79,6 +88,25 @@ def _start(root: Path, htpasswd: Path | None, proxy: str | None = None, access_l
         process.kill()
         raise RuntimeError(f"docker-registry did not start: {(root / 'registry.log').read_text()}")
     return Registry(f"127.0.0.1:{port}", storage, process)
+
+
+@contextlib.contextmanager
+def started(
+    root: Path,
+    htpasswd: Path | None = None,
+    *,
+    proxy: str | None = None,
+    access_log: bool = False,
+    readonly: bool = False,
+) -> Iterator[Registry]:
+    """A docker-registry of the test's own in ``root`` (see :func:`_start`), stopped when the block ends."""
+    root.mkdir(parents=True, exist_ok=True)
+    running = _start(root, htpasswd, proxy, access_log, readonly)
+    try:
+        yield running
+    finally:
+        running.process.terminate()
+        running.process.wait(timeout=10)
 
 
 @pytest.fixture(scope="session")

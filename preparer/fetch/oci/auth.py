@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from preparer.errors import FetchError
 from preparer.fetch.oci.reference import DOCKER_HUB
+from preparer.fetch.transport import NetworkError, Transport, describe, read_capped, tls_failure
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,3 +175,63 @@ def _from_helper(
     if username == "<token>":
         return Credential(source, identity_token=secret)
     return Credential.basic(source, username, secret)
+
+
+_CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
+#: A token endpoint is named by the registry, so its answer is as untrusted as the registry: bounded.
+MAX_TOKEN_ANSWER = 4 << 20
+
+
+def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
+    """A ``WWW-Authenticate`` header: its scheme (lower case) and parameters."""
+    return header.split(" ", 1)[0].lower(), dict(_CHALLENGE.findall(header))
+
+
+def request_token(
+    transport: Transport, params: dict[str, str], scope: str, credential: Credential | None, registry: str
+) -> str | None:
+    """A bearer token for ``scope`` (``repository:<name>:pull``) from the challenge's realm, with the credential
+    if there is one (basic, or docker's identity token); ``None`` when the endpoint refuses it (401, 403).
+
+    :raises FetchError: a TLS failure, another error answer, or no token in the answer.
+    :raises NetworkError: the endpoint cannot be reached.
+    """
+    import requests  # deferred (heavy): only runs that talk to a registry import it
+
+    action = f"authenticate to {registry}"
+    query = {"service": params.get("service", ""), "scope": scope}
+    session = transport.session()
+    try:
+        if credential is not None and credential.identity_token is not None:
+            response = session.post(
+                params["realm"],
+                data={**query, "grant_type": "refresh_token", "client_id": "cnb-preparer",
+                      "refresh_token": credential.identity_token},
+                timeout=transport.timeouts, stream=True,
+            )  # fmt: skip
+        else:
+            headers = {}
+            if credential is not None and (credential.header or "").lower().startswith("basic "):
+                headers["Authorization"] = credential.header or ""
+            response = session.get(
+                params["realm"], params=query, headers=headers, timeout=transport.timeouts, stream=True
+            )
+    except requests.exceptions.SSLError as err:
+        raise FetchError(action, tls_failure(err)) from None
+    except requests.RequestException as err:
+        raise NetworkError(describe(err)) from err
+    if response.status_code in (401, 403):
+        response.close()
+        return None
+    if response.status_code >= 400:
+        response.close()
+        raise FetchError(action, f"token endpoint answered {response.status_code}")
+    data = read_capped(response, MAX_TOKEN_ANSWER, action, "the token answer")
+    try:
+        body = json.loads(data)
+        token = body.get("token") or body.get("access_token")
+    except (ValueError, AttributeError, RecursionError):
+        token = None
+    if not isinstance(token, str) or not token:
+        raise FetchError(action, "the token endpoint gave no token")
+    return token

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 import threading
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from preparer.fetch.oci import auth
 from preparer.fetch.oci.hosts import Host
 from preparer.fetch.oci.reference import Reference, scheme_for
 from preparer.fetch.streams import HashingReader, Tee, is_digest, sha256_of, stream_body, verify_digest
-from preparer.fetch.transport import NetworkError, Transport, check_status, describe, read_capped, tls_failure
+from preparer.fetch.transport import Transport, check_status, read_capped
 from preparer.policy import LimitExceeded
 
 if TYPE_CHECKING:
@@ -39,7 +38,6 @@ _ACCEPT = ", ".join((*MANIFESTS, *INDEXES))
 #: Manifests and indexes are small; a larger answer is refused instead of being read into memory.
 MAX_MANIFEST = 4 << 20
 T = TypeVar("T")
-_CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 
 
 def kind_of(doc: dict[str, Any]) -> str:
@@ -123,8 +121,7 @@ class Registry:
         return self.transport.get(url, sent, action=f"pull {self.ref}", check=False)
 
     def _answer_challenge(self, header: str) -> None:
-        scheme = header.split(" ", 1)[0].lower()
-        params = dict(_CHALLENGE.findall(header))
+        scheme, params = auth.parse_challenge(header)
         credential = self.credential
         if scheme == "basic":
             if credential is None or credential.header is None:
@@ -132,56 +129,14 @@ class Registry:
             self.authorization = credential.header
             self.used_credential = True
         elif scheme == "bearer" and "realm" in params:
-            self.authorization = "Bearer " + self._token(params)
+            scope = f"repository:{self.ref.repository}:pull"
+            token = auth.request_token(self.transport, params, scope, credential, self.ref.registry)
+            if token is None:
+                raise self._unauthorized()
+            self.authorization = "Bearer " + token
             self.used_credential = self.used_credential or credential is not None
         else:
             raise self._unauthorized()
-
-    def _token(self, params: dict[str, str]) -> str:
-        """A bearer token from the challenge's realm, with the credential if there is one."""
-        import requests  # deferred (heavy): only runs that download import it
-
-        query = {"service": params.get("service", ""), "scope": f"repository:{self.ref.repository}:pull"}
-        session = self.transport.session()
-        credential = self.credential
-        try:
-            if credential is not None and credential.identity_token is not None:
-                response = session.post(
-                    params["realm"],
-                    data={**query, "grant_type": "refresh_token", "client_id": "cnb-preparer",
-                          "refresh_token": credential.identity_token},
-                    timeout=self.transport.timeouts, stream=True,
-                )  # fmt: skip
-            else:
-                headers = {}
-                if credential is not None and (credential.header or "").lower().startswith("basic "):
-                    headers["Authorization"] = credential.header or ""
-                response = session.get(
-                    params["realm"], params=query, headers=headers, timeout=self.transport.timeouts,
-                    stream=True,
-                )  # fmt: skip
-        except requests.exceptions.SSLError as err:
-            raise FetchError(f"authenticate to {self.ref.registry}", tls_failure(err)) from None
-        except requests.RequestException as err:
-            raise NetworkError(describe(err)) from err
-        if response.status_code in (401, 403):
-            response.close()
-            raise self._unauthorized()
-        if response.status_code >= 400:
-            response.close()
-            raise FetchError(
-                f"authenticate to {self.ref.registry}", f"token endpoint answered {response.status_code}"
-            )
-        # The realm is named by the registry, so its answer is as untrusted as the registry: bounded.
-        data = read_capped(response, MAX_MANIFEST, f"authenticate to {self.ref.registry}", "the token answer")
-        try:
-            body = json.loads(data)
-            token = body.get("token") or body.get("access_token")
-        except (ValueError, AttributeError, RecursionError):
-            token = None
-        if not isinstance(token, str) or not token:
-            raise FetchError(f"authenticate to {self.ref.registry}", "the token endpoint gave no token")
-        return token
 
     def _unauthorized(self) -> FetchError:
         credential = self.credential

@@ -11,7 +11,6 @@ upstream's are never sent to a mirror.
 
 from __future__ import annotations
 
-import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,11 +18,10 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from preparer.errors import InvalidInputsError
+from preparer.goflags import parse_duration
 
 MAX_HOSTS_FILE = 1 << 20
 _KEYS = frozenset({"capabilities", "ca", "skip_verify", "override_path", "header", "dial_timeout", "client"})
-_DURATION = re.compile(r"(\d+(?:\.\d*)?)(ms|s|m|h)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 class Host(NamedTuple):
@@ -130,10 +128,10 @@ def _host(action: str, url: str, value: Any) -> Host:
 def _dial_timeout(action: str, where: str, value: Any) -> float | None:
     if value is None:
         return None
-    parts = _DURATION.findall(value) if isinstance(value, str) else []
-    if not parts or "".join(n + u for n, u in parts) != value:
+    seconds = parse_duration(value) if isinstance(value, str) else None
+    if seconds is None:
         raise InvalidInputsError(action, f"{where}.dial_timeout: a duration such as 500ms or 2s")
-    return sum(float(n) * _UNITS[u] for n, u in parts)
+    return seconds
 
 
 def _is_url(value: object) -> bool:

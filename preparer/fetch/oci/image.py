@@ -9,7 +9,7 @@ from typing import IO, Any, TypeVar
 
 from preparer.errors import FetchError, InvalidInputsError, NotFoundError
 from preparer.fetch.base import FetchContext, Fetched
-from preparer.fetch.fleet import ref_tag
+from preparer.fetch.fleet import offline_miss, ref_tag
 from preparer.fetch.locator import ImageLocator
 from preparer.fetch.oci.buildpackage import descriptor_size, follow_index, install_buildpackage
 from preparer.fetch.oci.client import Registry
@@ -32,14 +32,12 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
     :raises FetchError: missing image, wrong credentials, corrupt or mismatching blobs, not a buildpackage (exit 1).
     """
     ref = parse_reference(locator.reference)
-    if (
-        ctx.policy is not None
-    ):  # an image found while fetching (a registry entry, a bare id) meets the rules too
-        problem = check_image(ctx.policy, f"{ref.registry}/{ref.repository}", ref.digest)
-        if problem is not None:
-            raise InvalidInputsError(
-                "prepare", f"the image {ref} is not allowed by the platform policy: {problem}"
-            )
+    # An image found while fetching (a registry entry, a bare id) meets the policy's rules too.
+    problem = check_image(ctx.policy, f"{ref.registry}/{ref.repository}", ref.digest) if ctx.policy else None
+    if problem is not None:
+        raise InvalidInputsError(
+            "prepare", f"the image {ref} is not allowed by the platform policy: {problem}"
+        )
     tune_allocator()
     if ctx.fleet is not None and (ref.digest is not None or ctx.fleet.config.mode == "offline"):
         copy = _from_fleet(ref, ctx) if ref.digest is not None else None
@@ -49,7 +47,8 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
         if copy is not None:
             return replace(copy, source=str(ref), via="cache repository")
         if ctx.fleet.config.mode == "offline":
-            raise FetchError(f"pull {ref}", f"not in the download cache repository (seed {_seed_tag(ref)})")
+            seed = "sha256-" + ref.digest.removeprefix("sha256:") if ref.digest else ref_tag(str(ref))
+            raise offline_miss(f"pull {ref}", seed)
     return _pull(ref, ctx)
 
 
@@ -59,24 +58,18 @@ def _recorded(ref: Reference, ctx: FetchContext) -> Reference | None:
     return parse_reference(f"{ref.registry}/{ref.repository}@{digest}") if digest else None
 
 
-def _seed_tag(ref: Reference) -> str:
-    return "sha256-" + ref.digest.removeprefix("sha256:") if ref.digest else ref_tag(str(ref))
-
-
 def _from_fleet(ref: Reference, ctx: FetchContext) -> Fetched | None:
     """The image named by digest, pulled from the fleet cache's copy (docs/fleet.md): the same manifest digest,
     verified as from the origin; ``None`` (with a warning when the copy is bad) to pull from the origin."""
-    fleet = ctx.fleet
-    assert fleet is not None and ref.digest is not None
-    if not fleet.usable or not fleet.image_manifest(ref.digest.removeprefix("sha256:")):
+    assert ref.digest is not None
+    copy = _fleet_copy(ref.digest, ctx)
+    if copy is None:
         return None
-    copy = parse_reference(f"{fleet.config.repo}@{ref.digest}")
     try:
-        fetched = _pull(copy, replace(ctx, environ=fleet.environ))
+        return _pull(*copy)
     except FetchError as err:
         ctx.warn(f"the download cache repository's copy of {ref} is not used: {err.cause}")
         return None
-    return replace(fetched, source=str(ref), via="cache repository")  # outputs keep the reference as written
 
 
 def _pull(ref: Reference, ctx: FetchContext) -> Fetched:
@@ -88,7 +81,8 @@ def _pull(ref: Reference, ctx: FetchContext) -> Fetched:
     config_descriptor = manifest.get("config")
     if not isinstance(config_descriptor, dict) or not is_digest(config_descriptor.get("digest")):
         raise FetchError(f"pull {source}", "the manifest names no image config with a valid sha256 digest")
-    blobs_from = _fleet_copy(digest, ctx) if ref.digest != digest else None
+    copy = _fleet_copy(digest, ctx) if ref.digest != digest else None
+    blobs_from = Registry(*copy) if copy is not None else None
     try:
         fetched = _install(manifest, config_descriptor, blobs_from or registry, source, digest, ctx)
     except FetchError as err:
@@ -151,12 +145,13 @@ class _Hosts:
         return self._ask("pull", lambda r: r.read_blob(digest, consume, size))
 
 
-def _fleet_copy(digest: str, ctx: FetchContext) -> Registry | None:
-    """The fleet cache's repository, to read the blobs of the image ``digest`` from, when it holds that image."""
+def _fleet_copy(digest: str, ctx: FetchContext) -> tuple[Reference, FetchContext] | None:
+    """Where the fleet cache holds the image ``digest`` (its reference there, and the context with the
+    repository's credentials), when it does."""
     fleet = ctx.fleet
     if fleet is None or not fleet.usable or not fleet.image_manifest(digest.removeprefix("sha256:")):
         return None
-    return Registry(parse_reference(f"{fleet.config.repo}@{digest}"), replace(ctx, environ=fleet.environ))
+    return parse_reference(f"{fleet.config.repo}@{digest}"), replace(ctx, environ=fleet.environ)
 
 
 def _install(

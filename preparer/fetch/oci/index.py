@@ -11,7 +11,6 @@ live under ``1``, ``2`` and ``3/<name[0:2]>``), one minified JSON object per lin
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import tempfile
@@ -20,10 +19,11 @@ from pathlib import Path
 from preparer._logger import log
 from preparer.errors import FetchError, NotFoundError
 from preparer.fetch.base import FetchContext, Fetched
-from preparer.fetch.fleet import url_tag
+from preparer.fetch.fleet import offline_miss, url_tag
 from preparer.fetch.locator import IdLocator, ImageLocator, RegistryLocator, redact
 from preparer.fetch.oci.image import fetch_image
 from preparer.fetch.oci.reference import parse_reference
+from preparer.fetch.streams import sha256_of
 from preparer.fetch.transport import Unreachable, read_capped
 from preparer.semver import highest
 
@@ -86,7 +86,7 @@ def _index_file(url: str, action: str, ctx: FetchContext) -> bytes:
         if data is not None:
             return data
     if fleet is not None and fleet.config.mode == "offline":
-        raise FetchError(action, f"not in the download cache repository (seed {url_tag(url)})")
+        raise offline_miss(action, url_tag(url))
 
     def attempt() -> bytes:
         response = ctx.transport.get(url, action=action)
@@ -104,7 +104,7 @@ def _index_file(url: str, action: str, ctx: FetchContext) -> bytes:
         fd, name = tempfile.mkstemp(prefix="index-", dir=ctx.staging)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
-        fleet.remember_archive(Path(name), "sha256:" + hashlib.sha256(data).hexdigest(), url, {})
+        fleet.remember_archive(Path(name), sha256_of(data), url, {})
     return data
 
 
