@@ -40,9 +40,11 @@ SHM = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
 AS_BUILD_USER = ["-uid", "1000", "-gid", "1000"] if os.geteuid() == 0 else []
 
 
-def run_preparer(command: list[str], build_user: bool = True) -> None:
+def run_preparer(command: list[str], build_user: bool = True, cpu: int | None = None) -> None:
+    """One preparer run (``cpu``: on that CPU only, as a pod limited to one CPU)."""
     extra = AS_BUILD_USER if build_user else []
-    subprocess.run([*command, *extra], env=preparer_env(), check=True, stdout=subprocess.DEVNULL)
+    pinned = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    subprocess.run([*pinned, *command, *extra], env=preparer_env(), check=True, stdout=subprocess.DEVNULL)
 
 
 Side = tuple[Callable[[], object], Callable[[], object]]
@@ -77,9 +79,10 @@ def preparer_side(
     cold: bool,
     build_user: bool = True,
     extra: list[str] | Callable[[], list[str]] = (),  # type: ignore[assignment]
+    cpu: int | None = None,
 ) -> Side:
     """A preparer run on a fresh layout (and, ``cold``, an empty download cache), both made untimed; ``extra``
-    flags (or a function giving them anew for each run)."""
+    flags (or a function giving them anew for each run); ``cpu``: the run kept to that CPU."""
     command: list[str] = []
 
     def setup() -> None:
@@ -94,7 +97,7 @@ def preparer_side(
             shutil.rmtree(cache, ignore_errors=True)
 
     def action() -> None:
-        run_preparer(command, build_user)
+        run_preparer(command, build_user, cpu)
 
     return setup, action
 

@@ -173,6 +173,8 @@ class Fleet:
     pending: list[_Pending] = field(default_factory=list, init=False)
     _uploads: Any = field(default=None, init=False, repr=False)
     _started: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    #: The blobs this run uploaded (the repository had none of them before).
+    _uploaded: set[str] = field(default_factory=set, init=False, repr=False)
 
     @property
     def base(self) -> str:
@@ -431,12 +433,14 @@ class Fleet:
         """
         ends = time.monotonic() + WRITE_BACK_SECONDS
         self._upload_all()
-        written = 0
-        for item in self.pending:  # the blobs are in the repository now: the records follow
-            if self._broken or time.monotonic() > ends:
-                break
-            written += self._write_record(item)
-        return written
+        from concurrent.futures import ThreadPoolExecutor  # deferred: only a write-back puts records
+
+        def write(item: _Pending) -> int:
+            return 0 if self._broken or time.monotonic() > ends else self._write_record(item)
+
+        # The blobs are in the repository now: the records follow, four at a time.
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-record") as pool:
+            return sum(pool.map(write, self.pending))
 
     def _write_record(self, item: _Pending) -> int:
         if item.kind == "image":
@@ -452,11 +456,13 @@ class Fleet:
             tags = [url_tag(item.url)] if item.url else []
             if item.kind == "archive":
                 tags.insert(0, "sha256-" + item.digest.removeprefix("sha256:"))
-        return 1 if all(self._put_manifest(tag, manifest, media_type) for tag in tags) else 0
+        # A record naming a blob this run uploaded cannot be in the repository yet: no need to ask first.
+        new = item.digest in self._uploaded or any(digest in self._uploaded for digest in item.blobs)
+        return 1 if all(self._put_manifest(tag, manifest, media_type, ask=not new) for tag in tags) else 0
 
     def _upload_all(self) -> None:
-        """Upload every blob the pending records need, four at a time (the records follow, one by one): the
-        uploads are most of the write-back's time, and mostly time in the kernel."""
+        """Upload every blob the pending records need, four at a time: the uploads are most of the write-back's
+        time, and mostly time in the kernel."""
         blobs: dict[str, Path | None] = {str(EMPTY_CONFIG["digest"]): None}
         for item in self.pending:
             if item.kind == "archive" and item.path is not None and item.digest not in self._started:
@@ -483,19 +489,31 @@ class Fleet:
         location = start.headers["Location"]
         if location.startswith("/"):
             location = self.base.split("/v2/", 1)[0] + location
-        joiner = "&" if "?" in location else "?"
+        target = f"{location}{'&' if '?' in location else '?'}digest={digest}"
+        if not self._put_blob(target, path, digest):
+            return False
+        with self._lock:
+            self._uploaded.add(digest)
+        return True
+
+    def _put_blob(self, target: str, path: Path | None, digest: str) -> bool:
+        """Send the blob (``None``: the empty config) to the upload session ``target``."""
         with open(path, "rb") if path is not None else contextlib.nullcontext(None) as file:
             data: Any = _LargeReads(file) if file is not None else b"{}"
-            put = self._request("PUT", f"{location}{joiner}digest={digest}", data=data,
-                                headers={"Content-Type": "application/octet-stream"})  # fmt: skip
+            put = self._request(
+                "PUT", target, data=data, headers={"Content-Type": "application/octet-stream"}
+            )
         if put is None or put.status_code != 201:
             return self._refused(f"upload {digest[:19]}", put)
         put.close()
         return True
 
-    def _put_manifest(self, tag: str, manifest: bytes, media_type: str = OCI_MANIFEST) -> bool:
+    def _put_manifest(
+        self, tag: str, manifest: bytes, media_type: str = OCI_MANIFEST, ask: bool = True
+    ) -> bool:
+        """Tag ``manifest`` as ``tag``, unless (``ask``) the tag names it already."""
         digest = sha256_of(manifest)
-        head = self._request("HEAD", f"{self.base}/manifests/{tag}", accept=True)
+        head = self._request("HEAD", f"{self.base}/manifests/{tag}", accept=True) if ask else None
         if head is not None:
             head.close()
             if head.status_code == 200 and head.headers.get("Docker-Content-Digest") == digest:

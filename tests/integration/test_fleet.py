@@ -238,7 +238,8 @@ def test_records_are_oci_artifacts_with_the_origin_bytes(
     tmp_path: Path, http_server: FileServer, repo: str
 ) -> None:
     sha = archive(http_server, "bp.tgz", "acme/bp")
-    assert pod(tmp_path, "pod", group(http_server.url("bp.tgz")), "-download-cache-repo", repo).code == 0
+    result = pod(tmp_path, "pod", group(http_server.url("bp.tgz")), "-download-cache-repo", repo)
+    assert (result.code, result.stderr) == (0, "")
     host, _, name = repo.partition("/")
     record = requests.get(f"http://{host}/v2/{name}/manifests/sha256-{sha}",
                           headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}, timeout=10).json()  # fmt: skip
