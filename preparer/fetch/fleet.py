@@ -19,11 +19,13 @@ import contextlib
 import hashlib
 import json
 import os
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Self
 from urllib.parse import urlsplit, urlunsplit
 
 from preparer.errors import FetchError, InvalidInputsError
@@ -172,7 +174,8 @@ class Fleet:
     _authorization: str | None = field(default=None, init=False, repr=False)
     pending: list[_Pending] = field(default_factory=list, init=False)
     _uploads: Any = field(default=None, init=False, repr=False)
-    _started: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _live: list[Upload] = field(default_factory=list, init=False, repr=False)
+    _sending: list[Any] = field(default_factory=list, init=False, repr=False)
     #: The blobs this run uploaded (the repository had none of them before).
     _uploaded: set[str] = field(default_factory=set, init=False, repr=False)
 
@@ -374,24 +377,38 @@ class Fleet:
     # Writing back
 
     def remember_archive(self, path: Path, digest: str, url: str, validators: dict[str, str]) -> None:
-        """Write the origin's archive at ``path`` back after the commit (``read-write`` mode only). Its blob is
-        uploaded at once, beside the rest of the run: a blob without a record publishes nothing (the records are
-        written after the commit), and uploading is most of a write-back's time."""
+        """Write the origin's archive at ``path`` back after the commit (``read-write`` mode only)."""
         if self.config.mode == "read-write":
             annotations = self._annotations(url, validators)
             self.pending.append(_Pending("archive", digest, url, annotations, path, path.stat().st_size))
-            self._early(path, digest)
 
-    def _early(self, path: Path, digest: str) -> None:
+    def upload(self, directory: Path, expected: str | None) -> Upload | None:
+        """An upload of the archive about to be downloaded, under way at once (see :class:`Upload`); ``None`` when
+        nothing is written back. ``expected``: its pinned digest (not sent when the repository has that blob).
+        Its bytes are kept in a file in ``directory`` until they are sent."""
+        if self.config.mode != "read-write" or self._broken:
+            return None
         from concurrent.futures import ThreadPoolExecutor  # deferred: only a write-back uploads
 
+        upload = Upload(directory, expected)
         with self._lock:
             if self._uploads is None:
-                self._uploads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fleet-upload")
-            self._started[digest] = self._uploads.submit(self._upload, path, digest)
+                self._uploads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-upload")
+            self._live.append(upload)
+            self._sending.append(self._uploads.submit(self._send, upload))
+        return upload
+
+    def remember_upload(self, upload: Upload, digest: str, url: str, validators: dict[str, str]) -> None:
+        """Keep what ``upload`` sent as the archive ``digest`` of ``url``: its record follows after the commit."""
+        upload.end(digest)
+        annotations = self._annotations(url, validators)
+        self.pending.append(_Pending("archive", digest, url, annotations, size=upload.size))
 
     def close(self) -> None:
-        """Stop uploads not started yet (a run that failed, or ended); those under way finish on their own."""
+        """End the uploads whose archives were not kept (a run that failed, or was stopped), and stop those not
+        started yet."""
+        for upload in self._live:
+            upload.cancel()
         if self._uploads is not None:
             self._uploads.shutdown(wait=False, cancel_futures=True)
 
@@ -461,51 +478,78 @@ class Fleet:
         return 1 if all(self._put_manifest(tag, manifest, media_type, ask=not new) for tag in tags) else 0
 
     def _upload_all(self) -> None:
-        """Upload every blob the pending records need, four at a time: the uploads are most of the write-back's
-        time, and mostly time in the kernel."""
+        """Upload every blob the pending records need, four at a time, and wait for the uploads under way: the
+        uploads are most of the write-back's time, and mostly time in the kernel."""
         blobs: dict[str, Path | None] = {str(EMPTY_CONFIG["digest"]): None}
         for item in self.pending:
-            if item.kind == "archive" and item.path is not None and item.digest not in self._started:
+            if item.kind == "archive" and item.path is not None:
                 blobs[item.digest] = item.path
             blobs.update(item.blobs)
         from concurrent.futures import ThreadPoolExecutor, wait  # deferred: only a write-back uploads
 
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-upload") as pool:
             list(pool.map(lambda pair: self._upload(pair[1], pair[0]), blobs.items()))
-        wait(list(self._started.values()), timeout=WRITE_BACK_SECONDS)
+        wait(self._sending, timeout=WRITE_BACK_SECONDS)
 
     def _upload(self, path: Path | None, digest: str) -> bool:
         """Upload one blob (``None``: the empty config), unless the repository has it already."""
+        present = self._has_blob(digest)
+        if present is not False:
+            return bool(present)
+        location = self._start_upload()
+        if location is None:
+            return False
+        with open(path, "rb") if path is not None else contextlib.nullcontext(None) as file:
+            return self._complete(location, digest, _LargeReads(file) if file is not None else b"{}")
+
+    def _send(self, upload: Upload) -> bool:
+        """Send ``upload``'s bytes as they arrive: one ``PATCH`` while the download lasts, then the digest."""
+        try:
+            if upload.expected is not None and self._has_blob(upload.expected) is not False:
+                return True
+            location = self._start_upload()
+            if location is None:
+                return False
+            patch = self._request("PATCH", location, data=upload.chunks(READ_SECONDS), headers=_BYTES)
+            if patch is None or patch.status_code != 202:
+                return self._refused("upload an archive", patch)
+            patch.close()
+            assert upload.digest is not None  # the chunks ended: the archive is kept
+            return self._complete(self._absolute(patch.headers.get("Location", location)), upload.digest, b"")
+        except Abandoned:
+            return False
+        finally:
+            upload.path.unlink(missing_ok=True)
+
+    def _has_blob(self, digest: str) -> bool | None:
+        """Whether the repository has the blob ``digest`` (``None``: it cannot be asked)."""
         head = self._request("HEAD", f"{self.base}/blobs/{digest}")
         if head is None:
-            return False
+            return None
         head.close()
-        if head.status_code == 200:
-            return True  # already there: writes are idempotent
+        return head.status_code == 200
+
+    def _start_upload(self) -> str | None:
+        """A new upload session's URL."""
         start = self._request("POST", f"{self.base}/blobs/uploads/")
         if start is None or start.status_code != 202 or "Location" not in start.headers:
-            return self._refused("start an upload", start)
+            self._refused("start an upload", start)
+            return None
         start.close()
-        location = start.headers["Location"]
-        if location.startswith("/"):
-            location = self.base.split("/v2/", 1)[0] + location
-        target = f"{location}{'&' if '?' in location else '?'}digest={digest}"
-        if not self._put_blob(target, path, digest):
-            return False
-        with self._lock:
-            self._uploaded.add(digest)
-        return True
+        return self._absolute(start.headers["Location"])
 
-    def _put_blob(self, target: str, path: Path | None, digest: str) -> bool:
-        """Send the blob (``None``: the empty config) to the upload session ``target``."""
-        with open(path, "rb") if path is not None else contextlib.nullcontext(None) as file:
-            data: Any = _LargeReads(file) if file is not None else b"{}"
-            put = self._request(
-                "PUT", target, data=data, headers={"Content-Type": "application/octet-stream"}
-            )
+    def _absolute(self, location: str) -> str:
+        return self.base.split("/v2/", 1)[0] + location if location.startswith("/") else location
+
+    def _complete(self, location: str, digest: str, data: Any) -> bool:
+        """End the upload session at ``location`` with its last bytes, ``data``, as the blob ``digest``."""
+        target = f"{location}{'&' if '?' in location else '?'}digest={digest}"
+        put = self._request("PUT", target, data=data, headers=_BYTES)
         if put is None or put.status_code != 201:
             return self._refused(f"upload {digest[:19]}", put)
         put.close()
+        with self._lock:
+            self._uploaded.add(digest)
         return True
 
     def _put_manifest(
@@ -559,3 +603,102 @@ class _LargeReads:
 
     def __iter__(self) -> Any:
         return iter(lambda: self.file.read(1 << 20), b"")
+
+
+_BYTES = {"Content-Type": "application/octet-stream"}
+#: The bytes an upload sends at once: the sender is woken for no less (but the last piece), as each wake-up takes
+#: the interpreter lock from the extraction beside it.
+SEND_AT_ONCE = 4 << 20
+
+
+class Abandoned(Exception):
+    """An upload ended unfinished: its archive is not kept, or its download stalled."""
+
+
+class Upload:
+    """An archive's bytes sent to the repository while they are downloaded, so that its write-back ends with its
+    download: docker's streamed upload (``POST``, one ``PATCH`` whose body grows as the bytes arrive, a ``PUT``
+    naming the digest once it is known). The bytes are also written to a file, which the sending thread reads as
+    it grows: a repository slower than the origin never holds the download back. Nothing is published until the
+    record is written after the commit; an archive that is not kept (a failed download, a digest that does not
+    match) ends its upload unfinished. The downloading thread writes (it is the body's ``copy_to``) and ends it;
+    leaving the ``with`` block without :meth:`end` cancels it."""
+
+    def __init__(self, directory: Path, expected: str | None) -> None:
+        fd, name = tempfile.mkstemp(prefix="fleet-", dir=directory)
+        self.path = Path(name)
+        self.expected = expected
+        #: The archive's digest once it is kept.
+        self.digest: str | None = None
+        self._file = os.fdopen(fd, "wb")
+        self._written = 0
+        #: What the sender has been told is written (it is woken once per :data:`SEND_AT_ONCE` bytes).
+        self._announced = 0
+        self._ended = False
+        self._changed = threading.Condition()
+
+    @property
+    def size(self) -> int:
+        return self._written
+
+    def write(self, data: bytes) -> int:
+        with self._changed:
+            if not self._ended:
+                self._file.write(data)
+                self._written += len(data)
+                if self._written - self._announced >= SEND_AT_ONCE:  # the sender wakes for a whole piece
+                    self._file.flush()
+                    self._announced = self._written
+                    self._changed.notify_all()
+        return len(data)
+
+    def end(self, digest: str | None) -> None:
+        """The download is over: its bytes are the archive ``digest`` (``None``: they are not kept)."""
+        with self._changed:
+            if not self._ended:
+                self._ended, self.digest = True, digest
+                self._file.close()
+                self._announced = self._written
+                self._changed.notify_all()
+
+    def cancel(self) -> None:
+        """End the upload unfinished, whatever the download did."""
+        self.end(None)
+        with self._changed:
+            self.digest = None
+            self._changed.notify_all()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.end(None)
+
+    def chunks(self, stall: float) -> Iterator[bytes]:
+        """The bytes as they are written, :data:`SEND_AT_ONCE` at a time, until the download ends.
+
+        :raises Abandoned: the archive is not kept, or no byte came for ``stall`` seconds.
+        """
+        with self.path.open("rb") as reader:
+            sent = 0
+            while True:
+                announced, ended, kept = self._wait_past(sent, stall)
+                if ended and not kept:
+                    raise Abandoned("the archive is not kept")
+                if announced == sent:
+                    return
+                data = reader.read(min(announced - sent, SEND_AT_ONCE))
+                if not data:
+                    raise Abandoned("the kept bytes are gone")
+                sent += len(data)
+                yield data
+
+    def _wait_past(self, sent: int, stall: float) -> tuple[int, bool, bool]:
+        """``(bytes announced, ended, kept)`` once more than ``sent`` bytes are announced or the download ended."""
+        with self._changed:
+            seen = self._written
+            while not (self._announced > sent or self._ended):
+                if not self._changed.wait(stall) and self._written == seen:
+                    raise Abandoned("the download stalled")
+                seen = self._written
+            return self._announced, self._ended, self.digest is not None

@@ -13,9 +13,7 @@ that fails its check is removed, with a warning, and downloaded again.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -27,7 +25,7 @@ from preparer.errors import FetchError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache, KnownTree
 from preparer.fetch.extract import Extracted, extract_tar
-from preparer.fetch.fleet import offline_miss, url_tag
+from preparer.fetch.fleet import Upload, offline_miss, url_tag
 from preparer.fetch.locator import HttpLocator, redact
 from preparer.fetch.oci.layout import fetch_cnb
 from preparer.fetch.streams import CHUNK, MAX_TRAILING, stream_body, verify_digest, verify_file
@@ -62,12 +60,10 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
             return staged
     known = _known(locator, cache) if cache is not None else None
     if ctx.fleet is not None:
-        from_fleet = _from_fleet(locator, ctx, source, cache, known)
+        receive: _Receive = lambda found: _download(locator, ctx, source, cache, None, found)
+        from_fleet = _through_fleet(locator, ctx, source, receive, cache, known)
         if from_fleet is not None:
             return from_fleet
-        if ctx.fleet.config.mode == "offline":
-            seed = f"sha256-{locator.sha256}" if locator.sha256 else url_tag(locator.url)
-            raise offline_miss(f"download {source}", seed)
     if cache is None:
         return _download(locator, ctx, source, None, None)
     if known is not None and probe_unchanged(locator.url, known.headers, ctx.transport.timeouts):
@@ -93,11 +89,34 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
             return stand_in
 
 
-def _from_fleet(
-    locator: HttpLocator, ctx: FetchContext, source: str, cache: DownloadCache | None, known: _Known | None
+def _through_fleet(
+    locator: HttpLocator,
+    ctx: FetchContext,
+    source: str,
+    receive: _Receive,
+    cache: DownloadCache | None = None,
+    known: _Known | None = None,
 ) -> Fetched | None:
-    """The archive through the fleet cache (docs/fleet.md, "Lookup"); ``None``: the origin (or a local copy) is
-    to be used, as without a repository."""
+    """The archive through the fleet cache (docs/fleet.md, "Lookup"), its blob given to ``receive``; ``None``:
+    the origin (or the local copy ``known``) is to be used, as without a repository.
+
+    :raises FetchError: offline, and the repository does not have it (exit 1).
+    """
+    fetched = _from_fleet(locator, ctx, source, receive, cache, known)
+    if fetched is None and ctx.fleet is not None and ctx.fleet.config.mode == "offline":
+        seed = f"sha256-{locator.sha256}" if locator.sha256 else url_tag(locator.url)
+        raise offline_miss(f"download {source}", seed)
+    return fetched
+
+
+def _from_fleet(
+    locator: HttpLocator,
+    ctx: FetchContext,
+    source: str,
+    receive: _Receive,
+    cache: DownloadCache | None,
+    known: _Known | None,
+) -> Fetched | None:
     fleet = ctx.fleet
     assert fleet is not None
     offline = fleet.config.mode == "offline"
@@ -129,8 +148,7 @@ def _from_fleet(
         return response
 
     try:
-        fetched = _download(locator, ctx, source, cache, None, _Bytes(opener, hit.digest, validators))
-        return replace(fetched, via="cache repository")
+        return replace(receive(_Bytes(opener, hit.digest, validators)), via="cache repository")
     except _NotInFleet:
         return None
     except LimitExceeded:
@@ -138,6 +156,10 @@ def _from_fleet(
     except FetchError as err:
         ctx.warn(f"the download cache repository's copy of {source} is not used: {err.cause}")
         return None
+
+
+#: What takes an archive's bytes from the fleet cache (:func:`_through_fleet`).
+_Receive = Callable[["_Bytes"], Fetched]
 
 
 class _NotInFleet(Exception):
@@ -283,25 +305,23 @@ def _receive(
             # Pinned: read the rest, so a tampered or corrupt body is reported as the mismatch it is.
             return err
 
-    keep = _write_back_file(locator, ctx, cache) if fleet_bytes is None else None
-    with open(keep, "wb") if keep is not None else contextlib.nullcontext() as copy:
+    upload = _upload(locator, ctx, cache) if fleet_bytes is None else None
+    with upload if upload is not None else contextlib.nullcontext():
         outcome, digest, _ = stream_body(
-            response, source, ctx.progress, extract, MAX_TRAILING, ctx.transport.deadline, ctx.budget, copy
+            response, source, ctx.progress, extract, MAX_TRAILING, ctx.transport.deadline, ctx.budget, upload
         )
-    _check_pin(locator, digest, source)
-    if fleet_bytes is not None and digest != fleet_bytes.digest:
-        raise FetchError(f"download {source}", "the repository's blob is not the digest its record names")
-    if isinstance(outcome, FetchError):
-        raise outcome
-    if "oci-layout" in outcome.top_level:
-        return _fetch_cnb(locator, ctx, source)
-    dest.chmod(0o755)
-    staged = staged_buildpack(dest, source)  # checked before it enters the cache
-    validators = fleet_bytes.validators if fleet_bytes is not None else {
-        "etag": response.headers.get("ETag", ""), "last-modified": response.headers.get("Last-Modified", "")
-    }  # fmt: skip
-    if keep is not None and ctx.fleet is not None:
-        ctx.fleet.remember_archive(keep, digest, locator.url, validators)
+        _check_bytes(locator, digest, source, fleet_bytes)
+        if isinstance(outcome, FetchError):
+            raise outcome
+        if "oci-layout" in outcome.top_level:  # a .cnb after all: read as one
+            if upload is not None:
+                upload.cancel()
+            return _fetch_cnb(locator, ctx, source)
+        dest.chmod(0o755)
+        staged = staged_buildpack(dest, source)  # checked before it enters the cache
+        validators = _validators(response, fleet_bytes)
+        if upload is not None and ctx.fleet is not None:
+            ctx.fleet.remember_upload(upload, digest, locator.url, validators)
     if cache is None:
         return Fetched(staged.descriptor, (staged,), source, digest)
     written = None if outcome.records is None else KnownTree(outcome.records, outcome.dirs, outcome.links)
@@ -313,22 +333,36 @@ def _receive(
     return fetched
 
 
-def _write_back_file(locator: HttpLocator, ctx: FetchContext, cache: DownloadCache | None) -> Path | None:
-    """Where the origin's bytes are kept for the fleet cache's write-back, when they are to be written back: never
-    for a URL with credentials in it (docs/fleet.md)."""
+def _check_bytes(locator: HttpLocator, digest: str, source: str, fleet_bytes: _Bytes | None) -> None:
+    """The downloaded bytes are what the pin, and the fleet cache's record they came through, say."""
+    _check_pin(locator, digest, source)
+    if fleet_bytes is not None and digest != fleet_bytes.digest:
+        raise FetchError(f"download {source}", "the repository's blob is not the digest its record names")
+
+
+def _validators(response: requests.Response, fleet_bytes: _Bytes | None) -> dict[str, str]:
+    """The validators to keep for the URL: the origin's, or those of the fleet cache's record."""
+    if fleet_bytes is not None:
+        return fleet_bytes.validators
+    return {
+        "etag": response.headers.get("ETag", ""),
+        "last-modified": response.headers.get("Last-Modified", ""),
+    }
+
+
+def _upload(locator: HttpLocator, ctx: FetchContext, cache: DownloadCache | None) -> Upload | None:
+    """The fleet cache's upload of the origin's bytes, when they are to be written back: never for a URL with
+    credentials in it (docs/fleet.md)."""
     fleet = ctx.fleet
-    if fleet is None or fleet.config.mode != "read-write" or not fleet.usable:
+    if fleet is None or urlsplit(locator.url).username is not None:
         return None
-    if urlsplit(locator.url).username is not None:
-        return None
-    fd, name = tempfile.mkstemp(prefix="fleet-", dir=cache.tmp_dir() if cache is not None else ctx.staging)
-    os.close(fd)
-    return Path(name)
+    expected = None if locator.sha256 is None else "sha256:" + locator.sha256
+    return fleet.upload(cache.tmp_dir() if cache is not None else ctx.staging, expected)
 
 
 def _fetch_cnb(locator: HttpLocator, ctx: FetchContext, source: str) -> Fetched:
-    """A ``.cnb`` (OCI layout tar) over http: downloaded whole (into the cache when there is one), then read as a
-    buildpackage. A pinned one already in the cache is checked against its digest before it is read."""
+    """A ``.cnb`` (OCI layout tar) over http: a pinned one already in the download cache is checked against its
+    digest and read from there; else it comes through the fleet cache, or from its origin."""
     pinned = None if locator.sha256 is None else "sha256:" + locator.sha256
     cache = ctx.cache
     if cache is not None and pinned is not None and (blob := cache.blob_path(pinned)) is not None:
@@ -336,11 +370,29 @@ def _fetch_cnb(locator: HttpLocator, ctx: FetchContext, source: str) -> Fetched:
             return fetch_cnb(blob, source=source, digest=pinned, ctx=ctx)
         cache.discard_blob(pinned)
         ctx.warn(f"the download cache's copy of {source} did not match its digest and was removed")
+    if ctx.fleet is not None:
+        receive: _Receive = lambda found: _download_cnb(locator, ctx, source, found)
+        from_fleet = _through_fleet(locator, ctx, source, receive)
+        if from_fleet is not None:
+            return from_fleet
+    return _download_cnb(locator, ctx, source, None)
+
+
+def _download_cnb(
+    locator: HttpLocator, ctx: FetchContext, source: str, fleet_bytes: _Bytes | None
+) -> Fetched:
+    """The ``.cnb`` downloaded whole (into the cache when there is one; with ``fleet_bytes``, the fleet cache's
+    blob), checked, then read as a buildpackage; the origin's bytes are written back."""
+    cache = ctx.cache
     action = f"download {source}"
 
     def attempt() -> Fetched:
-        response = ctx.transport.get(locator.url, action=action)
-        with temp_file(cache.tmp_dir() if cache is not None else ctx.staging, "cnb-") as path:
+        response = (
+            fleet_bytes.open() if fleet_bytes is not None else ctx.transport.get(locator.url, action=action)
+        )
+        upload = _upload(locator, ctx, cache) if fleet_bytes is None else None
+        keeping = upload if upload is not None else contextlib.nullcontext()
+        with temp_file(cache.tmp_dir() if cache is not None else ctx.staging, "cnb-") as path, keeping:
             with open(path, "wb") as out:
                 _, digest, _ = stream_body(
                     response,
@@ -349,11 +401,14 @@ def _fetch_cnb(locator: HttpLocator, ctx: FetchContext, source: str) -> Fetched:
                     lambda body: shutil.copyfileobj(body, out, CHUNK),
                     deadline=ctx.transport.deadline,
                     budget=ctx.budget,
+                    copy_to=upload,
                 )
-            _check_pin(locator, digest, source)
+            _check_bytes(locator, digest, source, fleet_bytes)
             fetched = fetch_cnb(path, source=source, digest=digest, ctx=ctx)  # read before it is shared
             if cache is not None:
                 cache.add_blob(path, digest)
+            if upload is not None and ctx.fleet is not None:
+                ctx.fleet.remember_upload(upload, digest, locator.url, _validators(response, fleet_bytes))
             return fetched
 
     return ctx.transport.retrying(action, attempt)

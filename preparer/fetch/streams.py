@@ -16,7 +16,7 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Self, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from preparer import interrupt
 from preparer.errors import FetchError
@@ -73,11 +73,17 @@ def verify_file(path: Path, digest: str) -> bool:
     return "sha256:" + sha256.hexdigest() == digest
 
 
+class Sink(Protocol):
+    """Where a copy of a body's bytes goes: a file, or an upload fed as the bytes arrive."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+
 class HashingReader:
     """Reads ``stream`` while computing the sha256 and the size of everything read (and, with ``copy_to``, writing
     every byte read there too)."""
 
-    def __init__(self, stream: IO[bytes], copy_to: IO[bytes] | None = None) -> None:
+    def __init__(self, stream: IO[bytes], copy_to: Sink | None = None) -> None:
         self.stream, self.copy_to = stream, copy_to
         self.sha256 = hashlib.sha256()
         self.size = 0
@@ -170,7 +176,7 @@ def stream_body(
     trailing: int | None = None,
     deadline: float | None = None,
     budget: Budget | None = None,
-    copy_to: IO[bytes] | None = None,
+    copy_to: Sink | None = None,
 ) -> tuple[T, str, int]:
     """Feed the body to ``consume`` while hashing it, read it to its end, and check its length against
     ``Content-Length``. Returns ``(what consume returned, digest, size)``.

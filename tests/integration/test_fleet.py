@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from tests.buildpacks import make_tgz
 from tests.golden import BUILDER, Layout, listing
 from tests.plugins.cli import Result, base_env, run_cli
 from tests.plugins.http_server import FileServer
-from tests.plugins.registry import Registry, build_package, push, started
+from tests.plugins.registry import Registry, build_package, push, started, to_cnb
 from tests.projects import HEAD, group
 
 
@@ -43,6 +44,11 @@ def pod(tmp_path: Path, name: str, project: str, *flags: str, env: dict[str, str
 def repo(registry: Registry) -> str:
     """A repository of its own in the cluster's registry, for one test."""
     return f"{registry.host}/fleet/{uuid.uuid4().hex[:12]}"
+
+
+def url_tag(url: str) -> str:
+    """The tag of ``url``'s record (its sha256, without the fragment)."""
+    return "url-" + hashlib.sha256(url.partition("#")[0].encode()).hexdigest()
 
 
 def tags(repo: str) -> list[str]:
@@ -88,6 +94,28 @@ def test_pods_after_the_first_make_no_origin_downloads(
     assert [s for s, _ in http_server.seen("plain.tgz")] == [200, 304, 304, 304]  # fresh enough: not asked
 
 
+def test_a_cnb_over_http_is_written_back_and_served_like_an_archive(
+    tmp_path: Path, http_server: FileServer, repo: str
+) -> None:
+    """A ``.cnb`` URL, pinned and unpinned: one origin download, then pods served from the repository (the pinned
+    one asks nothing; the unpinned one a 304), and offline pods too."""
+    package = build_package(tmp_path / "oci", [("acme/packaged", "1.0.0", "")], ("acme/packaged", "1.0.0"))
+    cnb = to_cnb(package.layout, "latest", http_server.root / "bp.cnb")
+    shutil.copy(cnb, http_server.root / "plain.cnb")
+    sha = hashlib.sha256(cnb.read_bytes()).hexdigest()
+    pinned, plain = http_server.url(f"bp.cnb#sha256={sha}"), http_server.url("plain.cnb")
+    first = pod(tmp_path, "pod1", group(pinned, plain), "-download-cache-repo", repo)
+    assert (first.code, first.stderr) == (0, "")
+    assert tags(repo) == sorted([f"sha256-{sha}", url_tag(pinned), url_tag(plain)])
+    for name, mode in (("pod2", "read-write"), ("pod3", "offline")):
+        again = pod(tmp_path, name, group(pinned, plain), "-download-cache-repo", repo,
+                    "-download-cache-repo-mode", mode)  # fmt: skip
+        assert (again.code, again.stderr) == (0, "")
+        assert "acme_packaged/1.0.0/" in listing(tmp_path / name / "cnb" / "buildpacks")
+    assert [s for s, _ in http_server.seen("bp.cnb")] == [200]
+    assert [s for s, _ in http_server.seen("plain.cnb")] == [200, 304]
+
+
 def test_offline_uses_the_repository_only(tmp_path: Path, http_server: FileServer, repo: str) -> None:
     archive(http_server, "bp.tgz", "acme/bp")
     assert pod(tmp_path, "seed", group(http_server.url("bp.tgz")), "-download-cache-repo", repo).code == 0
@@ -96,7 +124,7 @@ def test_offline_uses_the_repository_only(tmp_path: Path, http_server: FileServe
     assert pod(tmp_path, "air-gapped", group(http_server.url("bp.tgz")), *offline).code == 0
     missing = pod(tmp_path, "miss", group(http_server.url("other.tgz")), *offline)
     assert http_server.requests == before
-    key = "url-" + hashlib.sha256(http_server.url("other.tgz").encode()).hexdigest()
+    key = url_tag(http_server.url("other.tgz"))
     assert missing.code == 1
     assert missing.stderr == (
         f"ERROR: failed to download {http_server.url('other.tgz')}: not in the download cache repository "
@@ -181,6 +209,61 @@ def test_nothing_is_written_back_when_the_run_fails(
                  "-download-cache-repo", repo)  # fmt: skip
     assert result.code == 1
     assert tags(repo) == []
+
+
+def test_only_kept_archives_reach_the_repository(tmp_path: Path, http_server: FileServer, repo: str) -> None:
+    """Uploads run beside their downloads: a download cut short is retried and the repository holds the archive
+    once; a download that fails its pin leaves no blob and no tag. No kept bytes are left on disk."""
+    sha = archive(http_server, "bp.tgz", "acme/bp")
+    http_server.fail("bp.tgz", "truncate")
+    kept = pod(tmp_path, "kept", group(http_server.url(f"bp.tgz#sha256={sha}")), "-download-cache-repo", repo)
+    assert (kept.code, kept.stderr) == (0, "")
+    assert [s for s, _ in http_server.seen("bp.tgz")] == [200, 200]
+    assert tags(repo) == sorted([f"sha256-{sha}", url_tag(http_server.url("bp.tgz"))])
+
+    evil = archive(http_server, "evil.tgz", "acme/evil")
+    other = f"{repo}-other"
+    refused = pod(tmp_path, "refused", group(http_server.url(f"evil.tgz#sha256={sha}")), "-download-cache-repo",
+                  other)  # fmt: skip
+    assert refused.code == 1 and "sha256 mismatch" in refused.stderr
+    host, _, name = other.partition("/")
+    assert tags(other) == []
+    assert requests.head(f"http://{host}/v2/{name}/blobs/sha256:{evil}", timeout=10).status_code == 404
+    assert list(tmp_path.rglob("fleet-*")) == []
+
+
+def test_a_stopped_run_ends_its_uploads_within_a_second(
+    tmp_path: Path, http_server: FileServer, repo: str
+) -> None:
+    """SIGTERM while archives trickle in (their uploads under way): the run stops within a second, as without a
+    repository, and the repository gets no record."""
+    names = [f"trickle{i}.tgz" for i in range(2)]
+    for i, name in enumerate(names):
+        make_tgz(http_server.root / name, f"me/slow{i}", payload=os.urandom(4000))
+        http_server.fail(name, "trickle")
+    root = tmp_path / "pod"
+    layout = Layout(root)
+    shutil.copytree(BUILDER, root / "cnb")
+    layout.app.mkdir(parents=True)
+    (layout.app / "project.toml").write_text(group(*map(http_server.url, names)))
+    (root / "tmp").mkdir()
+    args = [*layout.flags(), "-download-cache", str(root / "cache"), "-download-cache-repo", repo]
+    env = base_env(root, TMPDIR=str(root / "tmp"))
+    proc = subprocess.Popen([sys.executable, "-m", "preparer", *args], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 20
+    while not all(http_server.seen(n) for n in names) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # bytes are trickling in, and out to the repository
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    took = time.monotonic() - sent
+    assert proc.returncode == 143, stderr
+    assert stderr.splitlines()[-1] == "ERROR: failed to prepare: interrupted (SIGTERM)"
+    assert took < 1.0, f"stopped {took:.2f} s after SIGTERM"
+    assert tags(repo) == []
+    assert list(root.rglob("fleet-*")) == []
 
 
 def test_origin_down_with_a_local_copy_uses_it_with_a_warning(
@@ -300,7 +383,7 @@ def test_eight_cold_pods_at_once_all_succeed_and_leave_one_valid_record_per_key(
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
-    url_tags = ["url-" + hashlib.sha256(http_server.url(f"bp{n}.tgz").encode()).hexdigest() for n in range(2)]
+    url_tags = [url_tag(http_server.url(f"bp{n}.tgz")) for n in range(2)]
     assert tags(repo) == sorted([f"sha256-{sha}" for sha in shas] + url_tags)
     host, _, name = repo.partition("/")
     for tag, sha in [(f"sha256-{shas[0]}", shas[0]), (url_tags[0], shas[0]), (f"sha256-{shas[1]}", shas[1])]:
