@@ -19,18 +19,18 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Self
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.oci import auth
 from preparer.fetch.oci.reference import scheme_for
+from preparer.fetch.spool import Abandoned, Spool
 from preparer.fetch.streams import is_digest, sha256_of
 from preparer.fetch.transport import NetworkError, Transport, describe
 
@@ -382,15 +382,15 @@ class Fleet:
             annotations = self._annotations(url, validators)
             self.pending.append(_Pending("archive", digest, url, annotations, path, path.stat().st_size))
 
-    def upload(self, directory: Path, expected: str | None) -> Upload | None:
+    def upload(self, directory: Path, expected: str | None, length: int | None) -> Upload | None:
         """An upload of the archive about to be downloaded, under way at once (see :class:`Upload`); ``None`` when
-        nothing is written back. ``expected``: its pinned digest (not sent when the repository has that blob).
-        Its bytes are kept in a file in ``directory`` until they are sent."""
+        nothing is written back. ``expected``: its pinned digest; ``length``: its announced size; ``directory``:
+        where its bytes wait when the repository is slower than the origin."""
         if self.config.mode != "read-write" or self._broken:
             return None
         from concurrent.futures import ThreadPoolExecutor  # deferred: only a write-back uploads
 
-        upload = Upload(directory, expected)
+        upload = Upload(directory, expected, length)
         with self._lock:
             if self._uploads is None:
                 self._uploads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-upload")
@@ -398,17 +398,21 @@ class Fleet:
             self._sending.append(self._uploads.submit(self._send, upload))
         return upload
 
-    def remember_upload(self, upload: Upload, digest: str, url: str, validators: dict[str, str]) -> None:
-        """Keep what ``upload`` sent as the archive ``digest`` of ``url``: its record follows after the commit."""
-        upload.end(digest)
+    def remember_upload(
+        self, upload: Upload, digest: str, size: int, url: str, validators: dict[str, str]
+    ) -> None:
+        """Keep what ``upload`` sent as the archive ``digest`` (``size`` bytes) of ``url``: its record follows
+        after the commit."""
+        upload.keep(digest)
         annotations = self._annotations(url, validators)
-        self.pending.append(_Pending("archive", digest, url, annotations, size=upload.size))
+        self.pending.append(_Pending("archive", digest, url, annotations, size=size))
 
     def close(self) -> None:
         """End the uploads whose archives were not kept (a run that failed, or was stopped), and stop those not
         started yet."""
         for upload in self._live:
             upload.cancel()
+            upload.discard()
         if self._uploads is not None:
             self._uploads.shutdown(wait=False, cancel_futures=True)
 
@@ -510,7 +514,8 @@ class Fleet:
             location = self._start_upload()
             if location is None:
                 return False
-            patch = self._request("PATCH", location, data=upload.chunks(READ_SECONDS), headers=_BYTES)
+            body = _Body(upload) if upload.length is not None else upload.pieces(READ_SECONDS)
+            patch = self._request("PATCH", location, data=body, headers=_BYTES)
             if patch is None or patch.status_code != 202:
                 return self._refused("upload an archive", patch)
             patch.close()
@@ -519,7 +524,7 @@ class Fleet:
         except Abandoned:
             return False
         finally:
-            upload.path.unlink(missing_ok=True)
+            upload.discard()
 
     def _has_blob(self, digest: str) -> bool | None:
         """Whether the repository has the blob ``digest`` (``None``: it cannot be asked)."""
@@ -606,99 +611,39 @@ class _LargeReads:
 
 
 _BYTES = {"Content-Type": "application/octet-stream"}
-#: The bytes an upload sends at once: the sender is woken for no less (but the last piece), as each wake-up takes
-#: the interpreter lock from the extraction beside it.
-SEND_AT_ONCE = 4 << 20
 
 
-class Abandoned(Exception):
-    """An upload ended unfinished: its archive is not kept, or its download stalled."""
-
-
-class Upload:
+class Upload(Spool):
     """An archive's bytes sent to the repository while they are downloaded, so that its write-back ends with its
     download: docker's streamed upload (``POST``, one ``PATCH`` whose body grows as the bytes arrive, a ``PUT``
-    naming the digest once it is known). The bytes are also written to a file, which the sending thread reads as
-    it grows: a repository slower than the origin never holds the download back. Nothing is published until the
-    record is written after the commit; an archive that is not kept (a failed download, a digest that does not
-    match) ends its upload unfinished. The downloading thread writes (it is the body's ``copy_to``) and ends it;
-    leaving the ``with`` block without :meth:`end` cancels it."""
+    naming the digest once it is known). The bytes reach the sending thread through a :class:`Spool`: a
+    repository slower than the origin never holds the download back. Nothing is published until the record is
+    written after the commit; an archive that is not kept (a failed download, a digest that does not match) ends
+    its upload unfinished."""
 
-    def __init__(self, directory: Path, expected: str | None) -> None:
-        fd, name = tempfile.mkstemp(prefix="fleet-", dir=directory)
-        self.path = Path(name)
+    def __init__(self, directory: Path, expected: str | None, length: int | None) -> None:
+        super().__init__(directory, length)
+        #: The pinned digest, if any (not sent again when the repository has that blob).
         self.expected = expected
         #: The archive's digest once it is kept.
         self.digest: str | None = None
-        self._file = os.fdopen(fd, "wb")
-        self._written = 0
-        #: What the sender has been told is written (it is woken once per :data:`SEND_AT_ONCE` bytes).
-        self._announced = 0
-        self._ended = False
-        self._changed = threading.Condition()
 
-    @property
-    def size(self) -> int:
-        return self._written
+    def keep(self, digest: str) -> None:
+        """The download is over and its bytes are the archive ``digest``: finish the upload."""
+        self.digest = digest
+        self.end(True)
 
-    def write(self, data: bytes) -> int:
-        with self._changed:
-            if not self._ended:
-                self._file.write(data)
-                self._written += len(data)
-                if self._written - self._announced >= SEND_AT_ONCE:  # the sender wakes for a whole piece
-                    self._file.flush()
-                    self._announced = self._written
-                    self._changed.notify_all()
-        return len(data)
 
-    def end(self, digest: str | None) -> None:
-        """The download is over: its bytes are the archive ``digest`` (``None``: they are not kept)."""
-        with self._changed:
-            if not self._ended:
-                self._ended, self.digest = True, digest
-                self._file.close()
-                self._announced = self._written
-                self._changed.notify_all()
+class _Body:
+    """An upload's bytes as a request body, with their length when the origin announced it (so it is sent as
+    it is, not in chunked encoding)."""
 
-    def cancel(self) -> None:
-        """End the upload unfinished, whatever the download did."""
-        self.end(None)
-        with self._changed:
-            self.digest = None
-            self._changed.notify_all()
+    def __init__(self, upload: Upload) -> None:
+        self.upload = upload
 
-    def __enter__(self) -> Self:
-        return self
+    def __iter__(self) -> Iterator[bytes]:
+        return self.upload.pieces(READ_SECONDS)
 
-    def __exit__(self, *exc: object) -> None:
-        self.end(None)
-
-    def chunks(self, stall: float) -> Iterator[bytes]:
-        """The bytes as they are written, :data:`SEND_AT_ONCE` at a time, until the download ends.
-
-        :raises Abandoned: the archive is not kept, or no byte came for ``stall`` seconds.
-        """
-        with self.path.open("rb") as reader:
-            sent = 0
-            while True:
-                announced, ended, kept = self._wait_past(sent, stall)
-                if ended and not kept:
-                    raise Abandoned("the archive is not kept")
-                if announced == sent:
-                    return
-                data = reader.read(min(announced - sent, SEND_AT_ONCE))
-                if not data:
-                    raise Abandoned("the kept bytes are gone")
-                sent += len(data)
-                yield data
-
-    def _wait_past(self, sent: int, stall: float) -> tuple[int, bool, bool]:
-        """``(bytes announced, ended, kept)`` once more than ``sent`` bytes are announced or the download ended."""
-        with self._changed:
-            seen = self._written
-            while not (self._announced > sent or self._ended):
-                if not self._changed.wait(stall) and self._written == seen:
-                    raise Abandoned("the download stalled")
-                seen = self._written
-            return self._announced, self._ended, self.digest is not None
+    def __len__(self) -> int:
+        assert self.upload.length is not None
+        return self.upload.length

@@ -305,9 +305,9 @@ def _receive(
             # Pinned: read the rest, so a tampered or corrupt body is reported as the mismatch it is.
             return err
 
-    upload = _upload(locator, ctx, cache) if fleet_bytes is None else None
+    upload = _upload(locator, ctx, cache, response) if fleet_bytes is None else None
     with upload if upload is not None else contextlib.nullcontext():
-        outcome, digest, _ = stream_body(
+        outcome, digest, size = stream_body(
             response, source, ctx.progress, extract, MAX_TRAILING, ctx.transport.deadline, ctx.budget, upload
         )
         _check_bytes(locator, digest, source, fleet_bytes)
@@ -321,7 +321,7 @@ def _receive(
         staged = staged_buildpack(dest, source)  # checked before it enters the cache
         validators = _validators(response, fleet_bytes)
         if upload is not None and ctx.fleet is not None:
-            ctx.fleet.remember_upload(upload, digest, locator.url, validators)
+            ctx.fleet.remember_upload(upload, digest, size, locator.url, validators)
     if cache is None:
         return Fetched(staged.descriptor, (staged,), source, digest)
     written = None if outcome.records is None else KnownTree(outcome.records, outcome.dirs, outcome.links)
@@ -350,14 +350,18 @@ def _validators(response: requests.Response, fleet_bytes: _Bytes | None) -> dict
     }
 
 
-def _upload(locator: HttpLocator, ctx: FetchContext, cache: DownloadCache | None) -> Upload | None:
-    """The fleet cache's upload of the origin's bytes, when they are to be written back: never for a URL with
-    credentials in it (docs/fleet.md)."""
+def _upload(
+    locator: HttpLocator, ctx: FetchContext, cache: DownloadCache | None, response: requests.Response
+) -> Upload | None:
+    """The fleet cache's upload of the origin's bytes in ``response``, when they are to be written back: never for
+    a URL with credentials in it (docs/fleet.md)."""
     fleet = ctx.fleet
     if fleet is None or urlsplit(locator.url).username is not None:
         return None
     expected = None if locator.sha256 is None else "sha256:" + locator.sha256
-    return fleet.upload(cache.tmp_dir() if cache is not None else ctx.staging, expected)
+    length = response.headers.get("Content-Length", "")
+    spool = cache.tmp_dir() if cache is not None else ctx.staging
+    return fleet.upload(spool, expected, int(length) if length.isdigit() else None)
 
 
 def _fetch_cnb(locator: HttpLocator, ctx: FetchContext, source: str) -> Fetched:
@@ -390,11 +394,11 @@ def _download_cnb(
         response = (
             fleet_bytes.open() if fleet_bytes is not None else ctx.transport.get(locator.url, action=action)
         )
-        upload = _upload(locator, ctx, cache) if fleet_bytes is None else None
+        upload = _upload(locator, ctx, cache, response) if fleet_bytes is None else None
         keeping = upload if upload is not None else contextlib.nullcontext()
         with temp_file(cache.tmp_dir() if cache is not None else ctx.staging, "cnb-") as path, keeping:
             with open(path, "wb") as out:
-                _, digest, _ = stream_body(
+                _, digest, size = stream_body(
                     response,
                     source,
                     ctx.progress,
@@ -408,7 +412,8 @@ def _download_cnb(
             if cache is not None:
                 cache.add_blob(path, digest)
             if upload is not None and ctx.fleet is not None:
-                ctx.fleet.remember_upload(upload, digest, locator.url, _validators(response, fleet_bytes))
+                validators = _validators(response, fleet_bytes)
+                ctx.fleet.remember_upload(upload, digest, size, locator.url, validators)
             return fetched
 
     return ctx.transport.retrying(action, attempt)
