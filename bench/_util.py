@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -28,6 +29,12 @@ def median_seconds(command: Sequence[str], runs: int, env: dict[str, str] | None
         subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def children_cpu() -> float:
+    """User + system seconds of this process's finished child processes so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def timed(action: Callable[[], object]) -> float:

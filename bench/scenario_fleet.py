@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from pathlib import Path
 
 from _servers import FileServer
 from _shapes import make_manyfile, tgz
-from _util import ROOT, group, report
+from _util import ROOT, children_cpu, group, report
 from scenario_manyfile import ROUNDS, SHM, alternate, fresh, preparer_side
 
 sys.path.insert(0, str(ROOT))
@@ -109,7 +108,7 @@ def measure(
 
     assert server.process is not None
     receiving = _CpuUse(
-        pod=_children_cpu, registry=_process_cpu(registry_pid), origin=_process_cpu(server.process.pid)
+        pod=children_cpu, registry=_process_cpu(registry_pid), origin=_process_cpu(server.process.pid)
     )
     setup, action = preparer_side(work, project, cache, cold=True, extra=new_repo)
     cold, warm, writing, down = alternate(
@@ -164,12 +163,6 @@ def _process_cpu(pid: int) -> Callable[[], float]:
     return used
 
 
-def _children_cpu() -> float:
-    """The CPU seconds of this process's children that have ended (the preparer runs)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 class _CpuUse:
     """The CPU seconds some meters count while an action runs, over all its runs."""
 
@@ -203,10 +196,7 @@ def _one_cpu_pod(
         print("  (no one-CPU pod run: fewer than two CPUs, or no taskset)")
         return
     pod_cpu, elsewhere = cpus[0], {cpus[1]}
-    # Affinity is a thread's, and new threads inherit it: every thread of the three processes is moved.
-    threads = [int(t) for pid in [*servers, os.getpid()] for t in os.listdir(f"/proc/{pid}/task")]
-    for tid in threads:
-        os.sched_setaffinity(tid, elsewhere)
+    _move([*servers, os.getpid()], elsewhere)
     try:
         cold, writing = alternate(
             ROUNDS,
@@ -214,9 +204,7 @@ def _one_cpu_pod(
             preparer_side(work, project, cache, cold=True, extra=new_repo, cpu=pod_cpu),
         )
     finally:
-        for pid in [*servers, os.getpid()]:
-            for tid in map(int, os.listdir(f"/proc/{pid}/task")):
-                os.sched_setaffinity(tid, cpus)
+        _move([*servers, os.getpid()], set(cpus))
     report(
         "fleet: cold pod writing back vs without a repository, the pod on one CPU, the servers on the other",
         writing,
@@ -225,6 +213,14 @@ def _one_cpu_pod(
         "cold run on one CPU",
         1.3,
     )
+
+
+def _move(pids: list[int], cpus: set[int]) -> None:
+    """Keep the processes ``pids`` to ``cpus``: affinity is a thread's, and new threads inherit it, so every thread
+    of theirs is moved."""
+    for pid in pids:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            os.sched_setaffinity(int(tid), cpus)
 
 
 def _blackholed_run(work: Path, project: str, cache: Path) -> float | None:

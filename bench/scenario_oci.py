@@ -14,7 +14,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _util import ROOT, build_layout, group, preparer_env, report, timed
+from _util import ROOT, build_layout, children_cpu, group, preparer_env, report, timed
 
 sys.path.insert(0, str(ROOT))
 from tests.plugins.registry import _start, build_package, push
@@ -63,15 +63,15 @@ def main() -> None:
             project = group([f"docker://{ref}" for ref in refs])
             bases, runs, cpu = [], [], {"baseline": 0.0, "preparer": 0.0}
             for attempt in range(ROUNDS):
-                before = _children_cpu()
+                before = children_cpu()
                 bases.append(timed(baseline))
-                cpu["baseline"] += _children_cpu() - before
+                cpu["baseline"] += children_cpu() - before
                 root = work / f"run{attempt}"
                 command = [*build_layout(root, project), "-download-cache", str(root / "cache")]
-                before = _children_cpu()
+                before = children_cpu()
                 runs.append(timed(lambda c=command: subprocess.run(c, env=preparer_env(), check=True,
                                                                     stdout=subprocess.DEVNULL)))  # fmt: skip
-                cpu["preparer"] += _children_cpu() - before
+                cpu["preparer"] += children_cpu() - before
                 installed = list((root / "cnb" / "buildpacks").glob("bench_oci*/1.0.0/buildpack.toml"))
                 assert len(installed) == len(refs), installed
                 shutil.rmtree(root)
@@ -82,14 +82,6 @@ def main() -> None:
         finally:
             registry.process.terminate()
             registry.process.wait()
-
-
-def _children_cpu() -> float:
-    """User + system seconds of the finished child processes so far."""
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _random(size: int) -> bytes:

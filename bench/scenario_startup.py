@@ -8,7 +8,6 @@ run after run, so a busy machine slows them all alike and the ratio stays fair.
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -17,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from _util import PREPARER, PYTHON, build_layout, preparer_env, report
+from _util import PREPARER, PYTHON, build_layout, children_cpu, preparer_env, report
 
 RUNS = 30
 GOAL = 1.2
@@ -45,12 +44,11 @@ def interleaved_medians(
     for _ in range(runs):
         for name, command in commands.items():
             setup()
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            before = children_cpu()
             start = time.perf_counter()
             subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             wall[name].append(time.perf_counter() - start)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpu[name].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+            cpu[name].append(children_cpu() - before)
     return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in commands}
 
 

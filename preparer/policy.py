@@ -159,9 +159,7 @@ class _Parser:
 
     def size(self, doc: dict[str, Any], key: str) -> int | None:
         value = lookup(doc, key)
-        if value is None:
-            return None
-        if _count(value):
+        if value is None or _count(value):
             return value
         match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", value) if isinstance(value, str) else None
         if match and match.group(2).lower() in _UNITS:
@@ -170,9 +168,7 @@ class _Parser:
 
     def count(self, doc: dict[str, Any], key: str) -> int | None:
         value = lookup(doc, key)
-        if value is None:
-            return None
-        if _count(value):
+        if value is None or _count(value):
             return value
         raise self.fail(key, "must be a non-negative integer")
 

@@ -15,13 +15,12 @@ credentials, and within :data:`WRITE_BACK_SECONDS`.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -411,7 +410,6 @@ class Fleet:
         """End the uploads whose archives were not kept (a run that failed, or was stopped), and stop those not
         started yet."""
         for upload in self._live:
-            upload.cancel()
             upload.discard()
         if self._uploads is not None:
             self._uploads.shutdown(wait=False, cancel_futures=True)
@@ -503,8 +501,11 @@ class Fleet:
         location = self._start_upload()
         if location is None:
             return False
-        with open(path, "rb") if path is not None else contextlib.nullcontext(None) as file:
-            return self._complete(location, digest, _LargeReads(file) if file is not None else b"{}")
+        if path is None:
+            return self._complete(location, digest, b"{}")
+        with open(path, "rb") as file:
+            chunks = iter(lambda: file.read(1 << 20), b"")
+            return self._complete(location, digest, _Sized(chunks, os.fstat(file.fileno()).st_size))
 
     def _send(self, upload: Upload) -> bool:
         """Send ``upload``'s bytes as they arrive: one ``PATCH`` while the download lasts, then the digest."""
@@ -514,7 +515,8 @@ class Fleet:
             location = self._start_upload()
             if location is None:
                 return False
-            body = _Body(upload) if upload.length is not None else upload.pieces(READ_SECONDS)
+            pieces = upload.pieces(READ_SECONDS)
+            body = pieces if upload.length is None else _Sized(pieces, upload.length)
             patch = self._request("PATCH", location, data=body, headers=_BYTES)
             if patch is None or patch.status_code != 202:
                 return self._refused("upload an archive", patch)
@@ -595,19 +597,18 @@ def _manifest(artifact_type: str, layer: dict[str, Any], annotations: dict[str, 
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
-class _LargeReads:
-    """A file as a request body sent 1 MiB at a time (requests sends a file object 8 KiB at a time), with its
-    length known (so no chunked encoding)."""
+class _Sized:
+    """A request body of ``length`` bytes, sent as ``chunks`` come (requests sends a file object 8 KiB at a time) and
+    with its length (so not in chunked encoding)."""
 
-    def __init__(self, file: Any) -> None:
-        self.file = file
-        self.size = os.fstat(file.fileno()).st_size
+    def __init__(self, chunks: Iterable[bytes], length: int) -> None:
+        self.chunks, self.length = chunks, length
 
     def __len__(self) -> int:
-        return self.size
+        return self.length
 
-    def __iter__(self) -> Any:
-        return iter(lambda: self.file.read(1 << 20), b"")
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.chunks)
 
 
 _BYTES = {"Content-Type": "application/octet-stream"}
@@ -632,18 +633,3 @@ class Upload(Spool):
         """The download is over and its bytes are the archive ``digest``: finish the upload."""
         self.digest = digest
         self.end(True)
-
-
-class _Body:
-    """An upload's bytes as a request body, with their length when the origin announced it (so it is sent as
-    it is, not in chunked encoding)."""
-
-    def __init__(self, upload: Upload) -> None:
-        self.upload = upload
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self.upload.pieces(READ_SECONDS)
-
-    def __len__(self) -> int:
-        assert self.upload.length is not None
-        return self.upload.length

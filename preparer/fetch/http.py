@@ -315,7 +315,7 @@ def _receive(
             raise outcome
         if "oci-layout" in outcome.top_level:  # a .cnb after all: read as one
             if upload is not None:
-                upload.cancel()
+                upload.discard()
             return _fetch_cnb(locator, ctx, source)
         dest.chmod(0o755)
         staged = staged_buildpack(dest, source)  # checked before it enters the cache

@@ -31,7 +31,8 @@ class Spool:
     """One download's bytes on their way to a sender (see the module).
 
     The downloading thread calls :meth:`write` for every byte and then :meth:`end`; leaving the ``with`` block
-    without it ends the spool as not kept. The sender iterates :meth:`pieces`, then calls :meth:`discard`.
+    without it ends the spool as not kept. The sender iterates :meth:`pieces`, then calls :meth:`discard`, as does
+    a run that stops.
     """
 
     def __init__(self, directory: Path, length: int | None = None) -> None:
@@ -87,19 +88,15 @@ class Spool:
                     self._announced = self._spilled
                 self._changed.notify_all()
 
-    def cancel(self) -> None:
-        """End the spool as not kept, even when it had ended as kept (a run that stops while the bytes are sent)."""
-        with self._changed:
-            self.end(False)
-            self._kept = False
-            self._changed.notify_all()
-
     def discard(self) -> None:
-        """Drop the bytes, and any written from now on (the sender is done, or never starts)."""
+        """Drop the bytes, and any written from now on: the sender is done, never starts, or is to stop (even when
+        the download ended as kept: a run that stops while they are sent)."""
         with self._changed:
             self.end(False)  # nothing, when it has ended
+            self._kept = False
             self._queue.clear()
             self._queued = 0
+            self._changed.notify_all()
         if self._path is not None:
             self._path.unlink(missing_ok=True)
 
@@ -145,7 +142,7 @@ class Spool:
             seen = self._written
             while not (
                 self._queued >= PIECE
-                or (self._queued and (self._file is not None or self._ended))
+                or (self._queued and self._file is not None)  # the memory is sent before the file
                 or self._announced > read
                 or self._ended
             ):

@@ -30,14 +30,20 @@ from tests.projects import HEAD, group
 
 def pod(tmp_path: Path, name: str, project: str, *flags: str, env: dict[str, str] | None = None) -> Result:
     """One build pod: its own HOME, TMPDIR, local download cache and layout; the real CLI."""
-    root = tmp_path / name
+    return run_cli(*new_pod(tmp_path / name, project, *flags, env=env))
+
+
+def new_pod(
+    root: Path, project: str, *flags: str, env: dict[str, str] | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """A pod's layout under ``root``: the arguments and environment of its run."""
     layout = Layout(root)
     shutil.copytree(BUILDER, root / "cnb")
     layout.app.mkdir(parents=True)
     (layout.app / "project.toml").write_text(project)
     (root / "tmp").mkdir()
     args = [*layout.flags(), "-download-cache", str(root / "cache"), *flags]
-    return run_cli(args, base_env(root, TMPDIR=str(root / "tmp"), **(env or {})))
+    return args, base_env(root, TMPDIR=str(root / "tmp"), **(env or {}))
 
 
 @pytest.fixture
@@ -242,13 +248,7 @@ def test_a_stopped_run_ends_its_uploads_within_a_second(
         make_tgz(http_server.root / name, f"me/slow{i}", payload=os.urandom(4000))
         http_server.fail(name, "trickle")
     root = tmp_path / "pod"
-    layout = Layout(root)
-    shutil.copytree(BUILDER, root / "cnb")
-    layout.app.mkdir(parents=True)
-    (layout.app / "project.toml").write_text(group(*map(http_server.url, names)))
-    (root / "tmp").mkdir()
-    args = [*layout.flags(), "-download-cache", str(root / "cache"), "-download-cache-repo", repo]
-    env = base_env(root, TMPDIR=str(root / "tmp"))
+    args, env = new_pod(root, group(*map(http_server.url, names)), "-download-cache-repo", repo)
     proc = subprocess.Popen([sys.executable, "-m", "preparer", *args], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     deadline = time.monotonic() + 20
@@ -272,12 +272,8 @@ def test_origin_down_with_a_local_copy_uses_it_with_a_warning(
     archive(http_server, "bp.tgz", "acme/bp")
     url = http_server.url("bp.tgz")
     root = tmp_path / "pod"
+    args, env = new_pod(root, group(url), env={"CNB_PREPARER_HTTP_TIMEOUT": "2"})
     layout = Layout(root)
-    shutil.copytree(BUILDER, root / "cnb")
-    layout.app.mkdir(parents=True)
-    (layout.app / "project.toml").write_text(group(url))
-    args = [*layout.flags(), "-download-cache", str(root / "cache")]
-    env = base_env(root, CNB_PREPARER_HTTP_TIMEOUT="2")
     assert run_cli(args, env).code == 0
     shutil.rmtree(layout.buildpacks / "acme_bp")
     http_server.fail("bp.tgz", *["500"] * 8)
@@ -370,14 +366,7 @@ def test_eight_cold_pods_at_once_all_succeed_and_leave_one_valid_record_per_key(
     project = group(http_server.url("bp0.tgz"), http_server.url(f"bp1.tgz#sha256={shas[1]}"))
     procs = []
     for n in range(8):
-        root = tmp_path / f"pod{n}"
-        layout = Layout(root)
-        shutil.copytree(BUILDER, root / "cnb")
-        layout.app.mkdir(parents=True)
-        (layout.app / "project.toml").write_text(project)
-        args = [*layout.flags(), "-download-cache", str(root / "cache"), "-download-cache-repo", repo]
-        (root / "tmp").mkdir()
-        env = base_env(root, TMPDIR=str(root / "tmp"))
+        args, env = new_pod(tmp_path / f"pod{n}", project, "-download-cache-repo", repo)
         procs.append(subprocess.Popen([*_private_tmp(), sys.executable, "-m", "preparer", *args], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE))  # fmt: skip
     for proc in procs:

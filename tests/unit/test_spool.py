@@ -44,7 +44,7 @@ def test_a_sender_that_falls_behind_never_holds_the_writer_back(tmp_path: Path) 
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("how", ["not kept", "left without end", "cancelled", "stalled"])
+@pytest.mark.parametrize("how", ["not kept", "left without end", "discarded while sent", "stalled"])
 def test_a_download_that_is_not_kept_abandons_the_sender(tmp_path: Path, how: str) -> None:
     spool = Spool(tmp_path)
     spool.write(os.urandom(3 * MIB))
@@ -55,9 +55,9 @@ def test_a_download_that_is_not_kept_abandons_the_sender(tmp_path: Path, how: st
     elif how == "left without end":
         with spool:
             pass
-    elif how == "cancelled":
+    elif how == "discarded while sent":
         spool.end(True)
-        spool.cancel()
+        spool.discard()
     with pytest.raises(Abandoned):
         list(pieces)
     spool.discard()
