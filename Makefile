@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEPS := $(VENV)/.stamp-deps
-SYSTEM_PACKAGES := docker-registry skopeo umoci runc git apache2-utils python3-venv libpython3.11 binutils openssl
+SYSTEM_PACKAGES := docker-registry skopeo umoci runc git apache2-utils iptables curl python3-venv libpython3.11 binutils openssl
 
 .PHONY: run test lint typecheck bench image deps system-deps clean
 
