@@ -380,16 +380,20 @@ _MISPLACED: dict[tuple[str, ...], tuple[str, ...]] = {
 }
 #: The keys whose values are arrays of tables, written ``[[key]]``.
 _ARRAYS = frozenset({("build", "env"), ("group",), ("pre", "group"), ("post", "group")})
-_RANGE = re.compile(r"^\s*[~^<>=!]|\|\||\s-\s|(^|\.)[xX*](\.|$)|,")
+_RANGE = re.compile(r"^\s*[~^<>=!]|\|\||\s-\s|,")
+#: ``x``, ``X`` or ``*`` as one of the three numeric parts (``1.x``, ``1.2.*``); in a prerelease or build part
+#: (``1.0.0+build.x``) it is an ordinary identifier, as the lifecycle reads it.
+_WILDCARD = re.compile(r"(^|\.)[xX*](\.|$)")
 
 
 def version_range_problem(version: str) -> str | None:
     """Why ``version`` is refused when it is a range such as ``~0.20``, ``^1``, ``>=1`` or ``1.x``.
 
-    >>> version_range_problem("1.2.3") is None
-    True
+    >>> version_range_problem("1.2.3") is None, version_range_problem("1.0.0+build.x") is None
+    (True, True)
     """
-    if _RANGE.search(version) is None:
+    core = re.split(r"[-+]", version, maxsplit=1)[0]
+    if _RANGE.search(version) is None and _WILDCARD.search(core) is None:
         return None
     return (
         f"'{version}' is a version range, and ranges are not supported: give an exact version, "
