@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from preparer._logger import log
 from preparer.plan import Fetch, Plan, Present, Step
-from preparer.policy import Decision, Policy, Target, decide_env, decide_source, refusal
+from preparer.policy import Decision, Policy, Target, decide_env, decide_source, refusal, written_as
 
 if TYPE_CHECKING:
     from preparer.fetch.cache import DownloadCache
@@ -54,7 +54,7 @@ def _decide_step(step: Step, policy: Policy, cache: DownloadCache | None) -> Dec
     from preparer.fetch.oci.reference import DOCKER_HUB, parse_reference
 
     entry = step.entry
-    written = f'uri = "{redact(entry.uri)}"' if entry.uri else f'id = "{entry.id}"' if entry.id else "script"
+    written = written_as(entry.uri, entry.id, redact(entry.uri or ""))
     if isinstance(step, Present):
         return decide_source(policy, entry.key, written, ("builder",), Target())
     assert isinstance(step, Fetch)
@@ -69,7 +69,7 @@ def _decide_step(step: Step, policy: Policy, cache: DownloadCache | None) -> Dec
     if isinstance(locator, HttpLocator):
         kinds = ("http", "cnb") if locator.is_cnb else ("http",)
         target = Target(
-            url=redact(locator.url),
+            url=locator.shown,
             pinned=locator.sha256 is not None,
             cached_digest=_cached_digest(locator.url, cache),
         )

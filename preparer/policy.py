@@ -75,9 +75,13 @@ class Policy:
         found = self.rules.get(key)
         return f"{key}, {found.where}" if found else f"{key} (the default) of {self.path}"
 
-    def budget(self, source: str, run: RunTotals) -> Budget:
-        """The limits one buildpack's fetch is held to."""
-        return Budget(self, source, run)
+    def budget(self, source: str, run: RunTotals, key: str = "", written: str = "") -> Budget:
+        """The policy as one buildpack's fetch sees it: its limits, and what fetching reveals (redirects, a
+        buildpackage where a plain archive was named).
+
+        :param key: the entry, ``io.buildpacks.group[2]``; ``written``: its ``uri`` as written, for refusals.
+        """
+        return Budget(self, source, run, key, written or f'uri = "{source}"')
 
 
 def load_policy(path: Path) -> Policy:
@@ -234,11 +238,32 @@ _WHAT = {
 
 
 class Budget:
-    """The limits of one buildpack's fetch, charged to the run's totals as well."""
+    """The policy as one buildpack's fetch sees it: its limits, charged to the run's totals as well, and the
+    decisions that only fetching can ask for (each redirect hop, a kind of source its content reveals)."""
 
-    def __init__(self, policy: Policy, source: str, run: RunTotals) -> None:
+    def __init__(self, policy: Policy, source: str, run: RunTotals, key: str = "", written: str = "") -> None:
         self.policy, self.source, self.run = policy, source, run
+        self.key, self.written = key or source, written or f'uri = "{source}"'
         self.used = {"download_bytes": 0, "extract_bytes": 0, "entries": 0}
+
+    def redirect(self, url: str) -> None:
+        """A server redirects this fetch to ``url`` (canonical, shown form): ``http.allow`` decides it as it
+        decided the URL written.
+
+        :raises InvalidInputsError: the policy does not allow ``url`` (exit 3); nothing more is asked of it.
+        """
+        if self.policy.http_allow is not None and matches(url, self.policy.http_allow) is None:
+            rule = f"it redirects to {url}, which matches no pattern of {self.policy.rule('http.allow')}"
+            raise refusal(Decision(self.key, self.written, False, rule))
+
+    def revealed(self, kind: str, what: str) -> None:
+        """The content shows the source to be of ``kind`` (``what`` says how): it must be allowed too.
+
+        :raises InvalidInputsError: ``kind`` is not in ``sources.allow`` (exit 3).
+        """
+        if self.policy.kinds is not None and kind not in self.policy.kinds:
+            rule = f"{what}, and {kind} sources are not allowed ({self.policy.rule('sources.allow')})"
+            raise refusal(Decision(self.key, self.written, False, rule))
 
     def downloaded(self, count: int) -> None:
         self._charge("download_bytes", count)
@@ -361,6 +386,11 @@ def decide_env(policy: Policy, key: str, name: str) -> Decision:
             return Decision(key, written, False, f"it matches no pattern of {policy.rule('env.allow')}")
         return Decision(key, written, True, f"matches '{allowed}' of {policy.rule('env.allow')}")
     return Decision(key, written, True, "nothing in the policy restricts it")
+
+
+def written_as(uri: str | None, bp_id: str | None, shown: str) -> str:
+    """An entry as written, for messages: ``uri = "<shown>"``, ``id = "<id>"`` or ``script``."""
+    return f'uri = "{shown}"' if uri else f'id = "{bp_id}"' if bp_id else "script"
 
 
 def refusal(decision: Decision) -> InvalidInputsError:

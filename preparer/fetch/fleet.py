@@ -24,7 +24,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
-from urllib.parse import urlsplit, urlunsplit
 
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.oci import auth
@@ -32,6 +31,7 @@ from preparer.fetch.oci.reference import scheme_for
 from preparer.fetch.spool import Abandoned, Spool
 from preparer.fetch.streams import is_digest, sha256_of
 from preparer.fetch.transport import NetworkError, Transport, describe
+from preparer.fetch.url import parse_http_url
 
 if TYPE_CHECKING:
     import requests
@@ -104,10 +104,9 @@ def parse_repo(text: str) -> str:
 
 
 def canonical_url(url: str) -> str:
-    """The URL as the repository keys it: no user information, no query, no fragment; scheme and host lower."""
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2].lower()
-    return urlunsplit((parts.scheme.lower(), host, parts.path or "/", "", ""))
+    """The URL as the repository keys it: its canonical form (:mod:`preparer.fetch.url`), without user information
+    or query (a URL that has either is never looked up or written back)."""
+    return parse_http_url(url).shown
 
 
 def url_tag(url: str) -> str:

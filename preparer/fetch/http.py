@@ -18,19 +18,19 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, NamedTuple
-from urllib.parse import urlsplit
 
 from preparer._fs import temp_file
 from preparer.errors import FetchError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache, KnownTree
 from preparer.fetch.extract import Extracted, extract_tar
-from preparer.fetch.fleet import Upload, offline_miss, url_tag
-from preparer.fetch.locator import HttpLocator, redact
+from preparer.fetch.fleet import Hit, Upload, offline_miss, url_tag
+from preparer.fetch.locator import HttpLocator
 from preparer.fetch.oci.layout import fetch_cnb
 from preparer.fetch.streams import CHUNK, MAX_TRAILING, stream_body, verify_digest, verify_file
 from preparer.fetch.transport import Unreachable, probe_unchanged
 from preparer.fetch.tree import install_cached, new_root, staged_buildpack
+from preparer.fetch.url import HttpUrl
 from preparer.policy import LimitExceeded
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
 
     :raises FetchError: HTTP errors, exhausted retries, digest or length mismatch, unsafe archives (exit 1).
     """
-    source = redact(locator.url)
+    source = locator.shown
     if locator.is_cnb:
         return _fetch_cnb(locator, ctx, source)
     cache = ctx.cache
@@ -104,6 +104,12 @@ def _through_fleet(
     """
     fetched = _from_fleet(locator, ctx, source, receive, cache, known)
     if fetched is None and ctx.fleet is not None and ctx.fleet.config.mode == "offline":
+        if locator.target.private:
+            raise FetchError(
+                f"download {source}",
+                "offline, and a URL with user information or a query is never kept in the download cache "
+                "repository (it may hold a credential)",
+            )
         seed = f"sha256-{locator.sha256}" if locator.sha256 else url_tag(locator.url)
         raise offline_miss(f"download {source}", seed)
     return fetched
@@ -123,23 +129,31 @@ def _from_fleet(
     if known is not None and cache is not None:
         # A local copy: revalidated with the origin as without a repository, or used as it is when offline.
         return _from_cache(known.tree, ctx, source, cache) if offline else None
+    if locator.target.private:
+        return None  # never looked up, never written back: what a credential fetched is not shared
     if locator.sha256 is not None:
         hit = fleet.archive_by_digest(locator.sha256)
     else:
         hit = fleet.archive_by_url(locator.url)
     if hit is None:
         return None
-    validators = hit.validators
+    attested = _attested(hit, cache, locator.url)
     if locator.sha256 is None and not fleet.fresh(hit):
-        unchanged = _origin_unchanged(locator, ctx, _conditional(validators))
-        if unchanged is False:
-            return None  # the origin has something newer: download it
+        # The origin decides. Its 304 vouches for the repository's bytes only through validators that name them:
+        # anyone who can push copies an origin's ETag onto a blob of their own with one HEAD (docs/fleet.md).
+        if not attested:
+            return None
+        unchanged = _origin_unchanged(locator, ctx, _conditional(hit.validators))
+        if unchanged is False or (unchanged is None and fleet.config.max_age == 0):
+            return None  # something newer, or no answer where an unpinned URL's bytes must be the origin's
         if unchanged is None:
             ctx.warn(
                 f"{source} could not be revalidated with its origin; the download cache repository's copy is used"
             )
         else:
             fleet.remember_record(hit, locator.url)
+    # Validators that do not name the bytes are not kept: the local cache would revalidate a pusher's bytes.
+    validators = hit.validators if attested else {}
 
     def opener() -> requests.Response:
         response = fleet.blob(hit.digest) if fleet.usable else None
@@ -172,11 +186,9 @@ def _origin_unchanged(locator: HttpLocator, ctx: FetchContext, headers: dict[str
     if not headers:
         return False
     try:
+        action = f"download {locator.shown}"
         response = ctx.transport.retrying(
-            f"download {redact(locator.url)}",
-            lambda: ctx.transport.get(
-                locator.url, headers, action=f"download {redact(locator.url)}", check=False
-            ),
+            action, lambda: ctx.transport.get(locator.url, headers, action=action, check=False, hop=_hop(ctx))
         )
     except FetchError:
         return None
@@ -184,6 +196,18 @@ def _origin_unchanged(locator: HttpLocator, ctx: FetchContext, headers: dict[str
     if response.status_code == 304:
         return True
     return None if response.status_code >= 500 else False
+
+
+def _attested(hit: Hit, cache: DownloadCache | None, url: str) -> bool:
+    """Whether the record's validators name its blob, so that the origin's 304 to them vouches for its bytes: a
+    strong ETag that is the blob's sha256 (what the origin says its content hashes to), or validators this pod's own
+    download cache recorded from the origin for the same digest."""
+    etag = hit.validators["etag"]
+    if etag and not etag.startswith("W/") and etag.strip('"').removeprefix("sha256:") == hit.digest[7:]:
+        return True
+    meta = cache.http_meta(url) if cache is not None else None
+    mine = _conditional(meta) if meta is not None and meta.get("digest") == hit.digest else {}
+    return bool(mine) and mine == _conditional(hit.validators)
 
 
 def _known(locator: HttpLocator, cache: DownloadCache) -> _Known | None:
@@ -268,7 +292,9 @@ def _download(
         if fleet_bytes is not None:
             response = fleet_bytes.open()
         else:
-            response = ctx.transport.get(locator.url, known.headers if known else None, action=action)
+            response = ctx.transport.get(
+                locator.url, known.headers if known else None, action=action, hop=_hop(ctx)
+            )
         if response.status_code == 304 and known is not None and cache is not None:
             response.close()
             again = _unchanged(locator, known, ctx, source, cache)
@@ -313,9 +339,11 @@ def _receive(
         _check_bytes(locator, digest, source, fleet_bytes)
         if isinstance(outcome, FetchError):
             raise outcome
-        if "oci-layout" in outcome.top_level:  # a .cnb after all: read as one
+        if "oci-layout" in outcome.top_level:  # a .cnb after all: read as one, if the policy allows that kind
             if upload is not None:
                 upload.discard()
+            if ctx.budget is not None:
+                ctx.budget.revealed("cnb", f"{source} is a buildpackage (an OCI image layout)")
             return _fetch_cnb(locator, ctx, source)
         dest.chmod(0o755)
         staged = staged_buildpack(dest, source)  # checked before it enters the cache
@@ -354,14 +382,20 @@ def _upload(
     locator: HttpLocator, ctx: FetchContext, cache: DownloadCache | None, response: requests.Response
 ) -> Upload | None:
     """The fleet cache's upload of the origin's bytes in ``response``, when they are to be written back: never for
-    a URL with credentials in it (docs/fleet.md)."""
+    a URL that may carry a credential, user information or a query (docs/fleet.md)."""
     fleet = ctx.fleet
-    if fleet is None or urlsplit(locator.url).username is not None:
+    if fleet is None or locator.target.private:
         return None
     expected = None if locator.sha256 is None else "sha256:" + locator.sha256
     length = response.headers.get("Content-Length", "")
     spool = cache.tmp_dir() if cache is not None else ctx.staging
     return fleet.upload(spool, expected, int(length) if length.isdigit() else None)
+
+
+def _hop(ctx: FetchContext) -> Callable[[HttpUrl], None] | None:
+    """What decides each redirect of a download: the platform policy's ``http.allow``, when there is a policy."""
+    budget = ctx.budget
+    return None if budget is None else lambda url: budget.redirect(url.shown)
 
 
 def _fetch_cnb(locator: HttpLocator, ctx: FetchContext, source: str) -> Fetched:
@@ -391,9 +425,10 @@ def _download_cnb(
     action = f"download {source}"
 
     def attempt() -> Fetched:
-        response = (
-            fleet_bytes.open() if fleet_bytes is not None else ctx.transport.get(locator.url, action=action)
-        )
+        if fleet_bytes is not None:
+            response = fleet_bytes.open()
+        else:
+            response = ctx.transport.get(locator.url, action=action, hop=_hop(ctx))
         upload = _upload(locator, ctx, cache, response) if fleet_bytes is None else None
         keeping = upload if upload is not None else contextlib.nullcontext()
         with temp_file(cache.tmp_dir() if cache is not None else ctx.staging, "cnb-") as path, keeping:

@@ -44,8 +44,12 @@ def fetch_path(locator: PathLocator, ctx: FetchContext) -> Fetched:
             reader.drain(MAX_TRAILING, f"extract {source}")
     except OSError as err:
         raise FetchError(f"read {source}", err.strerror or str(err)) from None
-    if "oci-layout" in extracted.top_level:
+    if (
+        "oci-layout" in extracted.top_level
+    ):  # a buildpackage, whatever its name says: the policy decides again
         shutil.rmtree(root)
+        if ctx.budget is not None:
+            ctx.budget.revealed("cnb", f"{source} is a buildpackage (an OCI image layout)")
         return fetch_cnb(path, source=source, digest=reader.digest, ctx=ctx)
     staged = staged_buildpack(root, source)
     return Fetched(staged.descriptor, (staged,), source, reader.digest)

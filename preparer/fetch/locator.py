@@ -25,12 +25,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from preparer.errors import InvalidInputsError
 from preparer.fetch.oci.reference import parse_reference
+from preparer.fetch.url import HttpUrl, UrlError, parse_http_url
 
 ARCHIVE_SUFFIXES = (".tgz", ".tar.gz", ".tar", ".cnb")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -55,21 +56,38 @@ class PathLocator:
 
     @property
     def is_cnb(self) -> bool:
-        """Whether the path names a ``.cnb`` file (a buildpackage as an OCI layout tar)."""
-        return self.path.name.endswith(".cnb")
+        """Whether the path names a ``.cnb`` file (a buildpackage as an OCI layout tar), in any case."""
+        return self.path.name.lower().endswith(".cnb")
 
 
 @dataclass(frozen=True, slots=True)
 class HttpLocator:
-    """An archive at an ``http(s)`` URL (fragment removed); ``sha256`` is the pinned hex digest."""
+    """An archive at an ``http(s)`` URL; ``sha256`` is the pinned hex digest.
+
+    ``url`` is made canonical (:mod:`preparer.fetch.url`) as the locator is made: the policy, the caches, the
+    report and the transport all read this one form.
+
+    :raises UrlError: ``url`` is not an http(s) URL that reads one way only.
+    """
 
     url: str
     sha256: str | None = None
+    target: HttpUrl = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        target = parse_http_url(self.url)
+        object.__setattr__(self, "target", target)
+        object.__setattr__(self, "url", target.request)
+
+    @property
+    def shown(self) -> str:
+        """The URL as matched by the policy and printed: no user information, no query."""
+        return self.target.shown
 
     @property
     def is_cnb(self) -> bool:
-        """Whether the URL names a ``.cnb`` file (a buildpackage as an OCI layout tar)."""
-        return self.url.split("?", 1)[0].endswith(".cnb")
+        """Whether the URL names a ``.cnb`` file (a buildpackage as an OCI layout tar), in any case."""
+        return self.target.path.lower().endswith(".cnb")
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,10 +169,6 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
     if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
         scheme = scheme.lower()
         if scheme in ("http", "https"):
-            try:
-                urlsplit(uri).port  # noqa: B018 (parses host and port, raising for a malformed URL)
-            except ValueError:  # its message quotes the netloc, which may hold a password
-                raise InvalidInputsError(action, "not a valid URL (its host or port)") from None
             return _http(uri, action)
         if scheme == "file":
             parts = urlsplit(uri)
@@ -194,6 +208,10 @@ def _image(reference: str, action: str) -> ImageLocator:
 
 
 def _http(uri: str, action: str) -> HttpLocator:
+    try:
+        parse_http_url(uri)  # the whole uri: a '#' in a password must not pass for a pin
+    except UrlError as err:
+        raise InvalidInputsError(action, f"not a valid URL: {err}") from None
     url, _, fragment = uri.partition("#")
     if not fragment:
         return HttpLocator(url)

@@ -27,7 +27,7 @@ from preparer.fetch.transport import Transport
 from preparer.files.buildpack import buildpack_dir
 from preparer.inputs import Inputs
 from preparer.plan import Fetch
-from preparer.policy import Policy, RunTotals
+from preparer.policy import Budget, Policy, RunTotals, written_as
 
 #: Staging directories: in ``<buildpacks>`` (hidden), or in ``$TMPDIR`` when ``<buildpacks>`` cannot be written.
 STAGING_PREFIXES = (".preparer-staging-", "preparer-staging-")
@@ -145,15 +145,18 @@ def fetch_steps(steps: Sequence[Fetch], ctx: FetchContext) -> list[Fetched]:
         contexts = [ctx] * len(steps)
     else:
         totals = RunTotals()
-        contexts = [
-            replace(ctx, budget=policy.budget(redact(step.entry.uri or step.entry.id or ""), totals))
-            for step in steps
-        ]
+        contexts = [replace(ctx, budget=_budget(policy, step, totals)) for step in steps]
     jobs: list[Callable[[], Fetched]] = [
         lambda step=step, job=job: fetch(step.locator, job)  # type: ignore[misc]
         for step, job in zip(steps, contexts, strict=True)
     ]
     return fetch_all(jobs)
+
+
+def _budget(policy: Policy, step: Fetch, totals: RunTotals) -> Budget:
+    entry = step.entry
+    source = redact(entry.uri or entry.id or "")
+    return policy.budget(source, totals, entry.key, written_as(entry.uri, entry.id, source))
 
 
 def check_fetched(steps: Sequence[Fetch], fetched: Sequence[Fetched], buildpacks_dir: Path) -> None:

@@ -14,7 +14,7 @@ import os
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import SplitResult, unquote, urlsplit
@@ -22,6 +22,7 @@ from urllib.parse import SplitResult, unquote, urlsplit
 from preparer import interrupt
 from preparer._version import __version__
 from preparer.errors import FetchError, NotFoundError
+from preparer.fetch.url import HttpUrl, UrlError, parse_http_url, resolve_redirect
 
 if TYPE_CHECKING:
     import requests
@@ -144,18 +145,57 @@ class Transport:
             return self._session
 
     def get(
-        self, url: str, headers: dict[str, str] | None = None, *, action: str, check: bool = True
+        self,
+        url: str,
+        headers: dict[str, str] | None = None,
+        *,
+        action: str,
+        check: bool = True,
+        hop: Callable[[HttpUrl], None] | None = None,
     ) -> requests.Response:
-        """GET ``url``, streaming. Connection errors and timeouts become :class:`NetworkError`; with ``check``,
-        error answers raise as :func:`check_status` says.
+        """GET ``url``, streaming, following redirects. Connection errors and timeouts become
+        :class:`NetworkError`; with ``check``, error answers raise as :func:`check_status` says.
+
+        Redirects are followed here, one hop at a time, each decided on the canonical URL it names
+        (:mod:`preparer.fetch.url`): ``https`` to ``http`` is refused, credentials (user information and an
+        ``Authorization`` header) go only to the origin they were given for, and ``hop`` is told every URL before
+        it is asked (the platform policy refuses what it does not allow by raising).
 
         :param action: what the request is for, in messages (``download <source>``, ``pull <ref>``).
+        :raises FetchError: a redirect to something other than http(s), from https to http, or more than
+            :data:`MAX_REDIRECTS` of them.
         """
+        try:
+            target = parse_http_url(url)
+        except UrlError as err:
+            raise FetchError(action, f"not a valid URL: {err}") from None
+        sent = dict(headers or {})
+        for _ in range(MAX_REDIRECTS + 1):
+            response = self._get_once(target.request, sent, action)
+            location = response.headers.get("Location")
+            if response.status_code not in _REDIRECTS or location is None:
+                if check:
+                    check_status(response, action)
+                return response
+            response.close()
+            following = _redirect(target, location, action)
+            if hop is not None:
+                hop(following)
+            if following.origin != target.origin:
+                sent.pop("Authorization", None)  # as requests does: a credential is for its own origin
+            else:
+                following = replace(following, userinfo=target.userinfo)
+            target = following
+        raise FetchError(action, f"more than {MAX_REDIRECTS} redirects")
+
+    def _get_once(self, url: str, headers: dict[str, str], action: str) -> requests.Response:
         import requests  # deferred (heavy): only runs that download import it
 
         interrupt.check()
         try:
-            response = self.session().get(url, headers=headers or {}, stream=True, timeout=self.timeouts)
+            response = self.session().get(
+                url, headers=headers, stream=True, timeout=self.timeouts, allow_redirects=False
+            )
         except requests.exceptions.SSLError as err:
             raise FetchError(action, tls_failure(err)) from None
         except requests.RequestException as err:
@@ -163,8 +203,6 @@ class Transport:
             raise NetworkError(describe(err)) from err
         connection = getattr(response.raw, "connection", None)
         interrupt.watch(getattr(connection, "sock", None))  # a stop wakes a thread blocked reading the body
-        if check:
-            check_status(response, action)
         return response
 
     def retrying(self, action: str, attempt: Callable[[], T]) -> T:
@@ -182,6 +220,27 @@ class Transport:
             except NetworkError as err:
                 last = err
         raise Unreachable(action, f"{last} (after {self.retries + 1} attempts)")
+
+
+#: Redirects followed for one request (curl's default is 50, requests' 30; a buildpack is not behind ten).
+MAX_REDIRECTS = 10
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+def _redirect(current: HttpUrl, location: str, action: str) -> HttpUrl:
+    """The canonical URL a redirect from ``current`` leads to, without user information.
+
+    :raises FetchError: it is not http(s), is malformed, or leaves https for http.
+    """
+    try:
+        following = resolve_redirect(current, location)
+    except UrlError as err:
+        raise FetchError(action, f"the server redirects to a URL that is refused: {err}") from None
+    if current.scheme == "https" and following.scheme == "http":
+        raise FetchError(
+            action, f"the server redirects from https to {following.shown}: plain http is refused after https"
+        )
+    return replace(following, userinfo="")
 
 
 def _new_session() -> requests.Session:

@@ -629,3 +629,72 @@ def test_pods_served_by_the_cache_send_no_request_to_the_origin_registry(tmp_pat
         for n in (2, 3):
             assert pod(tmp_path, f"pod{n}", project, "-download-cache-repo", repo).code == 0
         assert first > 0 and log.read_text().count("cnb-preparer/") == first
+
+
+# The second trust-boundaries review (docs/security.md): what a pusher and a credential can and cannot do.
+
+
+def test_what_a_query_token_fetched_is_never_shared(
+    tmp_path: Path, http_server: FileServer, repo: str
+) -> None:
+    """A presigned or ``?token=`` URL is neither written back nor looked up: a pod without the token does not get
+    the private archive, and ``?v=1`` and ``?v=2`` are not one record."""
+    archive(http_server, "private.tgz", "acme/private")
+    fresh = ["-download-cache-repo", repo, "-download-cache-max-age", "1h"]
+    assert pod(tmp_path, "owner", group(http_server.url("private.tgz?token=s3cr3t")), *fresh).code == 0
+    assert tags(repo) == []
+    (http_server.root / "private.tgz").unlink()  # the origin gives it only to whoever has the token
+    stranger = pod(tmp_path, "stranger", group(http_server.url("private.tgz")), *fresh)
+    assert stranger.code == 1 and "HTTP 404" in stranger.stderr
+
+    archive(http_server, "bp.tgz", "acme/one")
+    assert pod(tmp_path, "v1", group(http_server.url("bp.tgz?v=1")), *fresh).code == 0
+    shutil.copy(make_tgz(tmp_path / "two.tgz", "acme/two"), http_server.root / "bp.tgz")
+    assert pod(tmp_path, "v2", group(http_server.url("bp.tgz?v=2")), *fresh).code == 0
+    assert "acme_two/1.0.0/" in listing(tmp_path / "v2" / "cnb" / "buildpacks")
+
+    assert pod(tmp_path, "seed", group(http_server.url("bp.tgz")), *fresh).code == 0  # a plain URL is shared
+    asked = len(http_server.seen("bp.tgz"))
+    user = http_server.url("bp.tgz").replace("http://", "http://me:secret@")
+    assert pod(tmp_path, "with-user", group(user), *fresh).code == 0
+    assert len(http_server.seen("bp.tgz")) == asked + 1  # not looked up: from its origin
+
+
+def test_a_pushed_record_with_the_origins_etag_does_not_pass_for_the_origins_bytes(
+    tmp_path: Path, http_server: FileServer, registry: Registry, repo: str
+) -> None:
+    """With max-age 0 an unpinned URL's bytes come from its origin: a record that pairs the origin's ETag (one
+    HEAD away for anyone) with a blob of the pusher's own gets a 200 from the origin, never a 304."""
+    from preparer.fetch.fleet import ARTIFACT_TYPE, CHECKED, EMPTY_CONFIG, ETAG, LAYER_TYPE, SOURCE
+    from tests.plugins.registry import put_manifest, upload_blob
+
+    archive(http_server, "bp.tgz", "acme/real")
+    url = http_server.url("bp.tgz")
+    etag = requests.head(url, timeout=10).headers.get("ETag") or requests.get(url, timeout=10).headers["ETag"]
+    evil = make_tgz(tmp_path / "evil.tgz", "acme/real", payload=b"the pusher's code").read_bytes()
+    name = repo.partition("/")[2]
+    upload_blob(registry, name, b"{}")
+    digest = upload_blob(registry, name, evil)
+    record = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+              "artifactType": ARTIFACT_TYPE, "config": EMPTY_CONFIG,
+              "layers": [{"mediaType": LAYER_TYPE, "digest": digest, "size": len(evil)}],
+              "annotations": {SOURCE: url, ETAG: etag, CHECKED: "0"}}  # fmt: skip
+    put_manifest(
+        registry,
+        name,
+        url_tag(url),
+        json.dumps(record).encode(),
+        "application/vnd.oci.image.manifest.v1+json",
+    )
+    result = pod(
+        tmp_path, "victim", group(url), "-download-cache-repo", repo, "-download-cache-repo-mode", "read"
+    )
+    assert (result.code, result.stderr) == (0, "")
+    installed = tmp_path / "victim" / "cnb" / "buildpacks" / "acme_real" / "1.0.0"
+    assert not (installed / "data.bin").exists()  # the origin's archive, not the pusher's
+    assert [s for s, _ in http_server.seen("bp.tgz")][-1] == 200
+
+    # The origin's own record (its ETag is its content's sha256) still spares the download: a 304.
+    assert pod(tmp_path, "writer", group(url), "-download-cache-repo", repo).code == 0
+    assert pod(tmp_path, "reader", group(url), "-download-cache-repo", repo).code == 0
+    assert [s for s, _ in http_server.seen("bp.tgz")][-1] == 304

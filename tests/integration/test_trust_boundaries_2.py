@@ -9,13 +9,160 @@ as a real second user (uid 1000; those tests need root and are skipped without i
 
 from __future__ import annotations
 
+import shutil
 import tomllib
 from collections.abc import Callable
+from pathlib import Path
 
-from tests.buildpacks import make_dir
+import pytest
+
+from tests.buildpacks import make_dir, make_tgz
 from tests.golden import Layout
 from tests.plugins.cli import Result
-from tests.projects import HEAD
+from tests.plugins.http_server import FileServer
+from tests.plugins.registry import build_package, to_cnb
+from tests.projects import HEAD, group
+
+
+def policy(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "policy.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def paths_asked(server: FileServer) -> list[str]:
+    with server.lock:
+        return [path for path, _, _ in server.requests]
+
+
+# 1. http.allow is matched on the URL the transport fetches, never on a string that reads another way.
+
+
+def test_a_host_hidden_after_a_user_information_is_refused(
+    preparer: Callable[..., Result], http_server: FileServer, tmp_path: Path
+) -> None:
+    make_tgz(http_server.root / "x@allowed.example" / "buildpacks" / "bp.tgz", "evil/bp")
+    rules = policy(tmp_path, 'http.allow = ["http://allowed.example/buildpacks/*"]\n')
+    evil = f"http://127.0.0.1:{http_server.port}/x@allowed.example/buildpacks/bp.tgz"
+    for uri in (evil, evil + "#sha256=" + "0" * 64):
+        result = preparer("-policy", rules, project=group(uri))
+        assert result.code == 3, result.stderr
+        assert (
+            "not a valid URL: it reads two ways (where its user information ends is unclear)" in result.stderr
+        )
+    assert paths_asked(http_server) == []
+
+
+def test_user_information_is_never_part_of_the_match(
+    preparer: Callable[..., Result], layout: Layout, http_server: FileServer, tmp_path: Path
+) -> None:
+    make_tgz(http_server.root / "buildpacks" / "bp.tgz", "me/bp")
+    rules = policy(tmp_path, f'http.allow = ["{http_server.url("buildpacks/*")}"]\n')
+    uri = f"http://me:secret@127.0.0.1:{http_server.port}/buildpacks/bp.tgz"
+    result = preparer("-policy", rules, project=group(uri))
+    assert result.code == 0, result.stderr
+    assert "secret" not in result.stderr + result.stdout
+    uri = f"http://127.0.0.1:{http_server.port}/buildpacks/bp.tgz?token=abc"  # nor is the query
+    assert preparer("-policy", rules, project=group(uri)).code == 0
+
+
+# 2. Dot segments are removed before the policy decides, as the transport removes them.
+
+
+@pytest.mark.parametrize("segment", ["..", "%2e%2e", "%2E.", "./.."])
+def test_dot_segments_cannot_climb_out_of_an_allowed_path(
+    preparer: Callable[..., Result], http_server: FileServer, tmp_path: Path, segment: str
+) -> None:
+    make_tgz(http_server.root / "private" / "bp.tgz", "private/bp")
+    rules = policy(tmp_path, f'http.allow = ["{http_server.url("buildpacks/*")}"]\n')
+    result = preparer(
+        "-policy", rules, project=group(http_server.url(f"buildpacks/{segment}/private/bp.tgz"))
+    )
+    assert result.code == 3, result.stderr
+    assert f"{http_server.url('private/bp.tgz')} matches no pattern of http.allow" in result.stderr
+    encoded = preparer("-policy", rules, project=group(http_server.url("buildpacks/..%2Fprivate/bp.tgz")))
+    assert encoded.code == 3, encoded.stderr
+    assert "a path segment is '.' or '..' once its encoded '/' or '\\' are decoded" in encoded.stderr
+    assert paths_asked(http_server) == []
+
+
+# 3. Every redirect hop is decided by the policy; https never leads to http; credentials stay with their origin.
+
+
+def test_a_redirect_to_a_url_the_policy_does_not_allow_is_refused(
+    preparer: Callable[..., Result], layout: Layout, http_server: FileServer, tmp_path: Path
+) -> None:
+    make_tgz(http_server.root / "private" / "bp.tgz", "private/bp")
+    make_tgz(http_server.root / "buildpacks" / "v2" / "bp.tgz", "me/moved")
+    http_server.redirect("buildpacks/bp.tgz", "/private/bp.tgz")
+    http_server.redirect("buildpacks/moved.tgz", "v2/bp.tgz")
+    rules = policy(tmp_path, f'http.allow = ["{http_server.url("buildpacks/*")}"]\n')
+    result = preparer("-policy", rules, project=group(http_server.url("buildpacks/bp.tgz")))
+    assert result.code == 3, result.stderr
+    assert (
+        f"is not allowed by the platform policy: it redirects to {http_server.url('private/bp.tgz')}, which "
+        "matches no pattern of http.allow" in result.stderr
+    )
+    assert "/private/bp.tgz" not in paths_asked(http_server)
+    assert not (layout.buildpacks / "private_bp").exists()
+    allowed = preparer("-policy", rules, project=group(http_server.url("buildpacks/moved.tgz")))
+    assert allowed.code == 0, allowed.stderr
+    assert (layout.buildpacks / "me_moved" / "1.0.0" / "buildpack.toml").is_file()
+
+
+def test_https_never_redirects_to_http_and_credentials_stay_with_their_origin(
+    preparer: Callable[..., Result], tls_server: FileServer, http_server: FileServer
+) -> None:
+    make_tgz(http_server.root / "bp.tgz", "me/plain")
+    tls_server.redirect("bp.tgz", http_server.url("bp.tgz"))
+    env = {"REQUESTS_CA_BUNDLE": str(tls_server.cert)}
+    result = preparer(project=group(tls_server.url("bp.tgz")), env=env)
+    assert result.code == 1, result.stderr
+    assert (
+        f"failed to download {tls_server.url('bp.tgz')}: the server redirects from https to "
+        f"{http_server.url('bp.tgz')}: plain http is refused after https" in result.stderr
+    )
+    assert paths_asked(http_server) == []
+    # A request with credentials redirected to another origin goes there without them.
+    http_server.redirect("creds.tgz", tls_server.url("creds.tgz"))
+    make_tgz(tls_server.root / "creds.tgz", "me/creds")
+    uri = f"http://me:secret@127.0.0.1:{http_server.port}/creds.tgz"
+    assert preparer(project=group(uri), env=env).code == 0
+    assert "Authorization" in dict(http_server.seen("creds.tgz")[0][1])
+    assert all("Authorization" not in headers for _, headers in tls_server.seen("creds.tgz"))
+
+
+# 4. The kind of a source is decided by what it is: a buildpackage is one whatever its name.
+
+
+def test_a_buildpackage_under_another_name_is_a_cnb_for_the_policy(
+    preparer: Callable[..., Result], layout: Layout, http_server: FileServer, tmp_path: Path
+) -> None:
+    package = build_package(tmp_path / "pkg", [("me/cnb", "1.0.0", "")], ("me/cnb", "1.0.0"))
+    cnb = to_cnb(package.layout, "latest", tmp_path / "bp.cnb")
+    for name in ("bp.tar", "bp.CNB", "bp.tgz"):
+        shutil.copy(cnb, layout.app / name)
+        shutil.copy(cnb, http_server.root / name)
+    only_paths = policy(tmp_path, 'sources.allow = ["path"]\n')
+    for name in ("bp.tar", "bp.tgz"):
+        result = preparer("-policy", only_paths, project=group(name))
+        assert result.code == 3, result.stderr
+        assert (
+            f"{layout.app / name} is a buildpackage (an OCI image layout), and cnb sources are not allowed"
+            in result.stderr
+        )
+    named = preparer("-policy", only_paths, project=group("bp.CNB"))
+    assert named.code == 3, named.stderr
+    assert "cnb sources are not allowed" in named.stderr
+    only_http = policy(tmp_path, 'sources.allow = ["http"]\n')
+    remote = preparer("-policy", only_http, project=group(http_server.url("bp.tar")))
+    assert remote.code == 3, remote.stderr
+    assert "is a buildpackage (an OCI image layout), and cnb sources are not allowed" in remote.stderr
+    assert not (layout.buildpacks / "me_cnb").exists()
+    with_cnb = policy(tmp_path, 'sources.allow = ["path", "cnb"]\n')
+    assert preparer("-policy", with_cnb, project=group("bp.tar")).code == 0
+    assert (layout.buildpacks / "me_cnb" / "1.0.0" / "buildpack.toml").is_file()
+
 
 # 12. A version with x in its build part is a concrete version, as the lifecycle reads it.
 

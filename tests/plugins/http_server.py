@@ -3,7 +3,8 @@
 Every response carries an ``ETag`` (the body's sha256) and honours ``If-None-Match``. Faults are queued per path
 and used one per request: ``500``, ``404``, ``truncate`` (announce the whole length, send half, close),
 ``slow`` (wait ``slow_seconds`` before the body), ``endless`` (no length; the file, then zeros until the client
-goes away), and ``trickle`` (the body a byte every half second). A request in proxy form (``GET http://host/path``) is served
+goes away), and ``trickle`` (the body a byte every half second). Paths given to :meth:`FileServer.redirect` answer
+302. A request in proxy form (``GET http://host/path``) is served
 too and recorded in ``proxied``, so the server can stand in for an HTTP proxy.
 """
 
@@ -37,6 +38,8 @@ class FileServer:
     scheme: str = "http"
     #: The self-signed certificate of a TLS server (a CA bundle for ``REQUESTS_CA_BUNDLE``).
     cert: Path | None = None
+    #: ``Location`` of the paths answered with a 302 (:meth:`redirect`).
+    redirects: dict[str, str] = field(default_factory=dict)
 
     def url(self, name: str) -> str:
         return f"{self.scheme}://127.0.0.1:{self.port}/{name}"
@@ -45,6 +48,11 @@ class FileServer:
         """Answer the next requests for ``name`` with ``faults``, in order; then serve normally."""
         with self.lock:
             self.faults.setdefault("/" + name, []).extend(faults)
+
+    def redirect(self, name: str, location: str) -> None:
+        """Answer every request for ``name`` with a 302 to ``location``."""
+        with self.lock:
+            self.redirects["/" + name] = location
 
     def seen(self, name: str) -> list[tuple[int, dict[str, str]]]:
         """The status and request headers of every request for ``name``."""
@@ -68,6 +76,14 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
                     server.proxied.append(path)
                 queue = server.faults.get(path, [])
                 fault = queue.pop(0) if queue else None
+                location = server.redirects.get(path)
+            if location is not None:
+                self.answer(302)
+                self.send_response(302)
+                self.send_header("Location", location)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             file = server.root / path.lstrip("/")
             if fault in ("500", "404") or not file.is_file():
                 status = int(fault) if fault in ("500", "404") else 404

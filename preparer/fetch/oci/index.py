@@ -95,7 +95,10 @@ def _index_file(url: str, action: str, ctx: FetchContext) -> bytes:
     try:
         data = ctx.transport.retrying(action, attempt)
     except Unreachable:
-        stand_in = fleet.small_blob(hit, MAX_INDEX_FILE) if fleet is not None and hit is not None else None
+        # With max-age 0 what an unpinned URL gives comes from its origin: a pusher's copy never stands in.
+        stand_in = None
+        if fleet is not None and hit is not None and fleet.config.max_age > 0:
+            stand_in = fleet.small_blob(hit, MAX_INDEX_FILE)
         if stand_in is None:
             raise
         ctx.warn(f"{redact(url)} cannot be reached; the download cache repository's copy is used")
