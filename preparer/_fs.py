@@ -1,13 +1,21 @@
-"""Directories with the modes the preparer means, whatever the process umask.
+"""Directories with the modes the preparer means, whatever the process umask, reached without following a link
+that someone else planted.
 
 A hardened container's umask is often 027 or 077, and ``mkdir(mode=…)`` is masked by it (``Path.mkdir`` also
 creates missing parents with the default mode). Everything the build user must read is created through
 :func:`make_dirs`, which sets each new directory's mode explicitly.
+
+The directories the platform names (``<buildpacks>``, ``<layers>``, ``<platform>``, ``<app>``) may be writable by
+the build user, while the preparer runs as root. A path below them is never handed to the kernel as a string for
+a write: the directory is opened once (:func:`open_dir`), and everything below it is reached relative to that
+descriptor, one name at a time, refusing links (:func:`open_subdir`), so a link planted where a directory was
+expected cannot lead root elsewhere (docs/security.md, "Directories the build user can write").
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import threading
@@ -156,3 +164,84 @@ def dir_record(info: os.stat_result) -> list[int]:
     """What the download cache records of a directory: inode, modification time (any entry added, removed or
     replaced changes it), owner, mode."""
     return [info.st_ino, info.st_mtime_ns, info.st_uid, stat.S_IMODE(info.st_mode)]
+
+
+#: Flags of a directory opened to work relative to: never one to read or write through.
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+class UnsafeDirectory(OSError):
+    """A directory below a platform directory is not what it must be (a link, not a directory, someone else's); the
+    message names it and says why."""
+
+
+def open_dir(path: Path) -> int:
+    """A descriptor of the directory ``path`` that the platform named (links in its own path are the platform's)."""
+    return os.open(path, DIR_FLAGS)
+
+
+def open_subdir(
+    parent: int, name: str, shown: Path, *, create: bool = False, mode: int = 0o755, owned: bool = False
+) -> tuple[int, bool]:
+    """Open the directory ``name`` of the directory ``parent`` (a descriptor), never through a link; with
+    ``create``, make it (with exactly ``mode``) when it is missing. ``shown`` is its path, for messages.
+
+    :param owned: it must belong to the preparer's user or to root (a directory whose contents root changes).
+    :returns: ``(descriptor, whether it was made)``.
+    :raises UnsafeDirectory: it is a link, not a directory, or (``owned``) another user's.
+    :raises OSError: as ``mkdir`` and ``open`` do.
+    """
+    made = False
+    if create:
+        try:
+            os.mkdir(name, mode, dir_fd=parent)
+            made = True
+        except FileExistsError:
+            pass
+    try:
+        fd = os.open(name, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=parent)
+    except OSError as err:
+        if err.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        # Linux says ENOTDIR for a link opened with O_DIRECTORY | O_NOFOLLOW: tell the two apart.
+        if stat.S_ISLNK(os.lstat(name, dir_fd=parent).st_mode):
+            raise UnsafeDirectory(err.errno, f"{shown} is a symbolic link (not followed)") from None
+        raise UnsafeDirectory(err.errno, f"{shown} is not a directory") from None
+    try:
+        info = os.fstat(fd)
+        if owned and info.st_uid not in (0, os.geteuid()):
+            raise UnsafeDirectory(
+                errno.EPERM, f"{shown} is owned by uid {info.st_uid}, not by the preparer's user or root"
+            )
+        if made and stat.S_IMODE(info.st_mode) != mode:
+            os.fchmod(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, made
+
+
+def shared_with_others(directory: Path) -> tuple[Path, str] | None:
+    """Whether another user could replace what is ours in ``directory`` (rename it, plant a link in its place):
+    ``(the directory above that allows it, why)``, or ``None``. ``directory`` and every directory above it must
+    belong to root or the preparer's user and be writable only by their owner, unless sticky (as ``/tmp`` is).
+    Missing directories are skipped."""
+    path = Path(os.path.abspath(directory))
+    for current in (path, *path.parents):
+        try:
+            info = current.lstat()
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            return current, f"cannot be read ({err.strerror})"
+        if stat.S_ISLNK(info.st_mode):
+            # A link above is as trusted as its target and the directory holding it.
+            problem = shared_with_others(Path(os.path.realpath(current)))
+            if problem is not None:
+                return problem
+            continue
+        if info.st_uid not in (0, os.geteuid()):
+            return current, f"is owned by uid {info.st_uid}"
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            return current, "is writable by others and not sticky"
+    return None

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from preparer._fs import open_dir, open_subdir
 from preparer.errors import ApplyError
 
 
@@ -161,14 +162,26 @@ class Trash:
     filesystem mounted inside the app, beside it): a rename needs the same permissions as an unlink, so whatever
     would refuse the removal refuses it here, before anything is lost. :meth:`restore` puts everything back;
     :meth:`empty` deletes it for good.
+
+    The app is the build user's (and its author's), and the preparer may run as root: nothing below the app
+    directory is reached by path. The app directory is opened once, every directory below it is opened relative
+    to its parent refusing links, and each rename is made between directory descriptors, so a directory swapped
+    for a link meanwhile cannot make root move or delete anything outside the app (docs/security.md).
     """
 
     PREFIX = ".preparer-removed-"
+    #: Directory descriptors kept open while moving (the files of one directory come together).
+    _KEPT = 64
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.moved: list[tuple[Path, Path]] = []  # (original, where it is now), in the order moved
-        self.bins: dict[Path, Path] = {}  # directory -> its trash directory
+        self._root: int | None = None
+        #: ``(parent directory, name, trash index, name in the trash)``, in the order moved.
+        self.moved: list[tuple[tuple[str, ...], str, int, str]] = []
+        #: ``(descriptor of the directory holding it, its name, its descriptor)`` of each trash directory.
+        self.bins: list[tuple[int, str, int]] = []
+        self._bin_of: dict[tuple[str, ...], int] = {}  # a directory -> its trash, by index
+        self._dirs: dict[tuple[str, ...], int] = {}
 
     def move(self, removal: Removal) -> int:
         """Move every file (deepest first), then every directory listed; on a failure, restore and raise.
@@ -181,45 +194,91 @@ class Trash:
         except BaseException:
             self.restore()
             raise
+        finally:
+            self._forget_dirs()
         return len(removal.files)
 
     def _move(self, path: Path) -> None:
+        parts = path.relative_to(self.root).parts
+        where, name = parts[:-1], parts[-1]
         try:
+            parent = self._dir(where)
+            index = self._bin(())
             try:
-                target = self._bin(self.root) / str(len(self.moved))
-                os.rename(path, target)
+                os.rename(name, str(len(self.moved)), src_dir_fd=parent, dst_dir_fd=self.bins[index][2])
             except OSError as err:
                 if err.errno != errno.EXDEV:
                     raise
-                target = self._bin(path.parent) / str(len(self.moved))  # a mount point inside the app
-                os.rename(path, target)
+                index = self._bin(where)  # a mount point inside the app
+                os.rename(name, str(len(self.moved)), src_dir_fd=parent, dst_dir_fd=self.bins[index][2])
         except FileNotFoundError:
             return
         except OSError as err:
             raise ApplyError(f"remove {path}", err.strerror or err) from None
-        self.moved.append((path, target))
+        self.moved.append((where, name, index, str(len(self.moved))))
 
-    def _bin(self, directory: Path) -> Path:
-        found = self.bins.get(directory)
+    def _dir(self, parts: tuple[str, ...]) -> int:
+        """A descriptor of the app's directory ``parts``, reached from the app's root without following a link."""
+        if self._root is None:
+            self._root = open_dir(self.root)
+        if not parts:
+            return self._root
+        if parts not in self._dirs and len(self._dirs) >= self._KEPT:
+            self._forget_dirs()
+        return self._open(parts)
+
+    def _open(self, parts: tuple[str, ...]) -> int:
+        found = self._dirs.get(parts)
         if found is None:
-            import tempfile  # deferred, as in preparer._fs: only runs that remove files need it
+            parent = self._open(parts[:-1]) if len(parts) > 1 else self._root
+            assert parent is not None
+            found, _ = open_subdir(parent, parts[-1], self.root.joinpath(*parts))
+            self._dirs[parts] = found
+        return found
 
-            found = Path(tempfile.mkdtemp(prefix=self.PREFIX, dir=directory))
-            self.bins[directory] = found
+    def _forget_dirs(self) -> None:
+        for fd in self._dirs.values():
+            os.close(fd)
+        self._dirs = {}
+
+    def _bin(self, parts: tuple[str, ...]) -> int:
+        """The trash directory of the app's directory ``parts``, made when first needed: its index."""
+        found = self._bin_of.get(parts)
+        if found is None:
+            import secrets  # deferred, as in preparer._fs: only runs that remove files need it
+
+            holder = os.dup(self._dir(parts))  # kept until the trash is emptied or restored
+            name = f"{self.PREFIX}{secrets.token_hex(6)}"
+            try:
+                fd, _ = open_subdir(holder, name, self.root.joinpath(*parts, name), create=True, mode=0o700)
+            except BaseException:
+                os.close(holder)
+                raise
+            self.bins.append((holder, name, fd))
+            found = self._bin_of[parts] = len(self.bins) - 1
         return found
 
     def restore(self) -> None:
         """Put back everything moved, in reverse order, and remove the trash directories."""
-        for original, now in reversed(self.moved):
+        for where, name, index, trashed in reversed(self.moved):
             with contextlib.suppress(OSError):
-                os.rename(now, original)
-        for trash in self.bins.values():
+                os.rename(trashed, name, src_dir_fd=self.bins[index][2], dst_dir_fd=self._dir(where))
+        self._forget_dirs()
+        for holder, name, _ in self.bins:
             with contextlib.suppress(OSError):
-                trash.rmdir()
-        self.moved, self.bins = [], {}
+                os.rmdir(name, dir_fd=holder)
+        self._close()
 
     def empty(self) -> None:
         """Delete what was moved, for good."""
-        for trash in self.bins.values():
-            shutil.rmtree(trash, ignore_errors=True)
-        self.moved, self.bins = [], {}
+        for holder, name, _ in self.bins:
+            shutil.rmtree(name, dir_fd=holder, ignore_errors=True)
+        self._close()
+
+    def _close(self) -> None:
+        for holder, _, fd in self.bins:
+            os.close(fd)
+            os.close(holder)
+        if self._root is not None:
+            os.close(self._root)
+        self.moved, self.bins, self._bin_of, self._root = [], [], {}, None

@@ -9,9 +9,7 @@ deleted. A failure in any step undoes the steps before it.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
@@ -30,6 +28,7 @@ from preparer.report import BuildpackRecord
 if TYPE_CHECKING:
     from preparer.fetch.base import Fetched
     from preparer.fetch.streams import ProgressFn
+    from preparer.fetch.tree import Installation
 
 
 class Outcome(NamedTuple):
@@ -97,6 +96,7 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
     owner = _owner(inputs)
     pending = PendingWrites()
     trash = Trash(inputs.app_dir)
+    installation = _installation(inputs.buildpacks_dir) if results else None
     installed: list[Path] = []
     # A signal is taken at the checks below (everything is then undone), or after the last step (everything
     # is then done), never between.
@@ -106,14 +106,18 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
             env_paths = _stage_env(plan, inputs.platform_dir, owner, pending)
             metadata_path = _stage_metadata(plan, owner, pending)
             removed = trash.move(plan.removal) if plan.removal is not None else 0
-            records = _records(plan.steps, results, inputs.buildpacks_dir, installed)
+            records = _records(plan.steps, results, inputs.buildpacks_dir, installation, installed)
             interrupt.check()  # the last moment a request to stop undoes everything
             pending.commit()
         except BaseException:
-            _uninstall(installed)
+            if installation is not None:
+                installation.undo()
             trash.restore()
             pending.abort()
             raise
+        finally:
+            if installation is not None:
+                installation.close()
         trash.empty()
     written = [str(p) for p in installed]
     if order is not None:
@@ -138,10 +142,17 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
     return Outcome(tuple(records), tuple(written), removed, tuple(warnings))
 
 
+def _installation(buildpacks_dir: Path) -> Installation:
+    from preparer.fetch.tree import Installation  # deferred, as the fetchers: only runs that fetch install
+
+    return Installation(buildpacks_dir)
+
+
 def _records(
     steps: Sequence[Step],
     results: dict[int, Fetched],
     buildpacks_dir: Path,
+    installation: Installation | None,
     installed: list[Path],
 ) -> list[BuildpackRecord]:
     """Install every fetched buildpack (remembering each in ``installed``); a record per order entry."""
@@ -152,16 +163,14 @@ def _records(
             records.append(BuildpackRecord(step.id, step.version, source, "present", None, step.resolved))
             log.info("Using %s@%s from %s", step.id, step.version, buildpacks_dir)
             continue
-        from preparer.fetch.tree import (
-            install,  # deferred, as the fetchers above: only runs that fetch install
-        )
-
+        assert installation is not None  # made when anything was fetched
         result = results[id(step)]
         new = []
         for bp in result.buildpacks:
             interrupt.check()
-            if install(bp, buildpacks_dir):
-                installed.append(buildpack_dir(buildpacks_dir, bp.descriptor.id, bp.descriptor.version))
+            path = installation.install(bp)
+            if path is not None:
+                installed.append(path)
                 new.append(bp)
         top = result.top
         action: Literal["installed", "present", "inline"] = (
@@ -177,14 +186,6 @@ def _records(
             if bp.descriptor != top:
                 log.debug("Installed %s (carried by %s)", bp.descriptor.ref, top.ref)
     return records
-
-
-def _uninstall(installed: Sequence[Path]) -> None:
-    """Remove what this run installed (its ``<buildpacks>/<id>/<version>``, and ``<id>`` when left empty)."""
-    for path in reversed(installed):
-        shutil.rmtree(path, ignore_errors=True)
-        with contextlib.suppress(OSError):  # other versions are there
-            path.parent.rmdir()
 
 
 def order_element(step: Step, results: dict[int, Fetched]) -> OrderElement:
@@ -234,8 +235,7 @@ def _stage_env(
     to_write = [action.entry for action in plan.env if action.action == "written"]
     if not to_write:
         return []
-    env_dir = platform_dir / "env"
-    pending.ready(env_dir)
+    env_dir = pending.ready(platform_dir, "env")
     paths = []
     for entry in to_write:
         pending.add(env_dir / entry.name, entry.value.encode(), 0o644, owner)

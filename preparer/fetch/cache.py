@@ -37,7 +37,15 @@ from pathlib import Path
 from typing import NamedTuple
 
 from preparer import interrupt
-from preparer._fs import PER_FILE_WORK, claimed_dir, dir_record, file_record, sweep, temp_file
+from preparer._fs import (
+    PER_FILE_WORK,
+    claimed_dir,
+    dir_record,
+    file_record,
+    shared_with_others,
+    sweep,
+    temp_file,
+)
 from preparer.errors import FetchError
 
 #: The run directories in ``tmp/`` (:meth:`DownloadCache.claim`).
@@ -394,22 +402,10 @@ def _check_private(path: Path) -> None:
 def _check_ancestors(directory: Path) -> None:
     """Every existing directory above the cache root: owned by root or the user, and writable only by its owner
     unless sticky (then no one else can rename or replace what is ours in it)."""
-    path = Path(os.path.abspath(directory))
-    for current in (path, *path.parents):
-        try:
-            info = current.lstat()
-        except FileNotFoundError:
-            continue
-        except OSError as err:
-            raise CacheUnusable(f"{current} cannot be read ({err.strerror})") from None
-        if stat.S_ISLNK(info.st_mode):
-            # A link above the cache is as trusted as its target and the directory holding it.
-            _check_ancestors(Path(os.path.realpath(current)))
-            continue
-        if info.st_uid not in (0, os.geteuid()):
-            raise CacheUnusable(f"{current}, above the cache, is owned by uid {info.st_uid}")
-        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
-            raise CacheUnusable(f"{current}, above the cache, is writable by others and not sticky")
+    problem = shared_with_others(directory)
+    if problem is not None:
+        where, why = problem
+        raise CacheUnusable(f"{where}, above the cache, {why}")
 
 
 def _make_parents(directory: Path) -> None:

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from preparer._fs import claimed_dir, sweep
+from preparer._fs import claimed_dir, shared_with_others, sweep
 from preparer._logger import log
 from preparer.api import verify_buildpack_api
 from preparer.errors import FetchError, InvalidInputsError
@@ -107,12 +107,22 @@ def _fleet(inputs: Inputs, warn: Callable[[str], None]) -> Fleet | None:
 def _enter_staging(stack: contextlib.ExitStack[bool | None], buildpacks_dir: Path) -> Path:
     """A staging directory of the run's own, for as long as ``stack`` lasts: beside ``<buildpacks>`` when it can
     be written there (so that commits are renames), else in ``$TMPDIR``. Staging directories of runs that died
-    are removed first."""
+    are removed first.
+
+    Fetchers write below staging by path, so its parent must be a directory no other user can change: one the
+    build user can write (``<buildpacks>`` of a root preparer, in some platforms) could have the staging
+    directory renamed away and a link to anywhere put in its place. Such a parent is not used."""
     candidates = [(buildpacks_dir, STAGING_PREFIXES[0])]
     temp = _temp_dir()
     if temp is not None:
         candidates.append((temp, STAGING_PREFIXES[1]))
+    refused = []
     for parent, prefix in candidates:
+        shared = shared_with_others(parent)
+        if shared is not None:
+            refused.append(f"{shared[0]} {shared[1]}")
+            log.debug("Not staging in %s: %s %s", parent, *shared)
+            continue
         removed = sweep(parent, prefix)
         if removed:
             log.debug("Removed what %d interrupted runs left in %s", len(removed), parent)
@@ -120,6 +130,12 @@ def _enter_staging(stack: contextlib.ExitStack[bool | None], buildpacks_dir: Pat
             return stack.enter_context(claimed_dir(parent, prefix))
         except OSError:
             continue
+    if refused:
+        raise FetchError(
+            "make a staging directory",
+            f"neither {buildpacks_dir} nor $TMPDIR can be written safely ({'; '.join(refused)}): set TMPDIR to a "
+            "directory only the preparer's user can write",
+        )
     if temp is None:
         raise FetchError(
             "make a staging directory", f"{buildpacks_dir} cannot be written and there is no $TMPDIR"

@@ -8,6 +8,8 @@ refused.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import posixpath
 import shutil
@@ -18,7 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from preparer import interrupt
-from preparer._fs import PER_FILE_WORK, current_umask, dir_record, file_record, make_dirs
+from preparer._fs import (
+    PER_FILE_WORK,
+    current_umask,
+    dir_record,
+    file_record,
+    make_dirs,
+    open_dir,
+    open_subdir,
+)
 from preparer.errors import ApplyError, FetchError
 from preparer.fetch.base import StagedBuildpack
 from preparer.fetch.cache import CachedTree, CacheMismatch
@@ -239,30 +249,101 @@ def new_root(staging: Path, prefix: str) -> Path:
     return root
 
 
-def install(staged: StagedBuildpack, buildpacks_dir: Path) -> bool:
-    """Move one staged buildpack to ``<buildpacks>/<escaped id>/<version>``; an existing one is left alone.
+class Installation:
+    """The buildpacks one commit moves into ``<buildpacks>``, each to ``<escaped id>/<version>``, undone together
+    when a later step of the commit fails.
 
-    :returns: whether it was installed (``False``: it was already there).
-    :raises ApplyError: when it cannot be moved into place (exit 1).
+    ``<buildpacks>`` may be writable by the build user while the preparer runs as root, so nothing below it is
+    reached by path: it is opened once, each ``<id>`` is opened relative to it, refusing a link, a non-directory and
+    a directory of another user than the preparer's or root's, and the buildpack is renamed into place relative to
+    that descriptor (docs/security.md).
     """
-    d = staged.descriptor
-    dest = buildpack_dir(buildpacks_dir, d.id, d.version)
-    if dest.exists():
-        return False
-    try:
-        if not make_dirs(dest.parent):
-            os.chmod(dest.parent, 0o755)
+
+    def __init__(self, buildpacks_dir: Path) -> None:
+        self.buildpacks_dir = buildpacks_dir
+        self._root: int | None = None
+        #: What this commit installed: ``(<id> descriptor, <id> name, version, whether <id> was made)``.
+        self._done: list[tuple[int, str, str, bool]] = []
+        self._open: list[int] = []
+
+    def install(self, staged: StagedBuildpack) -> Path | None:
+        """Move one staged buildpack into place; an existing one is left alone.
+
+        :returns: where it was installed, or ``None`` when it was there already.
+        :raises ApplyError: when it cannot be moved into place, or ``<id>`` is not a directory that can be
+            trusted (exit 1).
+        """
+        d = staged.descriptor
+        dest = buildpack_dir(self.buildpacks_dir, d.id, d.version)
+        action = f"install {d.ref} into {dest}"
         try:
-            os.rename(staged.path, dest)
-        except OSError:
-            # Another filesystem: copy beside the destination, then rename, so the directory appears whole.
-            tmp = new_root(dest.parent, f".{dest.name}.")
-            shutil.copytree(staged.path, tmp, symlinks=True, dirs_exist_ok=True)
-            os.rename(tmp, dest)
-    except FileExistsError:
-        return False  # a concurrent preparer installed the same buildpack
-    except OSError as err:
-        if dest.exists():
-            return False
-        raise ApplyError(f"install {d.ref} into {dest}", err.strerror or err) from None
+            id_fd, made = open_subdir(
+                self._buildpacks(), dest.parent.name, dest.parent, create=True, owned=True
+            )
+        except OSError as err:
+            raise ApplyError(action, err.strerror or err) from None
+        self._open.append(id_fd)
+        try:
+            if _present(d.version, id_fd):
+                return None
+            _move_into(staged.path, id_fd, d.version)
+        except FileExistsError:
+            return None  # a concurrent preparer installed the same buildpack
+        except OSError as err:
+            if _present(d.version, id_fd):
+                return None
+            raise ApplyError(action, err.strerror or err) from None
+        self._done.append((id_fd, dest.parent.name, d.version, made))
+        return dest
+
+    def _buildpacks(self) -> int:
+        if self._root is None:
+            make_dirs(self.buildpacks_dir)  # the platform's own path: created as it names it
+            self._root = open_dir(self.buildpacks_dir)
+        return self._root
+
+    def undo(self) -> None:
+        """Remove what this commit installed (and each ``<id>`` it made, when left empty)."""
+        for id_fd, name, version, made in reversed(self._done):
+            shutil.rmtree(version, dir_fd=id_fd, ignore_errors=True)
+            if made and self._root is not None:
+                with contextlib.suppress(OSError):  # other versions are there
+                    os.rmdir(name, dir_fd=self._root)
+        self._done = []
+
+    def close(self) -> None:
+        for fd in self._open + ([self._root] if self._root is not None else []):
+            os.close(fd)
+        self._open, self._root = [], None
+
+
+def _present(version: str, id_fd: int) -> bool:
+    try:
+        os.lstat(version, dir_fd=id_fd)
+    except FileNotFoundError:
+        return False
     return True
+
+
+def _move_into(tree: Path, id_fd: int, version: str) -> None:
+    """Rename the staged ``tree`` to ``version`` in the directory ``id_fd``; from another file system, copy it
+    beside first (into a directory made here, which no one else can write), so it appears whole."""
+    try:
+        os.rename(tree, version, dst_dir_fd=id_fd)
+        return
+    except OSError as err:
+        if err.errno != errno.EXDEV:
+            raise
+    import secrets  # deferred: only a copy from another file system needs a name
+
+    tmp = f".{version}.{secrets.token_hex(6)}"
+    tmp_fd, _ = open_subdir(id_fd, tmp, tree, create=True)
+    try:
+        # The kernel's name of the new directory: the copy cannot be led elsewhere by a link in the path.
+        shutil.copytree(tree, f"/proc/self/fd/{tmp_fd}", symlinks=True, dirs_exist_ok=True)
+        os.rename(tmp, version, src_dir_fd=id_fd, dst_dir_fd=id_fd)
+    except BaseException:
+        shutil.rmtree(tmp, dir_fd=id_fd, ignore_errors=True)
+        raise
+    finally:
+        os.close(tmp_fd)

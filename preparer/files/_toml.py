@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from preparer._fs import make_dirs
+from preparer._fs import make_dirs, open_dir, open_subdir
 from preparer._types import TOMLTable
 from preparer.errors import ApplyError, DescriptorError, PreparerError
 
@@ -115,85 +115,136 @@ class PendingWrites:
     locked (``flock``) until it is renamed or removed, so that the temporary files of a run that died (a
     ``.order.toml…tmp`` in ``<layers>``, or a ``.NAME…tmp`` in ``<platform>/env`` that the build would take for
     a variable) can be told from a live run's and are removed by the next run (:meth:`ready`).
+
+    The directories written to may be writable by the build user while the preparer runs as root: each is opened
+    once (:meth:`ready`), and every file is made, renamed and removed relative to that descriptor, never through
+    a link (:mod:`preparer._fs`).
     """
 
     def __init__(self) -> None:
-        self.files: list[tuple[str, Path]] = []
+        #: ``(directory descriptor, temporary name, final name, final path)`` of each file written.
+        self.files: list[tuple[int, str, str, Path]] = []
         self.fds: list[int] = []
-        self.created: list[Path] = []
+        #: The descriptors of the directories made ready, by path.
+        self.dirs: dict[Path, int] = {}
+        #: Directories made: the platform's own (by path), and those below it (``(parent descriptor, name)``).
+        self.created: list[Path | tuple[int, str]] = []
 
-    def ready(self, path: Path, mode: int = 0o755) -> None:
-        """Make the directory ``path`` ready for writes: create it and its missing parents (remembered, so
-        :meth:`abort` can remove them), and remove the temporary files that runs which died left in it."""
+    def ready(self, base: Path, *names: str, mode: int = 0o755) -> Path:
+        """Make the directory ``base/names...`` ready for writes, and remove the temporary files that runs which
+        died left in it. ``base`` is a directory the platform named: it and its missing parents are created as
+        named. ``names`` are reached below it one by one, never through a link, and created when missing. What is
+        created is remembered, so :meth:`abort` can remove it.
+
+        :returns: the directory's path (what :meth:`add` is given the files of).
+        :raises ApplyError: a directory cannot be made or opened, or one of ``names`` is a link (exit 1).
+        """
+        path = base.joinpath(*names)
+        if path in self.dirs:
+            return path
+        current = base
         try:
-            self.created += make_dirs(path, mode)
+            self.created += make_dirs(base, mode)
+            fd = open_dir(base)
+            self.dirs[base] = fd
+            for name in names:
+                current = current / name
+                fd, made = open_subdir(self.dirs[current.parent], name, current, create=True, mode=mode)
+                self.dirs[current] = fd
+                if made:
+                    self.created.append((self.dirs[current.parent], name))
         except OSError as err:
-            raise ApplyError(f"create {path}", err.strerror or err) from None
-        _sweep_pending(path)
+            raise ApplyError(f"create {current}", err.strerror or err) from None
+        _sweep_pending(fd)
+        return path
 
     def add(self, path: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> None:
         """Write ``data`` to a temporary file beside ``path``, with its final mode and owner."""
+        directory = self.dirs[path.parent] if path.parent in self.dirs else self.dirs[self.ready(path.parent)]
         try:
-            fd, tmp = _locked_temp(path)
+            fd, tmp = _locked_temp(directory, path.name)
         except OSError as err:
             raise ApplyError(f"write {path}", err.strerror or err) from None
-        self.files.append((tmp, path))
+        self.files.append((directory, tmp, path.name, path))
         self.fds.append(fd)
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
             os.fchmod(fd, mode)
-            if owner is not None:
-                os.fchown(fd, *owner)
         except OSError as err:
             raise ApplyError(f"write {path}", err.strerror or err) from None
+        if owner is not None:
+            _give(fd, path, owner)
 
     def commit(self) -> None:
         """Rename every file into place."""
-        for tmp, path in self.files:
+        for directory, tmp, name, path in self.files:
             try:
-                os.replace(tmp, path)
+                os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
             except OSError as err:
                 raise ApplyError(f"write {path}", err.strerror or err) from None
-        self.files = []
+        self.files, self.created = [], []
         self._close()
 
     def abort(self) -> None:
         """Remove the temporary files and the directories :meth:`ready` created."""
-        for tmp, _ in self.files:
-            Path(tmp).unlink(missing_ok=True)
-        self._close()
-        for directory in reversed(self.created):
+        for directory, tmp, _, _ in self.files:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=directory)
+        for made in reversed(self.created):
             with contextlib.suppress(OSError):
-                directory.rmdir()
+                if isinstance(made, Path):
+                    made.rmdir()
+                else:
+                    os.rmdir(made[1], dir_fd=made[0])
         self.files, self.created = [], []
+        self._close()
 
     def _close(self) -> None:
-        for fd in self.fds:
+        for fd in [*self.fds, *self.dirs.values()]:
             os.close(fd)
-        self.fds = []
+        self.fds, self.dirs = [], {}
 
 
-def _locked_temp(path: Path) -> tuple[int, str]:
-    """A new temporary file beside ``path``, open and locked: ``(fd, name)``."""
+def _give(fd: int, path: Path, owner: tuple[int, int]) -> None:
+    """Give the file ``fd`` to the build user (``-uid``/``-gid``).
+
+    :raises ApplyError: it cannot be (exit 1); without the right to, the message says what to change.
+    """
+    try:
+        os.fchown(fd, *owner)
+    except OSError as err:
+        who = ":".join("-" if part == -1 else str(part) for part in owner)
+        cause = err.strerror or str(err)
+        if err.errno == errno.EPERM:
+            cause = (
+                f"{cause}: the preparer runs as root without the CHOWN capability (add CHOWN to the container's "
+                "capabilities, or run the preparer as the build user, without -uid and -gid)"
+            )
+        raise ApplyError(f"give {path} to the build user {who} (-uid/-gid)", cause) from None
+
+
+def _locked_temp(directory: int, name: str) -> tuple[int, str]:
+    """A new temporary file beside ``name`` in the directory ``directory``, open and locked: ``(fd, its name)``."""
     import fcntl  # deferred, as tempfile is elsewhere: a C module, but not one every command needs
 
     for _ in range(3):
         # A name no other writer uses (tempfile would cost its import on every run): pid and a counter.
-        tmp = str(path.parent / f".{path.name}.preparer-{os.getpid()}-{next(_COUNTER)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        tmp = f".{name}.preparer-{os.getpid()}-{next(_COUNTER)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, 0o600, dir_fd=directory)
         with contextlib.suppress(OSError):  # a file system without locks: never swept, as if always in use
             fcntl.flock(fd, fcntl.LOCK_EX)
         with contextlib.suppress(FileNotFoundError):
-            if Path(tmp).lstat().st_ino == os.fstat(fd).st_ino:
+            if os.lstat(tmp, dir_fd=directory).st_ino == os.fstat(fd).st_ino:
                 return fd, tmp
         os.close(fd)  # swept by another run in the instant before it was locked: make another
-    raise OSError(errno.EAGAIN, f"temporary files beside {path} keep disappearing")
+    raise OSError(errno.EAGAIN, f"temporary files beside {name} keep disappearing")
 
 
-def _sweep_pending(directory: Path) -> None:
-    """Remove the temporary files of pending writes in ``directory`` that no live run holds."""
+def _sweep_pending(directory: int) -> None:
+    """Remove the temporary files of pending writes in the directory ``directory`` that no live run holds."""
     import fcntl  # deferred: only runs that write files sweep
 
     try:
@@ -201,16 +252,16 @@ def _sweep_pending(directory: Path) -> None:
     except OSError:
         return
     for name in names:
-        path = os.path.join(directory, name)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory)
         except OSError:
             continue
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 continue
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            Path(path).unlink()
+            if os.lstat(name, dir_fd=directory).st_ino == os.fstat(fd).st_ino:
+                os.unlink(name, dir_fd=directory)
         except OSError:
             continue  # held by a live run, or gone
         finally:

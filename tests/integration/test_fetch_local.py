@@ -148,7 +148,8 @@ def test_nothing_changes_when_a_later_entry_fails(preparer: Callable[..., Result
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
 def test_a_failing_chown_installs_no_buildpack(layout: Layout, tmp_path: Path) -> None:
-    # Root without CAP_CHOWN: writing order.toml and env files owned by -uid fails after every fetch succeeded.
+    # Root without CAP_CHOWN: writing order.toml and env files owned by -uid fails after every fetch succeeded,
+    # and the error says what to change.
     make_tgz(layout.app / "bp.tgz", "me/late")
     (layout.app / "project.toml").write_text(
         group("bp.tgz") + '[[io.buildpacks.build.env]]\nname = "A"\nvalue = "1"\n'
@@ -158,7 +159,11 @@ def test_a_failing_chown_installs_no_buildpack(layout: Layout, tmp_path: Path) -
                *layout.flags(), "-uid", "1000", "-gid", "1000", "-download-cache", ""]  # fmt: skip
     proc = subprocess.run(command, capture_output=True, text=True, env=base_env(tmp_path), check=False)
     assert proc.returncode == 1, proc.stderr
-    assert proc.stderr.splitlines()[-1].startswith(f"ERROR: failed to write {layout.layers}/order.toml: ")
+    assert proc.stderr.splitlines()[-1] == (
+        f"ERROR: failed to give {layout.layers}/order.toml to the build user 1000:1000 (-uid/-gid): Operation not "
+        "permitted: the preparer runs as root without the CHOWN capability (add CHOWN to the container's "
+        "capabilities, or run the preparer as the build user, without -uid and -gid)"
+    )
     assert {p: listing(p) for p in (layout.app, layout.buildpacks)} == before
     assert listing(layout.layers) == []
     assert not layout.platform.exists()

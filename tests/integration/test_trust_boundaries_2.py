@@ -9,7 +9,11 @@ as a real second user (uid 1000; those tests need root and are skipped without i
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+import time
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +22,8 @@ import pytest
 
 from tests.buildpacks import make_dir, make_tgz
 from tests.golden import Layout
-from tests.plugins.cli import Result
+from tests.integration.test_trust_boundaries import OTHER, as_root, run_as, shared_layout
+from tests.plugins.cli import Result, base_env
 from tests.plugins.http_server import FileServer
 from tests.plugins.registry import build_package, to_cnb
 from tests.projects import HEAD, group
@@ -183,3 +188,124 @@ def test_x_in_a_build_or_prerelease_part_is_a_version_not_a_range(
         refused = preparer(project=project.replace("1.0.0+build.x", wildcard))
         assert refused.code == 3, (wildcard, refused.stderr)
         assert f"'{wildcard}' is a version range" in refused.stderr
+
+
+# 5. Root never follows a link the build user planted in a directory it can write.
+
+
+def victim_dir(world: Path) -> Path:
+    """A directory of root's that the build user must not be able to make root change."""
+    victim = world / "victim"
+    victim.mkdir(mode=0o700)
+    (victim / "secret").write_text("root's")
+    return victim
+
+
+def untouched(victim: Path) -> bool:
+    return oct(victim.stat().st_mode & 0o777) == oct(0o700) and sorted(os.listdir(victim)) == ["secret"]
+
+
+@as_root
+@pytest.mark.parametrize("planted", ["link", "other-users-dir"])
+def test_a_link_or_a_foreign_directory_at_an_ids_place_is_refused(
+    world: Path, tmp_path: Path, planted: str
+) -> None:
+    layout = shared_layout(world)
+    os.chown(
+        layout.buildpacks, OTHER, OTHER
+    )  # the build user can write <buildpacks>; the preparer runs as root
+    victim = victim_dir(world)
+    where = layout.buildpacks / "me_bp"
+    if planted == "link":
+        os.symlink(victim, where)
+        os.lchown(where, OTHER, OTHER)
+        why = f"{where} is a symbolic link (not followed)"
+    else:
+        where.mkdir()
+        os.chown(where, OTHER, OTHER)
+        why = f"{where} is owned by uid {OTHER}, not by the preparer's user or root"
+    make_tgz(layout.app / "bp.tgz", "me/bp")
+    (layout.app / "project.toml").write_text(group("bp.tgz"))
+    result = run_as(None, layout, tmp_path, "-download-cache", "")
+    assert result.code == 1, result.stderr
+    assert f"ERROR: failed to install me/bp@1.0.0 into {where / '1.0.0'}: {why}" in result.stderr
+    assert untouched(victim)
+    assert not (layout.layers / "order.toml").exists()
+
+
+@as_root
+def test_a_link_planted_as_the_platforms_env_directory_is_refused(world: Path, tmp_path: Path) -> None:
+    layout = shared_layout(world)
+    layout.platform.mkdir()
+    os.chown(layout.platform, OTHER, OTHER)
+    victim = victim_dir(world)
+    os.symlink(victim, layout.platform / "env")  # so that root writes <victim>/passwd
+    (layout.app / "project.toml").write_text(
+        HEAD + '[[io.buildpacks.build.env]]\nname = "passwd"\nvalue = "x"\n'
+    )
+    result = run_as(None, layout, tmp_path)
+    assert result.code == 1, result.stderr
+    assert (
+        f"ERROR: failed to create {layout.platform / 'env'}: {layout.platform / 'env'} is a symbolic link"
+        in (result.stderr)
+    )
+    assert untouched(victim)
+
+
+@as_root
+def test_staging_is_never_in_a_directory_the_build_user_can_write(
+    world: Path, tmp_path: Path, http_server: FileServer
+) -> None:
+    """A staging directory in a <buildpacks> the build user can write could be renamed away and a link put in its
+    place while root extracts into it: the run stages in $TMPDIR instead, and the result is the same."""
+    layout = shared_layout(world)
+    os.chown(layout.buildpacks, OTHER, OTHER)
+    temp = world / "tmp"
+    temp.mkdir(mode=0o700)
+    make_tgz(http_server.root / "bp.tgz", "me/slow")
+    http_server.fail("bp.tgz", "slow")
+    (layout.app / "project.toml").write_text(group(http_server.url("bp.tgz")))
+    seen: set[str] = set()
+    python, python_env = sys.executable, {}
+    with subprocess.Popen(
+        [python, "-m", "preparer", *layout.flags(), "-download-cache", ""],
+        env=base_env(tmp_path, TMPDIR=str(temp), **python_env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:  # fmt: skip
+        while proc.poll() is None:
+            seen.update(os.listdir(layout.buildpacks))
+            seen.update(f"tmp/{name}" for name in os.listdir(temp))
+            time.sleep(0.05)
+        assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    assert not [name for name in seen if name.startswith(".preparer-staging-")]
+    assert [name for name in seen if name.startswith("tmp/preparer-staging-")]
+    assert (layout.buildpacks / "me_slow" / "1.0.0" / "buildpack.toml").is_file()
+
+
+def test_a_directory_swapped_for_a_link_after_planning_leads_no_removal_outside_the_app(
+    tmp_path: Path,
+) -> None:
+    """The app belongs to the build user: between planning and the commit it can swap a directory of the app for
+    a link. Removing what exclude planned never goes through it."""
+    from preparer import Inputs, PreparerError, plan_run, run_plan
+
+    layout = Layout(tmp_path / "build")
+    layout.app.mkdir(parents=True)
+    (layout.app / "src").mkdir()
+    (layout.app / "src" / "a.log").write_text("app")
+    (layout.app / "project.toml").write_text(HEAD + '[io.buildpacks]\nexclude = ["*.log"]\n')
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "a.log").write_text("not the app's")
+    inputs = Inputs(app_dir=layout.app, layers_dir=layout.layers, platform_dir=layout.platform,
+                    buildpacks_dir=layout.buildpacks, order_path=layout.order)  # fmt: skip
+    plan = plan_run(inputs)
+    shutil.move(layout.app / "src", tmp_path / "moved")
+    os.symlink(victim, layout.app / "src")
+    with pytest.raises(PreparerError) as raised:
+        run_plan(plan, inputs)
+    assert raised.value.message == (
+        f"failed to remove {layout.app / 'src' / 'a.log'}: {layout.app / 'src'} is a symbolic link (not followed)"
+    )
+    assert (victim / "a.log").read_text() == "not the app's"
+    assert sorted(os.listdir(layout.app)) == ["project.toml", "src"]
