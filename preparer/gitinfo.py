@@ -18,6 +18,7 @@ import os
 import re
 import stat
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -30,7 +31,10 @@ MAX_CONFIG = 1 << 20
 MAX_TAGS = 10_000
 MAX_WALK = 100_000
 MAX_SECONDS = 3.0
-MAX_LOOSE_OBJECT = 1 << 20
+#: The largest object read, loose or packed (commits and tags are a few hundred bytes), and the most bytes of
+#: deltas one packed object may be rebuilt from.
+MAX_OBJECT = 1 << 20
+MAX_DELTA_CHAIN = 16 << 20
 #: git's default: ten candidate tags, abbreviations of at least seven hex digits.
 MAX_CANDIDATES = 10
 MIN_ABBREV = 7
@@ -58,9 +62,13 @@ class GitUnreadable(Exception):
 def read_git(app: Path) -> GitSource | None:
     """What ``app``'s repository says of HEAD; ``None`` when there is no repository or no commit yet.
 
+    Everything read is inside the app: ``gitdir:`` and ``commondir`` must lead inside its real path, and no file
+    or directory of the repository is reached through a symbolic link, so an app cannot make the preparer read
+    (and publish in an image label) another repository of the machine.
+
     :raises GitUnreadable: the repository is broken, hostile or beyond the bounds above.
     """
-    dirs = _git_dirs(app)
+    dirs = _git_dirs(Path(os.path.realpath(app)))
     if dirs is None:
         return None
     gitdir, common = dirs
@@ -88,7 +96,8 @@ def _describe_source(
 ) -> GitSource:
     from dulwich.object_store import DiskObjectStore  # deferred: only apps with a .git need it
 
-    store = DiskObjectStore(str(common / "objects"), loose_object_size_limit=MAX_LOOSE_OBJECT)
+    objects = DiskObjectStore(str(common / "objects"), loose_object_size_limit=MAX_OBJECT)
+    store = _BoundedStore(common, objects, len(commit) // 2)
     try:
         tags = _tags(common, packed, store)
         at_head = sorted((t for t in tags if t.commit == commit), key=_preference)
@@ -117,21 +126,44 @@ def _git_dirs(app: Path) -> tuple[Path, Path] | None:
         text = _small(dot, MAX_SMALL_FILE, ".git").strip()
         if not text.startswith("gitdir: "):
             raise GitUnreadable(".git is a file without a gitdir line")
-        gitdir = app / text[len("gitdir: ") :].strip()
+        gitdir = _inside(app, app / text[len("gitdir: ") :].strip(), "the git directory .git names")
     else:
         raise GitUnreadable(".git is not a directory or a file")
     if not gitdir.is_dir():
         raise GitUnreadable("the git directory .git names does not exist")
     common = gitdir
     if os.path.lexists(gitdir / "commondir"):
-        common = gitdir / _small(gitdir / "commondir", MAX_SMALL_FILE, "commondir").strip()
+        named = gitdir / _small(gitdir / "commondir", MAX_SMALL_FILE, "commondir").strip()
+        common = _inside(app, named, "the common directory of the worktree")
         if not common.is_dir():
             raise GitUnreadable("the common directory of the worktree does not exist")
     return gitdir, common
 
 
+def _inside(app: Path, path: Path, what: str) -> Path:
+    """The real path of ``path``, which must be inside ``app`` (a real path).
+
+    :raises GitUnreadable: it leads outside the app (a worktree of a repository elsewhere, or another repository of
+        the machine): that repository is not the app's to describe.
+    """
+    real = Path(os.path.realpath(path))
+    if real != app and app not in real.parents:
+        raise GitUnreadable(f"{what} is outside the app (not read)")
+    return real
+
+
+def _unlinked(path: Path, what: str) -> None:
+    """``path`` is reached through no symbolic link (below a real directory, every name is what it says).
+
+    :raises GitUnreadable: a link is on the way.
+    """
+    if os.path.realpath(path) != os.path.abspath(path):
+        raise GitUnreadable(f"{what} is reached through a symbolic link (not followed)")
+
+
 def _small(path: Path, limit: int, what: str) -> str:
     """The text of ``path`` (never through a symbolic link), at most ``limit`` bytes."""
+    _unlinked(path.parent, what)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as err:
@@ -211,19 +243,25 @@ def _tags(common: Path, packed: dict[str, tuple[str, str | None]], store: Any) -
         raise GitUnreadable(f"more than {MAX_TAGS} tags")
     tags = []
     for name, oid in sorted(found.items()):
-        obj = store[oid.encode()]
-        annotated, date = False, 0
-        for _ in range(5):  # a tag of a tag of a commit...
-            if not isinstance(obj, Tag):
-                break
-            annotated, date = True, date or int(obj.tag_time or 0)
-            obj = store[obj.object[1]]
+        try:
+            obj = store[oid.encode()]
+            annotated, date = False, 0
+            for _ in range(5):  # a tag of a tag of a commit...
+                if not isinstance(obj, Tag):
+                    break
+                annotated, date = True, date or int(obj.tag_time or 0)
+                obj = store[obj.object[1]]
+        except _TooLarge:
+            continue  # a tag of a large blob or tree: no commit, so no candidate
         if isinstance(obj, Commit):
             tags.append(_Tag(name.removeprefix("refs/tags/"), obj.id.decode(), annotated, date))
     return tags
 
 
 def _loose_refs(common: Path, top: str) -> Iterator[str]:
+    if not os.path.lexists(common / top):
+        return
+    _unlinked(common / top, top)
     count = 0
     for dirpath, dirnames, filenames in os.walk(common / top):  # os.walk follows no directory link
         for name in filenames:
@@ -367,6 +405,164 @@ class _DateQueue:
 
 class _GaveUp(Exception):
     """The walk went past its bounds."""
+
+
+class _TooLarge(GitUnreadable):
+    """An object is larger than :data:`MAX_OBJECT` (or its deltas than :data:`MAX_DELTA_CHAIN`)."""
+
+
+class _BoundedStore:
+    """dulwich's object store, asked for nothing it has not been shown to be small: before an object is read, its
+    size is read from its header (a packed object's, and every delta's base's and result's) and refused past
+    :data:`MAX_OBJECT`, so no object is inflated beyond that (dulwich inflates no more than a header says).
+    Objects are read from the repository's own directories only: no alternates, no links, regular files."""
+
+    #: Pack object types: the deltas.
+    _OFS_DELTA, _REF_DELTA = 6, 7
+
+    def __init__(self, common: Path, store: Any, hash_size: int) -> None:
+        self.store, self.objects, self.hash_size = store, common / "objects", hash_size
+        alternates = self.objects / "info" / "alternates"
+        if os.path.lexists(alternates) and _small(alternates, MAX_SMALL_FILE, "alternates").strip():
+            raise GitUnreadable("the repository borrows objects from another (objects/info/alternates)")
+        packs = self.objects / "pack"
+        if os.path.lexists(packs):
+            _unlinked(packs, "objects/pack")
+            for entry in os.scandir(
+                packs
+            ):  # before dulwich opens any: a FIFO or a device would hang or never end
+                if not entry.is_file(follow_symlinks=False):
+                    raise GitUnreadable("objects/pack holds something else than regular files")
+        self.packs: list[tuple[Any, Any]] = []
+        for pack in store.packs:
+            self.packs.append((pack.index, open(pack.data.path, "rb")))  # noqa: SIM115 (closed in close())
+        self.checked: set[bytes] = set()
+
+    def __getitem__(self, oid: bytes) -> Any:
+        self._check(oid, 0)
+        return self.store[oid]
+
+    def iter_prefix(self, prefix: bytes) -> Iterator[bytes]:
+        return self.store.iter_prefix(prefix)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        for _, file in self.packs:
+            file.close()
+        self.store.close()
+
+    def _check(self, oid: bytes, spent: int) -> int:
+        """Check the object ``oid`` (hex); return the bytes of deltas it is rebuilt from, plus ``spent``."""
+        if oid in self.checked:
+            return spent
+        text = oid.decode("ascii", "replace")
+        loose = self.objects / text[:2] / text[2:]
+        if os.path.lexists(loose):
+            _unlinked(loose.parent, "an object")
+            _loose_size(loose)
+            self.checked.add(oid)
+            return spent
+        for index, file in self.packs:
+            try:
+                offset = index.object_offset(oid)
+            except KeyError:
+                continue
+            spent = self._check_packed(file, offset, spent)
+            self.checked.add(oid)
+            return spent
+        raise KeyError(oid)
+
+    def _check_packed(self, file: Any, offset: int, spent: int) -> int:
+        file.seek(offset)
+        head = file.read(64)
+        kind, size, at = _pack_header(head)
+        spent += size
+        if size > MAX_OBJECT or spent > MAX_DELTA_CHAIN:
+            raise _TooLarge(f"an object is larger than {MAX_OBJECT} bytes (not read)")
+        if kind == self._OFS_DELTA:
+            distance, at = _offset(head, at)
+            if not 0 < distance <= offset:
+                raise GitUnreadable("a delta names a base outside its pack")
+            spent = self._check_packed(file, offset - distance, spent)
+            self._check_target(file, offset + at)
+        elif kind == self._REF_DELTA:
+            base = head[at : at + self.hash_size].hex().encode()
+            spent = self._check(base, spent)
+            self._check_target(file, offset + at + self.hash_size)
+        return spent
+
+    def _check_target(self, file: Any, at: int) -> None:
+        """The size a delta at ``at`` (its zlib data) rebuilds, read from its first inflated bytes."""
+        file.seek(at)
+        inflater = zlib.decompressobj()
+        data = inflater.decompress(file.read(4096), 32)
+        _, pos = _varint(data, 0)
+        target, _ = _varint(data, pos)
+        if target > MAX_OBJECT:
+            raise _TooLarge(f"an object is larger than {MAX_OBJECT} bytes (not read)")
+
+
+def _loose_size(path: Path) -> None:
+    """A loose object's size, from its header (``<type> <size>\\0``): at most :data:`MAX_OBJECT`.
+
+    :raises GitUnreadable: it is not a regular file, or is malformed; :class:`_TooLarge`: it is too large.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        raise GitUnreadable(f"an object cannot be read ({err.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise GitUnreadable("an object is not a regular file")
+        try:
+            header = zlib.decompressobj().decompress(f.read(4096), 64).partition(b"\0")[0]
+        except zlib.error:
+            raise GitUnreadable("an object is not zlib data") from None
+    size = header.partition(b" ")[2]
+    if not size.isdigit():
+        raise GitUnreadable("an object has a malformed header")
+    if int(size) > MAX_OBJECT:
+        raise _TooLarge(f"an object is larger than {MAX_OBJECT} bytes (not read)")
+
+
+def _pack_header(data: bytes) -> tuple[int, int, int]:
+    """A packed object's type and size (inflated, or of its delta), and where what follows starts."""
+    if not data:
+        raise GitUnreadable("a pack ends early")
+    byte = data[0]
+    kind, size, shift, at = (byte >> 4) & 7, byte & 15, 4, 1
+    while byte & 0x80:
+        if at >= len(data) or shift > 63:
+            raise GitUnreadable("a pack holds a malformed object header")
+        byte = data[at]
+        size |= (byte & 0x7F) << shift
+        shift, at = shift + 7, at + 1
+    return kind, size, at
+
+
+def _offset(data: bytes, at: int) -> tuple[int, int]:
+    """An offset delta's distance back to its base (git's own variable-length encoding)."""
+    if at >= len(data):
+        raise GitUnreadable("a pack holds a malformed delta")
+    byte = data[at]
+    value, at = byte & 0x7F, at + 1
+    while byte & 0x80:
+        if at >= len(data) or value > 1 << 56:
+            raise GitUnreadable("a pack holds a malformed delta")
+        byte = data[at]
+        value, at = ((value + 1) << 7) | (byte & 0x7F), at + 1
+    return value, at
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """A little-endian base-128 number (a delta's sizes)."""
+    value = shift = 0
+    while True:
+        if at >= len(data) or shift > 63:
+            raise GitUnreadable("a pack holds a malformed delta")
+        byte = data[at]
+        value, shift, at = value | (byte & 0x7F) << shift, shift + 7, at + 1
+        if not byte & 0x80:
+            return value, at
 
 
 def _abbrev(oid: str, store: Any) -> str:

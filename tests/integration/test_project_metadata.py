@@ -158,14 +158,18 @@ def test_a_shallow_clone_and_a_worktree(
     assert metadata(layout)["source"]["version"]["describe"] == described(layout.app)
     assert metadata(layout)["source"]["metadata"]["url"] == f"file://{origin}"
 
+    # A worktree is read when its repository is inside the app too (here moved into it, as .main-git).
     worktree = tmp_path / "worktree"
     git(origin, "worktree", "add", "-q", "-b", "side", str(worktree))
     assert (worktree / ".git").is_file()
+    expected = described(worktree)
+    shutil.move(origin / ".git", worktree / ".main-git")
+    (worktree / ".git").write_text("gitdir: .main-git/worktrees/worktree\n")
     result = prepare(Inputs(app_dir=worktree, layers_dir=tmp_path / "wt-layers", platform_dir=tmp_path / "p",
                             buildpacks_dir=layout.buildpacks, order_path=layout.order))  # fmt: skip
     assert result.project_metadata is not None
     assert result.project_metadata.document["source"]["metadata"]["refs"] == ["side"]
-    assert result.project_metadata.document["source"]["version"]["describe"] == described(worktree)
+    assert result.project_metadata.document["source"]["version"]["describe"] == expected
 
 
 def test_no_commit_yet_writes_nothing_and_says_nothing(
@@ -303,3 +307,122 @@ def test_broken_or_hostile_repositories_are_a_warning(
     )
     assert reason in result.stderr and len(result.stderr.splitlines()) == 1
     assert not (layout.layers / "project-metadata.toml").exists()
+
+
+# The second trust-boundaries review (docs/security.md): the app's .git is input from the app's author.
+
+
+def _pack_object(kind: int, size: int, body: bytes) -> bytes:
+    """A pack entry: git's type-and-size header, then ``body`` (the rest of the header and the zlib data)."""
+    head, size = [(kind << 4) | (size & 15)], size >> 4
+    while size:
+        head[-1] |= 0x80
+        head.append(size & 0x7F)
+        size >>= 7
+    return bytes(head) + body
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((value & 0x7F) | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def delta_bomb(git_dir: Path, target: int) -> str:
+    """A pack holding a 10-byte blob and a delta of it that rebuilds ``target`` bytes (copying the blob again and
+    again: the delta inflates to a fifth of ``target``, and compresses to almost nothing); the delta's name."""
+    import hashlib
+    import zlib
+
+    from dulwich.pack import write_pack_index_v2
+
+    base = b"0123456789"
+    delta = _varint(len(base)) + _varint(target) + b"\x90\x0a" * (target // len(base))
+    blob = _pack_object(3, len(base), zlib.compress(base))
+    data = b"PACK" + (2).to_bytes(4, "big") + (2).to_bytes(4, "big") + blob
+    start = len(data)
+    distance = start - 12  # back to the blob, in git's offset encoding
+    encoded = [distance & 0x7F]
+    while distance >> 7:
+        distance = (distance >> 7) - 1
+        encoded.insert(0, 0x80 | (distance & 0x7F))
+    entry = _pack_object(6, len(delta), bytes(encoded) + zlib.compress(delta, 9))
+    data += entry
+    checksum = hashlib.sha1(data).digest()
+    name = "pack-" + checksum.hex()
+    pack_dir = git_dir / "objects" / "pack"
+    (pack_dir / f"{name}.pack").write_bytes(data + checksum)
+    blob_sha = hashlib.sha1(b"blob 10\0" + base).digest()
+    bomb_sha = bytes.fromhex("ab" * 20)
+    entries = sorted([(blob_sha, 12, zlib.crc32(blob)), (bomb_sha, start, zlib.crc32(entry))])
+    with open(pack_dir / f"{name}.idx", "wb") as idx:
+        write_pack_index_v2(idx, entries, checksum)
+    return bomb_sha.hex()
+
+
+@pytest.mark.parametrize("shape", ["packed blob at a tag", "packed blob at HEAD", "delta bomb at a tag"])
+def test_a_packed_object_is_bounded_before_it_is_inflated(layout: Layout, tmp_path: Path, shape: str) -> None:
+    """765 KiB of .git made 1.5 GiB of RSS: packed objects were inflated whole, whatever their size."""
+    from tests.integration.test_hostile_bounds import BUDGET_MIB, run_measured
+
+    repo = init(layout.app)
+    commit(repo, "one", 1)
+    git(repo, "tag", "v1")
+    if shape == "delta bomb at a tag":
+        (repo / ".git" / "refs" / "tags" / "bomb").write_text(delta_bomb(repo / ".git", 256 << 20) + "\n")
+    else:
+        big = subprocess.run(f"head -c {128 << 20} /dev/zero | {GIT} -C {repo} hash-object -w --stdin", shell=True,
+                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        git(repo, "tag", "big", big)
+        git(repo, "repack", "-a", "-d", "-q")
+        git(repo, "prune-packed")
+        if shape == "packed blob at HEAD":
+            (repo / ".git" / "refs" / "heads" / "main").write_text(big + "\n")
+    assert sum(f.stat().st_size for f in (repo / ".git").rglob("*") if f.is_file()) < 1 << 20
+    code, stderr, rss, _ = run_measured(layout, tmp_path, HEAD)
+    assert code == 0, stderr
+    assert rss < BUDGET_MIB, f"{rss:.0f} MiB"
+    if shape == "packed blob at HEAD":
+        assert f"cannot be read: an object is larger than {1 << 20} bytes (not read)" in stderr
+        assert not (layout.layers / "project-metadata.toml").exists()
+    else:  # a tag of something that is no commit is no candidate: the rest is read as before
+        assert stderr == ""
+        assert metadata(layout)["source"]["version"]["describe"] == "v1"
+
+
+@pytest.mark.parametrize("how", ["gitdir", "absolute gitdir", "commondir", "refs linked", "objects linked"])
+def test_a_repository_outside_the_app_is_never_read(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, how: str
+) -> None:
+    """A .git file (or a worktree's commondir, or a directory of .git) leading to another repository of the
+    machine would publish its commit, branch and remote in project-metadata.toml, an image label."""
+    victim = init(tmp_path / "victim")
+    secret = commit(victim, "victim's", 1)
+    git(victim, "remote", "add", "origin", "https://git.example.com/victim/private")
+    layout.app.mkdir(parents=True, exist_ok=True)
+    if how in ("gitdir", "absolute gitdir"):
+        target = victim / ".git" if how == "absolute gitdir" else os.path.relpath(victim / ".git", layout.app)
+        (layout.app / ".git").write_text(f"gitdir: {target}\n")
+    else:
+        repo = init(layout.app)
+        commit(repo, "app", 1)
+        shutil.rmtree(repo / ".git" / "objects" if how == "objects linked" else repo / ".git" / "refs")
+        if how == "commondir":
+            (repo / ".git" / "refs").mkdir()
+            (repo / ".git" / "commondir").write_text(f"{victim / '.git'}\n")
+        elif how == "refs linked":
+            (repo / ".git" / "refs").symlink_to(victim / ".git" / "refs")
+        else:
+            (repo / ".git" / "objects").symlink_to(victim / ".git" / "objects")
+            (repo / ".git" / "refs" / "heads" / "main").write_text(secret + "\n")
+    result = preparer(project=HEAD)
+    assert result.code == 0, result.stderr
+    assert result.stderr.startswith(
+        f"Warning: project metadata not written: the git repository in {layout.app} cannot be read: "
+    ), result.stderr
+    assert "outside the app" in result.stderr or "symbolic link (not followed)" in result.stderr
+    assert not (layout.layers / "project-metadata.toml").exists()
+    assert secret not in result.stdout + result.stderr

@@ -266,7 +266,7 @@ def test_staging_is_never_in_a_directory_the_build_user_can_write(
     http_server.fail("bp.tgz", "slow")
     (layout.app / "project.toml").write_text(group(http_server.url("bp.tgz")))
     seen: set[str] = set()
-    python, python_env = sys.executable, {}
+    python, python_env = sys.executable, dict[str, str]()
     with subprocess.Popen(
         [python, "-m", "preparer", *layout.flags(), "-download-cache", ""],
         env=base_env(tmp_path, TMPDIR=str(temp), **python_env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
