@@ -182,6 +182,13 @@ FLAGS: tuple[Flag, ...] = (
         "CNB_PREPARER_DOWNLOAD_TIMEOUT",
         "1800",
     ),
+    Flag(
+        None,
+        "string",
+        "seconds all the run's downloads and repository reads may take together",
+        "CNB_PREPARER_RUN_TIMEOUT",
+        "3600",
+    ),
 )
 # fmt: on
 

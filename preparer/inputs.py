@@ -125,6 +125,8 @@ class Inputs:
     http_timeout: float = float(env_default("CNB_PREPARER_HTTP_TIMEOUT"))
     #: Seconds one download may take in all (a server trickling bytes cannot hold a run, or a lock, forever).
     download_timeout: float = float(env_default("CNB_PREPARER_DOWNLOAD_TIMEOUT"))
+    #: Seconds all the run's downloads and repository reads may take together (many slow servers cannot add up).
+    run_timeout: float = float(env_default("CNB_PREPARER_RUN_TIMEOUT"))
     platform_api: APIVersion = SUPPORTED_PLATFORM_APIS[-1]
     #: The environment, for registry credentials (``CNB_REGISTRY_AUTH``, ``DOCKER_CONFIG``, ``HOME``); never shown.
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -181,6 +183,7 @@ def _check_types(inputs: Inputs) -> None:
         "target_platform": (str,),
         "http_timeout": (int, float),
         "download_timeout": (int, float),
+        "run_timeout": (int, float),
         "platform_api": (APIVersion,),
         "environ": (Mapping,),
     }
@@ -271,6 +274,7 @@ def resolve_inputs(
         target_platform=environ.get("CNB_PREPARER_PLATFORM") or _host_platform(),
         http_timeout=_seconds(environ, "CNB_PREPARER_HTTP_TIMEOUT"),
         download_timeout=_seconds(environ, "CNB_PREPARER_DOWNLOAD_TIMEOUT"),
+        run_timeout=_seconds(environ, "CNB_PREPARER_RUN_TIMEOUT"),
         platform_api=platform_api,
         environ=dict(environ),
     )

@@ -30,7 +30,7 @@ from preparer.fetch.oci import auth
 from preparer.fetch.oci.reference import scheme_for
 from preparer.fetch.spool import Abandoned, Spool
 from preparer.fetch.streams import is_digest, sha256_of
-from preparer.fetch.transport import NetworkError, Transport, describe
+from preparer.fetch.transport import NetworkError, Transport, describe, read_capped
 from preparer.fetch.url import parse_http_url
 
 if TYPE_CHECKING:
@@ -51,6 +51,9 @@ EMPTY_CONFIG = {
 #: Seconds to connect to the repository (a cache that is down must cost little), and to wait between bytes.
 CONNECT_SECONDS = 2.0
 READ_SECONDS = 30.0
+#: Seconds a request for a record (a manifest, a tag, a HEAD) may take in all: a repository that trickles its
+#: answers costs a build this once, then the breaker is open. Blobs have the download deadline.
+RECORD_SECONDS = 10.0
 #: The write-back of one run, in all.
 WRITE_BACK_SECONDS = 30.0
 MAX_RECORD = 1 << 20
@@ -231,8 +234,9 @@ class Fleet:
         return response.status_code == 200
 
     def blob(self, digest: str) -> requests.Response | None:
-        """The blob ``digest``, streaming (the caller verifies it); ``None`` on any problem (then: the origin)."""
-        response = self._request("GET", f"{self.base}/blobs/{digest}", stream=True)
+        """The blob ``digest``, streaming (the caller verifies it within the download deadline); ``None`` on any
+        problem (then: the origin)."""
+        response = self._request("GET", f"{self.base}/blobs/{digest}", within=self.transport.deadline)
         if response is None:
             return None
         if response.status_code != 200:
@@ -249,12 +253,12 @@ class Fleet:
         if response is None:
             return None
         try:
-            data = response.raw.read(limit + 1, decode_content=False)
-        except Exception:  # noqa: BLE001 (a cache never fails a build: any error is a miss)
+            data = read_capped(response, limit, "read the download cache repository", f"blob {hit.digest[:19]}",
+                               self.transport.download_deadline())  # fmt: skip
+        except (FetchError, NetworkError) as err:
+            self.give_up(str(err.cause) if isinstance(err, FetchError) else describe(err))
             return None
-        finally:
-            response.close()
-        if len(data) > limit or sha256_of(data) != hit.digest:
+        if sha256_of(data) != hit.digest:
             self._malformed(hit.digest[:19], "the blob is not the digest its record names")
             return None
         return data
@@ -288,23 +292,22 @@ class Fleet:
     def _record(self, tag: str, artifact_type: str) -> dict[str, Any] | None:
         """The record tagged ``tag`` when it is one of ``artifact_type``; ``None`` when absent (404), malformed
         (with a warning) or when the repository fails (the breaker opens)."""
-        response = self._request("GET", f"{self.base}/manifests/{tag}", accept=True, stream=True)
+        deadline = self.transport.clock.deadline(RECORD_SECONDS, _slow(RECORD_SECONDS))
+        response = self._request("GET", f"{self.base}/manifests/{tag}", accept=True)
         if response is None:
             return None
-        try:
-            if response.status_code == 404:
-                return None
-            if response.status_code != 200:
-                self.give_up(f"{tag}: HTTP {response.status_code}")
-                return None
-            body = response.raw.read(MAX_RECORD + 1, decode_content=True)
-        except Exception as err:  # noqa: BLE001 (a cache never fails a build: any error is a miss)
-            self.give_up(describe(err))
-            return None
-        finally:
+        if response.status_code != 200:
             response.close()
+            if response.status_code != 404:
+                self.give_up(f"{tag}: HTTP {response.status_code}")
+            return None
         try:
-            doc = json.loads(body) if len(body) <= MAX_RECORD else None
+            body = read_capped(response, MAX_RECORD, "read the download cache repository", tag, deadline)
+        except (FetchError, NetworkError) as err:  # a cache never fails a build: the breaker opens
+            self.give_up(str(err.cause) if isinstance(err, FetchError) else describe(err))
+            return None
+        try:
+            doc = json.loads(body)
         except (ValueError, RecursionError):
             doc = None
         if not isinstance(doc, dict) or doc.get("artifactType") != artifact_type:
@@ -318,13 +321,14 @@ class Fleet:
             self.warn(f"the download cache repository's {tag} is ignored: {why}")
 
     def _request(
-        self, method: str, url: str, *, accept: bool = False, stream: bool = False, **kwargs: Any
+        self, method: str, url: str, *, accept: bool = False, within: float = RECORD_SECONDS, **kwargs: Any
     ) -> requests.Response | None:
         """One request with the repository's credentials (a 401 answered once); ``None`` when it cannot be made
-        or is refused (the breaker is then open)."""
+        or is refused (the breaker is then open). Its answer must start within ``within`` seconds (and the run's
+        time); its body is streamed, for the caller to read within its own deadline."""
         if self._broken:
             return None
-        import requests  # deferred (heavy): only runs with a repository import it here
+        import requests  # deferred (heavy): only runs with a repository import it
 
         headers = dict(kwargs.pop("headers", {}))
         if accept:
@@ -332,12 +336,13 @@ class Fleet:
         for attempt in range(2):
             if self._authorization:
                 headers["Authorization"] = self._authorization
+            timeout = self.transport.request_timeouts(min(within, READ_SECONDS))
             try:
-                response = self.transport.session().request(
-                    method, url, headers=headers, stream=stream, timeout=self.transport.timeouts, **kwargs
+                response = self.transport.session().request(  # bodies but those of GETs are a few bytes
+                    method, url, headers=headers, stream=method == "GET", timeout=timeout, **kwargs
                 )
             except requests.RequestException as err:
-                self.give_up(describe(err))
+                self.give_up(_slow(timeout[1]) if isinstance(err, requests.Timeout) else describe(err))
                 return None
             if response.status_code != 401 or attempt:
                 if response.status_code in (401, 403):
@@ -516,7 +521,9 @@ class Fleet:
                 return False
             pieces = upload.pieces(READ_SECONDS)
             body = pieces if upload.length is None else _Sized(pieces, upload.length)
-            patch = self._request("PATCH", location, data=body, headers=_BYTES)
+            patch = self._request(
+                "PATCH", location, data=body, headers=_BYTES, within=self.transport.deadline
+            )
             if patch is None or patch.status_code != 202:
                 return self._refused("upload an archive", patch)
             patch.close()
@@ -580,6 +587,10 @@ class Fleet:
             response.close()
             self.give_up(f"the write-back could not {what} (HTTP {response.status_code})")
         return False
+
+
+def _slow(seconds: float) -> str:
+    return f"it did not answer within {seconds:g} s"
 
 
 def _manifest(artifact_type: str, layer: dict[str, Any], annotations: dict[str, str]) -> bytes:

@@ -66,7 +66,7 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
             return from_fleet
     if cache is None:
         return _download(locator, ctx, source, None, None)
-    if known is not None and probe_unchanged(locator.url, known.headers, ctx.transport.timeouts):
+    if known is not None and probe_unchanged(locator.url, known.headers, ctx.transport):
         staged = _unchanged(locator, known, ctx, source, cache)
         if staged is not None:
             return staged
@@ -334,7 +334,14 @@ def _receive(
     upload = _upload(locator, ctx, cache, response) if fleet_bytes is None else None
     with upload if upload is not None else contextlib.nullcontext():
         outcome, digest, size = stream_body(
-            response, source, ctx.progress, extract, MAX_TRAILING, ctx.transport.deadline, ctx.budget, upload
+            response,
+            source,
+            ctx.progress,
+            extract,
+            MAX_TRAILING,
+            ctx.transport.download_deadline(),
+            ctx.budget,
+            upload,
         )
         _check_bytes(locator, digest, source, fleet_bytes)
         if isinstance(outcome, FetchError):
@@ -438,7 +445,7 @@ def _download_cnb(
                     source,
                     ctx.progress,
                     lambda body: shutil.copyfileobj(body, out, CHUNK),
-                    deadline=ctx.transport.deadline,
+                    deadline=ctx.transport.download_deadline(),
                     budget=ctx.budget,
                     copy_to=upload,
                 )

@@ -17,13 +17,13 @@ from preparer.api import verify_buildpack_api
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.base import FetchContext, Fetched, no_progress
 from preparer.fetch.cache import CacheUnusable, DownloadCache
-from preparer.fetch.fleet import Fleet, FleetConfig
+from preparer.fetch.fleet import CONNECT_SECONDS, READ_SECONDS, Fleet, FleetConfig
 from preparer.fetch.locator import redact
 from preparer.fetch.oci.hosts import RegistryHosts
 from preparer.fetch.parallel import fetch_all
 from preparer.fetch.sources import fetch
 from preparer.fetch.streams import ProgressFn
-from preparer.fetch.transport import Transport
+from preparer.fetch.transport import RunClock, Transport
 from preparer.files.buildpack import buildpack_dir
 from preparer.inputs import Inputs
 from preparer.plan import Fetch
@@ -58,20 +58,13 @@ def fetching(
 
     with contextlib.ExitStack() as stack:
         staging = _enter_staging(stack, inputs.buildpacks_dir)
-        cache = None
-        if inputs.download_cache is not None:
-            try:
-                cache = DownloadCache.open(inputs.download_cache)
-                removed = stack.enter_context(cache.claim())
-            except CacheUnusable as why:
-                warn(f"the download cache is not used: {why}")
-            except OSError as err:
-                warn(f"the download cache is not used: {inputs.download_cache}: {err.strerror or err}")
-                cache = None
-            else:
-                if removed:
-                    log.debug("Removed what %d interrupted runs left in the download cache", len(removed))
-        fleet = _fleet(inputs, warn)
+        cache = (
+            _enter_cache(stack, inputs.download_cache, warn) if inputs.download_cache is not None else None
+        )
+        clock = RunClock(inputs.run_timeout)
+        clock.start()
+        stack.callback(clock.stop)
+        fleet = _fleet(inputs, warn, clock)
         stack.callback(lambda: fleet.close() if fleet is not None else None)
         yield FetchContext(
             staging=staging,
@@ -89,6 +82,7 @@ def fetching(
             transport=Transport(
                 timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout),
                 deadline=inputs.download_timeout,
+                clock=clock,
             ),
             policy=policy,
             fleet=fleet,
@@ -96,12 +90,34 @@ def fetching(
         )
 
 
-def _fleet(inputs: Inputs, warn: Callable[[str], None]) -> Fleet | None:
+def _enter_cache(
+    stack: contextlib.ExitStack[bool | None], root: Path, warn: Callable[[str], None]
+) -> DownloadCache | None:
+    """The download cache at ``root``, opened, checked and claimed for as long as ``stack`` lasts; ``None``, with a
+    warning, when it cannot be trusted or used (a cache never fails a build)."""
+    try:
+        cache = DownloadCache.open(root)
+        removed = stack.enter_context(cache.claim())
+    except CacheUnusable as why:
+        warn(f"the download cache is not used: {why}")
+        return None
+    except OSError as err:
+        warn(f"the download cache is not used: {root}: {err.strerror or err}")
+        return None
+    if removed:
+        log.debug("Removed what %d interrupted runs left in the download cache", len(removed))
+    return cache
+
+
+def _fleet(inputs: Inputs, warn: Callable[[str], None], clock: RunClock) -> Fleet | None:
     if inputs.download_cache_repo is None:
         return None
     mode = inputs.download_cache_repo_mode
     config = FleetConfig(inputs.download_cache_repo, mode, inputs.download_cache_max_age)  # type: ignore[arg-type]
-    return Fleet(config, dict(inputs.environ), inputs.insecure_registries, warn)
+    transport = Transport(
+        timeouts=(CONNECT_SECONDS, READ_SECONDS), retries=0, deadline=inputs.download_timeout, clock=clock
+    )
+    return Fleet(config, dict(inputs.environ), inputs.insecure_registries, warn, transport)
 
 
 def _enter_staging(stack: contextlib.ExitStack[bool | None], buildpacks_dir: Path) -> Path:

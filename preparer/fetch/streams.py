@@ -20,7 +20,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from preparer import interrupt
 from preparer.errors import FetchError
-from preparer.fetch.transport import NetworkError, describe
+from preparer.fetch.transport import Deadline, NetworkError, describe
 
 if TYPE_CHECKING:
     import requests
@@ -120,7 +120,7 @@ class NetworkReader:
         source: str,
         total: int | None,
         progress: ProgressFn,
-        deadline: float | None = None,
+        deadline: Deadline | None = None,
         budget: Budget | None = None,
     ) -> None:
         self.raw, self.source, self.total, self.progress = raw, source, total, progress
@@ -128,7 +128,6 @@ class NetworkReader:
         self.size = 0
         self.reported = 0.0
         self.deadline = deadline
-        self.ends = None if deadline is None else time.monotonic() + deadline
         self._read1: Callable[[int], bytes] = getattr(raw, "read1", None) or raw.read
 
     def read(self, size: int = -1) -> bytes:
@@ -140,6 +139,7 @@ class NetworkReader:
             try:
                 chunk: bytes = self._read1(min(wanted, 1 << 20))
             except Exception as err:
+                self._check_deadline()  # a socket shut down when the run's time was up
                 raise NetworkError(describe(err)) from err
             if not chunk:
                 break
@@ -156,16 +156,16 @@ class NetworkReader:
         if self.budget is not None:
             self.budget.downloaded(received)
         self.size += received
+        self._check_deadline()
         now = time.monotonic()
-        if self.ends is not None and now > self.ends:
-            # Final, not retried: another attempt would take as long.
-            raise FetchError(
-                f"download {self.source}",
-                f"it took longer than {self.deadline:g} s in all (CNB_PREPARER_DOWNLOAD_TIMEOUT)",
-            )
         if now - self.reported >= _PROGRESS_EVERY or not received:
             self.reported = now
             self.progress(self.source, self.size, self.total)
+
+    def _check_deadline(self) -> None:
+        """:raises FetchError: the deadline has passed (final, not retried: another attempt would take as long)."""
+        if self.deadline is not None and self.deadline.passed():
+            raise FetchError(f"download {self.source}", self.deadline.cause)
 
 
 def stream_body(
@@ -174,7 +174,7 @@ def stream_body(
     progress: ProgressFn,
     consume: Callable[[IO[bytes]], T],
     trailing: int | None = None,
-    deadline: float | None = None,
+    deadline: Deadline | None = None,
     budget: Budget | None = None,
     copy_to: Sink | None = None,
 ) -> tuple[T, str, int]:
@@ -182,7 +182,7 @@ def stream_body(
     ``Content-Length``. Returns ``(what consume returned, digest, size)``.
 
     :param trailing: at most this many bytes may follow what ``consume`` read (an archive's end marker).
-    :param deadline: seconds the whole body may take.
+    :param deadline: when the whole body must have arrived (:meth:`Transport.download_deadline`).
     :param budget: the policy's limits, charged every byte as it arrives.
     :param copy_to: also gets every byte of the body, unchanged (what the fleet cache writes back).
     :raises NetworkError: the body ended early or the connection failed (worth another attempt).

@@ -10,13 +10,15 @@ download nothing never pay for it.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import SplitResult, unquote, urlsplit
 
 from preparer import interrupt
@@ -95,26 +97,113 @@ def check_status(response: requests.Response, action: str, what: str = "") -> No
     raise error(action, f"{what}: {status}" if what else status)
 
 
-def read_capped(response: requests.Response, limit: int, action: str, what: str) -> bytes:
+def read_capped(
+    response: requests.Response, limit: int, action: str, what: str, deadline: Deadline | None = None
+) -> bytes:
     """The whole body of a small document (a manifest, a token answer, an index file), refused past ``limit``
-    bytes instead of being read into memory.
+    bytes instead of being read into memory, and past ``deadline`` however steadily its bytes trickle in.
 
-    :raises FetchError: the body is larger than ``limit``.
+    :raises FetchError: the body is larger than ``limit``, or not over by ``deadline`` (not worth another attempt).
     :raises NetworkError: the connection failed while reading.
     """
     chunks, size = [], 0
     try:
         with response:
-            for chunk in response.iter_content(1 << 16):
+            while chunk := response.raw.read1(1 << 16, decode_content=True):  # what has arrived
                 size += len(chunk)
                 if size > limit:
                     raise FetchError(action, f"{what} is larger than {limit} bytes")
+                if deadline is not None and deadline.passed():
+                    raise FetchError(action, f"{what}: {deadline.cause}")
                 chunks.append(chunk)
     except FetchError:
         raise
     except Exception as err:
+        if deadline is not None and deadline.passed():
+            raise FetchError(action, f"{what}: {deadline.cause}") from None
         raise NetworkError(describe(err)) from err
     return b"".join(chunks)
+
+
+class Deadline(NamedTuple):
+    """When something must be over (``time.monotonic()``), and what to say when it is not."""
+
+    at: float
+    #: ``it took longer than 1800 s in all (CNB_PREPARER_DOWNLOAD_TIMEOUT)``.
+    cause: str
+
+    def passed(self) -> bool:
+        return time.monotonic() > self.at
+
+
+class RunClock:
+    """One run's time limit (``CNB_PREPARER_RUN_TIMEOUT``): every download and repository read of the run shares
+    it. When it passes, every socket the run's requests opened is shut down, so that a thread blocked reading one
+    wakes at once, and every fetch ends as a failed fetch (exit 1, nothing installed): many slow servers together
+    cannot hold a build for longer than this, whatever each of them is allowed alone."""
+
+    def __init__(self, seconds: float | None = None) -> None:
+        import weakref  # deferred with the rest of the fetching machinery
+
+        self.seconds = seconds
+        self.ends = None if seconds is None else time.monotonic() + seconds
+        self._sockets: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._over = False
+
+    @property
+    def cause(self) -> str:
+        return f"the run took longer than {self.seconds:g} s in all (CNB_PREPARER_RUN_TIMEOUT)"
+
+    def start(self) -> None:
+        """Start counting (the watchdog that shuts the sockets down when the time is up)."""
+        if self.ends is not None and self._timer is None:
+            self._timer = threading.Timer(max(0.0, self.ends - time.monotonic()), self._expire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def watch(self, sock: Any) -> None:
+        """Shut ``sock`` down when the run's time is up."""
+        if sock is None or self.ends is None:
+            return
+        with self._lock:
+            self._sockets.add(sock)
+            over = self._over
+        if over:
+            _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self._over = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
+    def check(self, action: str) -> None:
+        """:raises FetchError: the run's time is up."""
+        if self.ends is not None and time.monotonic() >= self.ends:
+            raise FetchError(action, self.cause)
+
+    def left(self) -> float | None:
+        """Seconds left, or ``None`` without a limit."""
+        return None if self.ends is None else max(0.0, self.ends - time.monotonic())
+
+    def deadline(self, within: float | None, cause: str) -> Deadline | None:
+        """The earlier of ``within`` seconds from now (said as ``cause``) and the run's end."""
+        candidates = [] if within is None else [Deadline(time.monotonic() + within, cause)]
+        if self.ends is not None:
+            candidates.append(Deadline(self.ends, self.cause))
+        return min(candidates, default=None)
+
+
+def _shut(sock: Any) -> None:
+    with contextlib.suppress(OSError):  # closed already
+        sock.shutdown(2)  # socket.SHUT_RDWR, without importing socket
 
 
 class Unreachable(FetchError):
@@ -134,15 +223,24 @@ class Transport:
     backoff: float = 0.5
     #: Seconds one download (one attempt) may take in all.
     deadline: float = 1800.0
+    #: The run's time limit, shared by the run's transports.
+    clock: RunClock = field(default_factory=RunClock, repr=False)
     _session: requests.Session | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def session(self) -> requests.Session:
-        """The shared session: pooled connections and the CA certificates of :func:`ca_bundle`."""
+        """The shared session: pooled connections and the CA certificates of :func:`ca_bundle`. Every connection
+        it opens is watched (:meth:`watch`)."""
         with self._lock:
             if self._session is None:
-                self._session = _new_session()
+                self._session = _new_session(self.watch)
             return self._session
+
+    def watch(self, sock: Any) -> None:
+        """Shut ``sock`` down when the run is asked to stop or its time is up, so that a thread blocked on it (for
+        an answer's first byte as for its last) wakes at once."""
+        interrupt.watch(sock)
+        self.clock.watch(sock)
 
     def get(
         self,
@@ -188,21 +286,34 @@ class Transport:
             target = following
         raise FetchError(action, f"more than {MAX_REDIRECTS} redirects")
 
+    def download_deadline(self) -> Deadline | None:
+        """When a download starting now must be over: its own limit, or the run's end if sooner."""
+        cause = f"it took longer than {self.deadline:g} s in all (CNB_PREPARER_DOWNLOAD_TIMEOUT)"
+        return self.clock.deadline(self.deadline, cause)
+
+    def request_timeouts(self, read: float | None = None) -> tuple[float, float]:
+        """Seconds to connect and to wait between bytes, never past the run's end."""
+        connect, between = self.timeouts[0], read if read is not None else self.timeouts[1]
+        left = self.clock.left()
+        if left is not None:
+            connect, between = min(connect, left) or 0.001, min(between, left) or 0.001
+        return connect, between
+
     def _get_once(self, url: str, headers: dict[str, str], action: str) -> requests.Response:
         import requests  # deferred (heavy): only runs that download import it
 
         interrupt.check()
+        self.clock.check(action)
         try:
             response = self.session().get(
-                url, headers=headers, stream=True, timeout=self.timeouts, allow_redirects=False
+                url, headers=headers, stream=True, timeout=self.request_timeouts(), allow_redirects=False
             )
         except requests.exceptions.SSLError as err:
             raise FetchError(action, tls_failure(err)) from None
         except requests.RequestException as err:
             interrupt.check()  # a connection shut down by a request to stop is not a network failure
+            self.clock.check(action)  # nor one the run's time limit closed
             raise NetworkError(describe(err)) from err
-        connection = getattr(response.raw, "connection", None)
-        interrupt.watch(getattr(connection, "sock", None))  # a stop wakes a thread blocked reading the body
         return response
 
     def retrying(self, action: str, attempt: Callable[[], T]) -> T:
@@ -214,10 +325,13 @@ class Transport:
         last: NetworkError | None = None
         for number in range(self.retries + 1):
             if number:
-                interrupt.sleep(self.backoff * 2 ** (number - 1))
+                left = self.clock.left()
+                interrupt.sleep(min(self.backoff * 2 ** (number - 1), left if left is not None else 1e9))
+            self.clock.check(action)
             try:
                 return attempt()
             except NetworkError as err:
+                self.clock.check(action)  # not retried: the run's time is up
                 last = err
         raise Unreachable(action, f"{last} (after {self.retries + 1} attempts)")
 
@@ -243,14 +357,34 @@ def _redirect(current: HttpUrl, location: str, action: str) -> HttpUrl:
     return replace(following, userinfo="")
 
 
-def _new_session() -> requests.Session:
+def _new_session(on_connect: Callable[[Any], None]) -> requests.Session:
     import requests  # deferred (heavy): made on the first request
     from requests.adapters import HTTPAdapter
+    from urllib3.connection import HTTPConnection, HTTPSConnection
+    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+    class Plain(HTTPConnection):
+        def connect(self) -> None:
+            super().connect()
+            on_connect(self.sock)
+
+    class Secure(HTTPSConnection):
+        def connect(self) -> None:
+            super().connect()
+            on_connect(self.sock)
+
+    class PlainPool(HTTPConnectionPool):
+        ConnectionCls = Plain
+
+    class SecurePool(HTTPSConnectionPool):
+        ConnectionCls = Secure
 
     session = requests.Session()
     session.headers["User-Agent"] = f"cnb-preparer/{__version__}"
     session.verify = ca_bundle()
     adapter = HTTPAdapter(pool_connections=8, pool_maxsize=8, max_retries=0)
+    # Every connection is watched from the moment it is made (a server can stall before its first byte too).
+    adapter.poolmanager.pool_classes_by_scheme = {"http": PlainPool, "https": SecurePool}
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
@@ -286,7 +420,7 @@ def _requests_would_differ() -> bool:
     return (home / ".netrc").exists() or (home / "_netrc").exists()
 
 
-def probe_unchanged(url: str, headers: dict[str, str], timeouts: tuple[float, float]) -> bool | None:
+def probe_unchanged(url: str, headers: dict[str, str], transport: Transport) -> bool | None:
     """Ask the server whether ``url`` is unchanged (the conditional ``headers``), with one plain request.
 
     Importing requests, or even http.client, costs more than a warm run's whole revalidation, so this asks with a
@@ -304,17 +438,18 @@ def probe_unchanged(url: str, headers: dict[str, str], timeouts: tuple[float, fl
         return None
     import socket  # deferred: only warm runs probe
 
-    connect, read = timeouts
+    connect, read = transport.request_timeouts()
+    ends = time.monotonic() + read  # the whole probe, however slowly its answer trickles in
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
         sock = socket.create_connection((parts.hostname, port), timeout=connect)
         try:
-            interrupt.watch(sock)
+            transport.watch(sock)
             if parts.scheme == "https":
                 sock = _tls_context().wrap_socket(sock, server_hostname=parts.hostname)
             sock.settimeout(read)
             sock.sendall(request)
-            status = _status_line(sock)
+            status = _status_line(sock, ends)
         finally:
             sock.close()
     except (OSError, ValueError):  # the regular path retries and reports it
@@ -349,10 +484,14 @@ _PLAIN_TARGET = re.compile(r"[!-~]+")
 _PLAIN_VALUE = re.compile(r"[ -~]*")
 
 
-def _status_line(sock: Any) -> int | None:
-    """The status code of the answer on ``sock``: ``HTTP/1.x NNN``, read from at most 4 KiB."""
+def _status_line(sock: Any, ends: float) -> int | None:
+    """The status code of the answer on ``sock``: ``HTTP/1.x NNN``, read from at most 4 KiB by ``ends``."""
     data = b""
     while b"\r\n" not in data and len(data) < 4096:
+        left = ends - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the status line took too long")
+        sock.settimeout(left)
         chunk = sock.recv(4096 - len(data))
         if not chunk:
             break

@@ -698,3 +698,28 @@ def test_a_pushed_record_with_the_origins_etag_does_not_pass_for_the_origins_byt
     assert pod(tmp_path, "writer", group(url), "-download-cache-repo", repo).code == 0
     assert pod(tmp_path, "reader", group(url), "-download-cache-repo", repo).code == 0
     assert [s for s, _ in http_server.seen("bp.tgz")][-1] == 304
+
+
+def test_a_repository_that_trickles_its_records_costs_one_deadline(
+    tmp_path: Path, http_server: FileServer
+) -> None:
+    """A byte every second keeps within every between-bytes timeout: only the record's own deadline (10 s) ends
+    it, once; then the breaker is open and the origin serves the run."""
+    from preparer.fetch.fleet import RECORD_SECONDS
+    from tests.plugins.http_server import Stalling, stalling
+
+    archive(http_server, "one.tgz", "acme/one")
+    archive(http_server, "two.tgz", "acme/two")
+    project = group(http_server.url("one.tgz"), http_server.url("two.tgz"))
+    with stalling(Stalling(mode="body", pace=1.0)) as slow:
+        start = time.monotonic()
+        result = pod(tmp_path, "pod", project, "-download-cache-repo", f"{slow.host}/fleet/x",
+                     "-download-cache-repo-mode", "read")  # fmt: skip
+        took = time.monotonic() - start
+    assert result.code == 0, result.stderr
+    [warning] = result.warnings
+    assert warning.startswith(f"Warning: the download cache repository {slow.host}/fleet/x is not used: url-")
+    assert warning.endswith(f": it did not answer within {RECORD_SECONDS:g} s")
+    assert len(slow.paths) <= 2  # each entry asked at most once, at the same time; then the breaker is open
+    assert RECORD_SECONDS <= took < RECORD_SECONDS + 6, f"{took:.1f} s"
+    assert [s for s, _ in http_server.seen("one.tgz")] == [200]

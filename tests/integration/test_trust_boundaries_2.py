@@ -24,7 +24,7 @@ from tests.buildpacks import make_dir, make_tgz
 from tests.golden import Layout
 from tests.integration.test_trust_boundaries import OTHER, as_root, run_as, shared_layout
 from tests.plugins.cli import Result, base_env
-from tests.plugins.http_server import FileServer
+from tests.plugins.http_server import FileServer, Stalling, stalling
 from tests.plugins.registry import build_package, to_cnb
 from tests.projects import HEAD, group
 
@@ -309,3 +309,31 @@ def test_a_directory_swapped_for_a_link_after_planning_leads_no_removal_outside_
     )
     assert (victim / "a.log").read_text() == "not the app's"
     assert sorted(os.listdir(layout.app)) == ["project.toml", "src"]
+
+
+# 11. The run has a deadline: many slow servers together cannot hold a build for hours.
+
+
+@pytest.mark.parametrize("server", ["trickling bodies", "silent", "trickling headers"])
+def test_the_run_deadline_bounds_every_download_together(
+    preparer: Callable[..., Result], layout: Layout, http_server: FileServer, server: str
+) -> None:
+    """Each download alone keeps within its own limits (a byte now and then, never 60 s of silence): only the
+    run's deadline ends them. Nothing is installed, and the run says why."""
+    mode = {"trickling bodies": "body", "silent": "silent", "trickling headers": "headers"}[server]
+    with stalling(Stalling(mode=mode, pace=0.5)) as slow:
+        if server == "trickling bodies":
+            urls = [http_server.url(f"bp{n}.tgz") for n in range(6)]
+            for n in range(len(urls)):
+                make_tgz(http_server.root / f"bp{n}.tgz", f"me/slow{n}")
+                http_server.fail(f"bp{n}.tgz", "trickle")
+        else:
+            urls = [f"http://{slow.host}/bp{n}.tgz" for n in range(3)]
+        start = time.monotonic()
+        result = preparer(project=group(*urls), env={"CNB_PREPARER_RUN_TIMEOUT": "3"})
+        took = time.monotonic() - start
+    assert result.code == 1, result.stderr
+    assert "the run took longer than 3 s in all (CNB_PREPARER_RUN_TIMEOUT)" in result.stderr
+    assert result.stderr.startswith("ERROR: failed to download http://127.0.0.1:")
+    assert took < 8, f"{took:.1f} s"
+    assert not [p for p in layout.buildpacks.iterdir() if p.name.startswith("me_slow")]

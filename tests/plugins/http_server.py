@@ -10,6 +10,7 @@ too and recorded in ``proxied``, so the server can stand in for an HTTP proxy.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import ssl
 import subprocess
@@ -172,3 +173,64 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FileServer]
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     yield from _serve(FileServer(tmp_path_factory.mktemp("www"), scheme="https", cert=cert), context)
+
+
+@dataclass
+class Stalling:
+    """A server on 127.0.0.1 that answers every request slowly: ``silent`` says nothing at all; ``headers``
+    trickles an endless header line; ``body`` sends ``status`` and a ``Content-Length`` of ``length`` bytes, then
+    the body a byte every ``pace`` seconds. ``paths`` are the request paths it saw."""
+
+    mode: str = "body"
+    pace: float = 0.5
+    length: int = 1000
+    status: int = 200
+    port: int = 0
+    paths: list[str] = field(default_factory=list)
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@contextlib.contextmanager
+def stalling(server: Stalling) -> Iterator[Stalling]:
+    """Run ``server`` for the block."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    server.port = listener.getsockname()[1]
+    done = threading.Event()
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            try:
+                request = conn.recv(65536).decode("latin-1")
+                server.paths.append(request.split(" ")[1] if " " in request else "")
+                if server.mode == "silent":
+                    done.wait()
+                    return
+                if server.mode == "headers":
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                else:
+                    conn.sendall(b"HTTP/1.1 %d Slow\r\nContent-Type: application/vnd.oci.image.manifest.v1+json"
+                                 b"\r\nContent-Length: %d\r\n\r\n" % (server.status, server.length))  # fmt: skip
+                while not done.wait(server.pace):
+                    conn.sendall(b"a")
+            except OSError:
+                return
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield server
+    finally:
+        done.set()
+        listener.close()

@@ -207,18 +207,23 @@ def request_token(
                 params["realm"],
                 data={**query, "grant_type": "refresh_token", "client_id": "cnb-preparer",
                       "refresh_token": credential.identity_token},
-                timeout=transport.timeouts, stream=True,
+                timeout=transport.request_timeouts(), stream=True,
             )  # fmt: skip
         else:
             headers = {}
             if credential is not None and (credential.header or "").lower().startswith("basic "):
                 headers["Authorization"] = credential.header or ""
             response = session.get(
-                params["realm"], params=query, headers=headers, timeout=transport.timeouts, stream=True
+                params["realm"],
+                params=query,
+                headers=headers,
+                timeout=transport.request_timeouts(),
+                stream=True,
             )
     except requests.exceptions.SSLError as err:
         raise FetchError(action, tls_failure(err)) from None
     except requests.RequestException as err:
+        transport.clock.check(action)
         raise NetworkError(describe(err)) from err
     if response.status_code in (401, 403):
         response.close()
@@ -226,7 +231,7 @@ def request_token(
     if response.status_code >= 400:
         response.close()
         raise FetchError(action, f"token endpoint answered {response.status_code}")
-    data = read_capped(response, MAX_TOKEN_ANSWER, action, "the token answer")
+    data = read_capped(response, MAX_TOKEN_ANSWER, action, "the token answer", transport.download_deadline())
     try:
         body = json.loads(data)
         token = body.get("token") or body.get("access_token")

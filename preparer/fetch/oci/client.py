@@ -212,7 +212,13 @@ class Registry:
     def _fetch_manifest(self, identifier: str) -> tuple[bytes, str]:
         response = self._get(f"{self.base}/manifests/{identifier}", {"Accept": _ACCEPT})
         self._check(response, f"manifest '{identifier}'")
-        data = read_capped(response, MAX_MANIFEST, f"pull {self.ref}", f"manifest '{identifier}'")
+        data = read_capped(
+            response,
+            MAX_MANIFEST,
+            f"pull {self.ref}",
+            f"manifest '{identifier}'",
+            self.transport.download_deadline(),
+        )
         return data, sha256_of(data)
 
     def _parse_manifest(self, data: bytes, digest: str) -> tuple[dict[str, Any], str, str]:
@@ -339,7 +345,7 @@ class Registry:
                         label,
                         self.ctx.progress,
                         tee,
-                        deadline=self.transport.deadline,
+                        deadline=self.transport.download_deadline(),
                         budget=self.ctx.budget,
                     )
                 verify_digest(got, digest, f"pull {self.ref}", f"blob {digest}: digest mismatch: got {{got}}")
@@ -362,7 +368,9 @@ def _endpoint_transport(base: Transport, endpoint: Host) -> Transport:
     """A transport for one hosts.toml host: its connect timeout, and its CA or ``skip_verify``."""
     connect = endpoint.dial_timeout if endpoint.dial_timeout is not None else base.timeouts[0]
     # No retries: a mirror that fails gives way to the next host at once.
-    transport = Transport(timeouts=(connect, base.timeouts[1]), retries=0, deadline=base.deadline)
+    transport = Transport(
+        timeouts=(connect, base.timeouts[1]), retries=0, deadline=base.deadline, clock=base.clock
+    )
     if endpoint.skip_verify:
         transport.session().verify = False
     elif endpoint.ca:

@@ -90,7 +90,9 @@ def _index_file(url: str, action: str, ctx: FetchContext) -> bytes:
 
     def attempt() -> bytes:
         response = ctx.transport.get(url, action=action)
-        return read_capped(response, MAX_INDEX_FILE, action, "the index file")
+        return read_capped(
+            response, MAX_INDEX_FILE, action, "the index file", ctx.transport.download_deadline()
+        )
 
     try:
         data = ctx.transport.retrying(action, attempt)
