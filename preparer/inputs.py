@@ -219,6 +219,21 @@ def user_cache_dir(environ: Mapping[str, str]) -> Path | None:
     return Path(home) / ".cache" / "cnb-preparer" if home.startswith("/") else None
 
 
+def _where_it_can_be_made(cache: Path | None) -> Path | None:
+    """The default download cache, unless it does not exist and cannot be made: with ``HOME=/`` (common in build
+    containers) or a read-only home, a build user has no cache there, and nothing is wrong, so the run goes on
+    without one and says so only at debug level. A cache that was asked for (``-download-cache``) still gets a
+    warning when it cannot be used."""
+    if cache is None or cache.exists():
+        return cache
+    existing = next(p for p in cache.parents if p.exists())
+    if os.access(existing, os.W_OK | os.X_OK):
+        return cache
+    log.debug("No download cache: %s cannot be made (%s is not writable); -download-cache names one", cache,
+              existing)  # fmt: skip
+    return None
+
+
 def resolve_inputs(
     flags: Mapping[str, object], environ: Mapping[str, str], cwd: Path | None = None
 ) -> Inputs:
@@ -243,7 +258,7 @@ def resolve_inputs(
     if "download-cache" in flags or env_of("download-cache") in environ:
         download_cache = given.path("download-cache")
     else:
-        download_cache = user_cache_dir(environ)
+        download_cache = _where_it_can_be_made(user_cache_dir(environ))
     listed = flags.get("insecure-registry")
     if isinstance(listed, list | tuple):
         registries = [str(r) for r in listed]  # repeated flags append, with no comma split (as Go)

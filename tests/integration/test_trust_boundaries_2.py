@@ -337,3 +337,24 @@ def test_the_run_deadline_bounds_every_download_together(
     assert result.stderr.startswith("ERROR: failed to download http://127.0.0.1:")
     assert took < 8, f"{took:.1f} s"
     assert not [p for p in layout.buildpacks.iterdir() if p.name.startswith("me_slow")]
+
+
+# 13. A build user with HOME=/ has no cache there, and nothing is wrong: no warning on every run.
+
+
+@as_root
+def test_no_cache_warning_for_a_build_user_whose_home_is_the_root(
+    world: Path, tmp_path: Path, http_server: FileServer
+) -> None:
+    layout = shared_layout(world, owner=OTHER)
+    make_tgz(http_server.root / "bp.tgz", "me/bp")
+    (layout.app / "project.toml").write_text(group(http_server.url("bp.tgz")))
+    homeless = {"HOME": "/", "XDG_CACHE_HOME": ""}
+    result = run_as(OTHER, layout, tmp_path, env=homeless)
+    assert (result.code, result.stderr) == (0, "")
+    assert (layout.buildpacks / "me_bp" / "1.0.0" / "buildpack.toml").is_file()
+    asked = run_as(OTHER, layout, tmp_path, "-download-cache", "/.cache/cnb-preparer", env=homeless)
+    assert asked.code == 0
+    assert asked.warnings == [
+        "Warning: the download cache is not used: /.cache cannot be made (Permission denied)"
+    ]
