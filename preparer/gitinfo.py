@@ -161,8 +161,8 @@ def _unlinked(path: Path, what: str) -> None:
         raise GitUnreadable(f"{what} is reached through a symbolic link (not followed)")
 
 
-def _small(path: Path, limit: int, what: str) -> str:
-    """The text of ``path`` (never through a symbolic link), at most ``limit`` bytes."""
+def _head(path: Path, size: int, what: str) -> bytes:
+    """The first ``size`` bytes of the regular file ``path``, never read through a symbolic link."""
     _unlinked(path.parent, what)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -171,7 +171,12 @@ def _small(path: Path, limit: int, what: str) -> str:
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise GitUnreadable(f"{what} is not a regular file")
-        data = f.read(limit + 1)
+        return f.read(size)
+
+
+def _small(path: Path, limit: int, what: str) -> str:
+    """The text of ``path`` (never through a symbolic link), at most ``limit`` bytes."""
+    data = _head(path, limit + 1, what)
     if len(data) > limit:
         raise GitUnreadable(f"{what} is larger than {limit} bytes")
     try:
@@ -457,7 +462,6 @@ class _BoundedStore:
         text = oid.decode("ascii", "replace")
         loose = self.objects / text[:2] / text[2:]
         if os.path.lexists(loose):
-            _unlinked(loose.parent, "an object")
             _loose_size(loose)
             self.checked.add(oid)
             return spent
@@ -507,16 +511,9 @@ def _loose_size(path: Path) -> None:
     :raises GitUnreadable: it is not a regular file, or is malformed; :class:`_TooLarge`: it is too large.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as err:
-        raise GitUnreadable(f"an object cannot be read ({err.strerror})") from None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise GitUnreadable("an object is not a regular file")
-        try:
-            header = zlib.decompressobj().decompress(f.read(4096), 64).partition(b"\0")[0]
-        except zlib.error:
-            raise GitUnreadable("an object is not zlib data") from None
+        header = zlib.decompressobj().decompress(_head(path, 4096, "an object"), 64).partition(b"\0")[0]
+    except zlib.error:
+        raise GitUnreadable("an object is not zlib data") from None
     size = header.partition(b" ")[2]
     if not size.isdigit():
         raise GitUnreadable("an object has a malformed header")

@@ -62,7 +62,6 @@ def fetching(
             _enter_cache(stack, inputs.download_cache, warn) if inputs.download_cache is not None else None
         )
         clock = RunClock(inputs.run_timeout)
-        clock.start()
         stack.callback(clock.stop)
         fleet = _fleet(inputs, warn, clock)
         stack.callback(lambda: fleet.close() if fleet is not None else None)

@@ -156,24 +156,24 @@ class RunClock:
     def cause(self) -> str:
         return f"the run took longer than {self.seconds:g} s in all (CNB_PREPARER_RUN_TIMEOUT)"
 
-    def start(self) -> None:
-        """Start counting (the watchdog that shuts the sockets down when the time is up)."""
-        if self.ends is not None and self._timer is None:
-            self._timer = threading.Timer(max(0.0, self.ends - time.monotonic()), self._expire)
-            self._timer.daemon = True
-            self._timer.start()
-
     def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        """The run is over: no watchdog is needed any more."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
 
     def watch(self, sock: Any) -> None:
-        """Shut ``sock`` down when the run's time is up."""
+        """Shut ``sock`` down when the run's time is up (the watchdog that does it starts with the first socket:
+        a run that opens none, a warm one, starts no thread)."""
         if sock is None or self.ends is None:
             return
         with self._lock:
             self._sockets.add(sock)
             over = self._over
+            if self._timer is None and not over:
+                self._timer = threading.Timer(max(0.0, self.ends - time.monotonic()), self._expire)
+                self._timer.daemon = True
+                self._timer.start()
         if over:
             _shut(sock)
 
@@ -383,8 +383,19 @@ def _new_session(on_connect: Callable[[Any], None]) -> requests.Session:
     session.headers["User-Agent"] = f"cnb-preparer/{__version__}"
     session.verify = ca_bundle()
     adapter = HTTPAdapter(pool_connections=8, pool_maxsize=8, max_retries=0)
-    # Every connection is watched from the moment it is made (a server can stall before its first byte too).
-    adapter.poolmanager.pool_classes_by_scheme = {"http": PlainPool, "https": SecurePool}
+    # Every connection is watched from the moment it is made (a server can stall before its first byte too), also
+    # through an http(s) proxy. (A SOCKS proxy's connections are urllib3's own kind: bounded by the timeouts only.)
+    watched = {"http": PlainPool, "https": SecurePool}
+    adapter.poolmanager.pool_classes_by_scheme = watched
+    for_proxy = adapter.proxy_manager_for
+
+    def proxy_manager_for(proxy: str, **kwargs: Any) -> Any:
+        manager = for_proxy(proxy, **kwargs)
+        if not proxy.lower().startswith("socks"):
+            manager.pool_classes_by_scheme = watched
+        return manager
+
+    adapter.proxy_manager_for = proxy_manager_for  # type: ignore[method-assign]
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
@@ -444,7 +455,7 @@ def probe_unchanged(url: str, headers: dict[str, str], transport: Transport) -> 
         port = parts.port or (443 if parts.scheme == "https" else 80)
         sock = socket.create_connection((parts.hostname, port), timeout=connect)
         try:
-            transport.watch(sock)
+            interrupt.watch(sock)  # the run's time bounds it below, without a watchdog thread
             if parts.scheme == "https":
                 sock = _tls_context().wrap_socket(sock, server_hostname=parts.hostname)
             sock.settimeout(read)

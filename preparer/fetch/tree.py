@@ -264,7 +264,6 @@ class Installation:
         self._root: int | None = None
         #: What this commit installed: ``(<id> descriptor, <id> name, version, whether <id> was made)``.
         self._done: list[tuple[int, str, str, bool]] = []
-        self._open: list[int] = []
 
     def install(self, staged: StagedBuildpack) -> Path | None:
         """Move one staged buildpack into place; an existing one is left alone.
@@ -282,18 +281,20 @@ class Installation:
             )
         except OSError as err:
             raise ApplyError(action, err.strerror or err) from None
-        self._open.append(id_fd)
         try:
             if _present(d.version, id_fd):
+                os.close(id_fd)
                 return None
             _move_into(staged.path, id_fd, d.version)
-        except FileExistsError:
-            return None  # a concurrent preparer installed the same buildpack
         except OSError as err:
-            if _present(d.version, id_fd):
+            present = isinstance(err, FileExistsError) or _present(
+                d.version, id_fd
+            )  # a concurrent preparer's
+            os.close(id_fd)
+            if present:
                 return None
             raise ApplyError(action, err.strerror or err) from None
-        self._done.append((id_fd, dest.parent.name, d.version, made))
+        self._done.append((id_fd, dest.parent.name, d.version, made))  # kept open, to undo it
         return dest
 
     def _buildpacks(self) -> int:
@@ -309,12 +310,12 @@ class Installation:
             if made and self._root is not None:
                 with contextlib.suppress(OSError):  # other versions are there
                     os.rmdir(name, dir_fd=self._root)
-        self._done = []
+        self.close()
 
     def close(self) -> None:
-        for fd in self._open + ([self._root] if self._root is not None else []):
+        for fd in [*(done[0] for done in self._done), *([self._root] if self._root is not None else [])]:
             os.close(fd)
-        self._open, self._root = [], None
+        self._done, self._root = [], None
 
 
 def _present(version: str, id_fd: int) -> bool:
