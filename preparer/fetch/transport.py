@@ -16,9 +16,9 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import SplitResult, unquote, urlsplit
 
 from preparer import interrupt
@@ -125,12 +125,15 @@ def read_capped(
     return b"".join(chunks)
 
 
-class Deadline(NamedTuple):
+class Deadline:
     """When something must be over (``time.monotonic()``), and what to say when it is not."""
 
-    at: float
-    #: ``it took longer than 1800 s in all (CNB_PREPARER_DOWNLOAD_TIMEOUT)``.
-    cause: str
+    __slots__ = ("at", "cause")
+
+    def __init__(self, at: float, cause: str) -> None:
+        self.at = at
+        #: ``it took longer than 1800 s in all (CNB_PREPARER_DOWNLOAD_TIMEOUT)``.
+        self.cause = cause
 
     def passed(self) -> bool:
         return time.monotonic() > self.at
@@ -198,7 +201,7 @@ class RunClock:
         candidates = [] if within is None else [Deadline(time.monotonic() + within, cause)]
         if self.ends is not None:
             candidates.append(Deadline(self.ends, self.cause))
-        return min(candidates, default=None)
+        return min(candidates, key=lambda deadline: deadline.at, default=None)
 
 
 def _shut(sock: Any) -> None:
@@ -282,7 +285,7 @@ class Transport:
             if following.origin != target.origin:
                 sent.pop("Authorization", None)  # as requests does: a credential is for its own origin
             else:
-                following = replace(following, userinfo=target.userinfo)
+                following = following.with_userinfo(target.userinfo)
             target = following
         raise FetchError(action, f"more than {MAX_REDIRECTS} redirects")
 
@@ -354,7 +357,7 @@ def _redirect(current: HttpUrl, location: str, action: str) -> HttpUrl:
         raise FetchError(
             action, f"the server redirects from https to {following.shown}: plain http is refused after https"
         )
-    return replace(following, userinfo="")
+    return following.with_userinfo("")
 
 
 def _new_session(on_connect: Callable[[Any], None]) -> requests.Session:

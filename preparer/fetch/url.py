@@ -18,38 +18,57 @@ backslash or a control character.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from urllib.parse import quote
+
+# No regular expression and no dataclass here: this module is imported by every run that names an http URL, and
+# compiling patterns or generating methods at import cost more than all the URLs of a run take to parse.
 
 #: Default ports, dropped from the canonical form.
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_HEX = frozenset("0123456789abcdefABCDEF")
 #: What a path (``/`` included) and a query may hold unencoded: RFC 3986's pchar, ``/``, and ``?`` in a query.
 _PATH_SAFE = "!$&'()*+,;=:@/"
 _QUERY_SAFE = _PATH_SAFE + "?"
-_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
-_ENCODED_SLASH = re.compile(r"%2F|%5C")
-_HOST = re.compile(r"[a-z0-9._~-]+|\[[0-9a-f:.]+\]")
-_USERINFO = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:%]*")
+_HOST_NAME = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._~-")
+_HOST_ADDRESS = frozenset("0123456789abcdef:.")
+_USERINFO = _UNRESERVED | frozenset("!$&'()*+,;=:%")
 
 
 class UrlError(ValueError):
     """Why a URL is refused; the message holds no part of the URL (it may hold a password)."""
 
 
-@dataclass(frozen=True, slots=True)
 class HttpUrl:
-    """An ``http(s)`` URL in canonical form (no fragment: a ``#sha256=`` pin is read before)."""
+    """An ``http(s)`` URL in canonical form (no fragment: a ``#sha256=`` pin is read before). Not to be changed:
+    :meth:`with_userinfo` makes another."""
 
-    scheme: str
-    host: str
-    port: int | None
-    #: The path, never empty (``/`` at least).
-    path: str
-    query: str = ""
-    #: The user information as written (percent-encoded), without the ``@``; empty when there is none.
-    userinfo: str = ""
+    __slots__ = ("host", "path", "port", "query", "scheme", "userinfo")
+
+    def __init__(
+        self, scheme: str, host: str, port: int | None, path: str, query: str = "", userinfo: str = ""
+    ) -> None:
+        self.scheme, self.host, self.port = scheme, host, port
+        #: The path, never empty (``/`` at least).
+        self.path = path
+        self.query = query
+        #: The user information as written (percent-encoded), without the ``@``; empty when there is none.
+        self.userinfo = userinfo
+
+    def _fields(self) -> tuple[str, str, int | None, str, str, str]:
+        return self.scheme, self.host, self.port, self.path, self.query, self.userinfo
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HttpUrl) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"HttpUrl({self.shown!r})"  # never the user information
+
+    def with_userinfo(self, userinfo: str) -> HttpUrl:
+        return HttpUrl(self.scheme, self.host, self.port, self.path, self.query, userinfo)
 
     @property
     def origin(self) -> str:
@@ -89,7 +108,7 @@ def parse_http_url(text: str) -> HttpUrl:
     scheme = scheme.lower()
     if not sep or scheme not in _DEFAULT_PORTS:
         raise UrlError("not an http or https URL")
-    if any(ord(c) < 0x20 or ord(c) == 0x7F or c == "\\" for c in rest):
+    if "\\" in rest or not rest.isprintable():
         raise UrlError("it holds a control character or a backslash")
     end = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
     authority, tail = rest[:end], rest[end:]
@@ -99,15 +118,13 @@ def parse_http_url(text: str) -> HttpUrl:
             "in a user name or password (%2F, %3F, %23), and '@' in the path (%40)"
         )
     userinfo, _, hostport = authority.rpartition("@")
-    if not _USERINFO.fullmatch(userinfo):
+    if not _USERINFO.issuperset(userinfo):
         raise UrlError("its user information holds a character that must be percent-encoded")
     host, port = _host_port(hostport, scheme)
     tail = tail.partition("#")[0]
     path, _, query = tail.partition("?")
     path = _normalise(path, _PATH_SAFE)
-    if any(
-        piece in (".", "..") for seg in path.split("/") if "%" in seg for piece in _ENCODED_SLASH.split(seg)
-    ):
+    if "%" in path and any(_hides_a_dot_segment(segment) for segment in path.split("/")):
         # ``/a/..%2Fb``: a server that decodes %2F before it resolves dot segments climbs out of ``/a``.
         raise UrlError("a path segment is '.' or '..' once its encoded '/' or '\\' are decoded")
     path = remove_dot_segments(path) or "/"
@@ -134,7 +151,9 @@ def _host_port(hostport: str, scheme: str) -> tuple[str, int | None]:
     elif ":" in hostport:
         host, _, port_text = hostport.rpartition(":")
     host = host.lower()
-    if not host or not host.isascii() or not _HOST.fullmatch(host):
+    name = host[1:-1] if host.startswith("[") else host
+    allowed = _HOST_ADDRESS if host.startswith("[") else _HOST_NAME
+    if not name or not host.isascii() or not allowed.issuperset(name):
         raise UrlError("its host is empty, holds an escape or is not ASCII (write a name in its xn-- form)")
     port = None
     if port_text:
@@ -145,17 +164,25 @@ def _host_port(hostport: str, scheme: str) -> tuple[str, int | None]:
 
 
 def _normalise(text: str, safe: str) -> str:
-    """``text`` with escapes of unreserved characters decoded, the others upper-cased, and what may not appear
-    unencoded encoded (as UTF-8)."""
-    pieces = _ESCAPE.split(text)
-    out = []
-    for index, piece in enumerate(pieces):
-        if index % 2:  # the two hex digits of an escape
-            char = chr(int(piece, 16))
-            out.append(char if char in _UNRESERVED else f"%{piece.upper()}")
+    """``text`` with escapes of unreserved characters decoded, the others upper-cased, a ``%`` that begins no escape
+    encoded, and what may not appear unencoded encoded (as UTF-8): what requests would send, unchanged by it."""
+    first, *rest = text.split("%")
+    out = [quote(first, safe=safe)]
+    for piece in rest:
+        if len(piece) >= 2 and piece[0] in _HEX and piece[1] in _HEX:
+            char = chr(int(piece[:2], 16))
+            out.append(char if char in _UNRESERVED else f"%{piece[:2].upper()}")
+            piece = piece[2:]
         else:
-            out.append(quote(piece, safe=safe + "%"))
+            out.append("%25")
+        out.append(quote(piece, safe=safe))
     return "".join(out)
+
+
+def _hides_a_dot_segment(segment: str) -> bool:
+    """Whether ``segment`` becomes ``.`` or ``..`` pieces once an encoded ``/`` or ``\\`` in it is decoded."""
+    pieces = segment.replace("%2F", "/").replace("%5C", "/").split("/")
+    return len(pieces) > 1 and any(piece in (".", "..") for piece in pieces)
 
 
 def remove_dot_segments(path: str) -> str:
@@ -183,7 +210,8 @@ def resolve_redirect(base: HttpUrl, location: str) -> HttpUrl:
     location = location.strip()
     if not location or location.startswith("#"):
         return base
-    if "://" in location.split("/", 1)[0] or re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", location):
+    scheme, colon, _ = location.partition(":")
+    if colon and scheme[:1].isalpha() and scheme.isascii() and all(c.isalnum() or c in "+.-" for c in scheme):
         return parse_http_url(location)
     if location.startswith("//"):
         return parse_http_url(f"{base.scheme}:{location}")
