@@ -114,8 +114,9 @@ def parse_http_url(text: str) -> HttpUrl:
     authority, tail = rest[:end], rest[end:]
     if _userinfo_end(rest) != authority.rfind("@"):
         raise UrlError(
-            "it reads two ways (where its user information ends is unclear): percent-encode '/', '?' and '#' "
-            "in a user name or password (%2F, %3F, %23), and '@' in the path (%40)"
+            "it reads two ways: what comes before its last '@' may be a user name and password (so it is not "
+            "shown) or a host and a path; percent-encode '/', '?' and '#' in a user name or password (%2F, %3F, "
+            "%23), or '@' in a path (%40)"
         )
     userinfo, _, hostport = authority.rpartition("@")
     if not _USERINFO.issuperset(userinfo):

@@ -53,7 +53,8 @@ def test_a_host_hidden_after_a_user_information_is_refused(
         result = preparer("-policy", rules, project=group(uri))
         assert result.code == 3, result.stderr
         assert (
-            "not a valid URL: it reads two ways (where its user information ends is unclear)" in result.stderr
+            "not a valid URL: it reads two ways: what comes before its last '@' may be a user name and password"
+            in result.stderr
         )
     assert paths_asked(http_server) == []
 
