@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from preparer._version import __version__
 
 if TYPE_CHECKING:
+    from preparer.descriptor import Unapplied
     from preparer.errors import (
         ApplyError,
         BuilderError,
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from preparer.interrupt import Interrupted
     from preparer.pipeline import describe_plan, plan_run, prepare, run_plan
     from preparer.plan import Plan
-    from preparer.report import BuildpackRecord, EnvRecord, Report, Unapplied
+    from preparer.report import BuildpackRecord, EnvRecord, Report
 
 __all__ = [
     "ApplyError",
@@ -69,7 +70,8 @@ _HOMES = {
     "Interrupted": "preparer.interrupt",
     **dict.fromkeys(("describe_plan", "plan_run", "prepare", "run_plan"), "preparer.pipeline"),
     "Plan": "preparer.plan",
-    **dict.fromkeys(("BuildpackRecord", "EnvRecord", "Report", "Unapplied"), "preparer.report"),
+    **dict.fromkeys(("BuildpackRecord", "EnvRecord", "Report"), "preparer.report"),
+    "Unapplied": "preparer.descriptor",
 }  # fmt: skip
 
 

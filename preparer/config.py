@@ -14,11 +14,11 @@ from typing import Any, NamedTuple
 
 from preparer._types import TOMLTable
 from preparer.api import APIVersion
-from preparer.descriptor import KeyPath, Layer, ProjectDescriptor, kind_of, lookup
+from preparer.descriptor import KeyPath, Layer, ProjectDescriptor, Unapplied, kind_of, lookup
 from preparer.errors import DescriptorError, InvalidInputsError
 from preparer.files.buildpack import check_id, version_problem
 from preparer.overlay import merge, nulls_from_empty_tables
-from preparer.report import NOT_APPLIED, Unapplied
+from preparer.report import NOT_APPLIED
 
 
 class Script(NamedTuple):

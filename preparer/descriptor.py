@@ -23,7 +23,6 @@ from preparer._types import TOMLTable
 from preparer.api import SUPPORTED_PLATFORM_APIS
 from preparer.errors import DescriptorError
 from preparer.files._toml import load_toml
-from preparer.report import Unapplied
 
 #: Descriptor schemas this preparer reads, keyed to the module-level parser for each.
 SUPPORTED_SCHEMAS = ("0.1", "0.2", "0.3")
@@ -112,6 +111,15 @@ def kind_of(value: object) -> str:
         float: "a float",
     }
     return names.get(type(value), type(value).__name__)
+
+
+class Unapplied(NamedTuple):
+    """A property of the effective configuration that the preparer did not apply (found while reading the
+    descriptor and the platform file, or when the configuration is applied)."""
+
+    #: The dotted key as the user wrote it, e.g. ``io.buildpacks.builder`` or ``pack.builder``.
+    key: str
+    reason: str
 
 
 def lookup(document: Mapping[str, Any], dotted: str) -> Any:

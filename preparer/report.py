@@ -13,18 +13,11 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from preparer.descriptor import Unapplied
 from preparer.files._toml import dumps_toml, write_atomic
 
 if TYPE_CHECKING:
     from preparer.policy import Decision
-
-
-class Unapplied(NamedTuple):
-    """A property of the effective configuration that the preparer did not apply."""
-
-    #: The dotted key as the user wrote it, e.g. ``io.buildpacks.builder`` or ``pack.builder``.
-    key: str
-    reason: str
 
 
 class BuildpackRecord(NamedTuple):
