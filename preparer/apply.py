@@ -59,11 +59,11 @@ def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressFn | None) -
         return _commit(plan, inputs, {}, [])
     # Deferred: fetching brings the cache, the extractor, hashlib, zlib, json, filelock, requests... and many runs
     # fetch nothing.
-    from preparer.fetch.staging import check_fetched, fetch_steps, fetching
+    from preparer.staging import check_fetched, fetch_steps, fetching
 
     warnings: list[str] = []
-    with fetching(inputs, plan.base_dir, progress, warnings.append, plan.rules, plan.registry_hosts) as ctx:
-        fetched = fetch_steps(to_fetch, ctx)
+    with fetching(inputs, plan.base_dir, progress, warnings.append, plan.registry_hosts) as ctx:
+        fetched = fetch_steps(to_fetch, ctx, plan.rules)
         check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
         # Everything is fetched and checked: commit, while the staged buildpacks still exist.
         outcome = _commit(plan, inputs, dict(zip(map(id, to_fetch), fetched, strict=True)), warnings)

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeGuard
 
 from preparer.descriptor import lookup
-from preparer.errors import FetchError, InvalidInputsError
+from preparer.errors import InvalidInputsError
+from preparer.fetch.guard import LimitExceeded
 
 #: The kinds of source a policy names in ``sources.allow``.
 KINDS = ("builder", "path", "http", "image", "cnb", "registry", "inline")
@@ -218,10 +219,6 @@ def matches(value: str, patterns: tuple[str, ...]) -> str | None:
 # Limits while fetching.
 
 
-class LimitExceeded(FetchError):
-    """A fetch went past one of the policy's limits: it stops at once (nothing more is read), exit 1."""
-
-
 class RunTotals:
     """What every buildpack of the run has used so far (fetches run in parallel: guarded by a lock)."""
 
@@ -238,8 +235,9 @@ _WHAT = {
 
 
 class Budget:
-    """The policy as one buildpack's fetch sees it: its limits, charged to the run's totals as well, and the
-    decisions that only fetching can ask for (each redirect hop, a kind of source its content reveals)."""
+    """The policy as one buildpack's fetch sees it (a :class:`preparer.fetch.guard.Guard`): its limits, charged to
+    the run's totals as well, and the decisions that only fetching can ask for (each redirect hop, a kind of source
+    its content reveals, an image found while resolving)."""
 
     def __init__(self, policy: Policy, source: str, run: RunTotals, key: str = "", written: str = "") -> None:
         self.policy, self.source, self.run = policy, source, run
@@ -255,6 +253,17 @@ class Budget:
         if self.policy.http_allow is not None and matches(url, self.policy.http_allow) is None:
             rule = f"it redirects to {url}, which matches no pattern of {self.policy.rule('http.allow')}"
             raise refusal(Decision(self.key, self.written, False, rule))
+
+    def image(self, reference: str, repository: str, digest: str | None) -> None:
+        """An image found while fetching (what a registry entry or a bare id resolves to) meets the image rules.
+
+        :raises InvalidInputsError: the policy refuses it (exit 3).
+        """
+        problem = check_image(self.policy, repository, digest)
+        if problem is not None:
+            raise InvalidInputsError(
+                "prepare", f"the image {reference} is not allowed by the platform policy: {problem}"
+            )
 
     def revealed(self, kind: str, what: str) -> None:
         """The content shows the source to be of ``kind`` (``what`` says how): it must be allowed too.

@@ -15,12 +15,12 @@ from typing import Protocol, TypeVar
 from preparer._logger import log
 from preparer.fetch.cache import DownloadCache
 from preparer.fetch.fleet import Fleet
+from preparer.fetch.guard import Guard
 from preparer.fetch.oci.hosts import RegistryHosts
 from preparer.fetch.streams import ProgressFn
 from preparer.fetch.transport import Transport
 from preparer.files.buildpack import BuildpackDescriptor
 from preparer.flags import DEFAULT_REGISTRY_INDEX
-from preparer.policy import Budget, Policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +86,9 @@ class FetchContext:
     warn: Callable[[str], None] = _log_warning
     #: The HTTP client: session, timeouts, retries.
     transport: Transport = field(default_factory=Transport, compare=False, repr=False)
-    #: The platform policy (its image rules hold for images found while fetching too); ``None`` without one.
-    policy: Policy | None = None
-    #: The limits this fetch is held to (set per fetch when there is a policy): downloads, extraction, copies.
-    budget: Budget | None = None
+    #: The platform policy as this fetch sees it (set per fetch when there is a policy): its limits, and the
+    #: decisions only fetching can ask for (redirects, revealed kinds, images found while resolving).
+    guard: Guard | None = None
     #: The fleet's download cache repository (docs/fleet.md); ``None`` without one.
     fleet: Fleet | None = None
     #: Mirrors by registry, from ``-registry-hosts-dir`` (:mod:`preparer.fetch.oci.hosts`); ``None`` without.

@@ -37,7 +37,7 @@ from preparer.errors import FetchError
 from preparer.fetch.streams import TarStream
 
 if TYPE_CHECKING:
-    from preparer.policy import Budget
+    from preparer.fetch.guard import Guard
 
 BLOCK = 512
 #: The largest GNU long name or PAX extended header read (real ones are a few hundred bytes).
@@ -87,7 +87,7 @@ def extract_tar(
     select: str | None = None,
     allow_absolute: bool = False,
     record: bool = False,
-    budget: Budget | None = None,
+    guard: Guard | None = None,
 ) -> Extracted:
     """Extract the tar stream ``fileobj`` (gzip or plain, told apart by magic bytes) into ``dest``.
 
@@ -100,7 +100,7 @@ def extract_tar(
     :param allow_absolute: buildpackage layers name entries from the image root, so ``/cnb/x`` is ``cnb/x``;
         buildpack archives may not hold absolute names.
     :param record: also record every file as it is written (:attr:`Extracted.records`).
-    :param budget: the policy's limits, charged each entry and each file's size before it is written.
+    :param guard: the policy's limits, charged each entry and each file's size before it is written.
     :raises FetchError: naming the archive and the entry, for ``..``, absolute names, links leaving ``dest``,
         device and fifo entries, setuid/setgid bits, oversized headers, and corrupt or truncated archives.
     """
@@ -108,7 +108,7 @@ def extract_tar(
     try:
         # The writing holds PER_FILE_WORK (one extraction at a time writes), and lets go of it to wait for bytes.
         with TarStream(fileobj, waits_without=PER_FILE_WORK) as stream, PER_FILE_WORK:
-            _Reader(stream, writer, budget).run()
+            _Reader(stream, writer, guard).run()
         writer.check_links()
     except _Refused as refused:
         raise FetchError(f"extract {archive}", f"refusing entry '{refused.name}': {refused.why}") from None
@@ -125,8 +125,8 @@ def extract_tar(
 class _Reader:
     """Reads tar headers (ustar, GNU long names, PAX) and hands each entry to the writer."""
 
-    def __init__(self, stream: TarStream, writer: _Writer, budget: Budget | None = None) -> None:
-        self.stream, self.writer, self.budget = stream, writer, budget
+    def __init__(self, stream: TarStream, writer: _Writer, guard: Guard | None = None) -> None:
+        self.stream, self.writer, self.guard = stream, writer, guard
 
     def read_exactly(self, size: int) -> bytes:
         data = self.stream.read(size)
@@ -182,10 +182,10 @@ class _Reader:
         if target is None:
             self.skip(size)
             return
-        if self.budget is not None:
-            self.budget.entry()
+        if self.guard is not None:
+            self.guard.entry()
             if kind in _REGULAR:
-                self.budget.extracted(size)
+                self.guard.extracted(size)
         if kind in _REGULAR:
             fd = self.writer.create(target, mode)
             try:

@@ -25,13 +25,13 @@ from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache, KnownTree
 from preparer.fetch.extract import Extracted, extract_tar
 from preparer.fetch.fleet import Hit, Upload, offline_miss, url_tag
+from preparer.fetch.guard import LimitExceeded
 from preparer.fetch.locator import HttpLocator
 from preparer.fetch.oci.layout import fetch_cnb
 from preparer.fetch.streams import CHUNK, MAX_TRAILING, stream_body, verify_digest, verify_file
 from preparer.fetch.transport import Unreachable, probe_unchanged
 from preparer.fetch.tree import install_cached, new_root, staged_buildpack
 from preparer.fetch.url import HttpUrl
-from preparer.policy import LimitExceeded
 
 if TYPE_CHECKING:
     import requests
@@ -247,7 +247,7 @@ def _from_cache(
     """
     root = new_root(ctx.staging, "http-")
     try:
-        install_cached(tree, root, link=ctx.link_installs, budget=ctx.budget)
+        install_cached(tree, root, link=ctx.link_installs, guard=ctx.guard)
     except (CacheMismatch, OSError) as err:
         shutil.rmtree(root, ignore_errors=True)
         cache.discard_tree(tree.digest)
@@ -324,7 +324,7 @@ def _receive(
 
     def extract(body: IO[bytes]) -> Extracted | FetchError:
         try:
-            return extract_tar(body, dest, archive=source, record=cache is not None, budget=ctx.budget)
+            return extract_tar(body, dest, archive=source, record=cache is not None, guard=ctx.guard)
         except FetchError as err:
             if locator.sha256 is None or isinstance(err, LimitExceeded):
                 raise
@@ -340,7 +340,7 @@ def _receive(
             extract,
             MAX_TRAILING,
             ctx.transport.download_deadline(),
-            ctx.budget,
+            ctx.guard,
             upload,
         )
         _check_bytes(locator, digest, source, fleet_bytes)
@@ -349,8 +349,8 @@ def _receive(
         if "oci-layout" in outcome.top_level:  # a .cnb after all: read as one, if the policy allows that kind
             if upload is not None:
                 upload.discard()
-            if ctx.budget is not None:
-                ctx.budget.revealed("cnb", f"{source} is a buildpackage (an OCI image layout)")
+            if ctx.guard is not None:
+                ctx.guard.revealed("cnb", f"{source} is a buildpackage (an OCI image layout)")
             return _fetch_cnb(locator, ctx, source)
         dest.chmod(0o755)
         staged = staged_buildpack(dest, source)  # checked before it enters the cache
@@ -401,8 +401,8 @@ def _upload(
 
 def _hop(ctx: FetchContext) -> Callable[[HttpUrl], None] | None:
     """What decides each redirect of a download: the platform policy's ``http.allow``, when there is a policy."""
-    budget = ctx.budget
-    return None if budget is None else lambda url: budget.redirect(url.shown)
+    guard = ctx.guard
+    return None if guard is None else lambda url: guard.redirect(url.shown)
 
 
 def _fetch_cnb(locator: HttpLocator, ctx: FetchContext, source: str) -> Fetched:
@@ -446,7 +446,7 @@ def _download_cnb(
                     ctx.progress,
                     lambda body: shutil.copyfileobj(body, out, CHUNK),
                     deadline=ctx.transport.download_deadline(),
-                    budget=ctx.budget,
+                    guard=ctx.guard,
                     copy_to=upload,
                 )
             _check_bytes(locator, digest, source, fleet_bytes)

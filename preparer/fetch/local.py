@@ -31,7 +31,7 @@ def fetch_path(locator: PathLocator, ctx: FetchContext) -> Fetched:
         raise FetchError(f"fetch buildpack from {source}", "not a directory or a regular file")
     if path.is_dir():
         root = new_root(ctx.staging, "dir-")
-        copy_tree(path, root, source, ctx.budget)
+        copy_tree(path, root, source, ctx.guard)
         staged = staged_buildpack(root, source)
         return Fetched(staged.descriptor, (staged,), source)
     if locator.is_cnb:
@@ -40,7 +40,7 @@ def fetch_path(locator: PathLocator, ctx: FetchContext) -> Fetched:
     try:
         with open(path, "rb") as f:
             reader = HashingReader(f)
-            extracted = extract_tar(reader, root, archive=source, budget=ctx.budget)  # type: ignore[arg-type]
+            extracted = extract_tar(reader, root, archive=source, guard=ctx.guard)  # type: ignore[arg-type]
             reader.drain(MAX_TRAILING, f"extract {source}")
     except OSError as err:
         raise FetchError(f"read {source}", err.strerror or str(err)) from None
@@ -48,8 +48,8 @@ def fetch_path(locator: PathLocator, ctx: FetchContext) -> Fetched:
         "oci-layout" in extracted.top_level
     ):  # a buildpackage, whatever its name says: the policy decides again
         shutil.rmtree(root)
-        if ctx.budget is not None:
-            ctx.budget.revealed("cnb", f"{source} is a buildpackage (an OCI image layout)")
+        if ctx.guard is not None:
+            ctx.guard.revealed("cnb", f"{source} is a buildpackage (an OCI image layout)")
         return fetch_cnb(path, source=source, digest=reader.digest, ctx=ctx)
     staged = staged_buildpack(root, source)
     return Fetched(staged.descriptor, (staged,), source, reader.digest)

@@ -25,7 +25,7 @@ from preparer.fetch.transport import Deadline, NetworkError, describe
 if TYPE_CHECKING:
     import requests
 
-    from preparer.policy import Budget
+    from preparer.fetch.guard import Guard
 
 T = TypeVar("T")
 
@@ -121,10 +121,10 @@ class NetworkReader:
         total: int | None,
         progress: ProgressFn,
         deadline: Deadline | None = None,
-        budget: Budget | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self.raw, self.source, self.total, self.progress = raw, source, total, progress
-        self.budget = budget
+        self.guard = guard
         self.size = 0
         self.reported = 0.0
         self.deadline = deadline
@@ -153,8 +153,8 @@ class NetworkReader:
 
     def _count(self, received: int) -> None:
         interrupt.check()
-        if self.budget is not None:
-            self.budget.downloaded(received)
+        if self.guard is not None:
+            self.guard.downloaded(received)
         self.size += received
         self._check_deadline()
         now = time.monotonic()
@@ -175,7 +175,7 @@ def stream_body(
     consume: Callable[[IO[bytes]], T],
     trailing: int | None = None,
     deadline: Deadline | None = None,
-    budget: Budget | None = None,
+    guard: Guard | None = None,
     copy_to: Sink | None = None,
 ) -> tuple[T, str, int]:
     """Feed the body to ``consume`` while hashing it, read it to its end, and check its length against
@@ -183,7 +183,7 @@ def stream_body(
 
     :param trailing: at most this many bytes may follow what ``consume`` read (an archive's end marker).
     :param deadline: when the whole body must have arrived (:meth:`Transport.download_deadline`).
-    :param budget: the policy's limits, charged every byte as it arrives.
+    :param guard: the policy's limits, charged every byte as it arrives.
     :param copy_to: also gets every byte of the body, unchanged (what the fleet cache writes back).
     :raises NetworkError: the body ended early or the connection failed (worth another attempt).
     :raises FetchError: more than ``trailing`` bytes after what ``consume`` read.
@@ -191,7 +191,7 @@ def stream_body(
     length = response.headers.get("Content-Length")
     total = int(length) if length and length.isdigit() else None
     response.raw.decode_content = False
-    body = NetworkReader(response.raw, source, total, progress, deadline, budget)
+    body = NetworkReader(response.raw, source, total, progress, deadline, guard)
     hashing = HashingReader(body, copy_to)  # type: ignore[arg-type]
     with contextlib.closing(response):
         result = consume(hashing)  # type: ignore[arg-type]

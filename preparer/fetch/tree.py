@@ -36,7 +36,7 @@ from preparer.fetch.extract import is_inside
 from preparer.files.buildpack import buildpack_dir, read_buildpack_toml
 
 if TYPE_CHECKING:
-    from preparer.policy import Budget
+    from preparer.fetch.guard import Guard
 
 
 def staged_buildpack(root: Path, source: str) -> StagedBuildpack:
@@ -50,7 +50,7 @@ def staged_buildpack(root: Path, source: str) -> StagedBuildpack:
     return StagedBuildpack(read_buildpack_toml(root / "buildpack.toml", shown=source), root)
 
 
-def copy_tree(src: Path, dest: Path, source: str, budget: Budget | None = None) -> None:
+def copy_tree(src: Path, dest: Path, source: str, guard: Guard | None = None) -> None:
     """Copy the buildpack directory ``src`` into the existing empty ``dest``, checking every entry.
 
     Like extraction, the copy is per-file work: it holds ``PER_FILE_WORK``, so that parallel fetches copy one
@@ -59,7 +59,7 @@ def copy_tree(src: Path, dest: Path, source: str, budget: Budget | None = None) 
     :raises FetchError: for links leaving the buildpack, special files, setuid/setgid bits.
     """
     with PER_FILE_WORK:
-        links = _copy_entries(str(src), str(dest), source, current_umask(), budget)
+        links = _copy_entries(str(src), str(dest), source, current_umask(), guard)
     # Each target was checked alone; resolved through each other (``x -> .``, ``y -> x/..``) they must stay too.
     root = os.path.realpath(dest)
     for rel, link in links.items():
@@ -70,7 +70,7 @@ def copy_tree(src: Path, dest: Path, source: str, budget: Budget | None = None) 
             )
 
 
-def _copy_entries(src: str, dest: str, source: str, masked: int, budget: Budget | None) -> dict[str, str]:
+def _copy_entries(src: str, dest: str, source: str, masked: int, guard: Guard | None) -> dict[str, str]:
     """Copy what is below ``src`` into ``dest`` (strings: one pass over possibly thousands of entries); the links
     made, by name relative to ``dest``."""
     os.chmod(dest, 0o755)
@@ -87,9 +87,9 @@ def _copy_entries(src: str, dest: str, source: str, masked: int, budget: Budget 
             except OSError as err:
                 raise FetchError(f"read {from_path}", err.strerror or str(err)) from None
             mode = info.st_mode
-            if budget is not None:
-                budget.entry()
-                budget.extracted(info.st_size if stat.S_ISREG(mode) else 0)
+            if guard is not None:
+                guard.entry()
+                guard.extracted(info.st_size if stat.S_ISREG(mode) else 0)
             refuse = f"refusing entry '{rel}'"
             if mode & (stat.S_ISUID | stat.S_ISGID):
                 raise FetchError(f"copy buildpack from {source}", f"{refuse}: setuid or setgid bit")
@@ -168,7 +168,7 @@ def check_links_inside(directory: Path, relative: str, links: dict[str, str], ac
             raise FetchError(action, f"refusing entry '{name}': symbolic link '{link}' leaves the buildpack")
 
 
-def install_cached(tree: CachedTree, dest: Path, *, link: bool, budget: Budget | None = None) -> None:
+def install_cached(tree: CachedTree, dest: Path, *, link: bool, guard: Guard | None = None) -> None:
     """Recreate the cached ``tree`` in the empty directory ``dest`` from its manifest: directories made 0755,
     links recreated, files hard-linked (``link``) or copied.
 
@@ -183,9 +183,9 @@ def install_cached(tree: CachedTree, dest: Path, *, link: bool, budget: Budget |
     """
     # As many at once as there are processors. Unlike extraction, installing is mostly time in the kernel (a link
     # or a copy per file, little Python between them), so two threads at it do gain.
-    if budget is not None:  # the tree as extracted: held to the same limits as an extraction
-        budget.entry(len(tree.files) + len(tree.dirs) + len(tree.links))
-        budget.extracted(sum(record[1] for record in tree.files.values()))
+    if guard is not None:  # the tree as extracted: held to the same limits as an extraction
+        guard.entry(len(tree.files) + len(tree.dirs) + len(tree.links))
+        guard.extracted(sum(record[1] for record in tree.files.values()))
     with _INSTALLING:
         _install(tree, str(dest), link, current_umask())
 

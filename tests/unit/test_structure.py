@@ -97,3 +97,14 @@ def test_imports_inside_functions_say_why_they_are_deferred(module: str) -> None
             if "deferred" not in window and "defer" not in window:
                 unexplained.append(f"{path.name}:{first}: {lines[first - 1].strip()}")
     assert unexplained == []
+
+
+#: The top of the package: the fetch floor below it imports none of these (the policy reaches it as a Guard).
+TOP = ("preparer.inputs", "preparer.plan", "preparer.policy", "preparer.pipeline", "preparer.enforce",
+       "preparer.apply", "preparer.staging", "preparer.config", "preparer.cli")  # fmt: skip
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("preparer.fetch")))
+def test_fetch_is_a_floor_below_the_pipeline(module: str) -> None:
+    _, tree = MODULES[module]
+    assert sorted(_imported(module, tree) & set(TOP)) == []

@@ -199,7 +199,7 @@ def _extract_layers(
         def extract(body: IO[bytes]) -> LayerTree:
             root = Path(tempfile.mkdtemp(prefix="layer-", dir=ctx.staging))
             extracted = extract_tar(
-                body, root, archive=archive, select="cnb/buildpacks", allow_absolute=True, budget=ctx.budget
+                body, root, archive=archive, select="cnb/buildpacks", allow_absolute=True, guard=ctx.guard
             )
             return root, extracted.links
 

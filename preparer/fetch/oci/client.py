@@ -18,12 +18,12 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 from preparer.errors import FetchError, NotFoundError
 from preparer.fetch.base import FetchContext
 from preparer.fetch.cache import DownloadCache
+from preparer.fetch.guard import LimitExceeded
 from preparer.fetch.oci import auth
 from preparer.fetch.oci.hosts import Host
 from preparer.fetch.oci.reference import Reference, scheme_for
 from preparer.fetch.streams import HashingReader, Tee, is_digest, sha256_of, stream_body, verify_digest
 from preparer.fetch.transport import Transport, check_status, read_capped
-from preparer.policy import LimitExceeded
 
 if TYPE_CHECKING:
     import requests
@@ -346,7 +346,7 @@ class Registry:
                         self.ctx.progress,
                         tee,
                         deadline=self.transport.download_deadline(),
-                        budget=self.ctx.budget,
+                        guard=self.ctx.guard,
                     )
                 verify_digest(got, digest, f"pull {self.ref}", f"blob {digest}: digest mismatch: got {{got}}")
                 if size is not None and count != size:

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from preparer.errors import FetchError, InvalidInputsError, NotFoundError
+from preparer.errors import FetchError, NotFoundError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.fleet import offline_miss, ref_tag
 from preparer.fetch.locator import ImageLocator
@@ -17,7 +17,6 @@ from preparer.fetch.oci.hosts import Host, hosts_for
 from preparer.fetch.oci.memory import tune_allocator
 from preparer.fetch.oci.reference import Reference, parse_reference
 from preparer.fetch.streams import is_digest
-from preparer.policy import check_image
 
 T = TypeVar("T")
 
@@ -32,12 +31,8 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
     :raises FetchError: missing image, wrong credentials, corrupt or mismatching blobs, not a buildpackage (exit 1).
     """
     ref = parse_reference(locator.reference)
-    # An image found while fetching (a registry entry, a bare id) meets the policy's rules too.
-    problem = check_image(ctx.policy, f"{ref.registry}/{ref.repository}", ref.digest) if ctx.policy else None
-    if problem is not None:
-        raise InvalidInputsError(
-            "prepare", f"the image {ref} is not allowed by the platform policy: {problem}"
-        )
+    if ctx.guard is not None:  # an image found while fetching (a registry entry, a bare id) meets the rules too
+        ctx.guard.image(str(ref), f"{ref.registry}/{ref.repository}", ref.digest)
     tune_allocator()
     if ctx.fleet is not None and (ref.digest is not None or ctx.fleet.config.mode == "offline"):
         copy = _from_fleet(ref, ctx) if ref.digest is not None else None

@@ -1,5 +1,8 @@
 """Fetching a plan's buildpacks: one run's shared context, a private staging directory, every entry fetched in
-parallel, and the checks that run before anything is committed (:mod:`preparer.apply` commits)."""
+parallel, and the checks that run before anything is committed (:mod:`preparer.apply` commits).
+
+This is where the top of the package (the inputs, the plan, the policy) meets the fetch floor (``preparer/fetch/``),
+which imports none of them: the policy reaches fetching only as a :class:`~preparer.fetch.guard.Guard`."""
 
 from __future__ import annotations
 
@@ -39,7 +42,6 @@ def fetching(
     base_dir: Path,
     progress: ProgressFn | None = None,
     collect: Callable[[str], None] | None = None,
-    policy: Policy | None = None,
     registry_hosts: Mapping[str, RegistryHosts] | None = None,
 ) -> Iterator[FetchContext]:
     """What the fetchers of one run share, for the block: a staging directory of the run's own, and the download
@@ -48,7 +50,6 @@ def fetching(
     that cannot be trusted is left out, with a warning (a cache never fails a build).
 
     :param collect: told every warning the fetchers have, besides the ``preparer`` logger.
-    :param policy: the platform policy whose limits every fetch is held to.
     """
 
     def warn(message: str) -> None:
@@ -83,7 +84,6 @@ def fetching(
                 deadline=inputs.download_timeout,
                 clock=clock,
             ),
-            policy=policy,
             fleet=fleet,
             registry_hosts=registry_hosts,
         )
@@ -168,15 +168,14 @@ def _temp_dir() -> Path | None:
         return None
 
 
-def fetch_steps(steps: Sequence[Fetch], ctx: FetchContext) -> list[Fetched]:
+def fetch_steps(steps: Sequence[Fetch], ctx: FetchContext, policy: Policy | None = None) -> list[Fetched]:
     """Fetch every entry in parallel, each with the fetcher for its kind of source; the first failure (in entry
     order) is raised. With a policy, each fetch is held to its limits, and all of them to the run's."""
-    policy = ctx.policy
     if policy is None:
         contexts = [ctx] * len(steps)
     else:
         totals = RunTotals()
-        contexts = [replace(ctx, budget=_budget(policy, step, totals)) for step in steps]
+        contexts = [replace(ctx, guard=_budget(policy, step, totals)) for step in steps]
     jobs: list[Callable[[], Fetched]] = [
         lambda step=step, job=job: fetch(step.locator, job)  # type: ignore[misc]
         for step, job in zip(steps, contexts, strict=True)
