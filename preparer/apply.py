@@ -67,9 +67,7 @@ def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressFn | None) -
         check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
         # Everything is fetched and checked: commit, while the staged buildpacks still exist.
         outcome = _commit(plan, inputs, dict(zip(map(id, to_fetch), fetched, strict=True)), warnings)
-        if ctx.fleet is not None and ctx.fleet.pending:
-            written = ctx.fleet.write_back()  # after the commit: it can no longer change what this run does
-            log.debug("Wrote %d records to the download cache repository %s", written, ctx.fleet.config.repo)
+        ctx.store.commit()  # after the run's commit (the fleet's write-back): it can no longer change what it did
         return outcome._replace(warnings=tuple(warnings))
 
 

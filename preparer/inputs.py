@@ -345,7 +345,7 @@ def _fleet_settings(given: _Given) -> dict[str, Any]:
 def _repo(text: str | None) -> str | None:
     if not text:
         return None
-    from preparer.fetch.fleet import parse_repo  # deferred: only runs with a repository need fetch/
+    from preparer.fetch.store import parse_repo  # deferred: only runs with a repository need fetch/
 
     return parse_repo(text)
 

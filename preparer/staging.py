@@ -19,12 +19,11 @@ from preparer._logger import log
 from preparer.api import verify_buildpack_api
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.base import FetchContext, Fetched, no_progress
-from preparer.fetch.cache import CacheUnusable, DownloadCache
-from preparer.fetch.fleet import CONNECT_SECONDS, READ_SECONDS, Fleet, FleetConfig
 from preparer.fetch.locator import redact
 from preparer.fetch.oci.hosts import RegistryHosts
 from preparer.fetch.parallel import fetch_all
 from preparer.fetch.sources import fetch
+from preparer.fetch.store import opened_store
 from preparer.fetch.streams import ProgressFn
 from preparer.fetch.transport import RunClock, Transport
 from preparer.files.buildpack import buildpack_dir
@@ -44,10 +43,9 @@ def fetching(
     collect: Callable[[str], None] | None = None,
     registry_hosts: Mapping[str, RegistryHosts] | None = None,
 ) -> Iterator[FetchContext]:
-    """What the fetchers of one run share, for the block: a staging directory of the run's own, and the download
-    cache, opened and checked, with a directory of the run's own for partial downloads. Both are removed when the
-    block ends, whatever ends it; what runs that died left is removed first (:func:`preparer._fs.sweep`). A cache
-    that cannot be trusted is left out, with a warning (a cache never fails a build).
+    """What the fetchers of one run share, for the block: a staging directory of the run's own, and the store (the
+    download cache and the fleet's repository, :func:`~preparer.fetch.store.opened_store`). Both are cleared when
+    the block ends, whatever ends it; what runs that died left is removed first (:func:`preparer._fs.sweep`).
 
     :param collect: told every warning the fetchers have, besides the ``preparer`` logger.
     """
@@ -59,18 +57,26 @@ def fetching(
 
     with contextlib.ExitStack() as stack:
         staging = _enter_staging(stack, inputs.buildpacks_dir)
-        cache = (
-            _enter_cache(stack, inputs.download_cache, warn) if inputs.download_cache is not None else None
-        )
         clock = RunClock(inputs.run_timeout)
         stack.callback(clock.stop)
-        fleet = _fleet(inputs, warn, clock)
-        stack.callback(lambda: fleet.close() if fleet is not None else None)
+        store = stack.enter_context(
+            opened_store(
+                inputs.download_cache,
+                inputs.download_cache_repo,
+                inputs.download_cache_repo_mode,
+                inputs.download_cache_max_age,
+                environ=inputs.environ,
+                insecure_registries=inputs.insecure_registries,
+                warn=warn,
+                clock=clock,
+                download_timeout=inputs.download_timeout,
+            )
+        )
         yield FetchContext(
             staging=staging,
             base_dir=base_dir,
             buildpacks_dir=inputs.buildpacks_dir,
-            cache=cache,
+            store=store,
             # Hard links into the cache only where the build cannot write them: the cache's files are root's.
             link_installs=os.geteuid() == 0 and inputs.uid not in (None, 0),
             insecure_registries=inputs.insecure_registries,
@@ -84,39 +90,8 @@ def fetching(
                 deadline=inputs.download_timeout,
                 clock=clock,
             ),
-            fleet=fleet,
             registry_hosts=registry_hosts,
         )
-
-
-def _enter_cache(
-    stack: contextlib.ExitStack[bool | None], root: Path, warn: Callable[[str], None]
-) -> DownloadCache | None:
-    """The download cache at ``root``, opened, checked and claimed for as long as ``stack`` lasts; ``None``, with a
-    warning, when it cannot be trusted or used (a cache never fails a build)."""
-    try:
-        cache = DownloadCache.open(root)
-        removed = stack.enter_context(cache.claim())
-    except CacheUnusable as why:
-        warn(f"the download cache is not used: {why}")
-        return None
-    except OSError as err:
-        warn(f"the download cache is not used: {root}: {err.strerror or err}")
-        return None
-    if removed:
-        log.debug("Removed what %d interrupted runs left in the download cache", len(removed))
-    return cache
-
-
-def _fleet(inputs: Inputs, warn: Callable[[str], None], clock: RunClock) -> Fleet | None:
-    if inputs.download_cache_repo is None:
-        return None
-    mode = inputs.download_cache_repo_mode
-    config = FleetConfig(inputs.download_cache_repo, mode, inputs.download_cache_max_age)  # type: ignore[arg-type]
-    transport = Transport(
-        timeouts=(CONNECT_SECONDS, READ_SECONDS), retries=0, deadline=inputs.download_timeout, clock=clock
-    )
-    return Fleet(config, dict(inputs.environ), inputs.insecure_registries, warn, transport)
 
 
 def _enter_staging(stack: contextlib.ExitStack[bool | None], buildpacks_dir: Path) -> Path:

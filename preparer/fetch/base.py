@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from preparer._logger import log
-from preparer.fetch.cache import DownloadCache
-from preparer.fetch.fleet import Fleet
 from preparer.fetch.guard import Guard
 from preparer.fetch.oci.hosts import RegistryHosts
+from preparer.fetch.store import Store
 from preparer.fetch.streams import ProgressFn
 from preparer.fetch.transport import Transport
 from preparer.files.buildpack import BuildpackDescriptor
@@ -67,8 +66,9 @@ class FetchContext:
     base_dir: Path
     #: ``<buildpacks>``, where a bare buildpack id was looked for first (named when it is found nowhere).
     buildpacks_dir: Path | None = None
-    #: The download cache (``-download-cache``), opened and checked; ``None`` without one.
-    cache: DownloadCache | None = None
+    #: Where fetched bytes are kept and found again: the download cache and the fleet's repository (either may be
+    #: absent); the fetchers ask it and never which tiers there are.
+    store: Store = field(default_factory=Store)
     #: Whether buildpacks from the cache may be hard links into it: only when the build cannot write the cache's
     #: files (the preparer runs as root, the files are root's, and the build runs as another user).
     link_installs: bool = False
@@ -89,8 +89,6 @@ class FetchContext:
     #: The platform policy as this fetch sees it (set per fetch when there is a policy): its limits, and the
     #: decisions only fetching can ask for (redirects, revealed kinds, images found while resolving).
     guard: Guard | None = None
-    #: The fleet's download cache repository (docs/fleet.md); ``None`` without one.
-    fleet: Fleet | None = None
     #: Mirrors by registry, from ``-registry-hosts-dir`` (:mod:`preparer.fetch.oci.hosts`); ``None`` without.
     registry_hosts: Mapping[str, RegistryHosts] | None = None
     #: Mirrors that failed in this run (shared by every fetch): not asked again.

@@ -24,6 +24,7 @@ from preparer.fetch.locator import ImageLocator
 from preparer.fetch.oci.client import MAX_MANIFEST
 from preparer.fetch.oci.image import fetch_image
 from preparer.fetch.oci.layout import fetch_cnb
+from preparer.fetch.store import Store
 from preparer.fetch.transport import Transport
 from tests.plugins.registry import (
     DOCKER_MEDIA,
@@ -51,7 +52,7 @@ def context(tmp_path: Path, cache: bool = True, **kw: object) -> FetchContext:
     staging = tmp_path / "staging"
     staging.mkdir(exist_ok=True)
     return FetchContext(
-        staging=staging, base_dir=tmp_path, cache=DownloadCache.open(tmp_path / "cache") if cache else None,
+        staging=staging, base_dir=tmp_path, store=Store(DownloadCache.open(tmp_path / "cache") if cache else None),
         transport=Transport(timeouts=(2.0, 5.0), backoff=0.01), **kw,  # type: ignore[arg-type]
     )  # fmt: skip
 

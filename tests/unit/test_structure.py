@@ -108,3 +108,11 @@ TOP = ("preparer.inputs", "preparer.plan", "preparer.policy", "preparer.pipeline
 def test_fetch_is_a_floor_below_the_pipeline(module: str) -> None:
     _, tree = MODULES[module]
     assert sorted(_imported(module, tree) & set(TOP)) == []
+
+
+def test_only_the_store_imports_the_fleet() -> None:
+    """The fleet's repository is a tier of the store: fetchers ask the store, never the tier."""
+    importers = sorted(
+        name for name, (_, tree) in MODULES.items() if "preparer.fetch.fleet" in _imported(name, tree)
+    )
+    assert importers == ["preparer.fetch.store"]

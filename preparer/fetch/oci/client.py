@@ -77,7 +77,7 @@ class Registry:
         self.authorization: str | None = None
         #: Whether a request went with the run's credentials (the repository is then private for the cache).
         self.used_credential = False
-        self.cache = ctx.cache
+        self.cache = ctx.store.local
 
     @property
     def name(self) -> str:

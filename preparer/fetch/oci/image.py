@@ -9,7 +9,6 @@ from typing import IO, Any, TypeVar
 
 from preparer.errors import FetchError, NotFoundError
 from preparer.fetch.base import FetchContext, Fetched
-from preparer.fetch.fleet import offline_miss, ref_tag
 from preparer.fetch.locator import ImageLocator
 from preparer.fetch.oci.buildpackage import descriptor_size, follow_index, install_buildpackage
 from preparer.fetch.oci.client import Registry
@@ -31,33 +30,34 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
     :raises FetchError: missing image, wrong credentials, corrupt or mismatching blobs, not a buildpackage (exit 1).
     """
     ref = parse_reference(locator.reference)
-    if ctx.guard is not None:  # an image found while fetching (a registry entry, a bare id) meets the rules too
+    if (
+        ctx.guard is not None
+    ):  # an image found while fetching (a registry entry, a bare id) meets the rules too
         ctx.guard.image(str(ref), f"{ref.registry}/{ref.repository}", ref.digest)
     tune_allocator()
-    if ctx.fleet is not None and (ref.digest is not None or ctx.fleet.config.mode == "offline"):
-        copy = _from_fleet(ref, ctx) if ref.digest is not None else None
-        if copy is None and ctx.fleet.config.mode == "offline":
-            recorded = _recorded(ref, ctx)  # a tag, or an index digest: its platform manifest's record
-            copy = _from_fleet(recorded, ctx) if recorded is not None else None
-        if copy is not None:
-            return replace(copy, source=str(ref), via="cache repository")
-        if ctx.fleet.config.mode == "offline":
-            seed = "sha256-" + ref.digest.removeprefix("sha256:") if ref.digest else ref_tag(str(ref))
-            raise offline_miss(f"pull {ref}", seed)
+    store = ctx.store
+    copy = _shared(ref, ctx) if ref.digest is not None else None
+    if copy is None and store.offline:
+        recorded = _recorded(ref, ctx)  # a tag, or an index digest: its platform manifest's record
+        copy = _shared(recorded, ctx) if recorded is not None else None
+    if copy is not None:
+        return replace(copy, source=str(ref), via="cache repository")
+    if store.offline:
+        raise store.image_missing(str(ref), ref.digest)
     return _pull(ref, ctx)
 
 
 def _recorded(ref: Reference, ctx: FetchContext) -> Reference | None:
-    """The digest the fleet cache recorded for the tag ``ref`` (offline: no origin may resolve it)."""
-    digest = ctx.fleet.ref_digest(str(ref)) if ctx.fleet is not None else None
+    """The digest the store recorded for the tag ``ref`` (offline: no origin may resolve it)."""
+    digest = ctx.store.recorded_digest(str(ref))
     return parse_reference(f"{ref.registry}/{ref.repository}@{digest}") if digest else None
 
 
-def _from_fleet(ref: Reference, ctx: FetchContext) -> Fetched | None:
-    """The image named by digest, pulled from the fleet cache's copy (docs/fleet.md): the same manifest digest,
+def _shared(ref: Reference, ctx: FetchContext) -> Fetched | None:
+    """The image named by digest, pulled from the store's shared copy (docs/fleet.md): the same manifest digest,
     verified as from the origin; ``None`` (with a warning when the copy is bad) to pull from the origin."""
     assert ref.digest is not None
-    copy = _fleet_copy(ref.digest, ctx)
+    copy = _shared_copy(ref.digest, ctx)
     if copy is None:
         return None
     try:
@@ -76,22 +76,19 @@ def _pull(ref: Reference, ctx: FetchContext) -> Fetched:
     config_descriptor = manifest.get("config")
     if not isinstance(config_descriptor, dict) or not is_digest(config_descriptor.get("digest")):
         raise FetchError(f"pull {source}", "the manifest names no image config with a valid sha256 digest")
-    copy = _fleet_copy(digest, ctx) if ref.digest != digest else None
+    copy = _shared_copy(digest, ctx) if ref.digest != digest else None
     blobs_from = Registry(*copy) if copy is not None else None
     try:
         fetched = _install(manifest, config_descriptor, blobs_from or registry, source, digest, ctx)
     except FetchError as err:
-        if blobs_from is None or ctx.fleet is None:
+        if blobs_from is None:
             raise
-        ctx.fleet.give_up(f"its copy of {source} cannot be read: {err.cause}")
+        ctx.store.image_unreadable(source, err.cause or "")
         return _pull(ref, ctx)
     if blobs_from is not None:
         return replace(fetched, via="cache repository")
-    fleet = ctx.fleet
-    if fleet is not None and not registry.used_credential:
-        if ref.digest != digest:  # a tag, or an index: offline runs find the platform manifest through it
-            fleet.remember_ref(source, digest)
-        _remember_image(manifest, config_descriptor, digest, ctx)
+    if not registry.used_credential:  # what credentials pulled is never shared
+        ctx.store.keep_image(source, ref.digest, digest, manifest, str(config_descriptor["digest"]))
     return fetched
 
 
@@ -140,13 +137,14 @@ class _Hosts:
         return self._ask("pull", lambda r: r.read_blob(digest, consume, size))
 
 
-def _fleet_copy(digest: str, ctx: FetchContext) -> tuple[Reference, FetchContext] | None:
-    """Where the fleet cache holds the image ``digest`` (its reference there, and the context with the
-    repository's credentials), when it does."""
-    fleet = ctx.fleet
-    if fleet is None or not fleet.usable or not fleet.image_manifest(digest.removeprefix("sha256:")):
+def _shared_copy(digest: str, ctx: FetchContext) -> tuple[Reference, FetchContext] | None:
+    """Where the store shares the image ``digest`` (its reference there, and the context with the credentials to
+    read it), when it does."""
+    copy = ctx.store.image_copy(digest)
+    if copy is None:
         return None
-    return parse_reference(f"{fleet.config.repo}@{digest}"), replace(ctx, environ=fleet.environ)
+    reference, environ = copy
+    return parse_reference(reference), replace(ctx, environ=environ)
 
 
 def _install(
@@ -169,23 +167,4 @@ def _install(
         source=source,
         digest=digest,
         ctx=ctx,
-    )
-
-
-def _remember_image(
-    manifest: dict[str, Any], config_descriptor: dict[str, Any], digest: str, ctx: FetchContext
-) -> None:
-    """Let the fleet cache copy the image ``digest`` pulled from its origin (when every blob was pulled)."""
-    cache, fleet = ctx.cache, ctx.fleet
-    kept = cache.blob_path(digest) if cache is not None else None
-    if cache is None or fleet is None or kept is None:
-        return
-    layers = manifest.get("layers")
-    digests = [str(config_descriptor["digest"])] + [
-        str(layer.get("digest"))
-        for layer in (layers if isinstance(layers, list) else [])
-        if isinstance(layer, dict)
-    ]
-    fleet.remember_image(
-        kept, digest, {d: cache.blob_path(d) for d in digests}, str(manifest.get("mediaType") or "")
     )

@@ -12,18 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
-from pathlib import Path
 
 from preparer._logger import log
 from preparer.errors import FetchError, NotFoundError
 from preparer.fetch.base import FetchContext, Fetched
-from preparer.fetch.fleet import offline_miss, url_tag
 from preparer.fetch.locator import IdLocator, ImageLocator, RegistryLocator, redact
 from preparer.fetch.oci.image import fetch_image
 from preparer.fetch.oci.reference import parse_reference
-from preparer.fetch.streams import sha256_of
 from preparer.fetch.transport import Unreachable, read_capped
 from preparer.semver import highest
 
@@ -77,16 +72,11 @@ def read_entries(namespace: str, name: str, ctx: FetchContext) -> dict[str, str]
 
 
 def _index_file(url: str, action: str, ctx: FetchContext) -> bytes:
-    """The index file at ``url``: from the fleet cache when it holds a fresh copy (or is offline), else from the
-    index (and then written back, like an archive)."""
-    fleet = ctx.fleet
-    hit = fleet.archive_by_url(url) if fleet is not None and fleet.usable else None
-    if fleet is not None and hit is not None and fleet.fresh(hit):
-        data = fleet.small_blob(hit, MAX_INDEX_FILE)
-        if data is not None:
-            return data
-    if fleet is not None and fleet.config.mode == "offline":
-        raise offline_miss(action, url_tag(url))
+    """The index file at ``url``: the store's shared copy when it may be used without asking the index (fresh, or
+    offline), else the index's (then shared, like an archive)."""
+    shared = ctx.store.shared_file(url, MAX_INDEX_FILE, action)
+    if shared.data is not None:
+        return shared.data
 
     def attempt() -> bytes:
         response = ctx.transport.get(url, action=action)
@@ -97,19 +87,12 @@ def _index_file(url: str, action: str, ctx: FetchContext) -> bytes:
     try:
         data = ctx.transport.retrying(action, attempt)
     except Unreachable:
-        # With max-age 0 what an unpinned URL gives comes from its origin: a pusher's copy never stands in.
-        stand_in = None
-        if fleet is not None and hit is not None and fleet.config.max_age > 0:
-            stand_in = fleet.small_blob(hit, MAX_INDEX_FILE)
+        stand_in = shared.stand_in()
         if stand_in is None:
             raise
         ctx.warn(f"{redact(url)} cannot be reached; the download cache repository's copy is used")
         return stand_in
-    if fleet is not None:
-        fd, name = tempfile.mkstemp(prefix="index-", dir=ctx.staging)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        fleet.remember_archive(Path(name), sha256_of(data), url, {})
+    ctx.store.keep_file(data, url, ctx.staging)
     return data
 
 

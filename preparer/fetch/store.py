@@ -1,0 +1,395 @@
+"""The store behind the fetchers: where fetched bytes are kept and found again, tier after tier.
+
+Two tiers, either of which a run may lack: this pod's download cache (:mod:`~preparer.fetch.cache`: verified blobs
+and extracted trees, and the validators an origin gave for each URL) and the fleet's (:mod:`~preparer.fetch.fleet`:
+an OCI repository the pods share, docs/fleet.md). A run builds one :class:`Store` from its inputs; fetchers ask it
+what a key names and hand it what they fetched, and never ask which tiers exist. What a tier may be trusted with is
+the store's business: the freshness of a shared record (max-age), whether a copy stands in for an origin that cannot
+be reached, offline mode, which URLs are never shared, and the breaker that turns a failing repository off.
+:meth:`Store.commit`, after the run's own commit, is the fleet's write-back.
+
+This is the one module that imports the fleet's; fetchers import this one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from preparer._logger import log
+from preparer.errors import FetchError
+from preparer.fetch.cache import CachedTree, CacheUnusable, DownloadCache
+from preparer.fetch.fleet import (
+    CONNECT_SECONDS,
+    MODES,
+    READ_SECONDS,
+    Fleet,
+    FleetConfig,
+    Hit,
+    Mode,
+    Upload,
+    offline_miss,
+    parse_repo,
+    ref_tag,
+    url_tag,
+)
+from preparer.fetch.streams import sha256_of
+from preparer.fetch.transport import RunClock, Transport
+
+if TYPE_CHECKING:
+    import requests
+
+    from preparer.fetch.locator import HttpLocator
+
+__all__ = [
+    "MODES",
+    "Ask",
+    "FleetConfig",
+    "Known",
+    "Mode",
+    "NotShared",
+    "Shared",
+    "SharedFile",
+    "Store",
+    "Upload",
+    "conditional",
+    "parse_repo",
+]
+
+#: What an origin says of a copy, asked with that copy's validators: ``True`` unchanged (304), ``False`` changed,
+#: ``None`` it could not be asked.
+Ask = Callable[[dict[str, str]], "bool | None"]
+
+
+class Known(NamedTuple):
+    """What this pod's cache holds for a URL: the extracted tree, and the conditional headers to revalidate it."""
+
+    tree: CachedTree
+    headers: dict[str, str]
+
+
+class Shared(NamedTuple):
+    """An archive the fleet holds: how to read its blob, the digest its record promises (the reader checks it),
+    and the validators to keep for the URL (only those that name the blob: see :meth:`Store.shared_archive`)."""
+
+    open: Callable[[], requests.Response]
+    digest: str
+    validators: dict[str, str]
+
+
+class NotShared(Exception):
+    """The repository could not give the blob its record names (the breaker is open): use the origin."""
+
+
+def conditional(validators: Mapping[str, str]) -> dict[str, str]:
+    """The conditional request headers of an origin's validators (``etag``, ``last-modified``)."""
+    headers = {}
+    if validators.get("etag"):
+        headers["If-None-Match"] = validators["etag"]
+    if validators.get("last-modified"):
+        headers["If-Modified-Since"] = validators["last-modified"]
+    return headers
+
+
+@contextmanager
+def opened_store(
+    cache: Path | None,
+    repo: str | None = None,
+    mode: str = "read-write",
+    max_age: float = 0.0,
+    *,
+    environ: Mapping[str, str] | None = None,
+    insecure_registries: tuple[str, ...] = (),
+    warn: Callable[[str], None] = log.warning,
+    clock: RunClock | None = None,
+    download_timeout: float = 1800.0,
+) -> Iterator[Store]:
+    """The run's store, for the block: the download cache at ``cache`` (opened, checked, and claimed: a directory
+    of the run's own for partial downloads, removed with what runs that died left), and the fleet's repository
+    ``repo`` (``-download-cache-repo``, its mode and max-age). A cache that cannot be trusted is left out with a
+    warning: a store never fails a build. Uploads the run did not commit end with the block."""
+    import contextlib  # deferred: only runs that fetch open a store
+
+    with contextlib.ExitStack() as stack:
+        local = _claimed_cache(stack, cache, warn) if cache is not None else None
+        shared = None if repo is None else FleetConfig(repo, mode, max_age)  # type: ignore[arg-type]
+        transport = Transport(
+            timeouts=(CONNECT_SECONDS, READ_SECONDS),
+            retries=0,
+            deadline=download_timeout,
+            clock=clock or RunClock(),
+        )
+        store = Store(
+            local, shared, environ=environ, insecure_registries=insecure_registries, warn=warn,
+            transport=transport,
+        )  # fmt: skip
+        stack.callback(store.close)
+        yield store
+
+
+def _claimed_cache(stack: Any, root: Path, warn: Callable[[str], None]) -> DownloadCache | None:
+    try:
+        cache = DownloadCache.open(root)
+        removed = stack.enter_context(cache.claim())
+    except CacheUnusable as why:
+        warn(f"the download cache is not used: {why}")
+        return None
+    except OSError as err:
+        warn(f"the download cache is not used: {root}: {err.strerror or err}")
+        return None
+    if removed:
+        log.debug("Removed what %d interrupted runs left in the download cache", len(removed))
+    return cache
+
+
+class Store:
+    """One run's store: the download cache (``local``) and the fleet's repository, each ``None`` when absent."""
+
+    def __init__(
+        self,
+        local: DownloadCache | None = None,
+        fleet: FleetConfig | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        insecure_registries: tuple[str, ...] = (),
+        warn: Callable[[str], None] | None = None,
+        transport: Transport | None = None,
+    ) -> None:
+        #: This pod's download cache: where trees are extracted and blobs kept (``None``: into staging only).
+        self.local = local
+        self._fleet = (
+            None
+            if fleet is None
+            else Fleet(fleet, dict(environ or {}), insecure_registries, warn, transport or Transport())
+        )
+
+    # The run
+
+    @property
+    def offline(self) -> bool:
+        """Whether no origin may be asked (the fleet's ``offline`` mode)."""
+        return self._fleet is not None and self._fleet.config.mode == "offline"
+
+    def commit(self) -> int:
+        """After the run's own commit: the fleet's write-back (records, and blobs not sent yet). The number of
+        records written."""
+        if self._fleet is None or not self._fleet.pending:
+            return 0
+        written = self._fleet.write_back()
+        log.debug("Wrote %d records to the download cache repository %s", written, self._fleet.config.repo)
+        return written
+
+    def close(self) -> None:
+        """End the uploads of a run that did not commit them."""
+        if self._fleet is not None:
+            self._fleet.close()
+
+    # Archives (http and .cnb), by digest and by URL
+
+    def tree(self, digest: str) -> CachedTree | None:
+        """The extracted tree of the archive ``digest`` in this pod's cache (a pin names it)."""
+        return self.local.tree(digest) if self.local is not None else None
+
+    def known(self, url: str) -> Known | None:
+        """The tree this pod's cache holds for ``url``, with the validators to ask the origin about it."""
+        meta = self.local.http_meta(url) if self.local is not None else None
+        tree = self.local.tree(meta["digest"]) if self.local is not None and meta is not None else None
+        if meta is None or tree is None:
+            return None
+        headers = conditional(meta)
+        return Known(tree, headers) if headers else None
+
+    def shared_archive(
+        self, locator: HttpLocator, source: str, local_copy: bool, ask: Ask, warn: Callable[[str], None]
+    ) -> Shared | Literal["local"] | None:
+        """What the fleet holds for ``locator`` and may be used (docs/fleet.md, "Lookup"): its blob, ``"local"``
+        for this pod's own copy (offline: it stands as it is), or ``None`` (the origin, or the local copy after the
+        origin confirms it, as without a repository).
+
+        :param ask: asks the origin about a stale record (only when its validators name its blob).
+        :raises FetchError: offline, and nothing can stand in (exit 1).
+        """
+        found = self._shared_archive(locator, source, local_copy, ask, warn)
+        if found is None and self.offline:
+            raise _offline_miss(locator, source)
+        return found
+
+    def _shared_archive(
+        self, locator: HttpLocator, source: str, local_copy: bool, ask: Ask, warn: Callable[[str], None]
+    ) -> Shared | Literal["local"] | None:
+        fleet = self._fleet
+        if fleet is None:
+            return None
+        if local_copy:
+            return "local" if self.offline else None
+        if locator.target.private:
+            return None  # never looked up, never written back: what a credential fetched is not shared
+        hit = fleet.archive_by_digest(locator.sha256) if locator.sha256 else fleet.archive_by_url(locator.url)
+        if hit is None:
+            return None
+        attested = self._attested(hit, locator.url)
+        if locator.sha256 is None and not fleet.fresh(hit):
+            # The origin decides. Its 304 vouches for the repository's bytes only through validators that name
+            # them: anyone who can push copies an origin's ETag onto a blob of their own with one HEAD.
+            if not attested:
+                return None
+            unchanged = ask(conditional(hit.validators))
+            if unchanged is False or (unchanged is None and fleet.config.max_age == 0):
+                return (
+                    None  # something newer, or no answer where an unpinned URL's bytes must be the origin's
+                )
+            if unchanged is None:
+                warn(
+                    f"{source} could not be revalidated with its origin; the download cache repository's copy "
+                    "is used"
+                )
+            else:
+                fleet.remember_record(hit, locator.url)
+
+        def opener() -> requests.Response:
+            response = fleet.blob(hit.digest) if fleet.usable else None
+            if response is None:
+                raise NotShared
+            return response
+
+        # Validators that do not name the bytes are not kept: the local cache would revalidate a pusher's bytes.
+        return Shared(opener, hit.digest, hit.validators if attested else {})
+
+    def _attested(self, hit: Hit, url: str) -> bool:
+        """Whether the record's validators name its blob, so that the origin's 304 to them vouches for its bytes:
+        a strong ETag that is the blob's sha256 (what the origin says its content hashes to), or validators this
+        pod's own download cache recorded from the origin for the same digest."""
+        etag = hit.validators["etag"]
+        if etag and not etag.startswith("W/") and etag.strip('"').removeprefix("sha256:") == hit.digest[7:]:
+            return True
+        meta = self.local.http_meta(url) if self.local is not None else None
+        mine = conditional(meta) if meta is not None and meta.get("digest") == hit.digest else {}
+        return bool(mine) and mine == conditional(hit.validators)
+
+    def upload(self, locator: HttpLocator, length: str | None, spool: Path) -> Upload | None:
+        """The upload of an archive about to be downloaded from its origin, when it is to be shared (never for a
+        URL that may carry a credential: user information, or a query); its bytes wait in ``spool`` when the
+        repository is slower than the origin."""
+        if self._fleet is None or locator.target.private:
+            return None
+        expected = None if locator.sha256 is None else "sha256:" + locator.sha256
+        return self._fleet.upload(spool, expected, int(length) if length and length.isdigit() else None)
+
+    def keep_upload(
+        self, upload: Upload | None, digest: str, size: int, url: str, validators: dict[str, str]
+    ) -> None:
+        """The archive ``digest`` (``size`` bytes) of ``url`` passed its checks: the upload under way is finished,
+        and its record follows at :meth:`commit`."""
+        if upload is not None and self._fleet is not None:
+            self._fleet.remember_upload(upload, digest, size, url, validators)
+
+    def archive_missing(self, locator: HttpLocator, source: str) -> FetchError:
+        """The error of an offline run that has no copy of ``locator`` (it names the tag to seed)."""
+        return _offline_miss(locator, source)
+
+    # Small files (the buildpack registry's index)
+
+    def shared_file(self, url: str, limit: int, action: str) -> SharedFile:
+        """What the fleet holds for the file at ``url``: its bytes when its record is fresh (or offline), and what
+        may stand in when the origin cannot be reached (only with a max-age: with 0 an unpinned URL's bytes are the
+        origin's).
+
+        :raises FetchError: offline, and the repository does not have it (exit 1).
+        """
+        fleet = self._fleet
+        hit = fleet.archive_by_url(url) if fleet is not None and fleet.usable else None
+        if fleet is None or hit is None:
+            if self.offline:
+                raise offline_miss(action, url_tag(url))
+            return SharedFile(None, None, limit)
+        data = fleet.small_blob(hit, limit) if fleet.fresh(hit) else None
+        if data is None and self.offline:
+            raise offline_miss(action, url_tag(url))
+        return SharedFile(data, (fleet, hit) if fleet.config.max_age > 0 else None, limit)
+
+    def keep_file(self, data: bytes, url: str, spool: Path) -> None:
+        """The file ``data`` read from ``url`` (its origin) is shared, written back at :meth:`commit`."""
+        if self._fleet is None:
+            return
+        import tempfile  # deferred: only runs with a repository keep files for it
+
+        fd, name = tempfile.mkstemp(prefix="index-", dir=spool)
+        with open(fd, "wb") as out:
+            out.write(data)
+        self._fleet.remember_archive(Path(name), sha256_of(data), url, {})
+
+    # Images
+
+    def image_copy(self, digest: str) -> tuple[str, dict[str, str]] | None:
+        """Where the fleet holds the image manifest ``digest``: its reference there, and the environment with the
+        repository's credentials to pull it with."""
+        fleet = self._fleet
+        if fleet is None or not fleet.usable or not fleet.image_manifest(digest.removeprefix("sha256:")):
+            return None
+        return f"{fleet.config.repo}@{digest}", fleet.environ
+
+    def recorded_digest(self, reference: str) -> str | None:
+        """The digest the fleet recorded for the tag (or index digest) ``reference``: offline, no origin resolves
+        it."""
+        return self._fleet.ref_digest(reference) if self._fleet is not None else None
+
+    def image_missing(self, reference: str, digest: str | None) -> FetchError:
+        """The error of an offline run that found no copy of the image (it names the tag to seed)."""
+        seed = "sha256-" + digest.removeprefix("sha256:") if digest else ref_tag(reference)
+        return offline_miss(f"pull {reference}", seed)
+
+    def image_unreadable(self, reference: str, cause: str) -> None:
+        """The fleet's copy of ``reference`` could not be read: the fleet is not asked again in this run."""
+        if self._fleet is not None:
+            self._fleet.give_up(f"its copy of {reference} cannot be read: {cause}")
+
+    def keep_image(
+        self, reference: str, named: str | None, digest: str, manifest: dict[str, Any], config_digest: str
+    ) -> None:
+        """The image ``digest`` was pulled from its origin, anonymously, by ``reference`` (which names the digest
+        ``named``, or a tag): shared (when this pod's cache kept every blob), and a tag or index digest that led to
+        it recorded (for offline runs)."""
+        fleet, local = self._fleet, self.local
+        if fleet is None:
+            return
+        if named != digest:
+            fleet.remember_ref(reference, digest)
+        kept = local.blob_path(digest) if local is not None else None
+        if local is None or kept is None:
+            return
+        layers = manifest.get("layers")
+        digests = [config_digest] + [
+            str(layer.get("digest"))
+            for layer in (layers if isinstance(layers, list) else [])
+            if isinstance(layer, dict)
+        ]
+        fleet.remember_image(
+            kept, digest, {d: local.blob_path(d) for d in digests}, str(manifest.get("mediaType") or "")
+        )
+
+
+class SharedFile(NamedTuple):
+    """A small file as the fleet holds it (:meth:`Store.shared_file`)."""
+
+    #: Its bytes, when they may be used without asking the origin.
+    data: bytes | None
+    #: Where a copy that may stand in for an unreachable origin is.
+    fallback: tuple[Fleet, Hit] | None
+    limit: int
+
+    def stand_in(self) -> bytes | None:
+        """The repository's copy, to use when the origin cannot be reached; ``None`` when none may be used."""
+        return None if self.fallback is None else self.fallback[0].small_blob(self.fallback[1], self.limit)
+
+
+def _offline_miss(locator: HttpLocator, source: str) -> FetchError:
+    if locator.target.private:
+        return FetchError(
+            f"download {source}",
+            "offline, and a URL with user information or a query is never kept in the download cache repository "
+            "(it may hold a credential)",
+        )
+    seed = f"sha256-{locator.sha256}" if locator.sha256 else url_tag(locator.url)
+    return offline_miss(f"download {source}", seed)
