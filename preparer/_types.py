@@ -4,5 +4,5 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias
 
-#: A TOML table as tomllib returns it; after a merge patch, ``None`` marks a deleted key.
+#: A TOML table as tomli returns it; after a merge patch, ``None`` marks a deleted key.
 TOMLTable: TypeAlias = dict[str, Any]

@@ -10,10 +10,11 @@ from __future__ import annotations
 import fnmatch
 import re
 import threading
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, TypeGuard
+
+import tomli
 
 from preparer.descriptor import lookup
 from preparer.errors import InvalidInputsError
@@ -101,8 +102,8 @@ def load_policy(path: Path) -> Policy:
         raise InvalidInputsError(action, f"larger than {MAX_POLICY_BYTES} bytes")
     try:
         text = data.decode("utf-8")
-        doc = tomllib.loads(text)
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        doc = tomli.loads(text)
+    except (UnicodeDecodeError, tomli.TOMLDecodeError) as err:
         raise InvalidInputsError(action, str(err)) from None
     return _Parser(str(path), text, action).policy(doc)
 

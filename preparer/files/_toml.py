@@ -8,9 +8,10 @@ import itertools
 import os
 import re
 import stat
-import tomllib
 from pathlib import Path
 from typing import Any
+
+import tomli
 
 from preparer._fs import make_dirs, open_dir, open_subdir
 from preparer._types import TOMLTable
@@ -87,10 +88,10 @@ def load_toml(
     except ValueError as why:
         raise fail("read", f"{where}{why}") from None
     try:
-        return tomllib.loads(data.decode())
+        return tomli.loads(data.decode())
     except UnicodeDecodeError as err:
         raise fail("parse", f"{where}not UTF-8 text ({err.reason})") from None
-    except tomllib.TOMLDecodeError as err:
+    except tomli.TOMLDecodeError as err:
         raise fail("parse", f"{where}{err}") from None
     except RecursionError:
         raise fail("parse", f"{where}nested too deeply") from None

@@ -11,11 +11,12 @@ upstream's are never sent to a mirror.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
+
+import tomli
 
 from preparer.errors import InvalidInputsError
 from preparer.goflags import parse_duration
@@ -82,8 +83,8 @@ def _load(path: Path) -> RegistryHosts:
             data = f.read(MAX_HOSTS_FILE + 1)
         if len(data) > MAX_HOSTS_FILE:
             raise InvalidInputsError(action, f"larger than {MAX_HOSTS_FILE} bytes")
-        doc = tomllib.loads(data.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        doc = tomli.loads(data.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, tomli.TOMLDecodeError) as err:
         raise InvalidInputsError(action, getattr(err, "strerror", None) or str(err)) from None
     server = doc.pop("server", None)
     if server is not None and not _is_url(server):
