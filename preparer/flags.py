@@ -1,7 +1,7 @@
 """Every setting of the command, in one table: its flag, its ``CNB_*`` variable, its type, default and help.
 
 The Go-style parser (:mod:`preparer.goflags`), ``-h``, :func:`preparer.inputs.resolve_inputs`,
-:meth:`preparer.inputs.Inputs.from_environ` and the README's flag list all come from this table or are checked
+:meth:`preparer.inputs.Inputs.from_environ` and docs/usage.md's settings table all come from this table or are checked
 against it by a test. Precedence is flag > environment variable > default, as in every lifecycle phase.
 
 The shared inputs and their defaults are the creator's (platform spec §creator; lifecycle

@@ -1,4 +1,4 @@
-"""The one table of settings: the parser, -h, the defaults the inputs use and the README's table all agree."""
+"""The one table of settings: the parser, -h, the defaults the inputs use and docs/usage.md's table all agree."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from preparer.flags import FLAGS
 from preparer.goflags import usage
 from preparer.inputs import Inputs, resolve_inputs
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+USAGE = Path(__file__).resolve().parents[2] / "docs" / "usage.md"
 
 
-def readme_rows() -> dict[str, tuple[str, str]]:
-    """The README's settings table: ``-flag`` (or the variable) -> (environment variable, default)."""
+def documented_rows() -> dict[str, tuple[str, str]]:
+    """docs/usage.md's settings table: ``-flag`` (or the variable) -> (environment variable, default)."""
     rows = {}
-    for line in README.read_text().splitlines():
+    for line in USAGE.read_text().splitlines():
         match = re.match(r"^\| (`-[a-z-]+`|\(none\)) \| (`[A-Z_]+`)? *\| (`[^`]*`)? *\|", line)
         if match:
             env = (match[2] or "").strip("`")
@@ -23,11 +23,11 @@ def readme_rows() -> dict[str, tuple[str, str]]:
     return rows
 
 
-def test_the_readme_lists_every_setting_the_preparer_uses_as_the_table_has_it() -> None:
+def test_the_usage_page_lists_every_setting_the_preparer_uses_as_the_table_has_it() -> None:
     expected = {
         (f"-{f.name}" if f.name else f.env or ""): (f.env or "", f.default or "") for f in FLAGS if f.used
     }
-    assert readme_rows() == expected
+    assert documented_rows() == expected
 
 
 def test_help_shows_every_default_of_the_table() -> None:
