@@ -448,7 +448,8 @@ class _BoundedStore:
         return self.store[oid]
 
     def iter_prefix(self, prefix: bytes) -> Iterator[bytes]:
-        return self.store.iter_prefix(prefix)  # type: ignore[no-any-return]
+        found: Iterator[bytes] = self.store.iter_prefix(prefix)
+        return found
 
     def close(self) -> None:
         for _, file in self.packs:

@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from preparer._fs import claimed_dir, shared_with_others, sweep
@@ -151,10 +152,7 @@ def fetch_steps(steps: Sequence[Fetch], ctx: FetchContext, policy: Policy | None
     else:
         totals = RunTotals()
         contexts = [replace(ctx, guard=_budget(policy, step, totals)) for step in steps]
-    jobs: list[Callable[[], Fetched]] = [
-        lambda step=step, job=job: fetch(step.locator, job)  # type: ignore[misc]
-        for step, job in zip(steps, contexts, strict=True)
-    ]
+    jobs = [partial(fetch, step.locator, job) for step, job in zip(steps, contexts, strict=True)]
     return fetch_all(jobs)
 
 

@@ -29,12 +29,12 @@ import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from preparer import interrupt
 from preparer._fs import PER_FILE_WORK, current_umask, file_record
 from preparer.errors import FetchError
-from preparer.fetch.streams import TarStream
+from preparer.fetch.streams import Reader, TarStream
 
 if TYPE_CHECKING:
     from preparer.fetch.guard import Guard
@@ -80,7 +80,7 @@ def is_inside(root: str, path: str) -> bool:
 
 
 def extract_tar(
-    fileobj: IO[bytes],
+    fileobj: Reader,
     dest: Path,
     *,
     archive: str,

@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from preparer._fs import temp_file
 from preparer.errors import FetchError
@@ -28,7 +28,7 @@ from preparer.fetch.guard import LimitExceeded
 from preparer.fetch.locator import HttpLocator
 from preparer.fetch.oci.layout import fetch_cnb
 from preparer.fetch.store import Ask, Known, NotShared, Shared, Upload
-from preparer.fetch.streams import CHUNK, MAX_TRAILING, stream_body, verify_digest, verify_file
+from preparer.fetch.streams import CHUNK, MAX_TRAILING, Reader, stream_body, verify_digest, verify_file
 from preparer.fetch.transport import Unreachable, probe_unchanged
 from preparer.fetch.tree import install_cached, new_root, staged_buildpack
 from preparer.fetch.url import HttpUrl
@@ -215,7 +215,7 @@ def _receive(
     """Extract the body into ``dest`` as it arrives, verify it, and stage it (through the cache when there is one);
     keep the origin's bytes for the fleet cache's write-back."""
 
-    def extract(body: IO[bytes]) -> Extracted | FetchError:
+    def extract(body: Reader) -> Extracted | FetchError:
         try:
             return extract_tar(body, dest, archive=source, record=cache is not None, guard=ctx.guard)
         except FetchError as err:

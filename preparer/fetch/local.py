@@ -40,7 +40,7 @@ def fetch_path(locator: PathLocator, ctx: FetchContext) -> Fetched:
     try:
         with open(path, "rb") as f:
             reader = HashingReader(f)
-            extracted = extract_tar(reader, root, archive=source, guard=ctx.guard)  # type: ignore[arg-type]
+            extracted = extract_tar(reader, root, archive=source, guard=ctx.guard)
             reader.drain(MAX_TRAILING, f"extract {source}")
     except OSError as err:
         raise FetchError(f"read {source}", err.strerror or str(err)) from None

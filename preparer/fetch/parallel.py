@@ -66,8 +66,9 @@ def fetch_all(jobs: Sequence[Callable[[], T]], *, max_workers: int = MAX_WORKERS
     pool.shutdown()
     interrupt.check()  # stopped from elsewhere: that is why the jobs failed
     for future in futures:
-        if not future.cancelled() and future.exception() is not None:
-            raise future.exception()  # type: ignore[misc]
+        error = None if future.cancelled() else future.exception()
+        if error is not None:
+            raise error
     results: list[T] = []
     for future in futures:
         result = future.result()

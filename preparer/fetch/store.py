@@ -114,7 +114,7 @@ def opened_store(
 
     with contextlib.ExitStack() as stack:
         local = _claimed_cache(stack, cache, warn) if cache is not None else None
-        shared = None if repo is None else FleetConfig(repo, mode, max_age)  # type: ignore[arg-type]
+        shared = None if repo is None else FleetConfig(repo, _mode(mode), max_age)
         transport = Transport(
             timeouts=(CONNECT_SECONDS, READ_SECONDS),
             retries=0,
@@ -127,6 +127,14 @@ def opened_store(
         )  # fmt: skip
         stack.callback(store.close)
         yield store
+
+
+def _mode(mode: str) -> Mode:
+    """``mode``, one of :data:`MODES` (the inputs checked it)."""
+    for known in MODES:
+        if known == mode:
+            return known
+    raise ValueError(f"not a mode of the download cache repository: {mode}")
 
 
 def _claimed_cache(stack: Any, root: Path, warn: Callable[[str], None]) -> DownloadCache | None:

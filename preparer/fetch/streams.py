@@ -73,6 +73,12 @@ def verify_file(path: Path, digest: str) -> bool:
     return "sha256:" + sha256.hexdigest() == digest
 
 
+class Reader(Protocol):
+    """What every body is read through: a file, a response, a counting or hashing reader (``read`` only)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
 class Sink(Protocol):
     """Where a copy of a body's bytes goes: a file, or an upload fed as the bytes arrive."""
 
@@ -83,7 +89,7 @@ class HashingReader:
     """Reads ``stream`` while computing the sha256 and the size of everything read (and, with ``copy_to``, writing
     every byte read there too)."""
 
-    def __init__(self, stream: IO[bytes], copy_to: Sink | None = None) -> None:
+    def __init__(self, stream: Reader, copy_to: Sink | None = None) -> None:
         self.stream, self.copy_to = stream, copy_to
         self.sha256 = hashlib.sha256()
         self.size = 0
@@ -172,7 +178,7 @@ def stream_body(
     response: requests.Response,
     source: str,
     progress: ProgressFn,
-    consume: Callable[[IO[bytes]], T],
+    consume: Callable[[Reader], T],
     trailing: int | None = None,
     deadline: Deadline | None = None,
     guard: Guard | None = None,
@@ -192,9 +198,9 @@ def stream_body(
     total = int(length) if length and length.isdigit() else None
     response.raw.decode_content = False
     body = NetworkReader(response.raw, source, total, progress, deadline, guard)
-    hashing = HashingReader(body, copy_to)  # type: ignore[arg-type]
+    hashing = HashingReader(body, copy_to)
     with contextlib.closing(response):
-        result = consume(hashing)  # type: ignore[arg-type]
+        result = consume(hashing)
         hashing.drain(trailing, f"download {source}")
     if total is not None and hashing.size != total:
         raise NetworkError(f"the body ended after {hashing.size} of {total} bytes")
@@ -205,7 +211,7 @@ def stream_body(
 class Tee:
     """Reads ``stream`` and writes what it read to ``out``; stops past ``limit`` bytes (``over`` is then set)."""
 
-    def __init__(self, stream: IO[bytes], out: IO[bytes], limit: int | None) -> None:
+    def __init__(self, stream: Reader, out: IO[bytes], limit: int | None) -> None:
         self.stream, self.out, self.limit = stream, out, limit
         self.count = 0
         self.over = False
@@ -233,7 +239,7 @@ class _Chunks:
     """The plain tar bytes of ``source``, a chunk at a time: read, and inflated when gzip (told by its magic
     bytes, not by a name)."""
 
-    def __init__(self, source: IO[bytes]) -> None:
+    def __init__(self, source: Reader) -> None:
         self.source = source
         self.pending = source.read(CHUNK)  # raw bytes not yet inflated
         self.inflater = zlib.decompressobj(wbits=31) if self.pending[:2] == _GZIP_MAGIC else None
@@ -319,7 +325,7 @@ class TarStream:
         other extractions can use it meanwhile).
     """
 
-    def __init__(self, source: IO[bytes], waits_without: threading.Lock | None = None) -> None:
+    def __init__(self, source: Reader, waits_without: threading.Lock | None = None) -> None:
         self.buffer = b""
         self.pos = 0
         self.chunks = _ReadAhead(_Chunks(source))

@@ -382,23 +382,25 @@ def _new_session(on_connect: Callable[[Any], None]) -> requests.Session:
     class SecurePool(HTTPSConnectionPool):
         ConnectionCls = Secure
 
-    session = requests.Session()
-    session.headers["User-Agent"] = f"cnb-preparer/{__version__}"
-    session.verify = ca_bundle()
-    adapter = HTTPAdapter(pool_connections=8, pool_maxsize=8, max_retries=0)
     # Every connection is watched from the moment it is made (a server can stall before its first byte too), also
     # through an http(s) proxy. (A SOCKS proxy's connections are urllib3's own kind: bounded by the timeouts only.)
     watched = {"http": PlainPool, "https": SecurePool}
-    adapter.poolmanager.pool_classes_by_scheme = watched
-    for_proxy = adapter.proxy_manager_for
 
-    def proxy_manager_for(proxy: str, **kwargs: Any) -> Any:
-        manager = for_proxy(proxy, **kwargs)
-        if not proxy.lower().startswith("socks"):
-            manager.pool_classes_by_scheme = watched
-        return manager
+    class Watching(HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = watched
 
-    adapter.proxy_manager_for = proxy_manager_for  # type: ignore[method-assign]
+        def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
+            manager = super().proxy_manager_for(proxy, **kwargs)
+            if not proxy.lower().startswith("socks"):
+                manager.pool_classes_by_scheme = watched
+            return manager
+
+    session = requests.Session()
+    session.headers["User-Agent"] = f"cnb-preparer/{__version__}"
+    session.verify = ca_bundle()
+    adapter = Watching(pool_connections=8, pool_maxsize=8, max_retries=0)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session

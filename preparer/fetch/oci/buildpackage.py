@@ -13,12 +13,12 @@ import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from preparer.errors import FetchError
 from preparer.fetch.base import FetchContext, Fetched, StagedBuildpack
 from preparer.fetch.extract import extract_tar
-from preparer.fetch.streams import is_digest
+from preparer.fetch.streams import Reader, is_digest
 from preparer.fetch.tree import check_links_inside
 from preparer.files.buildpack import check_id, escape_id, read_buildpack_toml, version_problem
 
@@ -33,7 +33,7 @@ Document = tuple[dict[str, Any], str, str]
 #: An extracted layer: the directory its ``cnb/buildpacks`` went to, and its symbolic links (name -> target).
 LayerTree = tuple[Path, dict[str, str]]
 #: ``read_layer(digest, extract)``: feeds the layer blob to ``extract`` and returns what it made.
-ReadLayer = Callable[[str, Callable[[IO[bytes]], LayerTree]], LayerTree]
+ReadLayer = Callable[[str, Callable[[Reader], LayerTree]], LayerTree]
 
 
 def follow_index(
@@ -196,7 +196,7 @@ def _extract_layers(
     def stage(layer: str) -> LayerTree:
         archive = f"{source} (layer of {', '.join(holders[layer])})"
 
-        def extract(body: IO[bytes]) -> LayerTree:
+        def extract(body: Reader) -> LayerTree:
             root = Path(tempfile.mkdtemp(prefix="layer-", dir=ctx.staging))
             extracted = extract_tar(
                 body, root, archive=archive, select="cnb/buildpacks", allow_absolute=True, guard=ctx.guard

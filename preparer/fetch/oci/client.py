@@ -13,7 +13,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from preparer.errors import FetchError, NotFoundError
 from preparer.fetch.base import FetchContext
@@ -22,7 +22,15 @@ from preparer.fetch.guard import LimitExceeded
 from preparer.fetch.oci import auth
 from preparer.fetch.oci.hosts import Host
 from preparer.fetch.oci.reference import Reference, scheme_for
-from preparer.fetch.streams import HashingReader, Tee, is_digest, sha256_of, stream_body, verify_digest
+from preparer.fetch.streams import (
+    HashingReader,
+    Reader,
+    Tee,
+    is_digest,
+    sha256_of,
+    stream_body,
+    verify_digest,
+)
 from preparer.fetch.transport import Transport, check_status, read_capped
 
 if TYPE_CHECKING:
@@ -253,7 +261,7 @@ class Registry:
         return doc
 
     def read_blob(
-        self, digest: str, consume: Callable[[IO[bytes]], T], size: int | None = None
+        self, digest: str, consume: Callable[[Reader], T], size: int | None = None
     ) -> tuple[Path, T]:
         """Feed the blob to ``consume`` as it arrives, while keeping it (cache or staging) and checking it.
 
@@ -281,7 +289,7 @@ class Registry:
                 digest, size, cache.tmp_dir(), consume, keep=cache
             )
 
-    def _from_cache(self, digest: str, consume: Callable[[IO[bytes]], T]) -> tuple[Path, T] | None:
+    def _from_cache(self, digest: str, consume: Callable[[Reader], T]) -> tuple[Path, T] | None:
         """The cached blob fed to ``consume`` and verified while it is read; ``None`` when absent, or damaged
         (then removed, and whatever ``consume`` made of it is the caller's to discard)."""
         assert self.cache is not None
@@ -291,7 +299,7 @@ class Registry:
         with open(path, "rb") as f:
             reader = HashingReader(f)
             try:
-                result, failure = consume(reader), None  # type: ignore[arg-type]
+                result, failure = consume(reader), None
             except FetchError as err:
                 result, failure = None, err
             reader.drain()
@@ -308,7 +316,7 @@ class Registry:
         digest: str,
         size: int | None,
         dest_dir: Path,
-        consume: Callable[[IO[bytes]], T],
+        consume: Callable[[Reader], T],
         keep: DownloadCache | None,
     ) -> tuple[Path, T]:
         """Stream the blob into a new file in ``dest_dir`` and through ``consume``; check size and digest."""
@@ -325,11 +333,11 @@ class Registry:
             try:
                 with os.fdopen(fd, "wb") as out:
 
-                    def tee(body: IO[bytes]) -> tuple[T | None, FetchError | None]:
+                    def tee(body: Reader) -> tuple[T | None, FetchError | None]:
                         teed = Tee(body, out, size)
                         result: tuple[T | None, FetchError | None]
                         try:
-                            result = consume(teed), None  # type: ignore[arg-type]
+                            result = consume(teed), None
                         except LimitExceeded:
                             raise  # at once: nothing more is read
                         except FetchError as err:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 from preparer.errors import FetchError, NotFoundError
 from preparer.fetch.base import FetchContext, Fetched
@@ -15,7 +15,7 @@ from preparer.fetch.oci.client import Registry
 from preparer.fetch.oci.hosts import Host, hosts_for
 from preparer.fetch.oci.memory import tune_allocator
 from preparer.fetch.oci.reference import Reference, parse_reference
-from preparer.fetch.streams import is_digest
+from preparer.fetch.streams import Reader, is_digest
 
 T = TypeVar("T")
 
@@ -132,7 +132,7 @@ class _Hosts:
         return self._ask("pull", lambda r: r.document(digest, size, what))
 
     def read_blob(
-        self, digest: str, consume: Callable[[IO[bytes]], T], size: int | None = None
+        self, digest: str, consume: Callable[[Reader], T], size: int | None = None
     ) -> tuple[Path, T]:
         return self._ask("pull", lambda r: r.read_blob(digest, consume, size))
 

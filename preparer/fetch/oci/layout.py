@@ -11,14 +11,14 @@ import tarfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 from preparer.errors import FetchError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.oci.buildpackage import Document, follow_index, install_buildpackage
 from preparer.fetch.oci.client import MAX_MANIFEST, kind_of
 from preparer.fetch.oci.memory import tune_allocator
-from preparer.fetch.streams import HashingReader, sha256_of, verify_digest
+from preparer.fetch.streams import HashingReader, Reader, sha256_of, verify_digest
 
 T = TypeVar("T")
 
@@ -66,7 +66,7 @@ class Layout:
         except ValueError as err:
             raise FetchError(f"read {self.source}", str(err)) from None
 
-    def read_layer(self, digest: str, extract: Callable[[IO[bytes]], T]) -> T:
+    def read_layer(self, digest: str, extract: Callable[[Reader], T]) -> T:
         """Feed a layer blob to ``extract`` straight from the tar, checking its digest (one thread at a time)."""
         with self.lock:
             member = self.members.get(self._blob_name(digest))
@@ -78,7 +78,7 @@ class Layout:
             assert stream is not None
             reader = HashingReader(stream)
             try:
-                result, failure = extract(reader), None  # type: ignore[arg-type]
+                result, failure = extract(reader), None
             except FetchError as err:
                 result, failure = None, err
             try:
