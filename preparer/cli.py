@@ -127,9 +127,10 @@ def run(argv: Sequence[str], environ: Mapping[str, str]) -> int:
     if parsed is None:
         _say(err, f"{flag_error}\nUsage: {PROGRAM} [flags] [<image>] (see -h)\n")
         return ExitCode.USAGE
-    color = not no_color(parsed.values, environ)
+    said: list[str] = []
+    color = not no_color(parsed.values, environ, said.append)
     configure(log_level_of(parsed.values, environ), color=color)
-    for warning in parsed.warnings:
+    for warning in (*parsed.warnings, *said):
         log.warning("%s", warning)
     return _prepare(parsed, environ, color)
 

@@ -9,7 +9,7 @@ the lifecycle's ``UpdatePlaceholderPaths`` does.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, cast, overload
@@ -199,12 +199,25 @@ def _check_types(inputs: Inputs) -> None:
         object.__setattr__(inputs, "insecure_registries", tuple(registries))
 
 
-def _env_bool(environ: Mapping[str, str], name: str) -> bool:
-    # The lifecycle's boolEnv: Go's ParseBool, and anything else counts as false (said, unless it is empty).
+def _env_bool(
+    environ: Mapping[str, str], name: str, *, strict: bool = False, warn: Callable[[str], None] | None = None
+) -> bool:
+    """The lifecycle's boolEnv: Go's ParseBool, and anything else counts as false, with a warning (unless it is
+    empty).
+
+    :param strict: anything else is an error instead (exit 3): for a setting whose false reading writes or deletes
+        (``CNB_DRY_RUN``), a value that was meant as true must not pass for false.
+    :param warn: told the warning, instead of the ``preparer`` logger.
+    """
     value = environ.get(name, "")
     parsed = parse_bool(value)
     if parsed is None and value:
-        log.warning("%s=%r is not a bool (use %s); it counts as false", name, value, BOOL_SPELLINGS)
+        if strict:
+            raise InvalidInputsError(
+                "resolve inputs",
+                f"{name}={value!r} is not a bool (use {BOOL_SPELLINGS}): read as false it would write and remove",
+            )
+        (warn or log.warning)(f"{name}={value!r} is not a bool (use {BOOL_SPELLINGS}); it counts as false")
     return parsed is True
 
 
@@ -264,7 +277,7 @@ def resolve_inputs(
         registries = [str(r) for r in listed]  # repeated flags append, with no comma split (as Go)
     else:
         registries = [r.strip() for r in environ.get(env_of("insecure-registry"), "").split(",") if r.strip()]
-    dry_run = flags["dry-run"] if "dry-run" in flags else _env_bool(environ, env_of("dry-run"))
+    dry_run = flags["dry-run"] if "dry-run" in flags else _env_bool(environ, env_of("dry-run"), strict=True)
     return Inputs(
         app_dir=given.path("app", default("app")) or Path(default("app")),
         layers_dir=given.path("layers", default("layers")) or Path(default("layers")),
@@ -397,8 +410,18 @@ def log_level_of(flags: Mapping[str, object], environ: Mapping[str, str], check:
     return level
 
 
-def no_color(flags: Mapping[str, object], environ: Mapping[str, str]) -> bool:
-    """``-no-color``, ``CNB_NO_COLOR`` or the ``NO_COLOR`` convention (any non-empty value)."""
+def no_color(
+    flags: Mapping[str, object], environ: Mapping[str, str], warn: Callable[[str], None] | None = None
+) -> bool:
+    """``-no-color``, ``CNB_NO_COLOR``, the ``NO_COLOR`` convention (any non-empty value), or ``TERM=dumb`` (a terminal
+    that shows escape codes as they are).
+
+    :param warn: told a warning about the environment (the command asks this before its logging is set up).
+    """
     if "no-color" in flags:
         return bool(flags["no-color"])
-    return _env_bool(environ, env_of("no-color")) or bool(environ.get("NO_COLOR"))
+    return (
+        _env_bool(environ, env_of("no-color"), warn=warn)
+        or bool(environ.get("NO_COLOR"))
+        or environ.get("TERM") == "dumb"
+    )

@@ -88,7 +88,7 @@ def load_toml(
     except ValueError as why:
         raise fail("read", f"{where}{why}") from None
     try:
-        return tomli.loads(data.decode())
+        return tomli.loads(data.decode("utf-8-sig"))  # a byte order mark is read over, as pack does
     except UnicodeDecodeError as err:
         raise fail("parse", f"{where}not UTF-8 text ({err.reason})") from None
     except tomli.TOMLDecodeError as err:

@@ -318,19 +318,64 @@ def test_invalid_inputs_exit_3_and_the_report_says_why(
     assert env_files(layout) == {}
 
 
-def test_env_bools_follow_go_and_an_invalid_one_is_false(
+def test_env_bools_follow_go_and_an_invalid_dry_run_changes_nothing(
     preparer: Callable[..., Result], layout: Layout
 ) -> None:
     dry = preparer(project=ENV_ONLY, env={"CNB_DRY_RUN": "T"})
     assert dry.code == 0 and "Dry run: nothing is fetched, written or removed" in dry.stdout
     assert env_files(layout) == {}
-    real = preparer(project=ENV_ONLY, env={"CNB_DRY_RUN": "yes"})  # not a ParseBool spelling: false
-    assert real.code == 0 and "Dry run" not in real.stdout
+    # Not a ParseBool spelling: read as false it would write and remove what the user meant to see only.
+    meant = preparer(project=ENV_ONLY, env={"CNB_DRY_RUN": "yes"})
+    assert meant.code == 3
+    assert meant.stderr == (
+        "ERROR: failed to resolve inputs: CNB_DRY_RUN='yes' is not a bool (use 1, t, T, TRUE, true, True or 0, f, F, "
+        "FALSE, false, False): read as false it would write and remove\n"
+    )
+    assert env_files(layout) == {}
+    # A setting whose false reading changes nothing keeps a warning.
+    colour = preparer(project=ENV_ONLY, env={"CNB_NO_COLOR": "yes"})
+    assert colour.code == 0
     assert (
-        "Warning: CNB_DRY_RUN='yes' is not a bool (use 1, t, T, TRUE, true, True or 0, f, F, FALSE, false, False); "
-        "it counts as false" in real.stderr
+        "Warning: CNB_NO_COLOR='yes' is not a bool (use 1, t, T, TRUE, true, True or 0, f, F, FALSE, false, False); "
+        "it counts as false" in colour.stderr
     )
     assert env_files(layout) == {"A": "1"}
+
+
+def test_a_byte_order_mark_is_read_over(preparer: Callable[..., Result], layout: Layout) -> None:
+    (layout.app / "project.toml").write_bytes(b"\xef\xbb\xbf" + ENV_ONLY.encode())
+    result = preparer()
+    assert (result.code, result.stderr) == (0, "")
+    assert env_files(layout) == {"A": "1"}
+
+
+def test_a_dumb_terminal_gets_no_colour(layout: Layout, tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    (layout.app / "project.toml").write_text(ENV_ONLY + '[io.buildpacks]\nbuilder = "x"\n')
+    env = base_env(tmp_path)
+    del env["NO_COLOR"]
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "preparer", *layout.flags()], stdout=secondary, stderr=secondary,
+                            env=env | {"TERM": "dumb"})  # fmt: skip
+    os.close(secondary)
+    output = b""
+    while chunk := _read_pty(primary):
+        output += chunk
+    assert proc.wait(timeout=60) == 0
+    assert b"Warning: " in output and b"\033[" not in output
+
+
+def _read_pty(fd: int) -> bytes:
+    import os
+
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # the other end closed
+        return b""
 
 
 def test_downloads_are_logged_once_each_off_a_terminal(

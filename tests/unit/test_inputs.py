@@ -97,13 +97,17 @@ def test_insecure_registries_repeat_as_flags_and_split_commas_in_the_environment
     )
 
 
-@pytest.mark.parametrize(
-    ("value", "dry"), [("1", True), ("True", True), ("t", True), ("yes", False), ("", False)]
-)
-def test_env_bools_are_go_parse_bool_and_anything_else_is_false(value: str, dry: bool) -> None:
+@pytest.mark.parametrize(("value", "dry"), [("1", True), ("True", True), ("t", True), ("", False)])
+def test_env_bools_are_go_parse_bool(value: str, dry: bool) -> None:
     assert resolve([], CNB_DRY_RUN=value).dry_run is dry
     assert resolve(["-dry-run=false"], CNB_DRY_RUN=value).dry_run is False
     assert resolve(["-dry-run"], CNB_DRY_RUN="false").dry_run is True
+
+
+def test_a_dry_run_that_is_no_bool_is_invalid_input_where_a_flag_does_not_decide() -> None:
+    with pytest.raises(InvalidInputsError, match="CNB_DRY_RUN='yes' is not a bool"):
+        resolve([], CNB_DRY_RUN="yes")
+    assert resolve(["-dry-run=false"], CNB_DRY_RUN="yes").dry_run is False
 
 
 def test_uid_and_gid_from_flags_or_environment() -> None:
