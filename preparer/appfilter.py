@@ -35,6 +35,10 @@ class Removal(NamedTuple):
     root: Path
     files: tuple[Path, ...] = ()
     dirs: tuple[Path, ...] = ()
+    #: Include patterns that decide no path of the app (a mistyped ``scr/`` for ``src/``).
+    unmatched: tuple[str, ...] = ()
+    #: Whether anything of the app but the descriptor stays.
+    keeps_any: bool = True
 
 
 def plan_removal(
@@ -49,7 +53,12 @@ def plan_removal(
         return Removal(app_dir)
     planner = _Planner(include, exclude, _relative(keep, app_dir))
     planner.walk(app_dir, "")
-    return Removal(app_dir, tuple(planner.files), tuple(planner.dirs))
+    unmatched = tuple(
+        str(pattern.pattern)
+        for index, pattern in enumerate(planner.spec.patterns)
+        if planner.including and pattern.include and index not in planner.used
+    )
+    return Removal(app_dir, tuple(planner.files), tuple(planner.dirs), unmatched, planner.kept > 0)
 
 
 class _Planner:
@@ -69,6 +78,16 @@ class _Planner:
         self.keep = keep
         self.files: list[Path] = []
         self.dirs: list[Path] = []
+        #: The patterns that decided a path; how many paths (but the descriptor) stay.
+        self.used: set[int] = set()
+        self.kept = 0
+
+    def decide(self, rel: str) -> bool:
+        """Whether ``rel`` is matched (by the last pattern that matches it), noting the pattern."""
+        result = self.spec.check_file(rel)
+        if result.index is not None:
+            self.used.add(result.index)
+        return bool(result.include)
 
     def whole(self, rel: str) -> bool:
         """Whether the directory ``rel`` (matched) is decided with everything below it."""
@@ -90,8 +109,11 @@ class _Planner:
             path, child = Path(entry.path), f"{prefix}{entry.name}"
             if entry.is_dir(follow_symlinks=False):
                 stays = self.directory(path, child, prefix) or stays
-            elif self.holds_keep(child) or self.spec.match_file(child) == self.including:
+            elif self.holds_keep(child):
                 stays = True
+            elif self.decide(child) == self.including:
+                stays = True
+                self.kept += 1
             else:
                 self.files.append(path)
         return stays
@@ -102,13 +124,14 @@ class _Planner:
         if not prefix and path.name.startswith(Trash.PREFIX):
             _whole_tree(path, self.files, self.dirs)  # left by a run killed while removing: never the app's
             return False
-        if not self.spec.match_file(rel):
+        if not self.decide(rel):
             if self.walk(path, rel) or not self.including:
                 return True  # in exclude mode an unmatched directory stays, even if emptied
             self.dirs.append(path)
             return False
         if not self.holds_keep(child) and self.whole(rel):
             if self.including:
+                self.kept += 1
                 return True  # included with everything below it
             _whole_tree(path, self.files, self.dirs)
             return False

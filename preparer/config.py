@@ -187,7 +187,7 @@ class _Reader:
         for key, value in props.items():
             path: KeyPath = (key,)
             if key == "group":
-                out["group"] = self.group(value, path)
+                out["group"] = self.group(value, path) or self.empty_group(path)  # () is no group
             elif key in ("pre", "post"):
                 table = self.table(value, path)
                 for sub, subvalue in table.items():
@@ -289,6 +289,14 @@ class _Reader:
             if self.keeps(item, entry_path):
                 entries.append(self.entry(item, entry_path))
         return tuple(entries)
+
+    def empty_group(self, path: KeyPath) -> tuple[GroupEntry, ...] | None:
+        """A group with no entry left is no group (``None``): the builder's order is used (as pack does), with a
+        warning, for an order with one empty group would build nothing."""
+        self.warnings.append(
+            f"{self.spell(path)} has no entry (for this build); it is treated as absent: the builder's order is used"
+        )
+        return None
 
     def entry(self, item: TOMLTable, path: KeyPath) -> GroupEntry:
         bp_id = self.string(item, "id", path)

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from preparer._logger import log
-from preparer.appfilter import plan_removal
+from preparer.appfilter import Removal, plan_removal
 from preparer.apply import apply_plan, check_present
 from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
-from preparer.errors import PreparerError, UnexpectedError
+from preparer.errors import InvalidInputsError, PreparerError, UnexpectedError
 from preparer.files._toml import load_toml
 from preparer.files.buildpack import installed_versions
 from preparer.files.order import Order, read_order
@@ -82,12 +82,24 @@ def prepare(inputs: Inputs, *, progress: ProgressFn | None = None) -> Report:
     return report
 
 
+def _check_app_dir(app_dir: Path) -> None:
+    """The app directory exists and is one: an ``-app`` mistyped must not pass for an app with nothing to apply.
+
+    :raises InvalidInputsError: naming the flag and the path (exit 3).
+    """
+    if not app_dir.exists():
+        raise InvalidInputsError("resolve inputs", f"the app directory (-app) {app_dir} does not exist")
+    if not app_dir.is_dir():
+        raise InvalidInputsError("resolve inputs", f"the app directory (-app) {app_dir} is not a directory")
+
+
 def read_inputs(inputs: Inputs) -> tuple[ProjectDescriptor, EffectiveConfig, list[str]]:
     """Load the descriptor and the platform file and compute the effective configuration.
 
     :returns: the descriptor, the effective configuration, and every warning in the order found.
-    :raises InvalidInputsError: unreadable or invalid files (exit 3).
+    :raises InvalidInputsError: unreadable or invalid files, or an app directory that is not one (exit 3).
     """
+    _check_app_dir(inputs.app_dir)
     descriptor = load_descriptor(
         inputs.descriptor_path,
         explicit=inputs.project_descriptor is not None,
@@ -110,6 +122,24 @@ def read_inputs(inputs: Inputs) -> tuple[ProjectDescriptor, EffectiveConfig, lis
 
 
 @typed
+def _check_removal(removal: Removal, key: str, descriptor: Path | None) -> list[str]:
+    """What include/exclude would do that is likely a mistake: an include pattern that matches nothing is a warning;
+    removing every file of the app but the descriptor is refused before anything is removed.
+
+    :raises InvalidInputsError: it would leave the app with nothing but its descriptor (exit 3).
+    """
+    if removal.files and not removal.keeps_any:
+        but = f" but {descriptor.name}" if descriptor is not None else ""
+        raise InvalidInputsError(
+            f"validate {descriptor or key}",
+            f"{key} would remove every file of the app{but} ({len(removal.files)} files): check its patterns",
+        )
+    found = [f"{key}: '{pattern}' matches no file of the app" for pattern in removal.unmatched]
+    for warning in found:
+        log.warning("%s", warning)
+    return found
+
+
 def plan_run(inputs: Inputs) -> Plan:
     """Read the descriptor and the platform file, and plan everything the run would do; change nothing.
 
@@ -156,11 +186,20 @@ def plan_run(inputs: Inputs) -> Plan:
                 "%s: %s is installed in %s: using %s@%s, no request made",
                 step.entry.key, step.entry.uri, inputs.buildpacks_dir, step.id, step.version,
             )  # fmt: skip
+    return _platform_decisions(plan, inputs, config.filter_key)
+
+
+def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
+    """``plan`` as the platform lets it run: its policy's decisions, include/exclude's checks on what it still
+    removes, its registry mirrors, and the Buildpack API of what the builder has."""
     if inputs.policy is not None:
         from preparer.enforce import enforce  # deferred: only runs with a policy need it
         from preparer.policy import load_policy
 
         plan = enforce(plan, load_policy(inputs.policy), inputs.download_cache)
+    if plan.removal is not None:  # what the policy lets apply
+        found = _check_removal(plan.removal, filter_key, plan.descriptor_path)
+        plan = plan._replace(warnings=(*plan.warnings, *found))
     if inputs.registry_hosts_dir is not None:
         from preparer.fetch.oci.hosts import load_hosts_dir  # deferred: only runs with mirrors read them
 

@@ -9,6 +9,7 @@ invalid entry is reported before any download starts, and a dry run exits as a r
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
@@ -275,6 +276,16 @@ def env_actions(entries: Sequence[EnvEntry], existing: Collection[str]) -> list[
         elif entry.name in existing:
             warning = f"{entry.key}: <platform>/env/{entry.name} already exists; keeping the platform's value"
             actions.append(EnvAction(entry, "kept", warning))
+        elif not _SHELL_NAME.fullmatch(entry.name):
+            warning = (
+                f"{entry.key}: {entry.name} is written as <platform>/env/{entry.name}, but no shell can read a "
+                "variable of that name (letters, digits and _ only, not starting with a digit)"
+            )
+            actions.append(EnvAction(entry, "written", warning))
         else:
             actions.append(EnvAction(entry, "written"))
     return actions
+
+
+#: A name a POSIX shell can read as a variable.
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

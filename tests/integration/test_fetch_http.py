@@ -232,6 +232,7 @@ def test_third_of_four_downloads_failing_changes_nothing(preparer: Callable[...,
     for name in ("a", "b", "d"):
         serve(http_server, f"{name}.tgz", f"me/{name}")
     (layout.app / "junk.log").write_text("x")
+    (layout.app / "index.js").write_text("x")
     project = group(*(http_server.url(f"{n}.tgz") for n in "abcd")) + (
         '[io.buildpacks]\nexclude = ["*.log"]\n[[io.buildpacks.build.env]]\nname = "A"\nvalue = "1"\n'
     )

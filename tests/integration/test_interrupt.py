@@ -114,6 +114,7 @@ def test_a_signal_stops_parallel_downloads_within_a_second(signum: int, http_ser
         make_tgz(http_server.root / name, f"me/slow{i}", payload=os.urandom(4000))
         http_server.fail(name, "trickle")
     (layout.app / "debug.log").write_text("excluded")
+    (layout.app / "index.js").write_text("kept")
     (layout.app / "project.toml").write_text(
         project(*map(http_server.url, names), extra='[io.buildpacks]\nexclude = ["*.log"]\n'
                 '[[io.buildpacks.build.env]]\nname = "A"\nvalue = "1"\n')

@@ -294,6 +294,7 @@ def test_a_directory_swapped_for_a_link_after_planning_leads_no_removal_outside_
     layout.app.mkdir(parents=True)
     (layout.app / "src").mkdir()
     (layout.app / "src" / "a.log").write_text("app")
+    (layout.app / "index.js").write_text("app")
     (layout.app / "project.toml").write_text(HEAD + '[io.buildpacks]\nexclude = ["*.log"]\n')
     victim = tmp_path / "victim"
     victim.mkdir()
@@ -309,7 +310,7 @@ def test_a_directory_swapped_for_a_link_after_planning_leads_no_removal_outside_
         f"failed to remove {layout.app / 'src' / 'a.log'}: {layout.app / 'src'} is a symbolic link (not followed)"
     )
     assert (victim / "a.log").read_text() == "not the app's"
-    assert sorted(os.listdir(layout.app)) == ["project.toml", "src"]
+    assert sorted(os.listdir(layout.app)) == ["index.js", "project.toml", "src"]
 
 
 # 11. The run has a deadline: many slow servers together cannot hold a build for hours.

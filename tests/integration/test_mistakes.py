@@ -1,0 +1,83 @@
+"""Ordinary mistakes never pass as success: each is a warning that names it, or exit 3 before anything changes
+(docs/decisions.md, "No mistake passes as success"). The real CLI on a real layout."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.golden import Layout, env_files, listing
+from tests.plugins.cli import Result, base_env, run_cli
+from tests.projects import HEAD
+
+
+def test_an_empty_group_is_no_group_and_says_so(preparer: Callable[..., Result], layout: Layout) -> None:
+    result = preparer(project=HEAD + "[io.buildpacks]\ngroup = []\n")
+    assert result.code == 0
+    assert result.warnings == [
+        (
+            "Warning: io.buildpacks.group has no entry (for this build); it is treated as absent: the builder's "
+            "order is used"
+        )
+    ]
+    assert not (layout.layers / "order.toml").exists()  # the builder's order stands, as with no group
+
+
+def test_an_env_name_no_shell_can_read_gets_a_warning(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    env = "".join(
+        f'[[io.buildpacks.build.env]]\nname = "{n}"\nvalue = "1"\n' for n in ("MY-VAR", "1ABC", "OK_1")
+    )
+    result = preparer(project=HEAD + env)
+    assert result.code == 0
+    assert result.warnings == [
+        f"Warning: io.buildpacks.build.env[{i}]: {name} is written as <platform>/env/{name}, but no shell can read "
+        "a variable of that name (letters, digits and _ only, not starting with a digit)"
+        for i, name in ((0, "MY-VAR"), (1, "1ABC"))
+    ]
+    assert env_files(layout) == {"MY-VAR": "1", "1ABC": "1", "OK_1": "1"}
+
+
+def test_an_app_directory_that_is_not_one_is_invalid_input(layout: Layout, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-app"
+    a_file = tmp_path / "app.txt"
+    a_file.write_text("x")
+    for app, why in ((missing, "does not exist"), (a_file, "is not a directory")):
+        flags = [*layout.flags(), "-app", str(app)]
+        result = run_cli(flags, base_env(tmp_path))
+        assert result.code == 3, result.stderr
+        assert result.stderr == f"ERROR: failed to resolve inputs: the app directory (-app) {app} {why}\n"
+    assert not layout.platform.exists() and listing(layout.layers) == []
+
+
+def test_an_include_pattern_that_matches_nothing_is_named(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    (layout.app / "src").mkdir()
+    (layout.app / "src" / "main.py").write_text("x")
+    (layout.app / "README").write_text("x")
+    result = preparer(project=HEAD + '[io.buildpacks]\ninclude = ["src/", "scr/", "!*.map"]\n')
+    assert result.code == 0
+    assert result.warnings == ["Warning: io.buildpacks.include: 'scr/' matches no file of the app"]
+    assert sorted(p.name for p in layout.app.iterdir()) == ["project.toml", "src"]
+
+
+def test_a_filter_that_would_leave_only_the_descriptor_changes_nothing(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    (layout.app / "src").mkdir()
+    (layout.app / "src" / "main.py").write_text("x")
+    (layout.app / "index.js").write_text("x")
+    for table in ('include = ["scr/"]', 'exclude = ["*"]'):
+        (layout.app / "project.toml").write_text(HEAD + f"[io.buildpacks]\n{table}\n")
+        before = listing(layout.app)
+        result = preparer()
+        assert result.code == 3, result.stderr
+        key = "io.buildpacks." + table.split(" ")[0]
+        assert result.stderr.splitlines()[-1] == (
+            f"ERROR: failed to validate {layout.app / 'project.toml'}: {key} would remove every file of the app but "
+            "project.toml (2 files): check its patterns"
+        )
+        assert listing(layout.app) == before
+        assert not (layout.layers / "order.toml").exists()
