@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from preparer._near import closest
 from preparer._types import TOMLTable
 from preparer.api import APIVersion
 from preparer.descriptor import KeyPath, Layer, ProjectDescriptor, Unapplied, kind_of, lookup
@@ -146,6 +147,13 @@ def effective_config(
 
 
 _ENTRY_KEYS = frozenset({"id", "version", "uri", "script"})
+#: The keys the preparer reads, by the table they are in (for "did you mean" when one is mistyped).
+_KNOWN_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {
+    (): ("group", "include", "exclude", "build", "pre", "post", "builder"),
+    ("build",): ("env",),
+    ("pre",): ("group",),
+    ("post",): ("group",),
+}
 _SCRIPT_KEYS = frozenset({"api", "inline", "shell"})
 _ENV_KEYS = frozenset({"name", "value"})
 
@@ -219,10 +227,13 @@ class _Reader:
         return value
 
     def misplaced(self, path: KeyPath) -> str:
-        """The reason an unapplied key gets: where it belongs when it looks like a known key misplaced."""
+        """The reason an unapplied key gets: where it belongs when it looks like a known key misplaced, or which
+        known key it is a typo of."""
         normal = _MISPLACED.get(tuple(str(p) for p in path))
         if normal is None:
-            return NOT_APPLIED
+            parent = tuple(str(p) for p in path[:-1])
+            meant = closest(str(path[-1]), _KNOWN_KEYS.get(parent, ()))
+            return NOT_APPLIED if meant is None else f"did you mean {self.written_as((*parent, meant))}?"
         written = self.written_as(normal)
         return f"did you mean [[{written}]]?" if normal in _ARRAYS else f"did you mean {written}?"
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from preparer._near import closest
 from preparer._types import TOMLTable
 from preparer.api import SUPPORTED_PLATFORM_APIS
 from preparer.errors import DescriptorError
@@ -122,6 +123,32 @@ class Unapplied(NamedTuple):
     reason: str
 
 
+def _namespace_typos(document: TOMLTable, platform_namespace: str | None) -> list[str]:
+    """Warnings for tables whose names are a typo away from ``io.buildpacks`` or the platform's namespace
+    (``[[io.buildpack.group]]``): they are not read, and the builder's defaults would run instead, silently."""
+    targets = ["io.buildpacks", *([platform_namespace] if platform_namespace else [])]
+    found = []
+    for name in _table_names(document, max(t.count(".") for t in targets) + 1):
+        if any(name == t or t.startswith(name + ".") or name.startswith(t + ".") for t in targets):
+            continue
+        meant = closest(name, [t for t in targets if t.count(".") == name.count(".")])
+        if meant is not None:
+            found.append(f"[{name}] is not read: did you mean [{meant}]?")
+    return found
+
+
+def _table_names(document: Mapping[str, Any], depth: int, prefix: str = "") -> list[str]:
+    """The dotted names of the tables of ``document``, ``depth`` levels deep at most."""
+    names = []
+    for key, value in document.items():
+        if isinstance(value, dict):
+            name = f"{prefix}{key}"
+            names.append(name)
+            if depth > 1:
+                names += _table_names(value, depth - 1, name + ".")
+    return names
+
+
 def lookup(document: Mapping[str, Any], dotted: str) -> Any:
     """The value at the dotted path ``dotted`` in ``document``, or ``None``."""
     node: Any = document
@@ -190,6 +217,7 @@ def parse_descriptor(
         if document:
             warnings.append("No schema version declared in project.toml, defaulting to schema version 0.1")
 
+    warnings += _namespace_typos(document, platform_namespace)
     origin = str(path) if path else "project.toml"
     if schema == "0.1":
         layers, unapplied = _parse_v01(document, io, origin, platform_namespace)

@@ -19,12 +19,12 @@ from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
 from preparer.errors import InvalidInputsError, PreparerError, UnexpectedError
 from preparer.files._toml import load_toml
-from preparer.files.buildpack import installed_versions
+from preparer.files.buildpack import installed_versions, similar_installed
 from preparer.files.order import Order, read_order
 from preparer.inputs import Inputs
 from preparer.interrupt import Interrupted
 from preparer.metadata import MetadataWrite, describe_metadata, plan_metadata
-from preparer.plan import Plan, Present, Step, make_plan
+from preparer.plan import NotInstalled, Plan, Present, Step, make_plan
 from preparer.report import EnvRecord, MetadataRecord, Report, unapplied_message, write_report
 
 if TYPE_CHECKING:
@@ -140,6 +140,32 @@ def _check_removal(removal: Removal, key: str, descriptor: Path | None) -> list[
     return found
 
 
+def _make_plan(
+    inputs: Inputs, config: EffectiveConfig, descriptor: ProjectDescriptor, removal: Removal | None,
+    warnings: list[str],
+) -> Plan:  # fmt: skip
+    try:
+        return make_plan(
+            config,
+            base_dir=descriptor.path.parent if descriptor.path else inputs.app_dir,
+            buildpacks_dir=inputs.buildpacks_dir,
+            versions_of=lambda bp_id: installed_versions(inputs.buildpacks_dir, bp_id),
+            builder_order=_builder_order(config, inputs.order_path),
+            existing_env=_existing_env(inputs.platform_dir),
+            removal=removal,
+            warnings=warnings,
+            descriptor_path=descriptor.path,
+            schema_version=descriptor.schema_version,
+        )
+    except (
+        NotInstalled
+    ) as err:  # a typo of an installed id, perhaps (plan.py reads no disk: it is looked for here)
+        meant = similar_installed(inputs.buildpacks_dir, err.bp_id)
+        if meant is None:
+            raise
+        raise NotInstalled(err.action, f"{err.cause}; did you mean '{meant}'?", err.bp_id) from None
+
+
 def plan_run(inputs: Inputs) -> Plan:
     """Read the descriptor and the platform file, and plan everything the run would do; change nothing.
 
@@ -166,18 +192,7 @@ def plan_run(inputs: Inputs) -> Plan:
     removal = None
     if config.include is not None or config.exclude is not None:
         removal = plan_removal(inputs.app_dir, config.include, config.exclude, descriptor.path)
-    plan = make_plan(
-        config,
-        base_dir=descriptor.path.parent if descriptor.path else inputs.app_dir,
-        buildpacks_dir=inputs.buildpacks_dir,
-        versions_of=lambda bp_id: installed_versions(inputs.buildpacks_dir, bp_id),
-        builder_order=_builder_order(config, inputs.order_path),
-        existing_env=_existing_env(inputs.platform_dir),
-        removal=removal,
-        warnings=warnings,
-        descriptor_path=descriptor.path,
-        schema_version=descriptor.schema_version,
-    )._replace(project_metadata=metadata)
+    plan = _make_plan(inputs, config, descriptor, removal, warnings)._replace(project_metadata=metadata)
     for warning in plan.warnings[len(warnings) :]:
         log.warning("%s", warning)
     for step in plan.steps:

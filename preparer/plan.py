@@ -188,6 +188,14 @@ def _step(
     return Fetch(entry, locator)
 
 
+class NotInstalled(FetchError):
+    """A buildpack the plan needs from ``<buildpacks>`` is not there (its id in ``bp_id``)."""
+
+    def __init__(self, action: str, cause: str, bp_id: str) -> None:
+        super().__init__(action, cause)
+        self.bp_id = bp_id
+
+
 def _resolve(
     bp_id: str,
     version: str | None,
@@ -200,7 +208,7 @@ def _resolve(
     versions = versions_of(bp_id)
     action = f"resolve {entry.key} ({bp_id})"
     if not versions:
-        raise FetchError(action, f"buildpack '{bp_id}' was not found in {buildpacks_dir}")
+        raise NotInstalled(action, f"buildpack '{bp_id}' was not found in {buildpacks_dir}", bp_id)
     if version is not None:
         if version not in versions:
             raise FetchError(

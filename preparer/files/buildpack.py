@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from preparer.errors import BuilderError, FetchError
+from preparer._near import closest
+from preparer.errors import BuilderError, FetchError, PreparerError
 from preparer.files import MalformedError
 from preparer.files._toml import load_toml
 from preparer.files.order import Group, parse_groups
@@ -124,3 +125,20 @@ def installed_versions(buildpacks_dir: Path, buildpack_id: str) -> list[str]:
     except OSError:
         return []
     return sorted(e.name for e in entries if (e / "buildpack.toml").is_file())
+
+
+def similar_installed(buildpacks_dir: Path, buildpack_id: str) -> str | None:
+    """The id of a buildpack in ``<buildpacks>`` that ``buildpack_id`` is a typo of (for "did you mean"), or
+    ``None``; read from its ``buildpack.toml``, as an escaped directory name cannot tell ``a_b/c`` from ``a/b_c``."""
+    try:
+        names = sorted(entry.name for entry in buildpacks_dir.iterdir() if entry.is_dir())
+        meant = closest(escape_id(buildpack_id), names)
+        versions = sorted((buildpacks_dir / meant).iterdir()) if meant is not None else []
+    except OSError:
+        return None
+    for version in versions:
+        try:
+            return read_buildpack_toml(version / "buildpack.toml", builder=True).id
+        except PreparerError:
+            continue
+    return None

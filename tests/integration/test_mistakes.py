@@ -81,3 +81,25 @@ def test_a_filter_that_would_leave_only_the_descriptor_changes_nothing(
         )
         assert listing(layout.app) == before
         assert not (layout.layers / "order.toml").exists()
+
+
+def test_a_name_a_typo_away_from_one_the_preparer_reads_says_which(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    """``[[io.buildpack.group]]`` was ignored without a word, and the builder's order ran instead."""
+    project = (
+        HEAD + '[[io.buildpack.group]]\nid = "heroku/python"\n[io.buildpacks]\ngrup = []\nbuidler = "x"\n'
+    )
+    result = preparer(project=project)
+    assert result.code == 0
+    assert result.warnings == [
+        "Warning: [io.buildpack] is not read: did you mean [io.buildpacks]?",
+        "Warning: io.buildpacks.grup is not applied by the preparer: did you mean io.buildpacks.group?",
+        "Warning: io.buildpacks.buidler is not applied by the preparer: did you mean io.buildpacks.builder?",
+    ]
+    missing = preparer(project=HEAD + '[[io.buildpacks.group]]\nid = "heroku/pyton"\n')
+    assert missing.code == 1
+    assert missing.stderr.splitlines()[-1] == (
+        f"ERROR: failed to resolve io.buildpacks.group[0] (heroku/pyton): buildpack 'heroku/pyton' was not found "
+        f"in {layout.buildpacks}; did you mean 'heroku/python'?"
+    )

@@ -20,6 +20,7 @@ from preparer.fetch.locator import IdLocator, ImageLocator, RegistryLocator, red
 from preparer.fetch.oci.image import fetch_image
 from preparer.fetch.oci.reference import parse_reference
 from preparer.fetch.transport import Unreachable, read_capped
+from preparer.files.buildpack import similar_installed
 from preparer.semver import highest
 
 #: The largest index file read: one line per version of one buildpack (the largest today are a few KiB).
@@ -167,7 +168,9 @@ def fetch_id(locator: IdLocator, ctx: FetchContext) -> Fetched:
         fetched = _from_registry(locator.id, version, address, ctx)
         return dataclasses.replace(fetched, source=locator.id if locator.version is None else wanted,
                                    resolved="registry")  # fmt: skip
-    searched = f"not in {buildpacks_dir}, not in the buildpack registry {index}"
+    meant = similar_installed(ctx.buildpacks_dir, locator.id) if ctx.buildpacks_dir is not None else None
+    hint = f" (did you mean {meant}?)" if meant else ""
+    searched = f"not in {buildpacks_dir}{hint}, not in the buildpack registry {index}"
     action = f"find buildpack {wanted}"
     if locator.version is not None:
         raise NotFoundError(action, f"{searched}, and an image reference cannot name a version with '@'")

@@ -1,0 +1,29 @@
+"""Names near a mistyped one, for "did you mean" in messages."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def closest(word: str, candidates: Sequence[str], most: int = 2) -> str | None:
+    """The candidate within ``most`` edits of ``word`` (insertions, deletions, substitutions, adjacent swaps), the
+    nearest first; ``None`` when none is, or ``word`` is one of them. For "did you mean" in messages."""
+    if word in candidates:
+        return None
+    scored = sorted((_distance(word, c), c) for c in candidates)
+    return scored[0][1] if scored and scored[0][0] <= most else None
+
+
+def _distance(a: str, b: str) -> int:
+    """Damerau-Levenshtein distance (optimal string alignment) between two short strings."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        current = [i]
+        for j, other in enumerate(b, 1):
+            cost = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other))
+            if i > 1 and j > 1 and char == b[j - 2] and a[i - 2] == other:
+                cost = min(cost, previous2[j - 2] + 1)
+            current.append(cost)
+        previous2, previous = previous, current
+    return previous[-1]
