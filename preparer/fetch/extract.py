@@ -112,7 +112,11 @@ def extract_tar(
         writer.check_links()
     except _Refused as refused:
         raise FetchError(f"extract {archive}", f"refusing entry '{refused.name}': {refused.why}") from None
-    except (EOFError, zlib.error, ValueError) as err:
+    except NotAnArchive as what:
+        raise FetchError(f"extract {archive}", f"not a tar archive: {what}") from None
+    except zlib.error as err:
+        raise FetchError(f"extract {archive}", f"the gzip data is damaged ({err})") from None
+    except (EOFError, ValueError) as err:
         raise FetchError(
             f"extract {archive}", f"not a valid tar archive ({err or type(err).__name__})"
         ) from None
@@ -127,6 +131,7 @@ class _Reader:
 
     def __init__(self, stream: TarStream, writer: _Writer, guard: Guard | None = None) -> None:
         self.stream, self.writer, self.guard = stream, writer, guard
+        self.first = True
 
     def read_exactly(self, size: int) -> bytes:
         data = self.stream.read(size)
@@ -143,8 +148,16 @@ class _Reader:
             if not header or header == bytes(BLOCK):
                 return  # the end marker (or an archive that just stops between entries, as tar accepts)
             if len(header) != BLOCK:
+                if self.first:
+                    raise NotAnArchive(_what_it_is(header))
                 raise EOFError("the archive ended in the middle of a header")
-            kind, name, size, mode, link = _parse_header(header)
+            try:
+                kind, name, size, mode, link = _parse_header(header)
+            except ValueError:
+                if self.first:  # nothing of it is a tar archive: say what it looks like instead
+                    raise NotAnArchive(_what_it_is(header)) from None
+                raise
+            self.first = False
             interrupt.check()
             self.writer.count(name)
             if kind in (b"L", b"K", b"x", b"g"):
@@ -231,6 +244,26 @@ def _number(field_bytes: bytes) -> int:
         return value
     digits = field_bytes.strip(b" \0")
     return int(digits, 8) if digits else 0
+
+
+class NotAnArchive(Exception):
+    """The bytes are no tar archive from their first block on; the message says what they look like."""
+
+
+def _what_it_is(start: bytes) -> str:
+    """What bytes that are no tar archive look like, in plain words (a web page served for a missing file, a zip)."""
+    head = start.lstrip()[:64].lower()
+    if head.startswith((b"<!doctype html", b"<html", b"<head", b"<?xml", b"<")):
+        return "it is an HTML or XML page (a server's error or login page, perhaps: check the URL)"
+    if start.startswith(b"PK\x03\x04"):
+        return "it is a zip archive (a buildpack is a tar archive, .tgz or .tar)"
+    if head.startswith((b"{", b"[")):
+        return "it is JSON text"
+    if start.startswith((b"BZh", b"\xfd7zXZ", b"\x28\xb5\x2f\xfd")):
+        return "it is compressed with bzip2, xz or zstd (gzip or no compression are read)"
+    if len(start) < BLOCK:
+        return f"it is {len(start)} bytes long, less than one tar header"
+    return "its first block is no tar header"
 
 
 def _parse_header(header: bytes) -> tuple[bytes, str, int, int, str]:

@@ -46,8 +46,20 @@ def staged_buildpack(root: Path, source: str) -> StagedBuildpack:
     :raises FetchError: no ``buildpack.toml`` at the top, or one that cannot be read.
     """
     if not (root / "buildpack.toml").is_file():
-        raise FetchError(f"fetch buildpack from {source}", "no buildpack.toml at the root of the buildpack")
+        raise FetchError(f"fetch buildpack from {source}", _no_descriptor(root))
     return StagedBuildpack(read_buildpack_toml(root / "buildpack.toml", shown=source), root)
+
+
+def _no_descriptor(root: Path) -> str:
+    """Why there is no ``buildpack.toml`` at ``root``, and what to do when it is one directory down (an archive of a
+    buildpack's directory rather than of what is in it)."""
+    below = sorted(p.parent.name for p in root.glob("*/buildpack.toml") if not p.parent.is_symlink())
+    if len(below) != 1:
+        return "no buildpack.toml at the root of the buildpack"
+    return (
+        f"buildpack.toml is in {below[0]}/, not at the root of the archive: make the archive from inside the "
+        f"buildpack's directory (tar -czf {below[0]}.tgz -C {below[0]} .)"
+    )
 
 
 def copy_tree(src: Path, dest: Path, source: str, guard: Guard | None = None) -> None:

@@ -106,7 +106,7 @@ def test_missing_and_broken_sources_exit_1(preparer: Callable[..., Result], layo
     )
     (layout.app / "junk.tgz").write_bytes(b"<html>not an archive</html>")
     junk = preparer(project=group("junk.tgz"))
-    assert junk.code == 1 and "not a valid tar archive" in junk.stderr
+    assert junk.code == 1 and "not a tar archive: it is an HTML or XML page" in junk.stderr
     make_dir(layout.app / "nobp", "me/x")
     (layout.app / "nobp" / "buildpack.toml").unlink()
     assert "no buildpack.toml at the root" in preparer(project=group("./nobp")).stderr

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.buildpacks import make_dir
 from tests.golden import Layout, env_files, listing
 from tests.plugins.cli import Result, base_env, run_cli
-from tests.projects import HEAD
+from tests.plugins.http_server import FileServer
+from tests.projects import HEAD, group
 
 
 def test_an_empty_group_is_no_group_and_says_so(preparer: Callable[..., Result], layout: Layout) -> None:
@@ -102,4 +105,43 @@ def test_a_name_a_typo_away_from_one_the_preparer_reads_says_which(
     assert missing.stderr.splitlines()[-1] == (
         f"ERROR: failed to resolve io.buildpacks.group[0] (heroku/pyton): buildpack 'heroku/pyton' was not found "
         f"in {layout.buildpacks}; did you mean 'heroku/python'?"
+    )
+
+
+def test_what_is_no_archive_is_said_in_plain_words(
+    preparer: Callable[..., Result], layout: Layout, http_server: FileServer, tmp_path: Path
+) -> None:
+    """A web page served for an archive read 'invalid literal for int() with base 8: b'>a web p''."""
+    import gzip
+    import zipfile
+
+    (http_server.root / "page.tgz").write_text("<!DOCTYPE html><html><body>Sign in</body></html>\n" * 20)
+    with zipfile.ZipFile(http_server.root / "bp.zip.tgz", "w") as archive:
+        archive.writestr("buildpack.toml", "x")
+    damaged = bytearray(gzip.compress(b"x" * 100_000))
+    damaged[30:40] = b"\xff" * 10
+    (http_server.root / "damaged.tgz").write_bytes(bytes(damaged))
+    expected = {
+        "page.tgz": "not a tar archive: it is an HTML or XML page (a server's error or login page, perhaps: check "
+        "the URL)",
+        "bp.zip.tgz": "not a tar archive: it is a zip archive (a buildpack is a tar archive, .tgz or .tar)",
+        "damaged.tgz": "the gzip data is damaged (",
+    }
+    for name, cause in expected.items():
+        result = preparer(project=group(http_server.url(name)), env={"CNB_PREPARER_HTTP_TIMEOUT": "2"})
+        assert result.code == 1, result.stderr
+        assert f"ERROR: failed to extract {http_server.url(name)}: {cause}" in result.stderr, result.stderr
+
+
+def test_an_archive_of_a_buildpack_directory_says_how_to_make_it(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    source = make_dir(layout.app / "bp-src" / "my-bp", "me/nested")
+    with tarfile.open(layout.app / "bp.tgz", "w:gz") as tar:
+        tar.add(source, arcname="my-bp")  # the directory itself, not what is in it
+    result = preparer(project=group("bp.tgz"))
+    assert result.code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to fetch buildpack from {layout.app / 'bp.tgz'}: buildpack.toml is in my-bp/, not at the "
+        "root of the archive: make the archive from inside the buildpack's directory (tar -czf my-bp.tgz -C my-bp .)"
     )
