@@ -74,7 +74,7 @@ def prepare(inputs: Inputs, *, progress: ProgressFn | None = None) -> Report:
         else:
             report = run_plan(plan, inputs, progress)
     except (PreparerError, Interrupted) as err:
-        if inputs.prepare_report is not None:
+        if inputs.prepare_report is not None and _unwritable(inputs.prepare_report) is None:
             write_report(inputs.prepare_report, error=(int(err.exit_code), err.message))
         raise
     if inputs.prepare_report is not None:
@@ -220,7 +220,40 @@ def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
 
         plan = plan._replace(registry_hosts=load_hosts_dir(inputs.registry_hosts_dir))
     check_present([s for s in plan.steps if isinstance(s, Present)], inputs.buildpacks_dir)
+    _check_outputs(plan, inputs)
     return plan
+
+
+def _check_outputs(plan: Plan, inputs: Inputs) -> None:
+    """Every file the run will write can be written: checked with the other inputs, so that a report path with a
+    typo fails before the run changes anything, not after.
+
+    :raises InvalidInputsError: naming the flag and why (exit 3).
+    """
+    outputs = [("-prepare-report", inputs.prepare_report)]
+    if plan.config.writes_order:
+        outputs.append(("-layers", inputs.layers_dir / "order.toml"))
+    if any(action.action == "written" for action in plan.env):
+        outputs.append(("-platform", inputs.platform_dir / "env" / "_"))
+    if plan.project_metadata is not None and plan.project_metadata.action == "written":
+        outputs.append(("-project-metadata", plan.project_metadata.path))
+    for flag, path in outputs:
+        problem = None if path is None else _unwritable(path)
+        if problem is not None:
+            raise InvalidInputsError("resolve inputs", f"{flag} {path}: {problem}")
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why the file ``path`` cannot be written (it is a directory; the directory it would be made in is not one,
+    or cannot be written), or ``None``."""
+    if path.is_dir():
+        return "is a directory"
+    existing = next(p for p in path.parents if p.exists() or p == p.parent)
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} cannot be written"
+    return None
 
 
 @typed

@@ -145,3 +145,19 @@ def test_an_archive_of_a_buildpack_directory_says_how_to_make_it(
         f"ERROR: failed to fetch buildpack from {layout.app / 'bp.tgz'}: buildpack.toml is in my-bp/, not at the "
         "root of the archive: make the archive from inside the buildpack's directory (tar -czf my-bp.tgz -C my-bp .)"
     )
+
+
+def test_an_output_path_that_cannot_be_written_fails_before_anything_changes(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    """A report path with a typo failed after the run had written order.toml and the env files."""
+    project = HEAD + '[[io.buildpacks.build.env]]\nname = "A"\nvalue = "1"\n'
+    (tmp_path / "a-file").write_text("x")
+    for report, why in (
+        (tmp_path / "a-file" / "report.toml", f"{tmp_path / 'a-file'} is not a directory"),
+        (tmp_path, "is a directory"),
+    ):
+        result = preparer("-prepare-report", str(report), project=project)
+        assert result.code == 3, result.stderr
+        assert result.stderr == f"ERROR: failed to resolve inputs: -prepare-report {report}: {why}\n"
+        assert env_files(layout) == {}
