@@ -107,6 +107,8 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
             records = _records(plan.steps, results, inputs.buildpacks_dir, installation, installed)
             interrupt.check()  # the last moment a request to stop undoes everything
             pending.commit()
+            if installation is not None:
+                installation.finish()
         except BaseException:
             if installation is not None:
                 installation.undo()
@@ -166,7 +168,7 @@ def _records(
         new = []
         for bp in result.buildpacks:
             interrupt.check()
-            path = installation.install(bp)
+            path = installation.install(bp, by_content=step.entry.script is not None)
             if path is not None:
                 installed.append(path)
                 new.append(bp)

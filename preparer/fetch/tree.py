@@ -276,9 +276,13 @@ class Installation:
         self._root: int | None = None
         #: What this commit installed: ``(<id> descriptor, <id> name, version, whether <id> was made)``.
         self._done: list[tuple[int, str, str, bool]] = []
+        #: What it moved aside to replace: ``(<id> descriptor, name aside, version)``.
+        self._aside: list[tuple[int, str, str]] = []
 
-    def install(self, staged: StagedBuildpack) -> Path | None:
-        """Move one staged buildpack into place; an existing one is left alone.
+    def install(self, staged: StagedBuildpack, *, by_content: bool = False) -> Path | None:
+        """Move one staged buildpack into place; an existing one is left alone, unless ``by_content`` (an inline
+        buildpack, whose script may have changed under the same version) and its files differ: then it is
+        replaced, the old one kept aside until :meth:`finish` (or put back by :meth:`undo`).
 
         :returns: where it was installed, or ``None`` when it was there already.
         :raises ApplyError: when it cannot be moved into place, or ``<id>`` is not a directory that can be
@@ -295,8 +299,10 @@ class Installation:
             raise ApplyError(action, err.strerror or err) from None
         try:
             if _present(d.version, id_fd):
-                os.close(id_fd)
-                return None
+                if not (by_content and _differs(staged.path, id_fd, d.version)):
+                    os.close(id_fd)
+                    return None
+                self._move_aside(id_fd, d.version)
             _move_into(staged.path, id_fd, d.version)
         except OSError as err:
             present = isinstance(err, FileExistsError) or _present(
@@ -315,19 +321,57 @@ class Installation:
             self._root = open_dir(self.buildpacks_dir)
         return self._root
 
+    def _move_aside(self, id_fd: int, version: str) -> None:
+        import secrets  # deferred: only a replaced inline buildpack needs a name
+
+        aside = f".{version}.replaced-{secrets.token_hex(6)}"
+        os.rename(version, aside, src_dir_fd=id_fd, dst_dir_fd=id_fd)
+        self._aside.append((os.dup(id_fd), aside, version))
+
     def undo(self) -> None:
-        """Remove what this commit installed (and each ``<id>`` it made, when left empty)."""
+        """Remove what this commit installed (and each ``<id>`` it made, when left empty); put back what it
+        replaced."""
         for id_fd, name, version, made in reversed(self._done):
             shutil.rmtree(version, dir_fd=id_fd, ignore_errors=True)
             if made and self._root is not None:
                 with contextlib.suppress(OSError):  # other versions are there
                     os.rmdir(name, dir_fd=self._root)
+        for id_fd, aside, version in reversed(self._aside):
+            with contextlib.suppress(OSError):
+                os.rename(aside, version, src_dir_fd=id_fd, dst_dir_fd=id_fd)
+        self._aside = self._close_aside()
         self.close()
+
+    def finish(self) -> None:
+        """The commit is done: what was replaced goes for good."""
+        for id_fd, aside, _ in self._aside:
+            shutil.rmtree(aside, dir_fd=id_fd, ignore_errors=True)
+        self._aside = self._close_aside()
+
+    def _close_aside(self) -> list[tuple[int, str, str]]:
+        for id_fd, _, _ in self._aside:
+            os.close(id_fd)
+        return []
 
     def close(self) -> None:
         for fd in [*(done[0] for done in self._done), *([self._root] if self._root is not None else [])]:
             os.close(fd)
+        self._aside = self._close_aside()
         self._done, self._root = [], None
+
+
+def _differs(staged: Path, id_fd: int, version: str) -> bool:
+    """Whether the installed ``version`` (in the directory ``id_fd``) holds other files than ``staged``: an inline
+    buildpack is three small files, compared byte for byte."""
+    for name in ("buildpack.toml", "bin/detect", "bin/build"):
+        try:
+            installed = os.open(f"{version}/{name}", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=id_fd)
+        except OSError:
+            return True
+        with os.fdopen(installed, "rb") as file:
+            if file.read(1 << 20) != (staged / name).read_bytes():
+                return True
+    return False
 
 
 def _present(version: str, id_fd: int) -> bool:

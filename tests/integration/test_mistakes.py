@@ -161,3 +161,21 @@ def test_an_output_path_that_cannot_be_written_fails_before_anything_changes(
         assert result.code == 3, result.stderr
         assert result.stderr == f"ERROR: failed to resolve inputs: -prepare-report {report}: {why}\n"
         assert env_files(layout) == {}
+
+
+def test_an_edited_inline_script_is_installed_where_buildpacks_persist(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    """The same id and version (0.0.0) with another script: the installed buildpack is the project's script, not
+    the one a previous build left in <buildpacks>."""
+    inline = HEAD + '[[io.buildpacks.group]]\nid = "me/inline"\n[io.buildpacks.group.script]\napi = "0.10"\n'
+    build = layout.buildpacks / "me_inline" / "0.0.0" / "bin" / "build"
+    assert preparer(project=inline + 'inline = "echo first"\n').code == 0
+    assert "echo first" in build.read_text()
+    again = preparer(project=inline + 'inline = "echo second"\n')
+    assert again.code == 0, again.stderr
+    assert "echo second" in build.read_text() and "echo first" not in build.read_text()
+    assert "Installed me/inline@0.0.0" in again.stdout
+    assert sorted(p.name for p in build.parents[2].iterdir()) == ["0.0.0"]  # nothing left aside
+    same = preparer(project=inline + 'inline = "echo second"\n')
+    assert "Already installed: me/inline@0.0.0" in same.stdout
