@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from preparer.errors import FetchError, InvalidInputsError
+from preparer.fetch.failures import NetworkError
 from preparer.fetch.oci import auth
 from preparer.fetch.oci.reference import scheme_for
 from preparer.fetch.spool import Abandoned, Spool
 from preparer.fetch.streams import is_digest, sha256_of
-from preparer.fetch.transport import NetworkError, Transport, describe, read_capped
+from preparer.fetch.transport import Transport, describe, read_capped
 from preparer.fetch.url import parse_http_url
 
 if TYPE_CHECKING:

@@ -20,7 +20,8 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from preparer import interrupt
 from preparer.errors import FetchError
-from preparer.fetch.transport import Deadline, NetworkError, describe
+from preparer.fetch.failures import NetworkError, Where, failure
+from preparer.fetch.transport import Deadline
 
 if TYPE_CHECKING:
     import requests
@@ -128,9 +129,10 @@ class NetworkReader:
         progress: ProgressFn,
         deadline: Deadline | None = None,
         guard: Guard | None = None,
+        where: Where | None = None,
     ) -> None:
         self.raw, self.source, self.total, self.progress = raw, source, total, progress
-        self.guard = guard
+        self.guard, self.where = guard, where
         self.size = 0
         self.reported = 0.0
         self.deadline = deadline
@@ -146,7 +148,7 @@ class NetworkReader:
                 chunk: bytes = self._read1(min(wanted, 1 << 20))
             except Exception as err:
                 self._check_deadline()  # a socket shut down when the run's time was up
-                raise NetworkError(describe(err)) from err
+                raise failure(err, self.where) from err
             if not chunk:
                 break
             chunks.append(chunk)
@@ -197,13 +199,14 @@ def stream_body(
     length = response.headers.get("Content-Length")
     total = int(length) if length and length.isdigit() else None
     response.raw.decode_content = False
-    body = NetworkReader(response.raw, source, total, progress, deadline, guard)
+    where = Where.of(response.url)
+    body = NetworkReader(response.raw, source, total, progress, deadline, guard, where)
     hashing = HashingReader(body, copy_to)
     with contextlib.closing(response):
         result = consume(hashing)
         hashing.drain(trailing, f"download {source}")
     if total is not None and hashing.size != total:
-        raise NetworkError(f"the body ended after {hashing.size} of {total} bytes")
+        raise NetworkError(f"{where.server} closed the connection after {hashing.size} of {total} bytes")
     progress(source, hashing.size, hashing.size)
     return result, hashing.digest, hashing.size
 

@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import SplitResult, unquote, urlsplit
 
 from preparer import interrupt
+from preparer._logger import log
 from preparer._version import __version__
 from preparer.errors import FetchError, NotFoundError
+from preparer.fetch.failures import NetworkError, Where, ca_source, failure, proxy_for
 from preparer.fetch.url import HttpUrl, UrlError, parse_http_url, resolve_redirect
 
 if TYPE_CHECKING:
@@ -31,57 +33,15 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: Where Linux distributions keep the system CA store.
-_SYSTEM_BUNDLES = (
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/cert.pem",
-)
-
-
-class NetworkError(Exception):
-    """A transient failure while talking to a server: worth another attempt."""
-
 
 def ca_bundle() -> str:
-    """The CA certificates HTTPS trusts: ``REQUESTS_CA_BUNDLE`` or ``CURL_CA_BUNDLE`` (requests' variables), else
-    ``SSL_CERT_FILE`` (OpenSSL's), else the system store, else certifi's bundle (the lifecycle image, which has no
-    system store)."""
-    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"):
-        if os.environ.get(name):
-            return os.environ[name]
-    for path in _SYSTEM_BUNDLES:
-        if Path(path).is_file():
-            return path
-    import certifi  # deferred (third-party): only when no system store is found
-
-    return str(certifi.where())
-
-
-def tls_failure(err: BaseException) -> str:
-    """Why a TLS connection failed, without URLs: not retried, as another attempt cannot succeed."""
-    if "CERTIFICATE_VERIFY_FAILED" in str(err):
-        return (
-            "the server's TLS certificate is not trusted (for a private CA, set SSL_CERT_FILE or "
-            "REQUESTS_CA_BUNDLE to its certificate)"
-        )
-    return "the TLS handshake failed"
+    """The CA certificates HTTPS trusts (:func:`~preparer.fetch.failures.ca_source`)."""
+    return ca_source()[0]
 
 
 def describe(err: BaseException) -> str:
-    """A cause to show for a network failure, without URLs, queries or credentials."""
-    import requests  # deferred (heavy): only runs that download import it
-    import urllib3
-
-    if isinstance(err, NetworkError):
-        if err.__cause__ is None:
-            return str(err)
-        err = err.__cause__
-    if isinstance(err, requests.Timeout | urllib3.exceptions.TimeoutError | TimeoutError):
-        return "timed out"
-    if isinstance(err, requests.ConnectionError | urllib3.exceptions.ProtocolError | ConnectionError):
-        return "connection failed or closed early"
-    return type(err).__name__
+    """A cause to show for a network failure, in plain words, without URLs, queries or credentials."""
+    return str(err) if isinstance(err, NetworkError) else str(failure(err))
 
 
 def check_status(response: requests.Response, action: str, what: str = "") -> None:
@@ -104,7 +64,7 @@ def read_capped(
     bytes instead of being read into memory, and past ``deadline`` however steadily its bytes trickle in.
 
     :raises FetchError: the body is larger than ``limit``, or not over by ``deadline`` (not worth another attempt).
-    :raises NetworkError: the connection failed while reading.
+    :raises NetworkError: the connection failed while reading (:func:`~preparer.fetch.failures.failure`).
     """
     chunks, size = [], 0
     try:
@@ -121,7 +81,7 @@ def read_capped(
     except Exception as err:
         if deadline is not None and deadline.passed():
             raise FetchError(action, f"{what}: {deadline.cause}") from None
-        raise NetworkError(describe(err)) from err
+        raise failure(err, Where.of(response.url)) from err
     return b"".join(chunks)
 
 
@@ -272,8 +232,14 @@ class Transport:
             raise FetchError(action, f"not a valid URL: {err}") from None
         sent = dict(headers or {})
         for _ in range(MAX_REDIRECTS + 1):
-            response = self._get_once(target.request, sent, action)
+            response = self._get_once(target, sent, action)
             location = response.headers.get("Location")
+            if response.status_code == 407:  # from a plain http proxy (an https one fails the tunnel)
+                response.close()
+                proxy, variable = proxy_for(Where(target.scheme, target.host), os.environ)
+                raise FetchError(
+                    action, f"the proxy {proxy} ({variable}) answered 407 Proxy Authentication Required"
+                )
             if response.status_code not in _REDIRECTS or location is None:
                 if check:
                     check_status(response, action)
@@ -287,7 +253,7 @@ class Transport:
             else:
                 following = following.with_userinfo(target.userinfo)
             target = following
-        raise FetchError(action, f"more than {MAX_REDIRECTS} redirects")
+        raise FetchError(action, f"too many redirects ({MAX_REDIRECTS}), the last to {target.shown}")
 
     def download_deadline(self) -> Deadline | None:
         """When a download starting now must be over: its own limit, or the run's end if sooner."""
@@ -302,21 +268,20 @@ class Transport:
             connect, between = min(connect, left) or 0.001, min(between, left) or 0.001
         return connect, between
 
-    def _get_once(self, url: str, headers: dict[str, str], action: str) -> requests.Response:
+    def _get_once(self, url: HttpUrl, headers: dict[str, str], action: str) -> requests.Response:
         import requests  # deferred (heavy): only runs that download import it
 
         interrupt.check()
         self.clock.check(action)
+        timeouts = self.request_timeouts()
         try:
             response = self.session().get(
-                url, headers=headers, stream=True, timeout=self.request_timeouts(), allow_redirects=False
+                url.request, headers=headers, stream=True, timeout=timeouts, allow_redirects=False
             )
-        except requests.exceptions.SSLError as err:
-            raise FetchError(action, tls_failure(err)) from None
         except requests.RequestException as err:
             interrupt.check()  # a connection shut down by a request to stop is not a network failure
             self.clock.check(action)  # nor one the run's time limit closed
-            raise NetworkError(describe(err)) from err
+            raise failure(err, Where(url.scheme, url.host, url.port), timeouts) from err
         return response
 
     def retrying(self, action: str, attempt: Callable[[], T]) -> T:
@@ -325,18 +290,23 @@ class Transport:
 
         :raises Unreachable: ``failed to <action>: <cause> (after N attempts)`` when every attempt failed.
         """
-        last: NetworkError | None = None
-        for number in range(self.retries + 1):
-            if number:
-                left = self.clock.left()
-                interrupt.sleep(min(self.backoff * 2 ** (number - 1), left if left is not None else 1e9))
+        attempts = self.retries + 1
+        for number in range(1, attempts + 1):
             self.clock.check(action)
             try:
                 return attempt()
             except NetworkError as err:
                 self.clock.check(action)  # not retried: the run's time is up
-                last = err
-        raise Unreachable(action, f"{last} (after {self.retries + 1} attempts)")
+                if not err.retry:
+                    raise FetchError(action, str(err)) from None
+                if number == attempts:
+                    raise Unreachable(action, f"{err} (after {attempts} attempts)") from None
+                left = self.clock.left()
+                delay = min(self.backoff * 2 ** (number - 1), left if left is not None else 1e9)
+                log.warning("%s: %s; trying again in %g s (attempt %d of %d)", action, err, delay, number + 1,
+                            attempts)  # fmt: skip
+                interrupt.sleep(delay)
+        raise AssertionError("not reached")
 
 
 #: Redirects followed for one request (curl's default is 50, requests' 30; a buildpack is not behind ten).

@@ -317,10 +317,17 @@ def test_an_untrusted_certificate_fails_the_same_way_inside(
     project = HEAD + f'[[io.buildpacks.group]]\nuri = "https://127.0.0.1:{tls.port}/secure.tgz"\n'
     compared = compare(rootfs, tmp_path, [*FLAGS, "-download-cache", "", "my-app"], project)
 
-    assert compared.contained == compared.expected and compared.contained.code == 1
+    contained, expected = compared.contained, compared.expected
+    assert contained.code == expected.code == 1
+    # The same cause, each naming the CA certificates it used: the image bundles certifi's (it has no system store).
     # (Had the executable lost certifi's CA bundle, requests would fail before connecting, with another cause.)
-    stderr = compared.contained.stderr
-    assert stderr.startswith("ERROR: failed to download https://") and "Traceback" not in stderr
+    untrusted = (
+        f"ERROR: failed to download https://127.0.0.1:{tls.port}/secure.tgz: the TLS certificate of "
+        "127.0.0.1 is not trusted: self-signed certificate (CA certificates: "
+    )
+    assert contained.stderr.startswith(untrusted) and expected.stderr.startswith(untrusted)
+    assert "/cnb/lifecycle/preparer.d/certifi/cacert.pem, from certifi's bundle)" in contained.stderr
+    assert "Traceback" not in contained.stderr and len(contained.stderr.splitlines()) == 1
     assert_same_outcome(compared)
     assert not (compared.inside.layers / "order.toml").exists()
 

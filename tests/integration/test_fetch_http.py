@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from preparer.fetch.failures import ca_source
 from tests.buildpacks import make_tgz
 from tests.golden import BUILDER, Layout, listing
 from tests.plugins.cli import Result, base_env
@@ -128,7 +129,7 @@ def test_a_slow_server_times_out(preparer: Callable[..., Result], http_server: F
     result = preparer(project=group(http_server.url("bp.tgz")), env={"CNB_PREPARER_HTTP_TIMEOUT": "0.5"})
     assert result.code == 1
     assert result.stderr.splitlines()[-1] == (
-        f"ERROR: failed to download {http_server.url('bp.tgz')}: timed out (after 4 attempts)"
+        f"ERROR: failed to download {http_server.url('bp.tgz')}: no answer from 127.0.0.1 (after 4 attempts)"
     )
 
 
@@ -190,11 +191,13 @@ def test_https_cold_warm_and_an_untrusted_certificate(preparer: Callable[..., Re
     assert (layout.buildpacks / "me_tls" / "1.0.0" / "data.bin").read_bytes() == b"t" * 10_000
     shutil.rmtree(layout.buildpacks / "me_tls")
     untrusted = preparer(project=group(tls_server.url("bp.tgz")), env=FAST)
+    system = ca_source({})  # the run's environment names no CA certificates
     assert untrusted.code == 1
     # Named for what it is, and not retried: another attempt cannot make the certificate trusted.
     assert untrusted.stderr.splitlines()[-1] == (
-        f"ERROR: failed to download {tls_server.url('bp.tgz')}: the server's TLS certificate is not trusted "
-        "(for a private CA, set SSL_CERT_FILE or REQUESTS_CA_BUNDLE to its certificate)"
+        f"ERROR: failed to download {tls_server.url('bp.tgz')}: the TLS certificate of 127.0.0.1 is not trusted: "
+        f"self-signed certificate (CA certificates: {system[0]}, from {system[1]}); for a private CA, "
+        "set REQUESTS_CA_BUNDLE to its certificate"
     )
     assert len(tls_server.seen("bp.tgz")) == 2  # no request ever crossed the untrusted connection
     assert not (layout.buildpacks / "me_tls").exists()

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from preparer.errors import FetchError
+from preparer.fetch.failures import failure
 from preparer.fetch.oci.reference import DOCKER_HUB
-from preparer.fetch.transport import NetworkError, Transport, describe, read_capped, tls_failure
+from preparer.fetch.transport import Transport, read_capped
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,11 +221,12 @@ def request_token(
                 timeout=transport.request_timeouts(),
                 stream=True,
             )
-    except requests.exceptions.SSLError as err:
-        raise FetchError(action, tls_failure(err)) from None
     except requests.RequestException as err:
         transport.clock.check(action)
-        raise NetworkError(describe(err)) from err
+        found = failure(err)
+        if not found.retry:
+            raise FetchError(action, str(found)) from None
+        raise found from err
     if response.status_code in (401, 403):
         response.close()
         return None

@@ -1,0 +1,113 @@
+"""Every network failure says its cause as curl would, once, and says whether it is retried (issue: messages).
+
+Each test makes the failure for real on 127.0.0.1 (a name that cannot resolve, a closed port, a server that says
+nothing, an https URL at a plain http server, a certificate no CA signed, a proxy that wants credentials) and runs
+the real command. What cannot change a second later is not retried; every retry is announced as it is made.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+
+from tests.buildpacks import make_tgz
+from tests.golden import Layout
+from tests.plugins.cli import Result
+from tests.plugins.http_server import FileServer, Stalling, stalling
+from tests.projects import group
+
+FAST = {"CNB_PREPARER_HTTP_TIMEOUT": "1"}
+
+
+def retries(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "trying again" in line]
+
+
+def closed_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        return int(listener.getsockname()[1])
+
+
+def test_a_name_that_does_not_resolve_fails_at_once(preparer: Callable[..., Result], layout: Layout) -> None:
+    url = "http://no-such-host.invalid/bp.tgz"
+    result = preparer(project=group(url), env=FAST)
+    assert result.code == 1
+    assert result.stderr == f"ERROR: failed to download {url}: could not resolve host no-such-host.invalid\n"
+    assert not (layout.layers / "order.toml").exists()
+
+
+def test_a_refused_connection_is_retried_and_each_retry_announced(preparer: Callable[..., Result]) -> None:
+    port = closed_port()
+    url = f"http://127.0.0.1:{port}/bp.tgz"
+    result = preparer(project=group(url), env=FAST)
+    assert result.code == 1
+    cause = f"connection refused by 127.0.0.1 port {port}"
+    assert retries(result.stderr) == [
+        f"Warning: download {url}: {cause}; trying again in {delay} s (attempt {n} of 4)"
+        for delay, n in (("0.5", 2), ("1", 3), ("2", 4))
+    ]
+    assert result.stderr.splitlines()[-1] == f"ERROR: failed to download {url}: {cause} (after 4 attempts)"
+
+
+def test_a_server_that_says_nothing_is_named_with_the_time_waited(preparer: Callable[..., Result]) -> None:
+    with stalling(Stalling(mode="silent")) as server:
+        url = f"http://{server.host}/bp.tgz"
+        result = preparer(project=group(url), env=FAST)
+    assert result.code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to download {url}: no answer from 127.0.0.1 within 1 s (after 4 attempts)"
+    )
+    assert len(server.paths) == 4 and len(retries(result.stderr)) == 3
+
+
+def test_https_at_a_plain_http_server_says_to_write_http(
+    preparer: Callable[..., Result], http_server: FileServer
+) -> None:
+    make_tgz(http_server.root / "bp.tgz", "me/plain")
+    url = f"https://127.0.0.1:{http_server.port}/bp.tgz"
+    result = preparer(project=group(url), env=FAST)
+    assert result.code == 1
+    assert result.stderr == (
+        f"ERROR: failed to download {url}: 127.0.0.1 port {http_server.port} did not answer with TLS "
+        "(a plain http server? then write http://)\n"
+    )
+
+
+def test_an_untrusted_certificate_names_the_ca_certificates_used(
+    preparer: Callable[..., Result], tls_server: FileServer
+) -> None:
+    make_tgz(tls_server.root / "bp.tgz", "me/tls")
+    result = preparer(
+        project=group(tls_server.url("bp.tgz")), env=FAST | {"SSL_CERT_FILE": str(tls_server.cert)}
+    )
+    assert result.code == 0  # OpenSSL's variable is honoured
+    url = tls_server.url("bp.tgz")
+    wrong = preparer(
+        project=group(url), env=FAST | {"REQUESTS_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt"}
+    )
+    assert wrong.code == 1
+    assert wrong.stderr == (
+        f"ERROR: failed to download {url}: the TLS certificate of 127.0.0.1 is not trusted: self-signed "
+        "certificate (CA certificates: /etc/ssl/certs/ca-certificates.crt, from $REQUESTS_CA_BUNDLE)\n"
+    )  # not retried, and no advice to set the variable that is already set
+
+
+def test_a_proxy_that_wants_credentials_is_named_with_its_variable(
+    preparer: Callable[..., Result], tls_server: FileServer, http_server: FileServer
+) -> None:
+    with stalling(Stalling(mode="body", status=407, length=0)) as proxy:
+        tunnel = preparer(
+            project=group(tls_server.url("bp.tgz")), env=FAST | {"HTTPS_PROXY": f"http://u:p@{proxy.host}"}
+        )
+        plain = preparer(
+            project=group(http_server.url("bp.tgz")), env=FAST | {"http_proxy": f"http://{proxy.host}"}
+        )
+    assert tunnel.code == plain.code == 1
+    assert tunnel.stderr == (
+        f"ERROR: failed to download {tls_server.url('bp.tgz')}: the proxy {proxy.host} (HTTPS_PROXY) refused the "
+        "tunnel: 407 Proxy Authentication Required\n"
+    )  # the proxy's user information is not shown
+    assert plain.stderr == (
+        f"ERROR: failed to download {http_server.url('bp.tgz')}: the proxy {proxy.host} (http_proxy) answered 407 "
+        "Proxy Authentication Required\n"
+    )
