@@ -71,6 +71,8 @@ def fetching(
                 warn=warn,
                 clock=clock,
                 download_timeout=inputs.download_timeout,
+                # Hard links into the cache only where the build cannot write them: the cache's files are root's.
+                link_installs=os.geteuid() == 0 and inputs.uid not in (None, 0),
             )
         )
         yield FetchContext(
@@ -78,8 +80,6 @@ def fetching(
             base_dir=base_dir,
             buildpacks_dir=inputs.buildpacks_dir,
             store=store,
-            # Hard links into the cache only where the build cannot write them: the cache's files are root's.
-            link_installs=os.geteuid() == 0 and inputs.uid not in (None, 0),
             insecure_registries=inputs.insecure_registries,
             environ=inputs.environ,
             platform=inputs.target_platform,

@@ -15,19 +15,13 @@ from typing import Protocol, TypeVar
 from preparer._logger import log
 from preparer.fetch.guard import Guard
 from preparer.fetch.oci.hosts import RegistryHosts
+from preparer.fetch.sink import Sink
 from preparer.fetch.store import Store
 from preparer.fetch.streams import ProgressFn
 from preparer.fetch.transport import Transport
+from preparer.fetch.tree import StagedBuildpack
 from preparer.files.buildpack import BuildpackDescriptor
 from preparer.flags import DEFAULT_REGISTRY_INDEX
-
-
-@dataclass(frozen=True, slots=True)
-class StagedBuildpack:
-    """One buildpack unpacked in staging, ``buildpack.toml`` at the top of ``path``."""
-
-    descriptor: BuildpackDescriptor
-    path: Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +63,6 @@ class FetchContext:
     #: Where fetched bytes are kept and found again: the download cache and the fleet's repository (either may be
     #: absent); the fetchers ask it and never which tiers there are.
     store: Store = field(default_factory=Store)
-    #: Whether buildpacks from the cache may be hard links into it: only when the build cannot write the cache's
-    #: files (the preparer runs as root, the files are root's, and the build runs as another user).
-    link_installs: bool = False
     #: Registries reached over plain http besides loopback (``-insecure-registry``).
     insecure_registries: tuple[str, ...] = ()
     #: The environment, for ``CNB_REGISTRY_AUTH``, ``DOCKER_CONFIG`` and ``HOME``.
@@ -93,6 +84,11 @@ class FetchContext:
     registry_hosts: Mapping[str, RegistryHosts] | None = None
     #: Mirrors that failed in this run (shared by every fetch): not asked again.
     down_mirrors: set[str] = field(default_factory=set)
+
+    @property
+    def sink(self) -> Sink:
+        """Where this fetch writes and reports (:class:`~preparer.fetch.sink.Sink`)."""
+        return Sink(self.staging, self.progress, self.warn, self.guard)
 
     @property
     def lock_wait(self) -> float:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from preparer.api import APIVersion
 from preparer.errors import InvalidInputsError
-from preparer.fetch.base import FetchContext, Fetched, StagedBuildpack
+from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.locator import InlineLocator
-from preparer.fetch.tree import new_root
+from preparer.fetch.tree import StagedBuildpack, new_root
 from preparer.files._toml import dumps_toml
 from preparer.files.buildpack import check_id, read_buildpack_toml, version_problem
 

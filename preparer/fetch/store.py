@@ -13,14 +13,17 @@ This is the one module that imports the fleet's; fetchers import this one.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar
 
+from preparer._fs import temp_file
 from preparer._logger import log
 from preparer.errors import FetchError
-from preparer.fetch.cache import CachedTree, CacheUnusable, DownloadCache
+from preparer.fetch.cache import CachedTree, CacheMismatch, CacheUnusable, DownloadCache, KnownTree
 from preparer.fetch.fleet import (
     CONNECT_SECONDS,
     MODES,
@@ -35,25 +38,38 @@ from preparer.fetch.fleet import (
     ref_tag,
     url_tag,
 )
-from preparer.fetch.streams import sha256_of
-from preparer.fetch.transport import RunClock, Transport
+from preparer.fetch.guard import LimitExceeded
+from preparer.fetch.sink import Sink
+from preparer.fetch.streams import (
+    CHUNK,
+    MAX_TRAILING,
+    Reader,
+    sha256_of,
+    stream_body,
+    verify_digest,
+    verify_file,
+)
+from preparer.fetch.transport import RunClock, Transport, Unreachable, probe_unchanged
+from preparer.fetch.tree import install_cached, new_root
 
 if TYPE_CHECKING:
     import requests
 
+    from preparer.fetch.extract import Extracted
     from preparer.fetch.locator import HttpLocator
+    from preparer.fetch.url import HttpUrl
+
+T = TypeVar("T")
 
 __all__ = [
     "MODES",
-    "Ask",
+    "Archive",
     "FleetConfig",
-    "Known",
     "Mode",
-    "NotShared",
-    "Shared",
+    "Origin",
     "SharedFile",
     "Store",
-    "Upload",
+    "Unpacker",
     "conditional",
     "parse_repo",
 ]
@@ -105,6 +121,7 @@ def opened_store(
     warn: Callable[[str], None] = log.warning,
     clock: RunClock | None = None,
     download_timeout: float = 1800.0,
+    link_installs: bool = False,
 ) -> Iterator[Store]:
     """The run's store, for the block: the download cache at ``cache`` (opened, checked, and claimed: a directory
     of the run's own for partial downloads, removed with what runs that died left), and the fleet's repository
@@ -123,7 +140,7 @@ def opened_store(
         )
         store = Store(
             local, shared, environ=environ, insecure_registries=insecure_registries, warn=warn,
-            transport=transport,
+            transport=transport, link_installs=link_installs,
         )  # fmt: skip
         stack.callback(store.close)
         yield store
@@ -164,9 +181,13 @@ class Store:
         insecure_registries: tuple[str, ...] = (),
         warn: Callable[[str], None] | None = None,
         transport: Transport | None = None,
+        link_installs: bool = False,
     ) -> None:
         #: This pod's download cache: where trees are extracted and blobs kept (``None``: into staging only).
         self.local = local
+        #: Whether what is installed from this pod's cache may be hard links into it: only when the build cannot
+        #: write the cache's files (the preparer runs as root, the files are root's, the build is another user).
+        self.link_installs = link_installs
         self._fleet = (
             None
             if fleet is None
@@ -195,6 +216,21 @@ class Store:
             self._fleet.close()
 
     # Archives (http and .cnb), by digest and by URL
+
+    def archive_tree(self, origin: Origin, unpacker: Unpacker, sink: Sink) -> Archive:
+        """The archive at ``origin`` extracted into a new directory of staging, from the first tier that has it
+        and may be trusted with it, else from its origin (then kept in every tier that takes it).
+
+        :raises FetchError: it cannot be had (exit 1); offline, and no tier has it.
+        """
+        return _ArchiveWay(self, origin, sink).tree(unpacker)
+
+    def archive_file(
+        self, origin: Origin, read: Callable[[Path, str], T], sink: Sink
+    ) -> tuple[T, str | None]:
+        """What ``read`` makes of the archive at ``origin`` kept whole (a ``.cnb``: ``read(path, digest)`` before
+        it is kept), and the tier it came through (``None``: its origin or this pod's cache)."""
+        return _ArchiveWay(self, origin, sink).file(read)
 
     def tree(self, digest: str) -> CachedTree | None:
         """The extracted tree of the archive ``digest`` in this pod's cache (a pin names it)."""
@@ -376,6 +412,306 @@ class Store:
         fleet.remember_image(
             kept, digest, {d: local.blob_path(d) for d in digests}, str(manifest.get("mediaType") or "")
         )
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where an archive comes from when no tier has it: its URL, asked through the run's transport, every redirect
+    decided by ``hop`` (the policy's ``http.allow``)."""
+
+    locator: HttpLocator
+    transport: Transport
+    hop: Callable[[HttpUrl], None] | None = None
+
+    @property
+    def action(self) -> str:
+        return f"download {self.locator.shown}"
+
+    def get(self, headers: dict[str, str] | None = None, check: bool = True) -> requests.Response:
+        """One request for the archive (conditional with ``headers``)."""
+        return self.transport.get(self.locator.url, headers, action=self.action, check=check, hop=self.hop)
+
+    def unchanged(self, headers: dict[str, str]) -> bool | None:
+        """Whether the origin still serves what ``headers`` name (a 304), retried; ``None``: it cannot be asked."""
+        if not headers:
+            return False
+        try:
+            response = self.transport.retrying(self.action, lambda: self.get(headers, check=False))
+        except FetchError:
+            return None
+        response.close()
+        if response.status_code == 304:
+            return True
+        return None if response.status_code >= 500 else False
+
+    def probe(self, headers: dict[str, str]) -> bool | None:
+        """The same question asked with one plain request (:func:`~preparer.fetch.transport.probe_unchanged`)."""
+        return probe_unchanged(self.locator.url, headers, self.transport)
+
+
+class Unpacker(Protocol):
+    """How a fetcher turns an archive's body into a tree; the store decides where, checks the bytes, keeps it."""
+
+    def unpack(self, body: Reader, dest: Path, record: bool) -> Extracted:
+        """Extract ``body`` into the empty directory ``dest`` (``record``: also what a cache's manifest holds).
+
+        :raises FetchError: the archive is not one the fetcher takes.
+        """
+
+    def check(self, root: Path) -> None:
+        """:raises FetchError: the tree at ``root`` is not what the fetcher takes (before it is kept)."""
+
+
+class Archive(NamedTuple):
+    """An archive as the store hands it over: its tree in staging, the digest of its bytes, and the tier it came
+    through (``None``: its origin, this run)."""
+
+    #: The tree in a new directory of staging; ``None`` when the archive holds an OCI layout (a ``.cnb``).
+    root: Path | None
+    digest: str
+    via: str | None = None
+
+
+class _ArchiveWay:
+    """One archive's way through the tiers: a pinned copy, the fleet's (docs/fleet.md, "Lookup"), this pod's after
+    the origin confirms it, and the origin (under the URL's lock, so concurrent preparers download once)."""
+
+    def __init__(self, store: Store, origin: Origin, sink: Sink) -> None:
+        self.store, self.origin, self.sink = store, origin, sink
+        self.locator, self.source = origin.locator, origin.locator.shown
+        self.pinned = None if self.locator.sha256 is None else "sha256:" + self.locator.sha256
+
+    # Trees (an archive extracted)
+
+    def tree(self, unpacker: Unpacker) -> Archive:
+        local = self.store.local
+        if local is not None and self.pinned is not None and (tree := local.tree(self.pinned)) is not None:
+            found = self._installed(local, tree)
+            if found is not None:
+                return found
+        known = self.store.known(self.locator.url)
+        shared = self.store.shared_archive(self.locator, self.source, known is not None, self.origin.unchanged,
+                                           self.sink.warn)  # fmt: skip
+        if shared == "local":  # offline: this pod's copy, as it is
+            assert known is not None and local is not None
+            found = self._installed(local, known.tree)
+            if found is None:
+                raise _offline_miss(self.locator, self.source)
+            return found
+        if shared is not None:
+            found = self._through_fleet(lambda: self._tree_attempt(unpacker, local, None, shared))
+            if found is not None:
+                return found._replace(via="cache repository")
+        if local is None:
+            return self._retrying(lambda: self._tree_attempt(unpacker, None, None))
+        if known is not None and self.origin.probe(known.headers):
+            found = self._unchanged(local, known)
+            if found is not None:
+                return found
+        return self._locked(unpacker, local)
+
+    def _locked(self, unpacker: Unpacker, local: DownloadCache) -> Archive:
+        key = "http:" + self.locator.url
+        with local.lock(key, 2 * self.origin.transport.timeouts[1]) as locked:
+            if not locked:
+                self.sink.warn(f"{local.lock_name(key)} is held by another preparer; downloading {self.source} "
+                               "without the cache")  # fmt: skip
+                return self._retrying(lambda: self._tree_attempt(unpacker, None, None))
+            # Another preparer may have downloaded it meanwhile: its tree and validators are used.
+            known = self.store.known(self.locator.url)
+            try:
+                return self._retrying(lambda: self._tree_attempt(unpacker, local, known))
+            except Unreachable as err:
+                stand_in = self._installed(local, known.tree) if known is not None else None
+                if stand_in is None:
+                    raise
+                self.sink.warn(f"{self.source} could not be revalidated ({err.cause}); the download cache's copy "
+                               "is used")  # fmt: skip
+                return stand_in
+
+    def _tree_attempt(
+        self,
+        unpacker: Unpacker,
+        local: DownloadCache | None,
+        known: Known | None,
+        shared: Shared | None = None,
+    ) -> Archive:
+        """One request (conditional when ``known``; the fleet's blob with ``shared``) and, unless it is a 304, its
+        body extracted as it arrives: into the cache's own space when there is a cache, else into staging."""
+        response = shared.open() if shared is not None else self.origin.get(known.headers if known else None)
+        if response.status_code == 304 and known is not None and local is not None:
+            response.close()
+            again = self._unchanged(local, known)
+            return again if again is not None else self._tree_attempt(unpacker, local, None)
+        dest = local.new_tree() if local is not None else new_root(self.sink.staging, "http-")
+        try:
+            return self._receive_tree(unpacker, local, dest, response, shared)
+        finally:
+            # A tree that is neither the result nor in the cache (a failure, or handed over) is removed.
+            if local is not None and dest.exists():
+                shutil.rmtree(dest, ignore_errors=True)
+
+    def _receive_tree(
+        self,
+        unpacker: Unpacker,
+        local: DownloadCache | None,
+        dest: Path,
+        response: requests.Response,
+        shared: Shared | None,
+    ) -> Archive:
+        def extract(body: Reader) -> Extracted | FetchError:
+            try:
+                return unpacker.unpack(body, dest, local is not None)
+            except FetchError as err:
+                if self.pinned is None or isinstance(err, LimitExceeded):
+                    raise
+                # Pinned: read the rest, so a tampered or corrupt body is reported as the mismatch it is.
+                return err
+
+        upload = self._upload(response) if shared is None else None
+        with upload if upload is not None else nullcontext():
+            outcome, digest, size = self._stream(response, extract, MAX_TRAILING, upload)
+            self._check_bytes(digest, shared)
+            if isinstance(outcome, FetchError):
+                raise outcome
+            if "oci-layout" in outcome.top_level:  # a .cnb after all: not a tree, and not shared as one
+                if upload is not None:
+                    upload.discard()
+                return Archive(None, digest)
+            dest.chmod(0o755)
+            unpacker.check(dest)  # before it enters the cache
+            validators = _validators(response, shared)
+            self.store.keep_upload(upload, digest, size, self.locator.url, validators)
+        if local is None:
+            return Archive(dest, digest)
+        written = None if outcome.records is None else KnownTree(outcome.records, outcome.dirs, outcome.links)
+        tree = local.add_tree(dest, digest, written)
+        local.put_http_meta(self.locator.url, validators | {"digest": digest})
+        found = self._installed(local, tree, via=None)
+        if found is None:
+            raise FetchError(self.origin.action, "the download cache did not keep what was just put in it")
+        return found
+
+    def _unchanged(self, local: DownloadCache, known: Known) -> Archive | None:
+        """The origin said this pod's tree is current (304); ``None`` when that tree failed its check."""
+        self._check_pin(known.tree.digest)
+        self.sink.progress(self.source, 0, 0)
+        return self._installed(local, known.tree)
+
+    def _installed(
+        self, local: DownloadCache, tree: CachedTree, via: str | None = "download cache"
+    ) -> Archive | None:
+        """The cached ``tree`` installed into staging; ``None`` (and the tree removed) when it is not what was
+        cached."""
+        root = new_root(self.sink.staging, "http-")
+        try:
+            install_cached(tree, root, link=self.store.link_installs, guard=self.sink.guard)
+        except (CacheMismatch, OSError) as err:
+            shutil.rmtree(root, ignore_errors=True)
+            local.discard_tree(tree.digest)
+            self.sink.warn(
+                f"the download cache's copy of {self.source} was removed: {err}; downloading it again"
+            )
+            return None
+        return Archive(root, tree.digest, via)
+
+    # Files (an archive kept whole: a .cnb)
+
+    def file(self, read: Callable[[Path, str], T]) -> tuple[T, str | None]:
+        local = self.store.local
+        if (
+            local is not None
+            and self.pinned is not None
+            and (blob := local.blob_path(self.pinned)) is not None
+        ):
+            if verify_file(blob, self.pinned):
+                return read(blob, self.pinned), None
+            local.discard_blob(self.pinned)
+            self.sink.warn(
+                f"the download cache's copy of {self.source} did not match its digest and was removed"
+            )
+        shared = self.store.shared_archive(
+            self.locator, self.source, False, self.origin.unchanged, self.sink.warn
+        )
+        if isinstance(shared, Shared):
+            found = self._through_fleet(lambda: self._file_attempt(read, shared))
+            if found is not None:
+                return found, "cache repository"
+        return self._retrying(lambda: self._file_attempt(read, None)), None
+
+    def _file_attempt(self, read: Callable[[Path, str], T], shared: Shared | None) -> T:
+        """The archive downloaded whole (into the cache when there is one), checked, read by ``read``, and kept."""
+        local = self.store.local
+        response = shared.open() if shared is not None else self.origin.get()
+        upload = self._upload(response) if shared is None else None
+        spool = local.tmp_dir() if local is not None else self.sink.staging
+        with temp_file(spool, "cnb-") as path, upload if upload is not None else nullcontext():
+            with open(path, "wb") as out:
+                _, digest, size = self._stream(response, lambda body: shutil.copyfileobj(body, out, CHUNK),
+                                               None, upload)  # fmt: skip
+            self._check_bytes(digest, shared)
+            result = read(path, digest)  # read before it is kept or shared
+            if local is not None:
+                local.add_blob(path, digest)
+            self.store.keep_upload(upload, digest, size, self.locator.url, _validators(response, shared))
+        return result
+
+    # Both
+
+    def _through_fleet(self, receive: Callable[[], T]) -> T | None:
+        """What ``receive`` makes of the fleet's blob; ``None``: the origin is to be used."""
+        try:
+            found = receive()
+        except NotShared:
+            return None
+        except LimitExceeded:
+            raise
+        except FetchError as err:
+            self.sink.warn(f"the download cache repository's copy of {self.source} is not used: {err.cause}")
+            return None
+        return found
+
+    def _retrying(self, attempt: Callable[[], T]) -> T:
+        return self.origin.transport.retrying(self.origin.action, attempt)
+
+    def _stream(
+        self,
+        response: requests.Response,
+        consume: Callable[[Reader], T],
+        trailing: int | None,
+        upload: Upload | None,
+    ) -> tuple[T, str, int]:
+        deadline = self.origin.transport.download_deadline()
+        sink = self.sink
+        return stream_body(
+            response, self.source, sink.progress, consume, trailing, deadline, sink.guard, upload
+        )
+
+    def _upload(self, response: requests.Response) -> Upload | None:
+        local = self.store.local
+        spool = local.tmp_dir() if local is not None else self.sink.staging
+        return self.store.upload(self.locator, response.headers.get("Content-Length"), spool)
+
+    def _check_pin(self, digest: str) -> None:
+        if self.pinned is not None:
+            verify_digest(digest, self.pinned, f"verify {self.source}",
+                          "sha256 mismatch: the uri pins {expected}, the download is {got}")  # fmt: skip
+
+    def _check_bytes(self, digest: str, shared: Shared | None) -> None:
+        """The bytes are what the pin, and the fleet's record they came through, say."""
+        self._check_pin(digest)
+        if shared is not None and digest != shared.digest:
+            raise FetchError(self.origin.action, "the repository's blob is not the digest its record names")
+
+
+def _validators(response: requests.Response, shared: Shared | None) -> dict[str, str]:
+    """The validators to keep for the URL: the origin's, or those of the fleet's record."""
+    if shared is not None:
+        return shared.validators
+    return {
+        "etag": response.headers.get("ETag", ""),
+        "last-modified": response.headers.get("Last-Modified", ""),
+    }
 
 
 class SharedFile(NamedTuple):

@@ -16,6 +16,7 @@ import shutil
 import stat
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,13 +31,20 @@ from preparer._fs import (
     open_subdir,
 )
 from preparer.errors import ApplyError, FetchError
-from preparer.fetch.base import StagedBuildpack
 from preparer.fetch.cache import CachedTree, CacheMismatch
 from preparer.fetch.extract import is_inside
-from preparer.files.buildpack import buildpack_dir, read_buildpack_toml
+from preparer.files.buildpack import BuildpackDescriptor, buildpack_dir, read_buildpack_toml
 
 if TYPE_CHECKING:
     from preparer.fetch.guard import Guard
+
+
+@dataclass(frozen=True, slots=True)
+class StagedBuildpack:
+    """One buildpack unpacked in staging, ``buildpack.toml`` at the top of ``path``."""
+
+    descriptor: BuildpackDescriptor
+    path: Path
 
 
 def staged_buildpack(root: Path, source: str) -> StagedBuildpack:

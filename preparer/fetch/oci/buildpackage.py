@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from preparer.errors import FetchError
-from preparer.fetch.base import FetchContext, Fetched, StagedBuildpack
+from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.extract import extract_tar
 from preparer.fetch.streams import Reader, is_digest
-from preparer.fetch.tree import check_links_inside
+from preparer.fetch.tree import StagedBuildpack, check_links_inside
 from preparer.files.buildpack import check_id, escape_id, read_buildpack_toml, version_problem
 
 LAYERS_LABEL = "io.buildpacks.buildpack.layers"

@@ -1,0 +1,35 @@
+"""Where one fetch puts what it makes besides the buildpack's bytes: its staging directory, its progress, its
+warnings, and the policy's limits it is held to."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from preparer._logger import log
+from preparer.fetch.guard import Guard
+from preparer.fetch.streams import ProgressFn
+
+
+def no_progress(source: str, done: int, total: int | None) -> None:
+    """The progress callback that reports nothing."""
+
+
+def log_warning(message: str) -> None:
+    """The warning callback of a fetch run outside a pipeline: the ``preparer`` logger."""
+    log.warning("%s", message)
+
+
+@dataclass(frozen=True, slots=True)
+class Sink:
+    """What one fetch writes to and reports to."""
+
+    #: A private directory of the run: a fetch writes only in new directories below it.
+    staging: Path
+    #: Told how far each download is: ``(source, bytes done, total or None)``.
+    progress: ProgressFn = no_progress
+    #: Told every warning the fetch has for the user (a cache entry discarded, a lock not taken).
+    warn: Callable[[str], None] = log_warning
+    #: The platform policy's limits and decisions for this fetch (``None``: no policy).
+    guard: Guard | None = None
