@@ -62,7 +62,7 @@ def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressFn | None) -
     from preparer.staging import check_fetched, fetch_steps, fetching
 
     warnings: list[str] = []
-    with fetching(inputs, plan.base_dir, progress, warnings.append, plan.registry_hosts) as ctx:
+    with fetching(inputs, progress, warnings.append, plan.registry_hosts) as ctx:
         fetched = fetch_steps(to_fetch, ctx, plan.rules)
         check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
         # Everything is fetched and checked: commit, while the staged buildpacks still exist.

@@ -19,10 +19,11 @@ from preparer._fs import claimed_dir, shared_with_others, sweep
 from preparer._logger import log
 from preparer.api import verify_buildpack_api
 from preparer.errors import FetchError, InvalidInputsError
-from preparer.fetch.base import FetchContext, Fetched, no_progress
+from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.locator import redact
-from preparer.fetch.oci.hosts import RegistryHosts
+from preparer.fetch.oci.hosts import Registries, RegistryHosts
 from preparer.fetch.parallel import fetch_all
+from preparer.fetch.sink import Sink, no_progress
 from preparer.fetch.sources import fetch
 from preparer.fetch.store import opened_store
 from preparer.fetch.streams import ProgressFn
@@ -39,7 +40,6 @@ STAGING_PREFIXES = (".preparer-staging-", "preparer-staging-")
 @contextmanager
 def fetching(
     inputs: Inputs,
-    base_dir: Path,
     progress: ProgressFn | None = None,
     collect: Callable[[str], None] | None = None,
     registry_hosts: Mapping[str, RegistryHosts] | None = None,
@@ -76,22 +76,21 @@ def fetching(
             )
         )
         yield FetchContext(
-            staging=staging,
-            base_dir=base_dir,
-            buildpacks_dir=inputs.buildpacks_dir,
+            sink=Sink(staging, progress or no_progress, warn),
             store=store,
-            insecure_registries=inputs.insecure_registries,
-            environ=inputs.environ,
-            platform=inputs.target_platform,
-            registry_index=inputs.registry_index,
-            progress=progress or no_progress,
-            warn=warn,
             transport=Transport(
                 timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout),
                 deadline=inputs.download_timeout,
                 clock=clock,
             ),
-            registry_hosts=registry_hosts,
+            registries=Registries(
+                insecure=inputs.insecure_registries,
+                environ=inputs.environ,
+                hosts=registry_hosts,
+                platform=inputs.target_platform,
+                index=inputs.registry_index,
+            ),
+            buildpacks_dir=inputs.buildpacks_dir,
         )
 
 
@@ -151,7 +150,9 @@ def fetch_steps(steps: Sequence[Fetch], ctx: FetchContext, policy: Policy | None
         contexts = [ctx] * len(steps)
     else:
         totals = RunTotals()
-        contexts = [replace(ctx, guard=_budget(policy, step, totals)) for step in steps]
+        contexts = [
+            replace(ctx, sink=replace(ctx.sink, guard=_budget(policy, step, totals))) for step in steps
+        ]
     jobs = [partial(fetch, step.locator, job) for step, job in zip(steps, contexts, strict=True)]
     return fetch_all(jobs)
 

@@ -28,7 +28,7 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
 
     :raises FetchError: HTTP errors, exhausted retries, digest or length mismatch, unsafe archives (exit 1).
     """
-    source, guard = locator.shown, ctx.guard
+    source, guard = locator.shown, ctx.sink.guard
     origin = Origin(locator, ctx.transport, None if guard is None else lambda url: guard.redirect(url.shown))
     if not locator.is_cnb:
         archive = ctx.store.archive_tree(origin, _Tar(source, guard), ctx.sink)

@@ -45,7 +45,7 @@ def make_inline(
     shell = shell or DEFAULT_SHELL
     if "\n" in shell:
         raise InvalidInputsError(action, "script.shell must be a single line")
-    root = new_root(ctx.staging, "inline-")
+    root = new_root(ctx.sink.staging, "inline-")
     descriptor = {"api": api, "buildpack": {"id": bp_id, "version": version}}
     (root / "buildpack.toml").write_text(dumps_toml(descriptor))
     (root / "buildpack.toml").chmod(0o644)

@@ -30,17 +30,17 @@ def fetch_path(locator: PathLocator, ctx: FetchContext) -> Fetched:
     if not path.is_dir() and not path.is_file():
         raise FetchError(f"fetch buildpack from {source}", "not a directory or a regular file")
     if path.is_dir():
-        root = new_root(ctx.staging, "dir-")
-        copy_tree(path, root, source, ctx.guard)
+        root = new_root(ctx.sink.staging, "dir-")
+        copy_tree(path, root, source, ctx.sink.guard)
         staged = staged_buildpack(root, source)
         return Fetched(staged.descriptor, (staged,), source)
     if locator.is_cnb:
         return fetch_cnb(path, source=source, digest=None, ctx=ctx)
-    root = new_root(ctx.staging, "archive-")
+    root = new_root(ctx.sink.staging, "archive-")
     try:
         with open(path, "rb") as f:
             reader = HashingReader(f)
-            extracted = extract_tar(reader, root, archive=source, guard=ctx.guard)
+            extracted = extract_tar(reader, root, archive=source, guard=ctx.sink.guard)
             reader.drain(MAX_TRAILING, f"extract {source}")
     except OSError as err:
         raise FetchError(f"read {source}", err.strerror or str(err)) from None
@@ -48,8 +48,8 @@ def fetch_path(locator: PathLocator, ctx: FetchContext) -> Fetched:
         "oci-layout" in extracted.top_level
     ):  # a buildpackage, whatever its name says: the policy decides again
         shutil.rmtree(root)
-        if ctx.guard is not None:
-            ctx.guard.revealed("cnb", f"{source} is a buildpackage (an OCI image layout)")
+        if ctx.sink.guard is not None:
+            ctx.sink.guard.revealed("cnb", f"{source} is a buildpackage (an OCI image layout)")
         return fetch_cnb(path, source=source, digest=reader.digest, ctx=ctx)
     staged = staged_buildpack(root, source)
     return Fetched(staged.descriptor, (staged,), source, reader.digest)

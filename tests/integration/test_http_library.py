@@ -13,6 +13,7 @@ from preparer.fetch.base import FetchContext
 from preparer.fetch.cache import DownloadCache
 from preparer.fetch.http import fetch_http
 from preparer.fetch.locator import HttpLocator
+from preparer.fetch.sink import Sink
 from preparer.fetch.store import Store
 from preparer.fetch.transport import Transport
 from tests.buildpacks import make_tgz
@@ -23,7 +24,7 @@ def context(tmp_path: Path, cache: bool = True) -> FetchContext:
     staging = tmp_path / "staging"
     staging.mkdir(exist_ok=True)
     return FetchContext(
-        staging=staging, base_dir=tmp_path, store=Store(DownloadCache.open(tmp_path / "cache") if cache else None),
+        sink=Sink(staging), store=Store(DownloadCache.open(tmp_path / "cache") if cache else None),
         transport=Transport(timeouts=(2.0, 2.0), backoff=0.01),
     )  # fmt: skip
 

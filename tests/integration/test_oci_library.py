@@ -22,8 +22,10 @@ from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.cache import DownloadCache
 from preparer.fetch.locator import ImageLocator
 from preparer.fetch.oci.client import MAX_MANIFEST
+from preparer.fetch.oci.hosts import Registries
 from preparer.fetch.oci.image import fetch_image
 from preparer.fetch.oci.layout import fetch_cnb
+from preparer.fetch.sink import Sink
 from preparer.fetch.store import Store
 from preparer.fetch.transport import Transport
 from tests.plugins.registry import (
@@ -48,12 +50,15 @@ def basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
-def context(tmp_path: Path, cache: bool = True, **kw: object) -> FetchContext:
+def context(
+    tmp_path: Path, cache: bool = True, platform: str = "linux/amd64", environ: dict[str, str] | None = None
+) -> FetchContext:
     staging = tmp_path / "staging"
     staging.mkdir(exist_ok=True)
     return FetchContext(
-        staging=staging, base_dir=tmp_path, store=Store(DownloadCache.open(tmp_path / "cache") if cache else None),
-        transport=Transport(timeouts=(2.0, 5.0), backoff=0.01), **kw,  # type: ignore[arg-type]
+        sink=Sink(staging), store=Store(DownloadCache.open(tmp_path / "cache") if cache else None),
+        transport=Transport(timeouts=(2.0, 5.0), backoff=0.01),
+        registries=Registries(environ=environ or {}, platform=platform),
     )  # fmt: skip
 
 

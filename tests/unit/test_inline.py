@@ -12,20 +12,21 @@ import pytest
 from preparer.errors import InvalidInputsError
 from preparer.fetch.base import FetchContext
 from preparer.fetch.inline import make_inline
+from preparer.fetch.sink import Sink
 
 
 @pytest.fixture
 def ctx(tmp_path: Path) -> FetchContext:
     staging = tmp_path / "staging"
     staging.mkdir()
-    return FetchContext(staging=staging, base_dir=tmp_path)
+    return FetchContext(Sink(staging))
 
 
 def test_defaults_and_generated_files(ctx: FetchContext) -> None:
     fetched = make_inline("me/inline", None, "0.10", None, "echo hi", ctx)
     (staged,) = fetched.buildpacks
     root = staged.path
-    assert root.parent == ctx.staging
+    assert root.parent == ctx.sink.staging
     assert (fetched.top.id, fetched.top.version, fetched.top.api) == ("me/inline", "0.0.0", "0.10")
     assert fetched.digest is None
     assert tomllib.loads((root / "buildpack.toml").read_text()) == {
@@ -96,4 +97,4 @@ def test_bad_inputs_exit_3(
         make_inline(bp_id, version, api, shell, "true", ctx)
     assert info.value.exit_code == 3
     assert str(info.value) == f"failed to create inline buildpack '{bp_id}': {cause}"
-    assert os.listdir(ctx.staging) == []
+    assert os.listdir(ctx.sink.staging) == []

@@ -21,6 +21,7 @@ from preparer.fetch.oci.buildpackage import (
 )
 from preparer.fetch.oci.client import kind_of
 from preparer.fetch.oci.reference import parse_reference
+from preparer.fetch.sink import Sink
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),
@@ -65,7 +66,7 @@ def test_any_buildpackage_config_ends_in_a_fetch_error(
         "config": {"Labels": {LAYERS_LABEL: json.dumps(labels[0]), METADATA_LABEL: json.dumps(labels[1])}},
         "rootfs": rootfs,
     }
-    ctx = FetchContext(staging=tmp_path, base_dir=tmp_path)
+    ctx = FetchContext(Sink(tmp_path))
     with contextlib.suppress(FetchError):
         install_buildpackage(manifest, config, _never, source="x", digest=None, ctx=ctx)
 

@@ -197,9 +197,14 @@ def _extract_layers(
         archive = f"{source} (layer of {', '.join(holders[layer])})"
 
         def extract(body: Reader) -> LayerTree:
-            root = Path(tempfile.mkdtemp(prefix="layer-", dir=ctx.staging))
+            root = Path(tempfile.mkdtemp(prefix="layer-", dir=ctx.sink.staging))
             extracted = extract_tar(
-                body, root, archive=archive, select="cnb/buildpacks", allow_absolute=True, guard=ctx.guard
+                body,
+                root,
+                archive=archive,
+                select="cnb/buildpacks",
+                allow_absolute=True,
+                guard=ctx.sink.guard,
             )
             return root, extracted.links
 

@@ -73,7 +73,7 @@ class Registry:
         its own credentials, TLS settings, headers and connect timeout are used."""
         self.ref, self.ctx, self.endpoint = ref, ctx, endpoint
         if endpoint is None:
-            root = f"{scheme_for(ref.registry, ctx.insecure_registries)}://{ref.api_host}/v2"
+            root = f"{scheme_for(ref.registry, ctx.registries.insecure)}://{ref.api_host}/v2"
             self.transport = ctx.transport
         else:
             root = endpoint.api_root
@@ -99,7 +99,7 @@ class Registry:
             if not self._looked_up:
                 # A mirror's own credentials, never the upstream's.
                 host = self.endpoint.netloc if self.endpoint is not None else self.ref.registry
-                self._credential = auth.lookup(host, self.ctx.environ)
+                self._credential = auth.lookup(host, self.ctx.registries.environ)
                 if self._credential is not None and self._credential.header is not None:
                     # The lifecycle sends a CNB_REGISTRY_AUTH value as it is, without waiting for a challenge.
                     self.authorization = self._credential.header
@@ -212,7 +212,7 @@ class Registry:
         if sha256_of(data) == digest:
             return data
         self.cache.discard_blob(digest)
-        self.ctx.warn(
+        self.ctx.sink.warn(
             f"the download cache's copy of {self.ref} manifest {digest} was damaged and was removed"
         )
         return None
@@ -274,17 +274,17 @@ class Registry:
         self._check_digest(digest, "a blob")
         cache = self.cache
         if cache is None:
-            return self._download(digest, size, self.ctx.staging, consume, keep=None)
+            return self._download(digest, size, self.ctx.sink.staging, consume, keep=None)
         found = self._from_cache(digest, consume)
         if found is not None:
             return found
         key = "blob:" + digest
         with cache.lock(key, self.ctx.lock_wait) as locked:
             if not locked:
-                self.ctx.warn(
+                self.ctx.sink.warn(
                     f"{cache.lock_name(key)} is held by another preparer; pulling {digest} without the cache"
                 )
-                return self._download(digest, size, self.ctx.staging, consume, keep=None)
+                return self._download(digest, size, self.ctx.sink.staging, consume, keep=None)
             return self._from_cache(digest, consume) or self._download(
                 digest, size, cache.tmp_dir(), consume, keep=cache
             )
@@ -305,7 +305,7 @@ class Registry:
             reader.drain()
         if reader.digest != digest:
             self.cache.discard_blob(digest)
-            self.ctx.warn(f"the download cache's copy of blob {digest} was damaged and was removed")
+            self.ctx.sink.warn(f"the download cache's copy of blob {digest} was damaged and was removed")
             return None
         if failure is not None:
             raise failure
@@ -351,10 +351,10 @@ class Registry:
                     (result, failure), got, count = stream_body(
                         response,
                         label,
-                        self.ctx.progress,
+                        self.ctx.sink.progress,
                         tee,
                         deadline=self.transport.download_deadline(),
-                        guard=self.ctx.guard,
+                        guard=self.ctx.sink.guard,
                     )
                 verify_digest(got, digest, f"pull {self.ref}", f"blob {digest}: digest mismatch: got {{got}}")
                 if size is not None and count != size:

@@ -12,7 +12,6 @@ from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.locator import ImageLocator
 from preparer.fetch.oci.buildpackage import descriptor_size, follow_index, install_buildpackage
 from preparer.fetch.oci.client import Registry
-from preparer.fetch.oci.hosts import Host, hosts_for
 from preparer.fetch.oci.memory import tune_allocator
 from preparer.fetch.oci.reference import Reference, parse_reference
 from preparer.fetch.streams import Reader, is_digest
@@ -23,17 +22,16 @@ T = TypeVar("T")
 def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
     """Stage every buildpack of the buildpackage image ``locator.reference`` (``docker://`` or a bare reference).
 
-    An image index is resolved to ``ctx.platform``. Returns the package's buildpacks, its top-level one named
+    An image index is resolved to ``ctx.registries.platform``. Returns the package's buildpacks, its top-level one named
     ``top``, the normalised reference as ``source`` and the image manifest's digest.
 
     :raises InvalidInputsError: a malformed reference, or an image the platform policy refuses (exit 3).
     :raises FetchError: missing image, wrong credentials, corrupt or mismatching blobs, not a buildpackage (exit 1).
     """
     ref = parse_reference(locator.reference)
-    if (
-        ctx.guard is not None
-    ):  # an image found while fetching (a registry entry, a bare id) meets the rules too
-        ctx.guard.image(str(ref), f"{ref.registry}/{ref.repository}", ref.digest)
+    guard = ctx.sink.guard
+    if guard is not None:  # an image found while fetching (a registry entry, a bare id) meets the rules too
+        guard.image(str(ref), f"{ref.registry}/{ref.repository}", ref.digest)
     tune_allocator()
     store = ctx.store
     copy = _shared(ref, ctx) if ref.digest is not None else None
@@ -63,15 +61,15 @@ def _shared(ref: Reference, ctx: FetchContext) -> Fetched | None:
     try:
         return _pull(*copy)
     except FetchError as err:
-        ctx.warn(f"the download cache repository's copy of {ref} is not used: {err.cause}")
+        ctx.sink.warn(f"the download cache repository's copy of {ref} is not used: {err.cause}")
         return None
 
 
 def _pull(ref: Reference, ctx: FetchContext) -> Fetched:
-    registry: Any = _Hosts(ref, ctx) if ctx.registry_hosts else Registry(ref, ctx)
+    registry: Any = _Hosts(ref, ctx) if ctx.registries.hosts else Registry(ref, ctx)
     source = str(ref)
     manifest, _, digest = follow_index(
-        registry.manifest(ref.identifier), registry.manifest, ctx.platform, source
+        registry.manifest(ref.identifier), registry.manifest, ctx.registries.platform, source
     )
     config_descriptor = manifest.get("config")
     if not isinstance(config_descriptor, dict) or not is_digest(config_descriptor.get("digest")):
@@ -98,11 +96,9 @@ class _Hosts:
     warning and is not asked again in the run; what any host serves is verified alike."""
 
     def __init__(self, ref: Reference, ctx: FetchContext) -> None:
-        assert ctx.registry_hosts is not None
         self.ref, self.ctx = ref, ctx
-        found = hosts_for(ctx.registry_hosts, ref.registry)
-        self.mirrors = [Registry(ref, ctx, host) for host in (found.hosts if found else ())]
-        upstream = Host(found.server, frozenset({"pull", "resolve"})) if found and found.server else None
+        mirrors, upstream = ctx.registries.routes(ref.registry)
+        self.mirrors = [Registry(ref, ctx, host) for host in mirrors]
         self.origin = Registry(ref, ctx, upstream)
 
     @property
@@ -113,15 +109,15 @@ class _Hosts:
         for mirror in self.mirrors:
             assert mirror.endpoint is not None
             url = mirror.endpoint.url
-            if capability not in mirror.endpoint.capabilities or url in self.ctx.down_mirrors:
+            if capability not in mirror.endpoint.capabilities or url in self.ctx.registries.down:
                 continue
             try:
                 return call(mirror)
             except NotFoundError:
                 continue  # not there (a mirror seeded with only some images): the next host
             except FetchError as err:
-                self.ctx.down_mirrors.add(url)
-                self.ctx.warn(f"the mirror {url} is not used: {err.cause}; the next host is asked")
+                self.ctx.registries.down.add(url)
+                self.ctx.sink.warn(f"the mirror {url} is not used: {err.cause}; the next host is asked")
         return call(self.origin)
 
     def manifest(self, identifier: str) -> tuple[dict[str, Any], str, str]:
@@ -144,7 +140,7 @@ def _shared_copy(digest: str, ctx: FetchContext) -> tuple[Reference, FetchContex
     if copy is None:
         return None
     reference, environ = copy
-    return parse_reference(reference), replace(ctx, environ=environ)
+    return parse_reference(reference), replace(ctx, registries=replace(ctx.registries, environ=environ))
 
 
 def _install(

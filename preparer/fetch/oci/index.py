@@ -45,8 +45,8 @@ def read_entries(namespace: str, name: str, ctx: FetchContext) -> dict[str, str]
     :raises FetchError: the index cannot be read, or its file is malformed (exit 1).
     """
     bp_id = f"{namespace}/{name}"
-    url = f"{ctx.registry_index.rstrip('/')}/{index_path(namespace, name)}"
-    action = f"look up {bp_id} in the buildpack registry {redact(ctx.registry_index)}"
+    url = f"{ctx.registries.index.rstrip('/')}/{index_path(namespace, name)}"
+    action = f"look up {bp_id} in the buildpack registry {redact(ctx.registries.index)}"
 
     try:
         text = _index_file(url, action, ctx).decode("utf-8", "replace")
@@ -91,9 +91,9 @@ def _index_file(url: str, action: str, ctx: FetchContext) -> bytes:
         stand_in = shared.stand_in()
         if stand_in is None:
             raise
-        ctx.warn(f"{redact(url)} cannot be reached; the download cache repository's copy is used")
+        ctx.sink.warn(f"{redact(url)} cannot be reached; the download cache repository's copy is used")
         return stand_in
-    ctx.store.keep_file(data, url, ctx.staging)
+    ctx.store.keep_file(data, url, ctx.sink.staging)
     return data
 
 
@@ -128,10 +128,10 @@ def resolve(namespace: str, name: str, version: str | None, ctx: FetchContext) -
     live = read_entries(namespace, name, ctx)
     if live is None:
         raise NotFoundError(
-            f"look up {bp_id} in the buildpack registry {redact(ctx.registry_index)}",
+            f"look up {bp_id} in the buildpack registry {redact(ctx.registries.index)}",
             f"no buildpack {bp_id} in the registry",
         )
-    return choose(bp_id, live, version, ctx.registry_index)
+    return choose(bp_id, live, version, ctx.registries.index)
 
 
 def fetch_registry(locator: RegistryLocator, ctx: FetchContext) -> Fetched:
@@ -156,12 +156,12 @@ def fetch_id(locator: IdLocator, ctx: FetchContext) -> Fetched:
 
     :raises FetchError: naming the three places searched when the buildpack is in none of them (exit 1).
     """
-    index = redact(ctx.registry_index)
+    index = redact(ctx.registries.index)
     buildpacks_dir = ctx.buildpacks_dir or "<buildpacks>"
     wanted = locator.id if locator.version is None else f"{locator.id}@{locator.version}"
     live = read_entries(locator.namespace, locator.name, ctx)
     if live is not None:
-        address, version = choose(locator.id, live, locator.version, ctx.registry_index)
+        address, version = choose(locator.id, live, locator.version, ctx.registries.index)
         log.debug(
             "%s is not in %s; the buildpack registry %s has it: %s", wanted, buildpacks_dir, index, address
         )

@@ -115,12 +115,12 @@ def fetch_cnb(path: Path, *, source: str, digest: str | None, ctx: FetchContext)
     :raises FetchError: not a layout, missing or corrupt blobs, not a buildpackage (exit 1).
     """
     tune_allocator()
-    layout = Layout(path, source, ctx.staging)
+    layout = Layout(path, source, ctx.sink.staging)
     with layout.tar:
         # index.json is an index: follow it (and any nested index) to the image for the build's platform.
         index = layout.json(layout.read("index.json"), "index.json")
         manifest, _, manifest_digest = follow_index(
-            (index, "index", ""), layout.document, ctx.platform, source, verb="read"
+            (index, "index", ""), layout.document, ctx.registries.platform, source, verb="read"
         )
         config_descriptor = manifest.get("config")
         if not isinstance(config_descriptor, dict):
