@@ -10,7 +10,7 @@ from preparer.plan import Fetch, Plan, Present, Step
 from preparer.policy import Decision, Policy, Target, decide_env, decide_source, refusal, written_as
 
 if TYPE_CHECKING:
-    from preparer.fetch.cache import DownloadCache
+    from preparer.fetch.store import Store
 
 
 def enforce(plan: Plan, policy: Policy, cache_root: Path | None) -> Plan:
@@ -18,8 +18,8 @@ def enforce(plan: Plan, policy: Policy, cache_root: Path | None) -> Plan:
 
     :raises InvalidInputsError: the first entry the policy refuses (exit 3); nothing has been fetched or written.
     """
-    cache = _cache(cache_root) if any(isinstance(s, Fetch) for s in plan.steps) else None
-    decisions = [_decide_step(step, policy, cache) for step in plan.steps]
+    store = _store(cache_root) if any(isinstance(s, Fetch) for s in plan.steps) else None
+    decisions = [_decide_step(step, policy, store) for step in plan.steps]
     decisions += [decide_env(policy, action.entry.key, action.entry.name) for action in plan.env]
     for decision in decisions:
         verdict = "allowed" if decision.allowed else "refused"
@@ -39,7 +39,7 @@ def enforce(plan: Plan, policy: Policy, cache_root: Path | None) -> Plan:
     return plan._replace(policy=tuple(decisions), rules=policy, removal=removal, warnings=warnings)
 
 
-def _decide_step(step: Step, policy: Policy, cache: DownloadCache | None) -> Decision:
+def _decide_step(step: Step, policy: Policy, store: Store | None) -> Decision:
     # Deferred: the locators are the fetch package's (kept off runs without a policy or a uri).
     from preparer.fetch.locator import (
         BuilderLocator,
@@ -71,7 +71,7 @@ def _decide_step(step: Step, policy: Policy, cache: DownloadCache | None) -> Dec
         target = Target(
             url=locator.shown,
             pinned=locator.sha256 is not None,
-            cached_digest=_cached_digest(locator.url, cache),
+            cached_digest=store.digest_of(locator.url) if store is not None else None,
         )
         return decide_source(policy, entry.key, written, kinds, target)
     if isinstance(locator, ImageLocator):
@@ -86,16 +86,10 @@ def _decide_step(step: Step, policy: Policy, cache: DownloadCache | None) -> Dec
     return decide_source(policy, entry.key, written, ("registry",), Target())
 
 
-def _cache(root: Path | None) -> DownloadCache | None:
-    """The download cache, opened for reading only (nothing is made or changed), for the hints of pins."""
+def _store(root: Path | None) -> Store | None:
+    """The download cache as a store opened for reading only (nothing is made or changed), for the hints of pins."""
     if root is None:
         return None
-    from preparer.fetch.cache import DownloadCache  # deferred, as the locators below
+    from preparer.fetch.store import Store  # deferred, as the locators below
 
-    return DownloadCache.existing(root)
-
-
-def _cached_digest(url: str, cache: DownloadCache | None) -> str | None:
-    """The digest the download cache has for ``url``."""
-    meta = cache.http_meta(url) if cache is not None else None
-    return meta["digest"] if meta else None
+    return Store.reading(root)

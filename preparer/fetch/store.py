@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar, cast
 
 from preparer._fs import temp_file
 from preparer._logger import log
@@ -43,6 +43,7 @@ from preparer.fetch.sink import Sink
 from preparer.fetch.streams import (
     CHUNK,
     MAX_TRAILING,
+    HashingReader,
     Reader,
     sha256_of,
     stream_body,
@@ -183,8 +184,8 @@ class Store:
         transport: Transport | None = None,
         link_installs: bool = False,
     ) -> None:
-        #: This pod's download cache: where trees are extracted and blobs kept (``None``: into staging only).
-        self.local = local
+        # This pod's download cache: where trees are extracted and blobs kept (``None``: into staging only).
+        self._local = local
         #: Whether what is installed from this pod's cache may be hard links into it: only when the build cannot
         #: write the cache's files (the preparer runs as root, the files are root's, the build is another user).
         self.link_installs = link_installs
@@ -193,6 +194,17 @@ class Store:
             if fleet is None
             else Fleet(fleet, dict(environ or {}), insecure_registries, warn, transport or Transport())
         )
+
+    @classmethod
+    def reading(cls, cache: Path) -> Store:
+        """This pod's download cache at ``cache``, to read only (nothing is made or changed; absent or not to be
+        trusted: an empty store)."""
+        return cls(DownloadCache.existing(cache))
+
+    def digest_of(self, url: str) -> str | None:
+        """The digest of what this pod's cache last downloaded from ``url`` (a hint for pins; never trusted as one)."""
+        meta = self._local.http_meta(url) if self._local is not None else None
+        return meta["digest"] if meta else None
 
     # The run
 
@@ -234,12 +246,12 @@ class Store:
 
     def tree(self, digest: str) -> CachedTree | None:
         """The extracted tree of the archive ``digest`` in this pod's cache (a pin names it)."""
-        return self.local.tree(digest) if self.local is not None else None
+        return self._local.tree(digest) if self._local is not None else None
 
     def known(self, url: str) -> Known | None:
         """The tree this pod's cache holds for ``url``, with the validators to ask the origin about it."""
-        meta = self.local.http_meta(url) if self.local is not None else None
-        tree = self.local.tree(meta["digest"]) if self.local is not None and meta is not None else None
+        meta = self._local.http_meta(url) if self._local is not None else None
+        tree = self._local.tree(meta["digest"]) if self._local is not None and meta is not None else None
         if meta is None or tree is None:
             return None
         headers = conditional(meta)
@@ -308,7 +320,7 @@ class Store:
         etag = hit.validators["etag"]
         if etag and not etag.startswith("W/") and etag.strip('"').removeprefix("sha256:") == hit.digest[7:]:
             return True
-        meta = self.local.http_meta(url) if self.local is not None else None
+        meta = self._local.http_meta(url) if self._local is not None else None
         mine = conditional(meta) if meta is not None and meta.get("digest") == hit.digest else {}
         return bool(mine) and mine == conditional(hit.validators)
 
@@ -332,6 +344,93 @@ class Store:
     def archive_missing(self, locator: HttpLocator, source: str) -> FetchError:
         """The error of an offline run that has no copy of ``locator`` (it names the tag to seed)."""
         return _offline_miss(locator, source)
+
+    # Registry blobs and manifests, by digest
+
+    def blob(
+        self,
+        digest: str,
+        consume: Callable[[Reader], T],
+        download: Callable[[Path], tuple[Path, T]],
+        sink: Sink,
+        lock_wait: float,
+    ) -> tuple[Path, T]:
+        """The blob ``digest`` fed to ``consume``: this pod's copy, verified while it is read, else what
+        ``download(directory)`` streams into a new file of ``directory`` (and through ``consume``), kept. The
+        download holds the digest's lock, so concurrent preparers pull once.
+
+        Returns where the blob is (in the cache, or in staging without one) and what ``consume`` made of it."""
+        local = self._local
+        if local is None:
+            return download(sink.staging)
+        found = self._cached_blob(local, digest, consume, sink)
+        if found is not None:
+            return found
+        key = "blob:" + digest
+        with local.lock(key, lock_wait) as locked:
+            if not locked:
+                sink.warn(
+                    f"{local.lock_name(key)} is held by another preparer; pulling {digest} without the cache"
+                )
+                return download(sink.staging)
+            found = self._cached_blob(local, digest, consume, sink)
+            if found is not None:
+                return found
+            path, result = download(local.tmp_dir())
+            return local.add_blob(path, digest), result
+
+    @staticmethod
+    def _cached_blob(
+        local: DownloadCache, digest: str, consume: Callable[[Reader], T], sink: Sink
+    ) -> tuple[Path, T] | None:
+        """The cached blob fed to ``consume`` and verified while it is read; ``None`` when absent, or damaged
+        (then removed, and whatever ``consume`` made of it is the caller's to discard)."""
+        path = local.blob_path(digest)
+        if path is None:
+            return None
+        with open(path, "rb") as f:
+            reader = HashingReader(f)
+            try:
+                result, failure = consume(reader), None
+            except FetchError as err:
+                result, failure = None, err
+            reader.drain()
+        if reader.digest != digest:
+            local.discard_blob(digest)
+            sink.warn(f"the download cache's copy of blob {digest} was damaged and was removed")
+            return None
+        if failure is not None:
+            raise failure
+        return path, cast(T, result)
+
+    def manifest(self, digest: str, repository: str, what: str, sink: Sink) -> bytes | None:
+        """This pod's copy of the manifest ``digest`` of ``repository``, verified; ``None`` when absent, damaged
+        (then removed, with a warning naming ``what``), or from a repository that asked for credentials: the
+        registry must then confirm this run's own (a request)."""
+        local = self._local
+        if local is None or local.is_private(repository):
+            return None
+        path = local.blob_path(digest)
+        if path is None:
+            return None
+        data = path.read_bytes()
+        if sha256_of(data) == digest:
+            return data
+        local.discard_blob(digest)
+        sink.warn(f"the download cache's copy of {what} was damaged and was removed")
+        return None
+
+    def keep_manifest(self, data: bytes, digest: str, repository: str, private: bool) -> None:
+        """Keep the manifest ``data`` (its ``digest`` checked by the caller) pulled from ``repository``;
+        ``private``: the registry asked for credentials, so its copies are used only after it answers a run."""
+        local = self._local
+        if local is None:
+            return
+        with local.temp_file() as tmp:
+            tmp.write_bytes(data)
+            local.add_blob(tmp, digest)
+        if private:
+            local.mark_private(repository)
 
     # Small files (the buildpack registry's index)
 
@@ -395,7 +494,7 @@ class Store:
         """The image ``digest`` was pulled from its origin, anonymously, by ``reference`` (which names the digest
         ``named``, or a tag): shared (when this pod's cache kept every blob), and a tag or index digest that led to
         it recorded (for offline runs)."""
-        fleet, local = self._fleet, self.local
+        fleet, local = self._fleet, self._local
         if fleet is None:
             return
         if named != digest:
@@ -484,7 +583,7 @@ class _ArchiveWay:
     # Trees (an archive extracted)
 
     def tree(self, unpacker: Unpacker) -> Archive:
-        local = self.store.local
+        local = self.store._local
         if local is not None and self.pinned is not None and (tree := local.tree(self.pinned)) is not None:
             found = self._installed(local, tree)
             if found is not None:
@@ -618,7 +717,7 @@ class _ArchiveWay:
     # Files (an archive kept whole: a .cnb)
 
     def file(self, read: Callable[[Path, str], T]) -> tuple[T, str | None]:
-        local = self.store.local
+        local = self.store._local
         if (
             local is not None
             and self.pinned is not None
@@ -641,7 +740,7 @@ class _ArchiveWay:
 
     def _file_attempt(self, read: Callable[[Path, str], T], shared: Shared | None) -> T:
         """The archive downloaded whole (into the cache when there is one), checked, read by ``read``, and kept."""
-        local = self.store.local
+        local = self.store._local
         response = shared.open() if shared is not None else self.origin.get()
         upload = self._upload(response) if shared is None else None
         spool = local.tmp_dir() if local is not None else self.sink.staging
@@ -688,7 +787,7 @@ class _ArchiveWay:
         )
 
     def _upload(self, response: requests.Response) -> Upload | None:
-        local = self.store.local
+        local = self.store._local
         spool = local.tmp_dir() if local is not None else self.sink.staging
         return self.store.upload(self.locator, response.headers.get("Content-Length"), spool)
 

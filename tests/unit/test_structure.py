@@ -116,3 +116,12 @@ def test_only_the_store_imports_the_fleet() -> None:
         name for name, (_, tree) in MODULES.items() if "preparer.fetch.fleet" in _imported(name, tree)
     )
     assert importers == ["preparer.fetch.store"]
+
+
+def test_the_download_cache_is_reached_through_the_store() -> None:
+    """This pod's download cache is a tier of the store too: besides the store, only the tree installer (which
+    reads a cached tree's manifest) imports it; no fetcher and nothing above fetch/ does."""
+    importers = sorted(
+        name for name, (_, tree) in MODULES.items() if "preparer.fetch.cache" in _imported(name, tree)
+    )
+    assert importers == ["preparer.fetch.store", "preparer.fetch.tree"]

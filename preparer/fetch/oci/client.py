@@ -17,13 +17,11 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from preparer.errors import FetchError, NotFoundError
 from preparer.fetch.base import FetchContext
-from preparer.fetch.cache import DownloadCache
 from preparer.fetch.guard import LimitExceeded
 from preparer.fetch.oci import auth
 from preparer.fetch.oci.hosts import Host
 from preparer.fetch.oci.reference import Reference, scheme_for
 from preparer.fetch.streams import (
-    HashingReader,
     Reader,
     Tee,
     is_digest,
@@ -85,7 +83,6 @@ class Registry:
         self.authorization: str | None = None
         #: Whether a request went with the run's credentials (the repository is then private for the cache).
         self.used_credential = False
-        self.cache = ctx.store.local
 
     @property
     def name(self) -> str:
@@ -180,7 +177,8 @@ class Registry:
         by_digest = identifier.startswith("sha256:")
         if by_digest:
             self._check_digest(identifier, "the reference")
-            cached = self._cached_manifest(identifier)
+            what = f"{self.ref} manifest {identifier}"
+            cached = self.ctx.store.manifest(identifier, self.name, what, self.ctx.sink)
             if cached is not None:
                 return self._parse_manifest(cached, identifier)
         data, digest = self._retrying(lambda: self._fetch_manifest(identifier))
@@ -192,30 +190,8 @@ class Registry:
                 "manifest digest mismatch: expected {expected}, got {got}",
             )
         parsed = self._parse_manifest(data, digest)
-        if self.cache is not None:
-            with self.cache.temp_file() as tmp:
-                tmp.write_bytes(data)
-                self.cache.add_blob(tmp, digest)
-            if self.used_credential:
-                self.cache.mark_private(self.name)
+        self.ctx.store.keep_manifest(data, digest, self.name, self.used_credential)
         return parsed
-
-    def _cached_manifest(self, digest: str) -> bytes | None:
-        """The cached manifest ``digest``, verified; ``None`` when absent, damaged (then removed), or from a
-        repository that asked for credentials: the registry must then confirm this run's own (a request)."""
-        if self.cache is None or self.cache.is_private(self.name):
-            return None
-        path = self.cache.blob_path(digest)
-        if path is None:
-            return None
-        data = path.read_bytes()
-        if sha256_of(data) == digest:
-            return data
-        self.cache.discard_blob(digest)
-        self.ctx.sink.warn(
-            f"the download cache's copy of {self.ref} manifest {digest} was damaged and was removed"
-        )
-        return None
 
     def _fetch_manifest(self, identifier: str) -> tuple[bytes, str]:
         response = self._get(f"{self.base}/manifests/{identifier}", {"Accept": _ACCEPT})
@@ -272,44 +248,9 @@ class Registry:
         :raises FetchError: missing, unauthorized, wrong size or digest, or ``consume``'s own error.
         """
         self._check_digest(digest, "a blob")
-        cache = self.cache
-        if cache is None:
-            return self._download(digest, size, self.ctx.sink.staging, consume, keep=None)
-        found = self._from_cache(digest, consume)
-        if found is not None:
-            return found
-        key = "blob:" + digest
-        with cache.lock(key, self.ctx.lock_wait) as locked:
-            if not locked:
-                self.ctx.sink.warn(
-                    f"{cache.lock_name(key)} is held by another preparer; pulling {digest} without the cache"
-                )
-                return self._download(digest, size, self.ctx.sink.staging, consume, keep=None)
-            return self._from_cache(digest, consume) or self._download(
-                digest, size, cache.tmp_dir(), consume, keep=cache
-            )
-
-    def _from_cache(self, digest: str, consume: Callable[[Reader], T]) -> tuple[Path, T] | None:
-        """The cached blob fed to ``consume`` and verified while it is read; ``None`` when absent, or damaged
-        (then removed, and whatever ``consume`` made of it is the caller's to discard)."""
-        assert self.cache is not None
-        path = self.cache.blob_path(digest)
-        if path is None:
-            return None
-        with open(path, "rb") as f:
-            reader = HashingReader(f)
-            try:
-                result, failure = consume(reader), None
-            except FetchError as err:
-                result, failure = None, err
-            reader.drain()
-        if reader.digest != digest:
-            self.cache.discard_blob(digest)
-            self.ctx.sink.warn(f"the download cache's copy of blob {digest} was damaged and was removed")
-            return None
-        if failure is not None:
-            raise failure
-        return path, cast(T, result)
+        ctx = self.ctx
+        download = lambda directory: self._download(digest, size, directory, consume)
+        return ctx.store.blob(digest, consume, download, ctx.sink, ctx.lock_wait)
 
     def _download(
         self,
@@ -317,7 +258,6 @@ class Registry:
         size: int | None,
         dest_dir: Path,
         consume: Callable[[Reader], T],
-        keep: DownloadCache | None,
     ) -> tuple[Path, T]:
         """Stream the blob into a new file in ``dest_dir`` and through ``consume``; check size and digest."""
         url = f"{self.base}/blobs/{digest}"
@@ -366,8 +306,7 @@ class Registry:
             except BaseException:
                 Path(name).unlink(missing_ok=True)
                 raise
-            path = keep.add_blob(Path(name), digest) if keep is not None else Path(name)
-            return path, cast(T, result)  # failure is None: consume returned a result
+            return Path(name), cast(T, result)  # failure is None: consume returned a result
 
         return self._retrying(attempt)
 
