@@ -208,8 +208,8 @@ def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
     """``plan`` as the platform lets it run: its policy's decisions, include/exclude's checks on what it still
     removes, its registry mirrors, and the Buildpack API of what the builder has."""
     if inputs.policy is not None:
-        from preparer.enforce import enforce  # deferred: only runs with a policy need it
-        from preparer.policy import load_policy
+        from preparer.policy.enforce import enforce  # deferred: only runs with a policy need it
+        from preparer.policy.rules import load_policy
 
         plan = enforce(plan, load_policy(inputs.policy), inputs.download_cache)
     if plan.removal is not None:  # what the policy lets apply

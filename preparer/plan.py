@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from preparer.fetch.locator import Locator
     from preparer.fetch.oci.hosts import RegistryHosts
     from preparer.metadata import MetadataWrite
-    from preparer.policy import Decision, Policy
+    from preparer.policy.rules import Decision, Policy
 
 
 class Present(NamedTuple):

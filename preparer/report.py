@@ -17,7 +17,7 @@ from preparer.descriptor import Unapplied
 from preparer.files._toml import dumps_toml, write_atomic
 
 if TYPE_CHECKING:
-    from preparer.policy import Decision
+    from preparer.policy.rules import Decision
 
 
 class BuildpackRecord(NamedTuple):

@@ -31,7 +31,7 @@ from preparer.fetch.transport import RunClock, Transport
 from preparer.files.buildpack import buildpack_dir
 from preparer.inputs import Inputs
 from preparer.plan import Fetch
-from preparer.policy import Budget, Policy, RunTotals, written_as
+from preparer.policy.rules import Budget, Policy, RunTotals, written_as
 
 #: Staging directories: in ``<buildpacks>`` (hidden), or in ``$TMPDIR`` when ``<buildpacks>`` cannot be written.
 STAGING_PREFIXES = (".preparer-staging-", "preparer-staging-")

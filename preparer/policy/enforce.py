@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from preparer._logger import log
 from preparer.plan import Fetch, Plan, Present, Step
-from preparer.policy import Decision, Policy, Target, decide_env, decide_source, refusal, written_as
+from preparer.policy.rules import Decision, Policy, Target, decide_env, decide_source, refusal, written_as
 
 if TYPE_CHECKING:
     from preparer.fetch.store import Store
