@@ -8,22 +8,21 @@ the store's business: the freshness of a shared record (max-age), whether a copy
 be reached, offline mode, which URLs are never shared, and the breaker that turns a failing repository off.
 :meth:`Store.commit`, after the run's own commit, is the fleet's write-back.
 
-This is the one module that imports the fleet's; fetchers import this one.
+An http archive's way through the tiers is :mod:`~preparer.fetch.archives`, which only this module imports; with
+it, this is the one module that imports the tiers. Fetchers import this one.
 """
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
-from preparer._fs import temp_file
 from preparer._logger import log
 from preparer.errors import FetchError
-from preparer.fetch.cache import CachedTree, CacheMismatch, CacheUnusable, DownloadCache, KnownTree
+from preparer.fetch.archives import Archive, ArchiveWay, Origin, Unpacker, conditional
+from preparer.fetch.cache import CacheUnusable, DownloadCache
 from preparer.fetch.fleet import (
     CONNECT_SECONDS,
     MODES,
@@ -32,33 +31,18 @@ from preparer.fetch.fleet import (
     FleetConfig,
     Hit,
     Mode,
-    Upload,
     offline_miss,
     parse_repo,
     ref_tag,
     url_tag,
 )
-from preparer.fetch.guard import LimitExceeded
 from preparer.fetch.sink import Sink
 from preparer.fetch.streams import (
-    CHUNK,
-    MAX_TRAILING,
     HashingReader,
     Reader,
     sha256_of,
-    stream_body,
-    verify_digest,
-    verify_file,
 )
-from preparer.fetch.transport import RunClock, Transport, Unreachable, probe_unchanged
-from preparer.fetch.tree import install_cached, new_root
-
-if TYPE_CHECKING:
-    import requests
-
-    from preparer.fetch.extract import Extracted
-    from preparer.fetch.locator import HttpLocator
-    from preparer.fetch.url import HttpUrl
+from preparer.fetch.transport import RunClock, Transport
 
 T = TypeVar("T")
 
@@ -74,40 +58,6 @@ __all__ = [
     "conditional",
     "parse_repo",
 ]
-
-#: What an origin says of a copy, asked with that copy's validators: ``True`` unchanged (304), ``False`` changed,
-#: ``None`` it could not be asked.
-Ask = Callable[[dict[str, str]], "bool | None"]
-
-
-class Known(NamedTuple):
-    """What this pod's cache holds for a URL: the extracted tree, and the conditional headers to revalidate it."""
-
-    tree: CachedTree
-    headers: dict[str, str]
-
-
-class Shared(NamedTuple):
-    """An archive the fleet holds: how to read its blob, the digest its record promises (the reader checks it),
-    and the validators to keep for the URL (only those that name the blob: see :meth:`Store.shared_archive`)."""
-
-    open: Callable[[], requests.Response]
-    digest: str
-    validators: dict[str, str]
-
-
-class NotShared(Exception):
-    """The repository could not give the blob its record names (the breaker is open): use the origin."""
-
-
-def conditional(validators: Mapping[str, str]) -> dict[str, str]:
-    """The conditional request headers of an origin's validators (``etag``, ``last-modified``)."""
-    headers = {}
-    if validators.get("etag"):
-        headers["If-None-Match"] = validators["etag"]
-    if validators.get("last-modified"):
-        headers["If-Modified-Since"] = validators["last-modified"]
-    return headers
 
 
 @contextmanager
@@ -235,115 +185,14 @@ class Store:
 
         :raises FetchError: it cannot be had (exit 1); offline, and no tier has it.
         """
-        return _ArchiveWay(self, origin, sink).tree(unpacker)
+        return ArchiveWay(self._local, self._fleet, self.link_installs, origin, sink).tree(unpacker)
 
     def archive_file(
         self, origin: Origin, read: Callable[[Path, str], T], sink: Sink
     ) -> tuple[T, str | None]:
         """What ``read`` makes of the archive at ``origin`` kept whole (a ``.cnb``: ``read(path, digest)`` before
         it is kept), and the tier it came through (``None``: its origin or this pod's cache)."""
-        return _ArchiveWay(self, origin, sink).file(read)
-
-    def tree(self, digest: str) -> CachedTree | None:
-        """The extracted tree of the archive ``digest`` in this pod's cache (a pin names it)."""
-        return self._local.tree(digest) if self._local is not None else None
-
-    def known(self, url: str) -> Known | None:
-        """The tree this pod's cache holds for ``url``, with the validators to ask the origin about it."""
-        meta = self._local.http_meta(url) if self._local is not None else None
-        tree = self._local.tree(meta["digest"]) if self._local is not None and meta is not None else None
-        if meta is None or tree is None:
-            return None
-        headers = conditional(meta)
-        return Known(tree, headers) if headers else None
-
-    def shared_archive(
-        self, locator: HttpLocator, source: str, local_copy: bool, ask: Ask, warn: Callable[[str], None]
-    ) -> Shared | Literal["local"] | None:
-        """What the fleet holds for ``locator`` and may be used (docs/fleet.md, "Lookup"): its blob, ``"local"``
-        for this pod's own copy (offline: it stands as it is), or ``None`` (the origin, or the local copy after the
-        origin confirms it, as without a repository).
-
-        :param ask: asks the origin about a stale record (only when its validators name its blob).
-        :raises FetchError: offline, and nothing can stand in (exit 1).
-        """
-        found = self._shared_archive(locator, source, local_copy, ask, warn)
-        if found is None and self.offline:
-            raise _offline_miss(locator, source)
-        return found
-
-    def _shared_archive(
-        self, locator: HttpLocator, source: str, local_copy: bool, ask: Ask, warn: Callable[[str], None]
-    ) -> Shared | Literal["local"] | None:
-        fleet = self._fleet
-        if fleet is None:
-            return None
-        if local_copy:
-            return "local" if self.offline else None
-        if locator.target.private:
-            return None  # never looked up, never written back: what a credential fetched is not shared
-        hit = fleet.archive_by_digest(locator.sha256) if locator.sha256 else fleet.archive_by_url(locator.url)
-        if hit is None:
-            return None
-        attested = self._attested(hit, locator.url)
-        if locator.sha256 is None and not fleet.fresh(hit):
-            # The origin decides. Its 304 vouches for the repository's bytes only through validators that name
-            # them: anyone who can push copies an origin's ETag onto a blob of their own with one HEAD.
-            if not attested:
-                return None
-            unchanged = ask(conditional(hit.validators))
-            if unchanged is False or (unchanged is None and fleet.config.max_age == 0):
-                return (
-                    None  # something newer, or no answer where an unpinned URL's bytes must be the origin's
-                )
-            if unchanged is None:
-                warn(
-                    f"{source} could not be revalidated with its origin; the download cache repository's copy "
-                    "is used"
-                )
-            else:
-                fleet.remember_record(hit, locator.url)
-
-        def opener() -> requests.Response:
-            response = fleet.blob(hit.digest) if fleet.usable else None
-            if response is None:
-                raise NotShared
-            return response
-
-        # Validators that do not name the bytes are not kept: the local cache would revalidate a pusher's bytes.
-        return Shared(opener, hit.digest, hit.validators if attested else {})
-
-    def _attested(self, hit: Hit, url: str) -> bool:
-        """Whether the record's validators name its blob, so that the origin's 304 to them vouches for its bytes:
-        a strong ETag that is the blob's sha256 (what the origin says its content hashes to), or validators this
-        pod's own download cache recorded from the origin for the same digest."""
-        etag = hit.validators["etag"]
-        if etag and not etag.startswith("W/") and etag.strip('"').removeprefix("sha256:") == hit.digest[7:]:
-            return True
-        meta = self._local.http_meta(url) if self._local is not None else None
-        mine = conditional(meta) if meta is not None and meta.get("digest") == hit.digest else {}
-        return bool(mine) and mine == conditional(hit.validators)
-
-    def upload(self, locator: HttpLocator, length: str | None, spool: Path) -> Upload | None:
-        """The upload of an archive about to be downloaded from its origin, when it is to be shared (never for a
-        URL that may carry a credential: user information, or a query); its bytes wait in ``spool`` when the
-        repository is slower than the origin."""
-        if self._fleet is None or locator.target.private:
-            return None
-        expected = None if locator.sha256 is None else "sha256:" + locator.sha256
-        return self._fleet.upload(spool, expected, int(length) if length and length.isdigit() else None)
-
-    def keep_upload(
-        self, upload: Upload | None, digest: str, size: int, url: str, validators: dict[str, str]
-    ) -> None:
-        """The archive ``digest`` (``size`` bytes) of ``url`` passed its checks: the upload under way is finished,
-        and its record follows at :meth:`commit`."""
-        if upload is not None and self._fleet is not None:
-            self._fleet.remember_upload(upload, digest, size, url, validators)
-
-    def archive_missing(self, locator: HttpLocator, source: str) -> FetchError:
-        """The error of an offline run that has no copy of ``locator`` (it names the tag to seed)."""
-        return _offline_miss(locator, source)
+        return ArchiveWay(self._local, self._fleet, self.link_installs, origin, sink).file(read)
 
     # Registry blobs and manifests, by digest
 
@@ -513,306 +362,6 @@ class Store:
         )
 
 
-@dataclass(frozen=True)
-class Origin:
-    """Where an archive comes from when no tier has it: its URL, asked through the run's transport, every redirect
-    decided by ``hop`` (the policy's ``http.allow``)."""
-
-    locator: HttpLocator
-    transport: Transport
-    hop: Callable[[HttpUrl], None] | None = None
-
-    @property
-    def action(self) -> str:
-        return f"download {self.locator.shown}"
-
-    def get(self, headers: dict[str, str] | None = None, check: bool = True) -> requests.Response:
-        """One request for the archive (conditional with ``headers``)."""
-        return self.transport.get(self.locator.url, headers, action=self.action, check=check, hop=self.hop)
-
-    def unchanged(self, headers: dict[str, str]) -> bool | None:
-        """Whether the origin still serves what ``headers`` name (a 304), retried; ``None``: it cannot be asked."""
-        if not headers:
-            return False
-        try:
-            response = self.transport.retrying(self.action, lambda: self.get(headers, check=False))
-        except FetchError:
-            return None
-        response.close()
-        if response.status_code == 304:
-            return True
-        return None if response.status_code >= 500 else False
-
-    def probe(self, headers: dict[str, str]) -> bool | None:
-        """The same question asked with one plain request (:func:`~preparer.fetch.transport.probe_unchanged`)."""
-        return probe_unchanged(self.locator.url, headers, self.transport)
-
-
-class Unpacker(Protocol):
-    """How a fetcher turns an archive's body into a tree; the store decides where, checks the bytes, keeps it."""
-
-    def unpack(self, body: Reader, dest: Path, record: bool) -> Extracted:
-        """Extract ``body`` into the empty directory ``dest`` (``record``: also what a cache's manifest holds).
-
-        :raises FetchError: the archive is not one the fetcher takes.
-        """
-
-    def check(self, root: Path) -> None:
-        """:raises FetchError: the tree at ``root`` is not what the fetcher takes (before it is kept)."""
-
-
-class Archive(NamedTuple):
-    """An archive as the store hands it over: its tree in staging, the digest of its bytes, and the tier it came
-    through (``None``: its origin, this run)."""
-
-    #: The tree in a new directory of staging; ``None`` when the archive holds an OCI layout (a ``.cnb``).
-    root: Path | None
-    digest: str
-    via: str | None = None
-
-
-class _ArchiveWay:
-    """One archive's way through the tiers: a pinned copy, the fleet's (docs/fleet.md, "Lookup"), this pod's after
-    the origin confirms it, and the origin (under the URL's lock, so concurrent preparers download once)."""
-
-    def __init__(self, store: Store, origin: Origin, sink: Sink) -> None:
-        self.store, self.origin, self.sink = store, origin, sink
-        self.locator, self.source = origin.locator, origin.locator.shown
-        self.pinned = None if self.locator.sha256 is None else "sha256:" + self.locator.sha256
-
-    # Trees (an archive extracted)
-
-    def tree(self, unpacker: Unpacker) -> Archive:
-        local = self.store._local
-        if local is not None and self.pinned is not None and (tree := local.tree(self.pinned)) is not None:
-            found = self._installed(local, tree)
-            if found is not None:
-                return found
-        known = self.store.known(self.locator.url)
-        shared = self.store.shared_archive(self.locator, self.source, known is not None, self.origin.unchanged,
-                                           self.sink.warn)  # fmt: skip
-        if shared == "local":  # offline: this pod's copy, as it is
-            assert known is not None and local is not None
-            found = self._installed(local, known.tree)
-            if found is None:
-                raise _offline_miss(self.locator, self.source)
-            return found
-        if shared is not None:
-            found = self._through_fleet(lambda: self._tree_attempt(unpacker, local, None, shared))
-            if found is not None:
-                return found._replace(via="cache repository")
-        if local is None:
-            return self._retrying(lambda: self._tree_attempt(unpacker, None, None))
-        if known is not None and self.origin.probe(known.headers):
-            found = self._unchanged(local, known)
-            if found is not None:
-                return found
-        return self._locked(unpacker, local)
-
-    def _locked(self, unpacker: Unpacker, local: DownloadCache) -> Archive:
-        key = "http:" + self.locator.url
-        with local.lock(key, 2 * self.origin.transport.timeouts[1]) as locked:
-            if not locked:
-                self.sink.warn(f"{local.lock_name(key)} is held by another preparer; downloading {self.source} "
-                               "without the cache")  # fmt: skip
-                return self._retrying(lambda: self._tree_attempt(unpacker, None, None))
-            # Another preparer may have downloaded it meanwhile: its tree and validators are used.
-            known = self.store.known(self.locator.url)
-            try:
-                return self._retrying(lambda: self._tree_attempt(unpacker, local, known))
-            except Unreachable as err:
-                stand_in = self._installed(local, known.tree) if known is not None else None
-                if stand_in is None:
-                    raise
-                self.sink.warn(f"{self.source} could not be revalidated ({err.cause}); the download cache's copy "
-                               "is used")  # fmt: skip
-                return stand_in
-
-    def _tree_attempt(
-        self,
-        unpacker: Unpacker,
-        local: DownloadCache | None,
-        known: Known | None,
-        shared: Shared | None = None,
-    ) -> Archive:
-        """One request (conditional when ``known``; the fleet's blob with ``shared``) and, unless it is a 304, its
-        body extracted as it arrives: into the cache's own space when there is a cache, else into staging."""
-        response = shared.open() if shared is not None else self.origin.get(known.headers if known else None)
-        if response.status_code == 304 and known is not None and local is not None:
-            response.close()
-            again = self._unchanged(local, known)
-            return again if again is not None else self._tree_attempt(unpacker, local, None)
-        dest = local.new_tree() if local is not None else new_root(self.sink.staging, "http-")
-        try:
-            return self._receive_tree(unpacker, local, dest, response, shared)
-        finally:
-            # A tree that is neither the result nor in the cache (a failure, or handed over) is removed.
-            if local is not None and dest.exists():
-                shutil.rmtree(dest, ignore_errors=True)
-
-    def _receive_tree(
-        self,
-        unpacker: Unpacker,
-        local: DownloadCache | None,
-        dest: Path,
-        response: requests.Response,
-        shared: Shared | None,
-    ) -> Archive:
-        def extract(body: Reader) -> Extracted | FetchError:
-            try:
-                return unpacker.unpack(body, dest, local is not None)
-            except FetchError as err:
-                if self.pinned is None or isinstance(err, LimitExceeded):
-                    raise
-                # Pinned: read the rest, so a tampered or corrupt body is reported as the mismatch it is.
-                return err
-
-        upload = self._upload(response) if shared is None else None
-        with upload if upload is not None else nullcontext():
-            outcome, digest, size = self._stream(response, extract, MAX_TRAILING, upload)
-            self._check_bytes(digest, shared)
-            if isinstance(outcome, FetchError):
-                raise outcome
-            if "oci-layout" in outcome.top_level:  # a .cnb after all: not a tree, and not shared as one
-                if upload is not None:
-                    upload.discard()
-                return Archive(None, digest)
-            dest.chmod(0o755)
-            unpacker.check(dest)  # before it enters the cache
-            validators = _validators(response, shared)
-            self.store.keep_upload(upload, digest, size, self.locator.url, validators)
-        if local is None:
-            return Archive(dest, digest)
-        written = None if outcome.records is None else KnownTree(outcome.records, outcome.dirs, outcome.links)
-        tree = local.add_tree(dest, digest, written)
-        local.put_http_meta(self.locator.url, validators | {"digest": digest})
-        found = self._installed(local, tree, via=None)
-        if found is None:
-            raise FetchError(self.origin.action, "the download cache did not keep what was just put in it")
-        return found
-
-    def _unchanged(self, local: DownloadCache, known: Known) -> Archive | None:
-        """The origin said this pod's tree is current (304); ``None`` when that tree failed its check."""
-        self._check_pin(known.tree.digest)
-        self.sink.progress(self.source, 0, 0)
-        return self._installed(local, known.tree)
-
-    def _installed(
-        self, local: DownloadCache, tree: CachedTree, via: str | None = "download cache"
-    ) -> Archive | None:
-        """The cached ``tree`` installed into staging; ``None`` (and the tree removed) when it is not what was
-        cached."""
-        root = new_root(self.sink.staging, "http-")
-        try:
-            install_cached(tree, root, link=self.store.link_installs, guard=self.sink.guard)
-        except (CacheMismatch, OSError) as err:
-            shutil.rmtree(root, ignore_errors=True)
-            local.discard_tree(tree.digest)
-            self.sink.warn(
-                f"the download cache's copy of {self.source} was removed: {err}; downloading it again"
-            )
-            return None
-        return Archive(root, tree.digest, via)
-
-    # Files (an archive kept whole: a .cnb)
-
-    def file(self, read: Callable[[Path, str], T]) -> tuple[T, str | None]:
-        local = self.store._local
-        if (
-            local is not None
-            and self.pinned is not None
-            and (blob := local.blob_path(self.pinned)) is not None
-        ):
-            if verify_file(blob, self.pinned):
-                return read(blob, self.pinned), None
-            local.discard_blob(self.pinned)
-            self.sink.warn(
-                f"the download cache's copy of {self.source} did not match its digest and was removed"
-            )
-        shared = self.store.shared_archive(
-            self.locator, self.source, False, self.origin.unchanged, self.sink.warn
-        )
-        if isinstance(shared, Shared):
-            found = self._through_fleet(lambda: self._file_attempt(read, shared))
-            if found is not None:
-                return found, "cache repository"
-        return self._retrying(lambda: self._file_attempt(read, None)), None
-
-    def _file_attempt(self, read: Callable[[Path, str], T], shared: Shared | None) -> T:
-        """The archive downloaded whole (into the cache when there is one), checked, read by ``read``, and kept."""
-        local = self.store._local
-        response = shared.open() if shared is not None else self.origin.get()
-        upload = self._upload(response) if shared is None else None
-        spool = local.tmp_dir() if local is not None else self.sink.staging
-        with temp_file(spool, "cnb-") as path, upload if upload is not None else nullcontext():
-            with open(path, "wb") as out:
-                _, digest, size = self._stream(response, lambda body: shutil.copyfileobj(body, out, CHUNK),
-                                               None, upload)  # fmt: skip
-            self._check_bytes(digest, shared)
-            result = read(path, digest)  # read before it is kept or shared
-            if local is not None:
-                local.add_blob(path, digest)
-            self.store.keep_upload(upload, digest, size, self.locator.url, _validators(response, shared))
-        return result
-
-    # Both
-
-    def _through_fleet(self, receive: Callable[[], T]) -> T | None:
-        """What ``receive`` makes of the fleet's blob; ``None``: the origin is to be used."""
-        try:
-            found = receive()
-        except NotShared:
-            return None
-        except LimitExceeded:
-            raise
-        except FetchError as err:
-            self.sink.warn(f"the download cache repository's copy of {self.source} is not used: {err.cause}")
-            return None
-        return found
-
-    def _retrying(self, attempt: Callable[[], T]) -> T:
-        return self.origin.transport.retrying(self.origin.action, attempt)
-
-    def _stream(
-        self,
-        response: requests.Response,
-        consume: Callable[[Reader], T],
-        trailing: int | None,
-        upload: Upload | None,
-    ) -> tuple[T, str, int]:
-        deadline = self.origin.transport.download_deadline()
-        sink = self.sink
-        return stream_body(
-            response, self.source, sink.progress, consume, trailing, deadline, sink.guard, upload
-        )
-
-    def _upload(self, response: requests.Response) -> Upload | None:
-        local = self.store._local
-        spool = local.tmp_dir() if local is not None else self.sink.staging
-        return self.store.upload(self.locator, response.headers.get("Content-Length"), spool)
-
-    def _check_pin(self, digest: str) -> None:
-        if self.pinned is not None:
-            verify_digest(digest, self.pinned, f"verify {self.source}",
-                          "sha256 mismatch: the uri pins {expected}, the download is {got}")  # fmt: skip
-
-    def _check_bytes(self, digest: str, shared: Shared | None) -> None:
-        """The bytes are what the pin, and the fleet's record they came through, say."""
-        self._check_pin(digest)
-        if shared is not None and digest != shared.digest:
-            raise FetchError(self.origin.action, "the repository's blob is not the digest its record names")
-
-
-def _validators(response: requests.Response, shared: Shared | None) -> dict[str, str]:
-    """The validators to keep for the URL: the origin's, or those of the fleet's record."""
-    if shared is not None:
-        return shared.validators
-    return {
-        "etag": response.headers.get("ETag", ""),
-        "last-modified": response.headers.get("Last-Modified", ""),
-    }
-
-
 class SharedFile(NamedTuple):
     """A small file as the fleet holds it (:meth:`Store.shared_file`)."""
 
@@ -825,14 +374,3 @@ class SharedFile(NamedTuple):
     def stand_in(self) -> bytes | None:
         """The repository's copy, to use when the origin cannot be reached; ``None`` when none may be used."""
         return None if self.fallback is None else self.fallback[0].small_blob(self.fallback[1], self.limit)
-
-
-def _offline_miss(locator: HttpLocator, source: str) -> FetchError:
-    if locator.target.private:
-        return FetchError(
-            f"download {source}",
-            "offline, and a URL with user information or a query is never kept in the download cache repository "
-            "(it may hold a credential)",
-        )
-    seed = f"sha256-{locator.sha256}" if locator.sha256 else url_tag(locator.url)
-    return offline_miss(f"download {source}", seed)

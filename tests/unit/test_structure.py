@@ -111,11 +111,12 @@ def test_fetch_is_a_floor_below_the_pipeline(module: str) -> None:
 
 
 def test_only_the_store_imports_the_fleet() -> None:
-    """The fleet's repository is a tier of the store: fetchers ask the store, never the tier."""
+    """The fleet's repository is a tier of the store (store.py, and archives.py, which the store alone imports):
+    fetchers ask the store, never the tier."""
     importers = sorted(
         name for name, (_, tree) in MODULES.items() if "preparer.fetch.fleet" in _imported(name, tree)
     )
-    assert importers == ["preparer.fetch.store"]
+    assert importers == ["preparer.fetch.archives", "preparer.fetch.store"]
 
 
 def test_the_download_cache_is_reached_through_the_store() -> None:
@@ -124,4 +125,11 @@ def test_the_download_cache_is_reached_through_the_store() -> None:
     importers = sorted(
         name for name, (_, tree) in MODULES.items() if "preparer.fetch.cache" in _imported(name, tree)
     )
-    assert importers == ["preparer.fetch.store", "preparer.fetch.tree"]
+    assert importers == ["preparer.fetch.archives", "preparer.fetch.store", "preparer.fetch.tree"]
+
+
+def test_only_the_store_takes_an_archive_through_its_tiers() -> None:
+    importers = sorted(
+        name for name, (_, tree) in MODULES.items() if "preparer.fetch.archives" in _imported(name, tree)
+    )
+    assert importers == ["preparer.fetch.store"]
