@@ -50,11 +50,21 @@ def check_status(response: requests.Response, action: str, what: str = "") -> No
     if response.status_code < 400:
         return
     response.close()
-    status = f"HTTP {response.status_code} {response.reason}"
+    status = f"HTTP {response.status_code} {response.reason or _phrase(response.status_code)}".rstrip()
     if response.status_code >= 500:
         raise NetworkError(status)
     error = NotFoundError if response.status_code == 404 else FetchError
     raise error(action, f"{what}: {status}" if what else status)
+
+
+def _phrase(code: int) -> str:
+    """The standard reason phrase of ``code``, for servers that send none (HTTP/2 has none at all)."""
+    import http  # deferred with the rest: only a failed request asks
+
+    try:
+        return http.HTTPStatus(code).phrase
+    except ValueError:
+        return ""
 
 
 def read_capped(
@@ -189,6 +199,8 @@ class Transport:
     #: The run's time limit, shared by the run's transports.
     clock: RunClock = field(default_factory=RunClock, repr=False)
     _session: requests.Session | None = field(default=None, init=False, repr=False)
+    #: Whether the session is the transport's own (``False``: one given with :meth:`use_session`).
+    own_session: bool = field(default=True, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def session(self) -> requests.Session:
@@ -198,6 +210,12 @@ class Transport:
             if self._session is None:
                 self._session = _new_session(self.watch)
             return self._session
+
+    def use_session(self, session: requests.Session) -> None:
+        """Send every request through ``session`` (an in-memory one: :mod:`~preparer.fetch.mock`); the one-socket
+        probe of a revalidation is then not made either."""
+        with self._lock:
+            self._session, self.own_session = session, False
 
     def watch(self, sock: Any) -> None:
         """Shut ``sock`` down when the run is asked to stop or its time is up, so that a thread blocked on it (for
@@ -417,6 +435,8 @@ def probe_unchanged(url: str, headers: dict[str, str], transport: Transport) -> 
     ever installed; credentials in the URL are sent as requests sends them (Basic) and never shown.
     """
     parts = urlsplit(url)
+    if not transport.own_session:
+        return None
     if parts.scheme not in ("http", "https") or not parts.hostname or _requests_would_differ():
         return None
     request = _probe_request(parts, headers)
