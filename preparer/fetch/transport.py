@@ -44,13 +44,15 @@ def describe(err: BaseException) -> str:
     return str(err) if isinstance(err, NetworkError) else str(failure(err))
 
 
-def check_status(response: requests.Response, action: str, what: str = "") -> None:
+def check_status(response: requests.Response, action: str, what: str = "", says: str = "") -> None:
     """Raise for an error answer: a 5xx is transient (:class:`NetworkError`, retried), a 404 is
-    :class:`NotFoundError`, any other 4xx a final :class:`FetchError`."""
+    :class:`NotFoundError`, any other 4xx a final :class:`FetchError`. ``says``: what the server said of it (a
+    registry's error code and message), added in parentheses."""
     if response.status_code < 400:
         return
     response.close()
     status = f"HTTP {response.status_code} {response.reason or _phrase(response.status_code)}".rstrip()
+    status += f" ({says})" if says else ""
     if response.status_code >= 500:
         raise NetworkError(status)
     error = NotFoundError if response.status_code == 404 else FetchError

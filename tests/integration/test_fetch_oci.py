@@ -147,8 +147,10 @@ def test_credentials_in_the_lifecycle_order(preparer: Callable[..., Result], lay
     assert anonymous.code == 1
     assert (
         anonymous.stderr.splitlines()[-1]
-        == f"ERROR: failed to pull {auth_registry.host}/me/private: unauthorized anonymously"
-    )
+        == f"ERROR: failed to pull {auth_registry.host}/me/private: unauthorized anonymously (UNAUTHORIZED: "
+        f"authentication required): no credentials for {auth_registry.host} in CNB_REGISTRY_AUTH, "
+        "$DOCKER_CONFIG/config.json or $HOME/.docker/config.json"
+    )  # the registry's own words, and where credentials are read
 
     wrong = preparer(
         project=project, env={"CNB_REGISTRY_AUTH": json.dumps({auth_registry.host: basic(USER, "nope")})}

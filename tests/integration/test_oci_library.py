@@ -287,7 +287,7 @@ def test_wrong_credentials_from_the_docker_config(tmp_path: Path, auth_registry:
                     context(tmp_path, environ={"DOCKER_CONFIG": str(config)}))  # fmt: skip
     assert str(info.value) == (
         f"failed to pull {auth_registry.host}/lib/private: unauthorized with credentials from docker config "
-        f"{config / 'config.json'}"
+        f"{config / 'config.json'} (UNAUTHORIZED: authentication required)"
     )
     assert "not-it" not in str(info.value) and auth not in str(info.value)
 

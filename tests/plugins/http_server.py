@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import ssl
 import subprocess
 import threading
@@ -61,6 +62,12 @@ class FileServer:
             return [(status, headers) for path, status, headers in self.requests if path == "/" + name]
 
 
+#: What the ``429`` fault's error document says (Docker Hub's words).
+RATE_LIMITED = (
+    "You have reached your pull rate limit. You may increase the limit by authenticating and upgrading"
+)
+
+
 def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:
@@ -86,6 +93,15 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
                 self.end_headers()
                 return
             file = server.root / path.lstrip("/")
+            if fault == "429":  # as Docker Hub limits pulls: the registry's error document says why
+                body = json.dumps({"errors": [{"code": "TOOMANYREQUESTS", "message": RATE_LIMITED}]}).encode()
+                self.answer(429)
+                self.send_response(429)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             if fault in ("500", "404") or not file.is_file():
                 status = int(fault) if fault in ("500", "404") else 404
                 self.answer(status)

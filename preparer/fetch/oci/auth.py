@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
+import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -65,8 +67,10 @@ def lookup(registry: str, environ: Mapping[str, str]) -> Credential | None:
 def _from_cnb_registry_auth(raw: str, registry: str) -> Credential | None:
     try:
         table = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise FetchError("resolve keychain", "failed to parse CNB_REGISTRY_AUTH value") from None
+    except (ValueError, RecursionError) as err:
+        raise FetchError(
+            "resolve keychain", f"failed to parse CNB_REGISTRY_AUTH value: {json_problem(err)}"
+        ) from None
     if not isinstance(table, dict):
         raise FetchError("resolve keychain", "CNB_REGISTRY_AUTH must be a JSON object")
     for key, value in table.items():
@@ -85,6 +89,42 @@ def _from_cnb_registry_auth(raw: str, registry: str) -> Credential | None:
     return None
 
 
+def json_problem(err: BaseException) -> str:
+    """Where a JSON document stops being JSON, as the parser says it (never a piece of the document: it may hold a
+    secret)."""
+    if isinstance(err, json.JSONDecodeError):
+        return f"not JSON: {err.msg.lower()} at line {err.lineno} column {err.colno}"
+    if isinstance(err, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {err.start})"
+    if isinstance(err, RecursionError):
+        return "not JSON: nested too deeply"
+    return "not JSON"
+
+
+def why_anonymous(registry: str, environ: Mapping[str, str]) -> str:
+    """Where credentials for ``registry`` were looked for and not found, and a helper the docker config names that
+    is not installed: for a registry that refuses an anonymous request."""
+    places = "CNB_REGISTRY_AUTH, $DOCKER_CONFIG/config.json or $HOME/.docker/config.json"
+    path = _config_path(environ)
+    config: object = None
+    if path is not None and path.is_file():
+        try:
+            config = json.loads(path.read_text())
+        except (OSError, ValueError, RecursionError):
+            config = None
+    store = config.get("credsStore") if isinstance(config, dict) else None
+    if (
+        isinstance(store, str)
+        and store
+        and shutil.which(f"docker-credential-{store}", path=environ.get("PATH", os.defpath)) is None
+    ):
+        return (
+            f"no credentials for {normalize(registry)}: {path} names the credential helper "
+            f"docker-credential-{store} (credsStore), which is not installed"
+        )
+    return f"no credentials for {normalize(registry)} in {places}"
+
+
 def _config_path(environ: Mapping[str, str]) -> Path | None:
     if environ.get("DOCKER_CONFIG"):
         return Path(environ["DOCKER_CONFIG"]) / "config.json"
@@ -99,8 +139,10 @@ def _from_docker_config(registry: str, environ: Mapping[str, str]) -> Credential
         return None
     try:
         config = json.loads(path.read_text())
-    except (OSError, ValueError, RecursionError) as err:
-        raise FetchError("read docker config", f"{path}: {type(err).__name__}") from None
+    except OSError as err:
+        raise FetchError("read docker config", f"{path}: {err.strerror or err}") from None
+    except (ValueError, RecursionError) as err:
+        raise FetchError("read docker config", f"{path}: {json_problem(err)}") from None
     if not isinstance(config, dict):
         return None
     helpers = config.get("credHelpers") or {}
@@ -157,9 +199,13 @@ def _from_helper(
         if missing_ok:
             return None
         raise FetchError("get credentials", f"credential helper {program} is not installed") from None
-    except (OSError, subprocess.TimeoutExpired) as err:
+    except subprocess.TimeoutExpired:
         raise FetchError(
-            "get credentials", f"credential helper {program} failed ({type(err).__name__})"
+            "get credentials", f"credential helper {program} did not answer within 30 s"
+        ) from None
+    except OSError as err:
+        raise FetchError(
+            "get credentials", f"credential helper {program} cannot be run: {err.strerror or err}"
         ) from None
     if proc.returncode != 0:
         if "credentials not found" in proc.stdout.lower() + proc.stderr.lower():

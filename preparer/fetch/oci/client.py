@@ -111,8 +111,7 @@ class Registry:
         response = self._send(url, headers)
         if response.status_code == 401:
             challenge = response.headers.get("WWW-Authenticate", "")
-            response.close()
-            self._answer_challenge(challenge)
+            self._answer_challenge(challenge, registry_says(response))
             response = self._send(url, headers)
         return response
 
@@ -125,37 +124,44 @@ class Registry:
             sent = {**self.endpoint.headers, **sent}
         return self.transport.get(url, sent, action=f"pull {self.ref}", check=False)
 
-    def _answer_challenge(self, header: str) -> None:
+    def _answer_challenge(self, header: str, says: str = "") -> None:
         scheme, params = auth.parse_challenge(header)
         credential = self.credential
         if scheme == "basic":
             if credential is None or credential.header is None:
-                raise self._unauthorized()
+                raise self._unauthorized(says)
             self.authorization = credential.header
             self.used_credential = True
         elif scheme == "bearer" and "realm" in params:
             scope = f"repository:{self.ref.repository}:pull"
             token = auth.request_token(self.transport, params, scope, credential, self.ref.registry)
             if token is None:
-                raise self._unauthorized()
+                raise self._unauthorized(says)
             self.authorization = "Bearer " + token
             self.used_credential = self.used_credential or credential is not None
         else:
-            raise self._unauthorized()
+            raise self._unauthorized(says)
 
-    def _unauthorized(self) -> FetchError:
+    def _unauthorized(self, says: str = "") -> FetchError:
         credential = self.credential
-        how = f"with credentials from {credential.source}" if credential else "anonymously"
-        return FetchError(f"pull {self.name}", f"unauthorized {how}")
+        said = f" ({says})" if says else ""
+        if credential is not None:
+            return FetchError(
+                f"pull {self.name}", f"unauthorized with credentials from {credential.source}{said}"
+            )
+        host = self.endpoint.netloc if self.endpoint is not None else self.ref.registry
+        why = auth.why_anonymous(host, self.ctx.registries.environ)
+        return FetchError(f"pull {self.name}", f"unauthorized anonymously{said}: {why}")
 
     def _check(self, response: requests.Response, what: str) -> None:
+        if response.status_code < 400:
+            return
+        says = registry_says(response)
         if response.status_code == 401:
-            response.close()
-            raise self._unauthorized()
+            raise self._unauthorized(says)
         if response.status_code == 404:
-            response.close()
             raise NotFoundError(f"pull {self.ref}", f"{what} not found in {self.name}")
-        check_status(response, f"pull {self.ref}", what)
+        check_status(response, f"pull {self.ref}", what, says)
 
     def _retrying(self, action: Callable[[], T]) -> T:
         return self.transport.retrying(f"pull {self.ref}", action)
@@ -309,6 +315,31 @@ class Registry:
             return Path(name), cast(T, result)  # failure is None: consume returned a result
 
         return self._retrying(attempt)
+
+
+#: At most this much of an error answer's body is read for the registry's own words.
+MAX_ERROR_BODY = 16 << 10
+
+
+def registry_says(response: requests.Response) -> str:
+    """The registry's own words for an error answer (``errors[0]``: its code and message, as skopeo shows them),
+    read from at most :data:`MAX_ERROR_BODY` bytes of the body, printable and at most 300 characters; ``""`` when
+    the body says nothing readable. The response is closed."""
+    import urllib3  # deferred (heavy), as everywhere a request was made
+
+    # Any body at all: a registry's explanation is a courtesy, never a failure of its own.
+    try:
+        with response:
+            data = response.raw.read(MAX_ERROR_BODY, decode_content=True)
+        errors = json.loads(data).get("errors")
+        first = errors[0] if isinstance(errors, list) and errors else None
+    except (OSError, ValueError, AttributeError, RecursionError, urllib3.exceptions.HTTPError):
+        return ""
+    if not isinstance(first, dict):
+        return ""
+    words = [str(first.get(key) or "") for key in ("code", "message")]
+    said = ": ".join(" ".join("".join(c if c.isprintable() else " " for c in w).split()) for w in words if w)
+    return said if len(said) <= 300 else said[:299] + "…"
 
 
 def _endpoint_transport(base: Transport, endpoint: Host) -> Transport:
