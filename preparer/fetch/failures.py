@@ -74,13 +74,28 @@ class Where:
 
 
 def failure(
-    err: BaseException, where: Where | None = None, timeouts: tuple[float, float] | None = None
+    err: BaseException,
+    where: Where | None = None,
+    timeouts: tuple[float, float] | None = None,
+    received: tuple[int, int | None] | None = None,
 ) -> NetworkError:
-    """The failure ``err`` (a requests, urllib3 or socket error) said in plain words, and whether to retry."""
+    """The failure ``err`` (a requests, urllib3 or socket error) said in plain words, and whether to retry.
+
+    :param received: while a body was read: the bytes that had arrived, and the ``Content-Length`` (if any).
+    """
     where = where or Where()
     chain = list(_chain(err))
     found = _resolution(chain, where) or _proxy(chain, where) or _tls(chain, where)
-    return found or _connection(chain, where, timeouts)
+    return found or _connection(chain, where, timeouts, received)
+
+
+def closed_early(where: Where, received: tuple[int, int | None] | None) -> NetworkError:
+    """A body cut short: how much of it had arrived, when that is known."""
+    if received is None:
+        return NetworkError(f"{where.server} closed the connection before the body ended")
+    done, total = received
+    of = f" of {total}" if total is not None else ""
+    return NetworkError(f"{where.server} closed the connection after {done}{of} bytes")
 
 
 def _chain(err: BaseException) -> Iterator[BaseException]:
@@ -164,7 +179,10 @@ def _tls(chain: list[BaseException], where: Where) -> NetworkError | None:
 
 
 def _connection(
-    chain: list[BaseException], where: Where, timeouts: tuple[float, float] | None
+    chain: list[BaseException],
+    where: Where,
+    timeouts: tuple[float, float] | None,
+    received: tuple[int, int | None] | None,
 ) -> NetworkError:
     import http.client
 
@@ -197,5 +215,5 @@ def _connection(
     if any(
         issubclass(k, http.client.IncompleteRead | requests.exceptions.ChunkedEncodingError) for k in kinds
     ):
-        return NetworkError(f"{where.server} closed the connection before the body ended")
+        return closed_early(where, received)
     return NetworkError(f"the connection to {where.server} failed or was closed early")

@@ -20,7 +20,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from preparer import interrupt
 from preparer.errors import FetchError
-from preparer.fetch.failures import NetworkError, Where, failure
+from preparer.fetch.failures import Where, closed_early, failure
 from preparer.fetch.transport import Deadline
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ class NetworkReader:
                 chunk: bytes = self._read1(min(wanted, 1 << 20))
             except Exception as err:
                 self._check_deadline()  # a socket shut down when the run's time was up
-                raise failure(err, self.where) from err
+                raise failure(err, self.where, received=(self.size, self.total)) from err
             if not chunk:
                 break
             chunks.append(chunk)
@@ -206,7 +206,7 @@ def stream_body(
         result = consume(hashing)
         hashing.drain(trailing, f"download {source}")
     if total is not None and hashing.size != total:
-        raise NetworkError(f"{where.server} closed the connection after {hashing.size} of {total} bytes")
+        raise closed_early(where, (hashing.size, total))
     progress(source, hashing.size, hashing.size)
     return result, hashing.digest, hashing.size
 
