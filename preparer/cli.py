@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
@@ -21,7 +22,7 @@ import typer
 from preparer import goflags, interrupt
 from preparer._version import __version__
 from preparer.api import verify_platform_api
-from preparer.errors import InvalidInputsError, PreparerError
+from preparer.errors import FetchErrors, InvalidInputsError, PreparerError
 from preparer.exit import ExitCode
 from preparer.flags import env_of
 from preparer.inputs import log_level_of, no_color, resolve_inputs
@@ -166,15 +167,25 @@ def _prepare(parsed: goflags.Parsed, environ: Mapping[str, str], color: bool) ->
         finally:
             progress.close()
     except PreparerError as error:
-        log.error("%s", error.message)
+        _report(error)
         return int(error.exit_code)
     except KeyboardInterrupt as stopped:
         return _interrupted(stopped)
     except Exception as error:  # no input may end in a traceback; it is shown at debug level only
         log.debug("unexpected error", exc_info=True)
-        log.error("failed to prepare: %s: %s", type(error).__name__, error)
+        log.error("failed to prepare: an error the preparer does not foresee (%s)", error or "no words")
         return ExitCode.FAILED
     return ExitCode.SUCCESS
+
+
+def _report(error: PreparerError) -> None:
+    """``ERROR: <message>``; several errors (:class:`~preparer.errors.FetchErrors`) under one line, a line each."""
+    if isinstance(error, FetchErrors):
+        log.error("failed to %s:", error.action)
+        for each in error.errors:
+            log.error("%s", each.message, extra={"continued": True})
+        return
+    log.error("%s", error.message)
 
 
 def _interrupted(stopped: BaseException | None) -> int:
@@ -214,11 +225,23 @@ def _size(size: int | None) -> str:
     return f" ({size / (1 << 20):.1f} MiB)" if size >= 1 << 20 else f" ({size / 1024:.1f} KiB)"
 
 
-class LogProgress:
-    """Download progress as plain log lines: one when a download starts and one when it ends."""
+#: Seconds between the plain progress lines of one download, where there is no terminal (a CI log).
+PROGRESS_LINE_EVERY = 10.0
 
-    def __init__(self) -> None:
-        self.started: set[str] = set()
+
+def _amount(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB" if size >= 1 << 20 else f"{size / 1024:.1f} KiB"
+
+
+class LogProgress:
+    """Download progress as plain log lines, for a log that is no terminal: a line when a download starts, one
+    every :data:`PROGRESS_LINE_EVERY` seconds while it runs (bytes so far, of the total when known, and the rate,
+    as BuildKit's plain output and curl's meter show), and one when it ends."""
+
+    def __init__(self, every: float = PROGRESS_LINE_EVERY) -> None:
+        self.every = every
+        #: For each download under way: when it started and when its last line was written.
+        self.running: dict[str, tuple[float, float]] = {}
         self.finished: set[str] = set()
         self.lock = threading.Lock()
 
@@ -226,14 +249,23 @@ class LogProgress:
         if total == 0 and done == 0:
             log.debug("Using %s from the download cache", source)
             return
+        now = time.monotonic()
         with self.lock:
-            first = source not in self.started
+            first = source not in self.running and source not in self.finished
             last = total is not None and done >= total and source not in self.finished
-            self.started.add(source)
+            began, said = self.running.get(source, (now, now))
+            due = not first and not last and now - said >= self.every
             if last:
                 self.finished.add(source)
+                self.running.pop(source, None)
+            elif first or due:
+                self.running[source] = (began, now)
         if first:
             log.info("Downloading %s%s", source, _size(total))
+        if due:
+            of = f" of {_amount(total)}" if total else ""
+            rate = done / max(now - began, 1e-3)
+            log.info("Downloading %s: %s%s (%s/s)", source, _amount(done), of, _amount(int(rate)))
         if last:
             log.info("Downloaded %s%s", source, _size(done))
 

@@ -51,6 +51,25 @@ class FetchError(PreparerError):
     """A buildpack could not be resolved, downloaded, verified or unpacked."""
 
 
+class RunLimitReached(FetchError):
+    """A limit of the whole run (its time, or the platform policy's totals) was reached: said once for the run,
+    not once for each buildpack it stopped."""
+
+
+class FetchErrors(FetchError):
+    """Several entries of a group failed to fetch: each error, in the group's order; the exit code is the first's.
+
+    Its message is ``failed to fetch N buildpacks:`` and each error's own message on a line of its own.
+    """
+
+    def __init__(self, errors: tuple[PreparerError, ...]) -> None:
+        self.errors = errors
+        self.exit_code = errors[0].exit_code
+        super().__init__(f"fetch {len(errors)} buildpacks")
+        self.cause = "\n" + "\n".join("  " + error.message for error in errors)
+        self.args = (f"failed to fetch {len(errors)} buildpacks:{self.cause}",)
+
+
 class BuilderError(PreparerError):
     """The builder's own files (``-order``, a ``buildpack.toml`` in ``<buildpacks>``) are missing or malformed."""
 

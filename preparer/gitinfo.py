@@ -87,8 +87,10 @@ def read_git(app: Path) -> GitSource | None:
     except GitUnreadable:
         raise
     # dulwich's errors on a corrupt or hostile store have no common base (KeyError, ValueError, zlib.error, ...).
-    except Exception as err:  # noqa: BLE001
-        raise GitUnreadable(f"{type(err).__name__} while reading objects") from None
+    except Exception:  # noqa: BLE001
+        raise GitUnreadable(
+            "its objects are damaged or not what git writes (found while reading objects)"
+        ) from None
 
 
 def _describe_source(

@@ -14,11 +14,13 @@ interrupted, and its outputs are complete. Library callers stop runs from anothe
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     import socket
@@ -27,8 +29,12 @@ if TYPE_CHECKING:
 #: ``socket.SHUT_RDWR``, without importing socket (a run that downloads nothing never needs it).
 _SHUT_RDWR = 2
 
+T = TypeVar("T")
+
 __all__ = [
+    "CalledOff",
     "Interrupted",
+    "Scope",
     "armed",
     "check",
     "deferred",
@@ -72,6 +78,62 @@ class Interrupted(KeyboardInterrupt):
         return f"failed to prepare: interrupted ({signal.Signals(self.signum).name})"
 
 
+class CalledOff(BaseException):
+    """The work of a :class:`Scope` was called off (another fetch of the group failed). Like
+    :class:`Interrupted`, no :class:`Exception`, so that nothing on its way out turns it into an error of its own;
+    it never leaves the scope's owner."""
+
+
+class Scope:
+    """Work of one run that can be called off on its own, as when one fetch of a group fails and the others are
+    doomed: its threads stop at their next :func:`check` (or :func:`sleep`) with :class:`CalledOff`, and every
+    socket they opened is shut down, so that a thread blocked on a slow server wakes at once. Work runs in the
+    scope through :meth:`run`, in a copy of the caller's context; the scope and its sockets die with its owner."""
+
+    def __init__(self) -> None:
+        self._called_off = threading.Event()
+        self._lock = threading.Lock()
+        self._sockets: set[socket.socket] = set()
+
+    @property
+    def called_off(self) -> bool:
+        return self._called_off.is_set()
+
+    def run(self, work: Callable[[], T]) -> Callable[[], T]:
+        """``work`` to run in this scope (in another thread), in a copy of the current context."""
+        context = contextvars.copy_context()
+
+        def scoped() -> T:
+            return context.run(self._enter, work)
+
+        return scoped
+
+    def _enter(self, work: Callable[[], T]) -> T:
+        _scope.set(self)
+        return work()
+
+    def call_off(self) -> None:
+        """Stop the scope's work: threads at their next check, blocked reads at once."""
+        with self._lock:
+            self._called_off.set()
+            sockets, self._sockets = list(self._sockets), set()
+        for sock in sockets:
+            with contextlib.suppress(OSError):  # already closed
+                sock.shutdown(_SHUT_RDWR)
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            if not self._called_off.is_set():
+                self._sockets.add(sock)
+                return
+        with contextlib.suppress(OSError):
+            sock.shutdown(_SHUT_RDWR)
+
+
+#: The scope the current thread's work belongs to (:meth:`Scope.run`), if any.
+_scope: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("preparer_scope", default=None)
+
+
 def stop(signum: int = signal.SIGINT) -> None:
     """Ask every run of this process to stop: fetch threads end at their next check, blocked reads wake."""
     global _signum
@@ -91,24 +153,35 @@ def stopping() -> bool:
 
 
 def check() -> None:
-    """Raise :class:`Interrupted` when the runs were asked to stop; cheap enough to call per file."""
+    """Raise :class:`Interrupted` when the runs were asked to stop, :class:`CalledOff` when the current thread's
+    scope was called off; cheap enough to call per file."""
     if _stop.is_set():
         raise Interrupted(_signum)
+    scope = _scope.get()
+    if scope is not None and scope.called_off:
+        raise CalledOff
 
 
 def sleep(seconds: float) -> None:
-    """Sleep, unless and until the runs are asked to stop.
+    """Sleep, unless and until the runs are asked to stop (or the current scope is called off).
 
-    :raises Interrupted: when they are, at once.
+    :raises Interrupted: when they are, at once (:class:`CalledOff` within a tenth of a second).
     """
-    if _stop.wait(seconds):
-        raise Interrupted(_signum)
+    ends = time.monotonic() + seconds
+    while (left := ends - time.monotonic()) > 0:
+        if _stop.wait(min(left, 0.1)):
+            raise Interrupted(_signum)
+        check()
 
 
 def watch(sock: socket.socket | None) -> None:
-    """Shut ``sock`` down if the runs are asked to stop while it is open (only within :func:`run`)."""
+    """Shut ``sock`` down if the runs are asked to stop while it is open (only within :func:`run`), or the current
+    thread's scope is called off."""
     if sock is None:
         return
+    scope = _scope.get()
+    if scope is not None:
+        scope.watch(sock)
     with _state_lock:
         if _live_runs:
             _sockets.add(sock)

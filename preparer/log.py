@@ -38,7 +38,9 @@ class LifecycleHandler(logging.Handler):
             error = record.levelno >= logging.WARNING
             stream = self._stream(error)
             paint = self.color and _isatty(stream)
-            if record.levelno >= logging.ERROR:
+            if getattr(record, "continued", False):  # one more line of the record before it
+                line = "  " + message
+            elif record.levelno >= logging.ERROR:
                 line = _paint("ERROR: ", _RED, paint) + message
             elif record.levelno >= logging.WARNING:
                 line = _paint("Warning: ", _YELLOW, paint) + message

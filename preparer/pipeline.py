@@ -46,7 +46,9 @@ def typed(function: Callable[P, R]) -> Callable[P, R]:
         except PreparerError:
             raise
         except Exception as err:
-            raise UnexpectedError("prepare", f"{type(err).__name__}: {err}") from err
+            raise UnexpectedError(
+                "prepare", f"an error the preparer does not foresee ({err or 'no words'})"
+            ) from err
 
     return wrapper
 

@@ -118,7 +118,8 @@ def extract_tar(
         raise FetchError(f"extract {archive}", f"the gzip data is damaged ({err})") from None
     except (EOFError, ValueError) as err:
         raise FetchError(
-            f"extract {archive}", f"not a valid tar archive ({err or type(err).__name__})"
+            f"extract {archive}",
+            f"not a valid tar archive ({err})" if str(err) else "not a valid tar archive",
         ) from None
     except OSError as err:
         raise FetchError(f"extract {archive}", err.strerror or str(err)) from None

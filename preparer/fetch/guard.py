@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from preparer.errors import FetchError
+from preparer.errors import FetchError, RunLimitReached
 
 
 class LimitExceeded(FetchError):
     """A fetch went past one of the policy's limits: it stops at once (nothing more is read), exit 1."""
+
+
+class RunLimitExceeded(LimitExceeded, RunLimitReached):
+    """The fetches of the run together went past one of the policy's limits for the whole run."""
 
 
 class Guard(Protocol):

@@ -9,6 +9,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 from preparer import interrupt
+from preparer.errors import FetchErrors, PreparerError, RunLimitReached
 
 T = TypeVar("T")
 
@@ -22,18 +23,26 @@ MAX_WORKERS = min(4, max(2, len(os.sched_getaffinity(0))))
 #: sockets are shut down) before it cleans up and leaves them.
 STOP_GRACE = 0.5
 
+#: Seconds the fetches under way are given to end on their own once one has failed (a request already sent may
+#: answer with its own failure, reported with the first) before they are called off.
+ANSWER_GRACE = 1.0
+
 
 def fetch_all(jobs: Sequence[Callable[[], T]], *, max_workers: int = MAX_WORKERS) -> list[T]:
     """Run ``jobs`` in threads and return their results in job order.
 
-    When a job fails, no further job starts; those already running finish (they write only into their own
-    staging directories), and the error of the first failing job in job order is raised. When the run is asked to
-    stop (:mod:`preparer.interrupt`), the threads get :data:`STOP_GRACE` seconds and :class:`Interrupted` is
-    raised; a thread still blocked (connecting) is left behind and writes nothing when it wakes.
+    When a job fails, no further job starts; those under way get :data:`ANSWER_GRACE` seconds to end on their own,
+    then are called off (:class:`~preparer.interrupt.Scope`: their sockets shut, their threads stopped at their
+    next check), and every failure known is raised together, in job order (:class:`~preparer.errors.FetchErrors`
+    when there are several). A failure is thus reported within about a second of being known, whatever else is
+    downloading. When the run is asked to stop (:mod:`preparer.interrupt`), the threads get :data:`STOP_GRACE`
+    seconds and :class:`Interrupted` is raised. A thread still blocked (connecting) is left behind and writes
+    nothing when it wakes (its next check stops it).
     """
     if len(jobs) == 1:
         return [jobs[0]()]
     failed = threading.Event()
+    scope = interrupt.Scope()
 
     def guarded(job: Callable[[], T]) -> Callable[[], T | None]:
         def run() -> T | None:
@@ -46,7 +55,7 @@ def fetch_all(jobs: Sequence[Callable[[], T]], *, max_workers: int = MAX_WORKERS
                 failed.set()
                 raise
 
-        return run
+        return scope.run(run)
 
     pool = ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(jobs))), thread_name_prefix="fetch")
     futures: list[Future[T | None]] = [pool.submit(guarded(job)) for job in jobs]
@@ -55,23 +64,45 @@ def fetch_all(jobs: Sequence[Callable[[], T]], *, max_workers: int = MAX_WORKERS
         if failed.is_set():
             for future in futures:
                 future.cancel()
-        wait(futures)  # nothing keeps running (or writing) once this returns
+            if wait(futures, timeout=ANSWER_GRACE).not_done:
+                scope.call_off()
+                wait(futures, timeout=STOP_GRACE)
     except BaseException:  # a signal, in this (the main) thread
         interrupt.stop()
+        scope.call_off()
         for future in futures:
             future.cancel()
         wait(futures, timeout=STOP_GRACE)
         pool.shutdown(wait=False, cancel_futures=True)
         raise
-    pool.shutdown()
+    pool.shutdown(wait=not failed.is_set(), cancel_futures=True)
     interrupt.check()  # stopped from elsewhere: that is why the jobs failed
-    for future in futures:
-        error = None if future.cancelled() else future.exception()
-        if error is not None:
-            raise error
+    errors = [error for error in map(_failure, futures) if error is not None]
+    if errors:
+        raise _together(errors)
     results: list[T] = []
     for future in futures:
         result = future.result()
         assert result is not None  # no job was skipped: none failed
         results.append(result)
     return results
+
+
+def _failure(future: Future[T | None]) -> BaseException | None:
+    """The job's own failure: ``None`` for a job that succeeded, never started, is still running, or was called
+    off because another failed."""
+    if future.cancelled() or not future.done():
+        return None
+    error = future.exception()
+    return None if isinstance(error, interrupt.CalledOff) else error
+
+
+def _together(errors: list[BaseException]) -> BaseException:
+    """One error for the run: the only one, or all of them when each is one of the package's (a bug stays itself)."""
+    known = [error for error in errors if isinstance(error, PreparerError)]
+    if len(errors) == 1 or len(known) < len(errors):
+        return errors[0]
+    whole_run = next((error for error in known if isinstance(error, RunLimitReached)), None)
+    if whole_run is not None:  # the run is over: said once, not once for each buildpack it stopped
+        return whole_run
+    return FetchErrors(tuple(known))

@@ -147,6 +147,7 @@ class NetworkReader:
             try:
                 chunk: bytes = self._read1(min(wanted, 1 << 20))
             except Exception as err:
+                interrupt.check()  # a socket shut down by a request to stop (or the group's fetches called off)
                 self._check_deadline()  # a socket shut down when the run's time was up
                 raise failure(err, self.where, received=(self.size, self.total)) from err
             if not chunk:
@@ -173,7 +174,7 @@ class NetworkReader:
     def _check_deadline(self) -> None:
         """:raises FetchError: the deadline has passed (final, not retried: another attempt would take as long)."""
         if self.deadline is not None and self.deadline.passed():
-            raise FetchError(f"download {self.source}", self.deadline.cause)
+            raise self.deadline.error(f"download {self.source}")
 
 
 def stream_body(

@@ -24,7 +24,7 @@ from urllib.parse import SplitResult, unquote, urlsplit
 from preparer import interrupt
 from preparer._logger import log
 from preparer._version import __version__
-from preparer.errors import FetchError, NotFoundError
+from preparer.errors import FetchError, NotFoundError, RunLimitReached
 from preparer.fetch.failures import NetworkError, Where, ca_source, failure, proxy_for
 from preparer.fetch.url import HttpUrl, UrlError, parse_http_url, resolve_redirect
 
@@ -86,13 +86,14 @@ def read_capped(
                 if size > limit:
                     raise FetchError(action, f"{what} is larger than {limit} bytes")
                 if deadline is not None and deadline.passed():
-                    raise FetchError(action, f"{what}: {deadline.cause}")
+                    raise deadline.error(action, what)
                 chunks.append(chunk)
     except FetchError:
         raise
     except Exception as err:
+        interrupt.check()  # a connection shut down by a request to stop
         if deadline is not None and deadline.passed():
-            raise FetchError(action, f"{what}: {deadline.cause}") from None
+            raise deadline.error(action, what) from None
         raise failure(err, Where.of(response.url)) from err
     return b"".join(chunks)
 
@@ -100,15 +101,22 @@ def read_capped(
 class Deadline:
     """When something must be over (``time.monotonic()``), and what to say when it is not."""
 
-    __slots__ = ("at", "cause")
+    __slots__ = ("at", "cause", "whole_run")
 
-    def __init__(self, at: float, cause: str) -> None:
+    def __init__(self, at: float, cause: str, whole_run: bool = False) -> None:
         self.at = at
         #: ``it took longer than 1800 s in all (CNB_PREPARER_DOWNLOAD_TIMEOUT)``.
         self.cause = cause
+        #: Whether it is the run's own end (then every fetch of the run is over, and it is said once).
+        self.whole_run = whole_run
 
     def passed(self) -> bool:
         return time.monotonic() > self.at
+
+    def error(self, action: str, what: str = "") -> FetchError:
+        """The error of ``action`` for a deadline that passed (``what``: the part of it that was not over)."""
+        kind = RunLimitReached if self.whole_run else FetchError
+        return kind(action, f"{what}: {self.cause}" if what else self.cause)
 
 
 class RunClock:
@@ -160,9 +168,9 @@ class RunClock:
             _shut(sock)
 
     def check(self, action: str) -> None:
-        """:raises FetchError: the run's time is up."""
+        """:raises RunLimitReached: the run's time is up."""
         if self.ends is not None and time.monotonic() >= self.ends:
-            raise FetchError(action, self.cause)
+            raise RunLimitReached(action, self.cause)
 
     def left(self) -> float | None:
         """Seconds left, or ``None`` without a limit."""
@@ -172,7 +180,7 @@ class RunClock:
         """The earlier of ``within`` seconds from now (said as ``cause``) and the run's end."""
         candidates = [] if within is None else [Deadline(time.monotonic() + within, cause)]
         if self.ends is not None:
-            candidates.append(Deadline(self.ends, self.cause))
+            candidates.append(Deadline(self.ends, self.cause, whole_run=True))
         return min(candidates, key=lambda deadline: deadline.at, default=None)
 
 
@@ -316,6 +324,7 @@ class Transport:
             try:
                 return attempt()
             except NetworkError as err:
+                interrupt.check()  # a connection shut down by a request to stop is not a network failure
                 self.clock.check(action)  # not retried: the run's time is up
                 if not err.retry:
                     raise FetchError(action, str(err)) from None

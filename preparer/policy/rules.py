@@ -18,7 +18,7 @@ import tomli
 
 from preparer.descriptor import lookup
 from preparer.errors import InvalidInputsError
-from preparer.fetch.guard import LimitExceeded
+from preparer.fetch.guard import LimitExceeded, RunLimitExceeded
 
 #: The kinds of source a policy names in ``sources.allow``.
 KINDS = ("builder", "path", "http", "image", "cnb", "registry", "inline")
@@ -301,7 +301,7 @@ class Budget:
     def _exceeded(self, what: str, table: str, limit: int) -> None:
         noun, key = _WHAT[what]
         scope = "this buildpack" if table == "limits.buildpack" else "the run"
-        raise LimitExceeded(
+        raise (LimitExceeded if table == "limits.buildpack" else RunLimitExceeded)(
             f"fetch {self.source}",
             f"more than {limit} {noun} for {scope}: the platform policy's limit ({self.policy.rule(f'{table}.{key}')})",
         )

@@ -429,11 +429,11 @@ def test_an_unexpected_error_is_one_line_and_its_traceback_only_at_debug(
     env = base_env(tmp_path)
     assert run([*layout.flags()], env) == 1
     err = capsys.readouterr().err
-    assert err == "ERROR: failed to prepare: RuntimeError: boom\n"
+    assert err == "ERROR: failed to prepare: an error the preparer does not foresee (boom)\n"
     assert run([*layout.flags(), "-log-level", "debug"], env) == 1
     captured = capsys.readouterr()
     assert "Traceback" in captured.out and 'raise RuntimeError("boom")' in captured.out
-    assert captured.err == "ERROR: failed to prepare: RuntimeError: boom\n"
+    assert captured.err == "ERROR: failed to prepare: an error the preparer does not foresee (boom)\n"
 
 
 @pytest.mark.parametrize("flags", [["-log-level", "debug"], ["-version"], ["-h"]])

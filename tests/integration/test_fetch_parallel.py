@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from preparer.errors import FetchError
+from preparer import interrupt
+from preparer.errors import FetchError, FetchErrors
 from preparer.fetch.parallel import fetch_all
 
 
@@ -27,7 +29,7 @@ def test_results_come_back_in_job_order() -> None:
     assert fetch_all(jobs, max_workers=5) == [f"bp{i}" for i in range(5)]
 
 
-def test_the_first_failing_job_in_job_order_wins() -> None:
+def test_every_failure_is_reported_together_in_job_order() -> None:
     second_failed = threading.Event()
 
     def first() -> str:
@@ -38,9 +40,44 @@ def test_the_first_failing_job_in_job_order_wins() -> None:
         second_failed.set()
         raise FetchError("download b.tgz", "HTTP 404 Not Found")
 
-    with pytest.raises(FetchError) as info:
+    with pytest.raises(FetchErrors) as info:
         fetch_all([first, second, lambda: "c"], max_workers=2)
-    assert str(info.value) == "failed to download a.tgz: HTTP 404 Not Found"
+    assert str(info.value) == (
+        "failed to fetch 2 buildpacks:\n  failed to download a.tgz: HTTP 404 Not Found\n"
+        "  failed to download b.tgz: HTTP 404 Not Found"
+    )
+    assert info.value.exit_code == 1 and [e.action for e in info.value.errors] == [
+        "download a.tgz",
+        "download b.tgz",
+    ]
+
+
+def test_fetches_under_way_are_called_off_within_about_a_second(tmp_path: Path) -> None:
+    """A job that would go on for a minute stops at its next check once another has failed; only the real
+    failure is reported, and the error comes within about a second."""
+    checked = tmp_path / "checks"
+    started = threading.Event()
+
+    def long() -> str:
+        started.set()
+        for _ in range(600):
+            interrupt.sleep(0.1)  # a piece of work, and the check between pieces
+            checked.write_text("still running")
+        return "never"
+
+    def fail() -> str:
+        assert started.wait(10)
+        raise FetchError("download a.tgz", "HTTP 404 Not Found")
+
+    begun = time.monotonic()
+    with pytest.raises(FetchError) as info:
+        fetch_all([long, fail], max_workers=2)
+    took = time.monotonic() - begun
+    assert str(info.value) == "failed to download a.tgz: HTTP 404 Not Found"  # not the called-off one
+    assert took < 5, took  # ANSWER_GRACE (1 s) and a tenth of a second to stop; generous for a loaded machine
+    before = checked.stat().st_mtime_ns
+    time.sleep(0.3)
+    assert checked.stat().st_mtime_ns == before  # the called-off thread writes nothing more
 
 
 def test_no_job_starts_after_a_failure() -> None:

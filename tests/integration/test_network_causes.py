@@ -8,6 +8,7 @@ the real command. What cannot change a second later is not retried; every retry 
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable
 
 from tests.buildpacks import make_tgz
@@ -111,3 +112,35 @@ def test_a_proxy_that_wants_credentials_is_named_with_its_variable(
         f"ERROR: failed to download {http_server.url('bp.tgz')}: the proxy {proxy.host} (http_proxy) answered 407 "
         "Proxy Authentication Required\n"
     )
+
+
+def test_every_broken_entry_is_named_in_one_run(
+    preparer: Callable[..., Result], http_server: FileServer
+) -> None:
+    """A project with two broken entries takes one run, not two."""
+    missing, nowhere = http_server.url("missing.tgz"), "http://no-such-host.invalid/bp.tgz"
+    result = preparer(project=group(missing, nowhere), env=FAST)
+    assert result.code == 1
+    assert result.stderr == (
+        "ERROR: failed to fetch 2 buildpacks:\n"
+        f"  failed to download {missing}: HTTP 404 Not Found\n"
+        f"  failed to download {nowhere}: could not resolve host no-such-host.invalid\n"
+    )
+
+
+def test_a_failure_is_reported_while_another_download_is_under_way(
+    preparer: Callable[..., Result], http_server: FileServer, layout: Layout
+) -> None:
+    """A slow download does not hold a known failure back: it is called off, and nothing is installed."""
+    missing = http_server.url("missing.tgz")
+    with stalling(Stalling(mode="body", pace=0.5, length=100_000)) as slow:
+        began = time.monotonic()
+        result = preparer(project=group(f"http://{slow.host}/slow.tgz", missing), env=FAST)
+        took = time.monotonic() - began
+    assert result.code == 1
+    assert (
+        result.stderr == f"ERROR: failed to download {missing}: HTTP 404 Not Found\n"
+    )  # the slow one is no failure
+    assert took < 20, took  # the slow body alone would take 14 hours; generous for a loaded machine
+    assert slow.paths == ["/slow.tgz"]  # it was under way
+    assert not (layout.layers / "order.toml").exists()
