@@ -144,3 +144,44 @@ def test_a_failure_is_reported_while_another_download_is_under_way(
     assert took < 20, took  # the slow body alone would take 14 hours; generous for a loaded machine
     assert slow.paths == ["/slow.tgz"]  # it was under way
     assert not (layout.layers / "order.toml").exists()
+
+
+def test_a_redirect_loop_is_named_with_its_last_hop_and_not_retried(
+    preparer: Callable[..., Result], http_server: FileServer
+) -> None:
+    http_server.redirect("a.tgz", "/b.tgz")
+    http_server.redirect("b.tgz", "/a.tgz")
+    url = http_server.url("a.tgz")
+    result = preparer(project=group(url), env=FAST)
+    assert result.code == 1
+    assert result.stderr == (
+        f"ERROR: failed to download {url}: too many redirects (10), the last to {http_server.url('b.tgz')}\n"
+    )
+    assert len(http_server.seen("a.tgz")) + len(http_server.seen("b.tgz")) == 11  # one try: no retry
+
+
+def test_a_certificate_for_another_name_says_so(
+    preparer: Callable[..., Result], tls_server: FileServer
+) -> None:
+    make_tgz(tls_server.root / "bp.tgz", "me/tls")
+    url = f"https://localhost:{tls_server.port}/bp.tgz"  # the certificate names 127.0.0.1 only
+    result = preparer(project=group(url), env=FAST | {"REQUESTS_CA_BUNDLE": str(tls_server.cert)})
+    assert result.code == 1
+    assert result.stderr == (
+        f"ERROR: failed to download {url}: the TLS certificate of localhost is not trusted: Hostname mismatch, "
+        f"certificate is not valid for 'localhost'. (CA certificates: {tls_server.cert}, from $REQUESTS_CA_BUNDLE)\n"
+    )
+
+
+def test_a_proxy_that_is_down_is_not_taken_for_the_server(
+    preparer: Callable[..., Result], tls_server: FileServer
+) -> None:
+    port = closed_port()
+    result = preparer(
+        project=group(tls_server.url("bp.tgz")), env=FAST | {"https_proxy": f"http://127.0.0.1:{port}"}
+    )
+    assert result.code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to download {tls_server.url('bp.tgz')}: the proxy 127.0.0.1:{port} (https_proxy) cannot be "
+        "reached: connection refused (after 4 attempts)"
+    )
