@@ -3,7 +3,8 @@
 Platform implementers call :func:`prepare` with :class:`Inputs` and read the :class:`Report`, or take it in two
 steps: :func:`plan_run` (read and check everything, change nothing) returns a :class:`~preparer.plan.Plan` to
 inspect, and :func:`run_plan` carries it out. Every error is a :class:`PreparerError` carrying the command's
-``exit_code``; a run asked to stop (a signal, or :func:`preparer.interrupt.stop`) raises :class:`Interrupted`.
+``exit_code``; a run stopped (its :class:`Cancel` handle, its deadline, a signal, or
+:func:`preparer.interrupt.stop`) raises :class:`Cancelled`, one of them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
         ApplyError,
         BuilderError,
         BuildpackAPIError,
+        Cancelled,
         DescriptorError,
         FetchError,
         InvalidInputsError,
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
         UnexpectedError,
     )
     from preparer.inputs import Inputs
-    from preparer.interrupt import Interrupted
+    from preparer.interrupt import Cancel
     from preparer.pipeline import describe_plan, plan_run, prepare, run_plan
     from preparer.plan import Plan
     from preparer.report import BuildpackRecord, EnvRecord, Report
@@ -37,11 +39,12 @@ __all__ = [
     "BuilderError",
     "BuildpackAPIError",
     "BuildpackRecord",
+    "Cancel",
+    "Cancelled",
     "DescriptorError",
     "EnvRecord",
     "FetchError",
     "Inputs",
-    "Interrupted",
     "InvalidInputsError",
     "NotFoundError",
     "Plan",
@@ -62,12 +65,12 @@ __all__ = [
 #: named ``prepare`` would shadow the function.
 _HOMES = {
     **dict.fromkeys(
-        ("ApplyError", "BuilderError", "BuildpackAPIError", "DescriptorError", "FetchError", "InvalidInputsError",
+        ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "FetchError", "InvalidInputsError",
          "NotFoundError", "PlatformAPIError", "PreparerError", "UnexpectedError"),
         "preparer.errors",
     ),
     "Inputs": "preparer.inputs",
-    "Interrupted": "preparer.interrupt",
+    "Cancel": "preparer.interrupt",
     **dict.fromkeys(("describe_plan", "plan_run", "prepare", "run_plan"), "preparer.pipeline"),
     "Plan": "preparer.plan",
     **dict.fromkeys(("BuildpackRecord", "EnvRecord", "Report"), "preparer.report"),

@@ -24,6 +24,18 @@ class PreparerError(Exception):
         """The whole ``failed to <action>: <cause>`` sentence."""
         return str(self)
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickled as it is (message, exit code and every field), without calling __init__ again: a process pool
+        # hands the same error back.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[PreparerError], args: tuple[object, ...], state: dict[str, object]) -> PreparerError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class InvalidInputsError(PreparerError):
     """Inputs that are well formed but invalid: flags, environment, a missing explicit file."""
@@ -81,6 +93,25 @@ class NotFoundError(FetchError):
 class UnexpectedError(PreparerError):
     """Something the preparer does not foresee went wrong (the system refused an operation, or a bug): the cause
     names the original error, and nothing has changed on disk."""
+
+
+class Cancelled(PreparerError):
+    """The run was stopped before it was done, and nothing changed (or, stopped during the commit's last steps,
+    everything it was to do was done): its :class:`~preparer.interrupt.Cancel` handle was set (exit 130), its
+    deadline passed (exit 1), or the process was asked to stop (:func:`preparer.interrupt.stop`; SIGINT 130,
+    SIGTERM 143). An ordinary error: ``except Exception`` sees it, and an event loop goes on."""
+
+    def __init__(self, cause: str, exit_code: int = 130, signum: int | None = None) -> None:
+        super().__init__("prepare", cause)
+        self.exit_code = exit_code
+        #: The signal that stopped the process's runs, if one did.
+        self.signum = signum
+
+    @classmethod
+    def by_signal(cls, signum: int) -> Cancelled:
+        import signal  # deferred: only a stopped run names its signal
+
+        return cls(f"interrupted ({signal.Signals(signum).name})", 128 + signum, signum)
 
 
 class ApplyError(PreparerError):

@@ -1,14 +1,19 @@
-"""Stopping runs when the process is asked to stop (SIGINT, SIGTERM), quickly and leaving nothing behind.
+"""Stopping runs, one at a time or all of them, quickly and leaving nothing behind.
 
-A signal is for the whole process, so stopping is too: :func:`stop` sets one flag that every run's fetch threads
-check between pieces of work (each piece of a body, each archive entry, each file copied, each retry), and shuts
-down the sockets they are blocked on, so a thread waiting for a slow server wakes at once. The run's main thread
-gets :class:`Interrupted`, raised by the handler of :func:`handle_signals` (the command installs it) and by
-:func:`check`; its ``finally`` blocks remove what the run staged.
+Each run has a :class:`Scope` (:func:`run`): the threads of the run check it between pieces of work (each piece of
+a body, each archive entry, each file copied, each retry), and the sockets they open are shut down when it is
+called off, so a thread waiting for a slow server wakes at once. A run is called off by its own :class:`Cancel`
+handle or deadline (that run alone), or by :func:`stop` (every run of the process: SIGINT and SIGTERM, which the
+command's handlers turn into it). The fetches of one group have a scope of their own inside the run's, called off
+when one of them fails. Everything a run holds (its flag, its sockets, its threads) lives with it.
+
+Inside a run, stopping is raised as a :class:`BaseException` (:class:`Interrupted`, :class:`Stopped`,
+:class:`CalledOff`), so that no ``except Exception`` on its way out turns it into another error; the public entry
+points turn it into :class:`~preparer.errors.Cancelled`, an ordinary error with its exit code.
 
 The commit's last steps cannot be undone half-way (renames into place, deleting moved-aside files), so a signal
 that arrives during them is held (:func:`deferred`) and raised when they are done: the run is then reported as
-interrupted, and its outputs are complete. Library callers stop runs from another thread with :func:`stop`.
+interrupted, and its outputs are complete.
 """
 
 from __future__ import annotations
@@ -33,8 +38,12 @@ T = TypeVar("T")
 
 __all__ = [
     "CalledOff",
+    "Cancel",
     "Interrupted",
     "Scope",
+    "Stopped",
+    "current",
+    "in_context",
     "armed",
     "check",
     "deferred",
@@ -49,10 +58,8 @@ __all__ = [
 _stop = threading.Event()
 _state_lock = threading.RLock()  # re-entered by a signal handler in the main thread
 _signum = 0
-_live_runs = 0
-#: Sockets of the runs' requests: shut down by :func:`stop`, which wakes a thread blocked reading one; forgotten
-#: when the last run ends.
-_sockets: set[socket.socket] = set()
+#: The scopes of the runs in progress (:func:`run`): what :func:`stop` calls off.
+_live: set[Scope] = set()
 #: Main-thread state of :func:`deferred`: how deep, and the signal held meanwhile (0: none).
 _deferring = 0
 _held = 0
@@ -80,24 +87,42 @@ class Interrupted(KeyboardInterrupt):
 
 class CalledOff(BaseException):
     """The work of a :class:`Scope` was called off (another fetch of the group failed). Like
-    :class:`Interrupted`, no :class:`Exception`, so that nothing on its way out turns it into an error of its own;
-    it never leaves the scope's owner."""
+    :class:`Interrupted`, no :class:`Exception`; it never leaves the scope's owner."""
+
+
+class Stopped(BaseException):
+    """The run was cancelled by its handle, or its deadline passed: ``error`` (a
+    :class:`~preparer.errors.Cancelled`) is what the entry point raises."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class Scope:
-    """Work of one run that can be called off on its own, as when one fetch of a group fails and the others are
-    doomed: its threads stop at their next :func:`check` (or :func:`sleep`) with :class:`CalledOff`, and every
-    socket they opened is shut down, so that a thread blocked on a slow server wakes at once. Work runs in the
-    scope through :meth:`run`, in a copy of the caller's context; the scope and its sockets die with its owner."""
+    """Work that can be called off as a whole: a run, or the fetches of one group inside it. Its threads stop at
+    their next :func:`check` (or :func:`sleep`), and every socket they opened is shut down, so that a thread blocked
+    on a slow server wakes at once. A scope inside another is called off with it. Work runs in a scope through
+    :meth:`run` (another thread) or :func:`run` (a run, in the calling thread)."""
 
-    def __init__(self) -> None:
+    def __init__(self, parent: Scope | None = None) -> None:
+        self.parent = parent
         self._called_off = threading.Event()
+        self._why: Callable[[], BaseException] = CalledOff
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
+        self._children: set[Scope] = set()
+        if parent is not None:
+            parent._adopt(self)
 
     @property
     def called_off(self) -> bool:
-        return self._called_off.is_set()
+        return self._called_off.is_set() or (self.parent is not None and self.parent.called_off)
+
+    def stopped(self) -> BaseException:
+        """What stops the work: the outermost scope's reason that was called off."""
+        outer = self.parent.stopped() if self.parent is not None and self.parent.called_off else None
+        return outer if outer is not None else self._why()
 
     def run(self, work: Callable[[], T]) -> Callable[[], T]:
         """``work`` to run in this scope (in another thread), in a copy of the current context."""
@@ -112,22 +137,101 @@ class Scope:
         _scope.set(self)
         return work()
 
-    def call_off(self) -> None:
-        """Stop the scope's work: threads at their next check, blocked reads at once."""
+    def _adopt(self, child: Scope) -> None:
         with self._lock:
+            self._children.add(child)
+            over = self._called_off.is_set()
+        if over:
+            child._shut()
+
+    def close(self) -> None:
+        """The work is over: the scope lets go of its sockets and leaves its parent."""
+        with self._lock:
+            self._sockets.clear()
+        if self.parent is not None:
+            with self.parent._lock:
+                self.parent._children.discard(self)
+
+    def call_off(self, why: Callable[[], BaseException] = CalledOff) -> None:
+        """Stop the scope's work (and that of the scopes inside it): threads at their next check, blocked reads at
+        once. ``why`` makes what :func:`check` raises."""
+        with self._lock:
+            if not self._called_off.is_set():
+                self._why = why
             self._called_off.set()
+        self._shut()
+
+    def _shut(self) -> None:
+        with self._lock:
             sockets, self._sockets = list(self._sockets), set()
+            children = list(self._children)
         for sock in sockets:
             with contextlib.suppress(OSError):  # already closed
                 sock.shutdown(_SHUT_RDWR)
+        for child in children:
+            child._shut()
 
     def watch(self, sock: socket.socket) -> None:
+        """Shut ``sock`` down when the scope is called off (at once if it is already)."""
         with self._lock:
-            if not self._called_off.is_set():
+            if not self.called_off:
                 self._sockets.add(sock)
                 return
         with contextlib.suppress(OSError):
             sock.shutdown(_SHUT_RDWR)
+
+
+class Cancel:
+    """A handle that cancels the run it is given to (``prepare(inputs, cancel=handle)``): :meth:`set`, from any
+    thread, stops that run alone within a second, at any point from its first line, leaving nothing behind (the run
+    raises :class:`~preparer.errors.Cancelled`). Like :class:`threading.Event`, it stays set; a run given a handle
+    already set stops as it starts."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._scopes: set[Scope] = set()
+
+    def set(self) -> None:
+        with self._lock:
+            self._event.set()
+            scopes = list(self._scopes)
+        for scope in scopes:
+            scope.call_off(_cancelled)
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def _attach(self, scope: Scope) -> None:
+        with self._lock:
+            self._scopes.add(scope)
+            now = self._event.is_set()
+        if now:
+            scope.call_off(_cancelled)
+
+    def _detach(self, scope: Scope) -> None:
+        with self._lock:
+            self._scopes.discard(scope)
+
+
+def _cancelled() -> BaseException:
+    from preparer.errors import (
+        Cancelled,  # deferred: errors imports nothing of this module, but keep it light
+    )
+
+    return Stopped(Cancelled("cancelled"))
+
+
+def current() -> Scope | None:
+    """The scope the current thread works in (its run, or its group of fetches), if any."""
+    return _scope.get()
+
+
+def in_context(work: Callable[[], T]) -> Callable[[], T]:
+    """``work`` to run in another thread as part of the current run (in a copy of the current context): it sees
+    the run's scope, so it stops with the run and its sockets are the run's."""
+    context = contextvars.copy_context()
+    return lambda: context.run(work)
 
 
 #: The scope the current thread's work belongs to (:meth:`Scope.run`), if any.
@@ -141,10 +245,9 @@ def stop(signum: int = signal.SIGINT) -> None:
         if not _stop.is_set():
             _signum = signum
         _stop.set()
-        sockets = list(_sockets)
-    for sock in sockets:
-        with contextlib.suppress(OSError):  # already closed
-            sock.shutdown(_SHUT_RDWR)
+        runs = list(_live)
+    for scope in runs:
+        scope.call_off(lambda: Interrupted(_signum))
 
 
 def stopping() -> bool:
@@ -153,13 +256,14 @@ def stopping() -> bool:
 
 
 def check() -> None:
-    """Raise :class:`Interrupted` when the runs were asked to stop, :class:`CalledOff` when the current thread's
-    scope was called off; cheap enough to call per file."""
+    """Raise when the current run (or group of fetches) is to stop: :class:`Interrupted` (:func:`stop`),
+    :class:`Stopped` (its handle or deadline), :class:`CalledOff` (another fetch of the group failed). Cheap enough
+    to call per file."""
     if _stop.is_set():
         raise Interrupted(_signum)
     scope = _scope.get()
     if scope is not None and scope.called_off:
-        raise CalledOff
+        raise scope.stopped()
 
 
 def sleep(seconds: float) -> None:
@@ -175,37 +279,64 @@ def sleep(seconds: float) -> None:
 
 
 def watch(sock: socket.socket | None) -> None:
-    """Shut ``sock`` down if the runs are asked to stop while it is open (only within :func:`run`), or the current
-    thread's scope is called off."""
+    """Shut ``sock`` down when the current thread's scope (its run, or its group of fetches) is called off."""
     if sock is None:
         return
     scope = _scope.get()
     if scope is not None:
         scope.watch(sock)
-    with _state_lock:
-        if _live_runs:
-            _sockets.add(sock)
-    if _stop.is_set():
-        stop(_signum)
 
 
 @contextmanager
-def run() -> Iterator[None]:
-    """The extent of one run. A request to stop lasts until no run is left, so a process that goes on (a library
-    caller that caught :class:`Interrupted`) starts its next run afresh."""
-    global _live_runs, _raised
+def run(cancel: Cancel | None = None, deadline: float | None = None) -> Iterator[Scope]:
+    """The extent of one run, in the calling thread: its :class:`Scope`, called off by ``cancel``, by ``deadline``
+    (seconds from now) or by :func:`stop`. Within a run, another :func:`run` is the same run (``prepare`` calls
+    ``plan_run`` and ``run_plan``), with the handle and deadline it adds. A request to stop (:func:`stop`) lasts
+    until no run is left, so a process that goes on (a library caller) starts its next run afresh."""
+    global _raised
+    outer = _scope.get()
+    while outer is not None and outer.parent is not None:
+        outer = outer.parent
+    scope = outer if outer is not None and outer in _live else Scope()
+    token = _scope.set(scope) if scope is not outer else None
+    timer = None
+    if deadline is not None:
+        timer = threading.Timer(max(0.0, deadline), scope.call_off, args=(_deadline(deadline),))
+        timer.daemon = True
     with _state_lock:
-        if _live_runs == 0:
-            _stop.clear()
-        _live_runs += 1
+        if token is not None:
+            if not _live:
+                _stop.clear()
+            _live.add(scope)
+            if _stop.is_set():
+                scope.call_off(lambda: Interrupted(_signum))
+    if cancel is not None:
+        cancel._attach(scope)
+    if timer is not None:
+        timer.start()
     try:
-        yield
+        yield scope
     finally:
-        with _state_lock:
-            _live_runs -= 1
-            if _live_runs == 0:
-                _raised = False
-                _sockets.clear()
+        if timer is not None:
+            timer.cancel()
+        if cancel is not None:
+            cancel._detach(scope)
+        if token is not None:
+            _scope.reset(token)
+            scope.close()
+            with _state_lock:
+                _live.discard(scope)
+                if not _live:
+                    _raised = False
+
+
+def _deadline(seconds: float) -> Callable[[], BaseException]:
+    def why() -> BaseException:
+        from preparer.errors import Cancelled  # deferred, as in _cancelled
+
+        return Stopped(Cancelled(f"the run's deadline passed ({seconds:g} s)", exit_code=1))
+
+    return why
 
 
 @contextmanager
@@ -213,23 +344,43 @@ def deferred() -> Iterator[None]:
     """In the main thread, hold a signal that arrives during the block and raise it when the block is done.
 
     Fetch threads still stop at once, and :func:`check` still raises in the block: it is how the block chooses
-    the points where stopping is safe. Elsewhere than the main thread (which is the only one signals reach), the
-    block is run as it is.
+    the points where stopping is safe. In a library caller's main thread, where Python's own SIGINT handler raises
+    :class:`KeyboardInterrupt` anywhere, that handler is set aside for the block: a Ctrl-C is held the same way and
+    raised, as the caller's own :class:`KeyboardInterrupt`, when the block is whole. Elsewhere than the main thread
+    (which is the only one signals reach), the block is run as it is.
     """
-    global _deferring, _held
+    global _deferring, _held, _held_keyboard
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    previous = None
+    if _deferring == 0 and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous = signal.signal(signal.SIGINT, _hold_keyboard_interrupt)
     _deferring += 1
     try:
         yield
     finally:
         _deferring -= 1
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
         held = _held if _deferring == 0 else 0
         if held:
             _held = 0
+        keyboard = _held_keyboard and _deferring == 0
+        if keyboard:
+            _held_keyboard = False
     if held:  # not reached when the block raised: that error goes on
         raise Interrupted(held)
+    if keyboard:
+        raise KeyboardInterrupt
+
+
+_held_keyboard = False
+
+
+def _hold_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
+    global _held_keyboard
+    _held_keyboard = True
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:

@@ -12,17 +12,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from preparer import interrupt
 from preparer._logger import log
 from preparer.appfilter import Removal, plan_removal
 from preparer.apply import apply_plan, check_present
 from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
-from preparer.errors import InvalidInputsError, PreparerError, UnexpectedError
+from preparer.errors import Cancelled, InvalidInputsError, PreparerError, UnexpectedError
 from preparer.files._toml import load_toml
 from preparer.files.buildpack import installed_versions, similar_installed
 from preparer.files.order import Order, read_order
 from preparer.inputs import Inputs
-from preparer.interrupt import Interrupted
+from preparer.interrupt import Cancel, Interrupted
 from preparer.metadata import MetadataWrite, describe_metadata, plan_metadata
 from preparer.plan import NotInstalled, Plan, Present, Step, make_plan
 from preparer.report import EnvRecord, MetadataRecord, Report, unapplied_message, write_report
@@ -45,6 +46,10 @@ def typed(function: Callable[P, R]) -> Callable[P, R]:
             return function(*args, **kwargs)
         except PreparerError:
             raise
+        except interrupt.Interrupted as stopped:  # a signal, or interrupt.stop(): an ordinary error out here
+            raise Cancelled.by_signal(stopped.signum) from None
+        except interrupt.Stopped as stopped:  # the run's handle, or its deadline
+            raise stopped.error from None
         except Exception as err:
             raise UnexpectedError(
                 "prepare", f"an error the preparer does not foresee ({err or 'no words'})"
@@ -54,7 +59,13 @@ def typed(function: Callable[P, R]) -> Callable[P, R]:
 
 
 @typed
-def prepare(inputs: Inputs, *, progress: ProgressFn | None = None) -> Report:
+def prepare(
+    inputs: Inputs,
+    *,
+    progress: ProgressFn | None = None,
+    cancel: Cancel | None = None,
+    deadline: float | None = None,
+) -> Report:
     """Apply the project descriptor to the build's directories, as the prepare phase does.
 
     Progress and warnings are logged to the ``preparer`` logger; the report holds them too. When
@@ -62,10 +73,17 @@ def prepare(inputs: Inputs, *, progress: ProgressFn | None = None) -> Report:
     ``inputs.dry_run``, the plan is logged and nothing is fetched, written or removed.
 
     :param progress: told of every download's progress, ``(source, done, total)``.
+    :param cancel: a handle that stops this run alone (:class:`preparer.interrupt.Cancel`).
+    :param deadline: seconds this run may take in all, planning included.
     :raises PreparerError: with the exit code the command uses; nothing has changed on disk then.
-    :raises preparer.interrupt.Interrupted: the run was asked to stop (SIGINT, SIGTERM, or
+    :raises preparer.errors.Cancelled: the run was stopped (its handle, its deadline, SIGINT, SIGTERM, or
         :func:`preparer.interrupt.stop`); see :func:`preparer.apply.apply_plan`.
     """
+    with interrupt.run(cancel, deadline):
+        return _prepare(inputs, progress)
+
+
+def _prepare(inputs: Inputs, progress: ProgressFn | None) -> Report:
     try:
         plan = plan_run(inputs)
         if inputs.dry_run:
@@ -75,9 +93,10 @@ def prepare(inputs: Inputs, *, progress: ProgressFn | None = None) -> Report:
             report = _report(plan, inputs)
         else:
             report = run_plan(plan, inputs, progress)
-    except (PreparerError, Interrupted) as err:
+    except (PreparerError, Interrupted, interrupt.Stopped) as err:
+        error = err.error if isinstance(err, interrupt.Stopped) else err
         if inputs.prepare_report is not None and _unwritable(inputs.prepare_report) is None:
-            write_report(inputs.prepare_report, error=(int(err.exit_code), err.message))
+            write_report(inputs.prepare_report, error=(int(getattr(error, "exit_code", 1)), str(error)))
         raise
     if inputs.prepare_report is not None:
         write_report(inputs.prepare_report, report)
@@ -168,16 +187,26 @@ def _make_plan(
         raise NotInstalled(err.action, f"{err.cause}; did you mean '{meant}'?", err.bp_id) from None
 
 
-def plan_run(inputs: Inputs) -> Plan:
+@typed
+def plan_run(inputs: Inputs, *, cancel: Cancel | None = None, deadline: float | None = None) -> Plan:
     """Read the descriptor and the platform file, and plan everything the run would do; change nothing.
 
     Everything that can be decided without the network is decided here: the descriptor, every entry's form, path,
     id and version, the Buildpack API of buildpacks already in ``<buildpacks>``, what include/exclude removes.
 
+    :param cancel: a handle that stops this planning (:class:`preparer.interrupt.Cancel`).
+    :param deadline: seconds it may take.
     :raises PreparerError: invalid inputs (exit 3), missing buildpacks or paths (exit 1), an unsupported Buildpack
-        API (exit 12).
+        API (exit 12); :class:`~preparer.errors.Cancelled` when it was stopped.
     """
+    with interrupt.run(cancel, deadline):
+        return _plan_run(inputs)
+
+
+def _plan_run(inputs: Inputs) -> Plan:
+    interrupt.check()  # a handle set before the run began
     descriptor, config, warnings = read_inputs(inputs)
+    interrupt.check()
     if descriptor.path is None:
         log.info("No project descriptor at %s; nothing to apply", inputs.descriptor_path)
     else:
@@ -188,12 +217,14 @@ def plan_run(inputs: Inputs) -> Plan:
         log.debug("%s", note)
     # Before anything in <app> changes: excluding .git must not lose what it says.
     metadata, metadata_warnings = plan_metadata(descriptor, inputs.app_dir, inputs.project_metadata_path)
+    interrupt.check()
     for warning in metadata_warnings:
         log.warning("%s", warning)
     warnings += metadata_warnings
     removal = None
     if config.include is not None or config.exclude is not None:
         removal = plan_removal(inputs.app_dir, config.include, config.exclude, descriptor.path)
+        interrupt.check()
     plan = _make_plan(inputs, config, descriptor, removal, warnings)._replace(project_metadata=metadata)
     for warning in plan.warnings[len(warnings) :]:
         log.warning("%s", warning)
@@ -259,13 +290,23 @@ def _unwritable(path: Path) -> str | None:
 
 
 @typed
-def run_plan(plan: Plan, inputs: Inputs, progress: ProgressFn | None = None) -> Report:
+def run_plan(
+    plan: Plan,
+    inputs: Inputs,
+    progress: ProgressFn | None = None,
+    *,
+    cancel: Cancel | None = None,
+    deadline: float | None = None,
+) -> Report:
     """Carry ``plan`` out: fetch, check, and commit all or nothing.
 
+    :param cancel: a handle that stops this run alone (:class:`preparer.interrupt.Cancel`).
+    :param deadline: seconds it may take in all.
     :raises PreparerError: any failure; nothing has changed on disk then.
-    :raises preparer.interrupt.Interrupted: the run was asked to stop; see :func:`preparer.apply.apply_plan`.
+    :raises preparer.errors.Cancelled: the run was stopped; see :func:`preparer.apply.apply_plan`.
     """
-    outcome = apply_plan(plan, inputs, progress)
+    with interrupt.run(cancel, deadline):
+        outcome = apply_plan(plan, inputs, progress)
     report = _report(plan, inputs, outcome.buildpacks, outcome.written, outcome.removed)
     return report._replace(warnings=(*report.warnings, *outcome.warnings))
 

@@ -15,6 +15,7 @@ credentials, and within :data:`WRITE_BACK_SECONDS`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from preparer import interrupt
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.failures import NetworkError
 from preparer.fetch.oci import auth
@@ -399,7 +401,7 @@ class Fleet:
             if self._uploads is None:
                 self._uploads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-upload")
             self._live.append(upload)
-            self._sending.append(self._uploads.submit(self._send, upload))
+            self._sending.append(self._uploads.submit(interrupt.in_context(lambda: self._send(upload))))
         return upload
 
     def remember_upload(
@@ -464,7 +466,10 @@ class Fleet:
 
         # The blobs are in the repository now: the records follow, four at a time.
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-record") as pool:
-            return sum(pool.map(write, self.pending))
+            written = [
+                pool.submit(interrupt.in_context(functools.partial(write, item))) for item in self.pending
+            ]
+            return sum(future.result() for future in written)
 
     def _write_record(self, item: _Pending) -> int:
         if item.kind == "image":
@@ -495,7 +500,12 @@ class Fleet:
         from concurrent.futures import ThreadPoolExecutor, wait  # deferred: only a write-back uploads
 
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-upload") as pool:
-            list(pool.map(lambda pair: self._upload(pair[1], pair[0]), blobs.items()))
+            uploads = [
+                pool.submit(interrupt.in_context(functools.partial(self._upload, path, digest)))
+                for digest, path in blobs.items()
+            ]
+            for future in uploads:
+                future.result()
         wait(self._sending, timeout=WRITE_BACK_SECONDS)
 
     def _upload(self, path: Path | None, digest: str) -> bool:

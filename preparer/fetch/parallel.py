@@ -42,7 +42,7 @@ def fetch_all(jobs: Sequence[Callable[[], T]], *, max_workers: int = MAX_WORKERS
     if len(jobs) == 1:
         return [jobs[0]()]
     failed = threading.Event()
-    scope = interrupt.Scope()
+    scope = interrupt.Scope(interrupt.current())
 
     def guarded(job: Callable[[], T]) -> Callable[[], T | None]:
         def run() -> T | None:

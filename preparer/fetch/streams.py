@@ -279,7 +279,8 @@ class _ReadAhead:
         self.chunks = chunks
         self.queue: queue.Queue[bytes | BaseException] = queue.Queue(depth)
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="read-ahead", daemon=True)
+        # In the run's context: it stops with the run (or its group of fetches), and its sockets are the run's.
+        self.thread = threading.Thread(target=interrupt.in_context(self._run), name="read-ahead", daemon=True)
         self.thread.start()
 
     def _run(self) -> None:

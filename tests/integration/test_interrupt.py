@@ -23,8 +23,9 @@ from typing import NamedTuple
 import pytest
 
 from preparer import Inputs, prepare
+from preparer.errors import Cancelled
 from preparer.fetch.parallel import MAX_WORKERS
-from preparer.interrupt import Interrupted, stop
+from preparer.interrupt import stop
 from tests.buildpacks import make_dir, make_tgz
 from tests.golden import BUILDER, Layout
 from tests.plugins.cli import base_env
@@ -252,7 +253,7 @@ def test_after_kill_9_at_any_moment_the_next_run_writes_what_an_uninterrupted_ru
 # The library, stopped from another thread.
 
 
-def test_a_library_run_stopped_from_a_thread_raises_interrupted_and_changes_nothing(
+def test_a_library_run_stopped_from_a_thread_raises_cancelled_and_changes_nothing(
     http_server: FileServer, tmp_path: Path
 ) -> None:
     layout = new_layout(tmp_path / "build")
@@ -267,7 +268,7 @@ def test_a_library_run_stopped_from_a_thread_raises_interrupted_and_changes_noth
     timer = threading.Timer(1.0, stop, args=(signal.SIGTERM,))
     timer.start()
     started = time.monotonic()
-    with pytest.raises(Interrupted) as stopped:
+    with pytest.raises(Cancelled) as stopped:  # an ordinary error: not a KeyboardInterrupt
         prepare(inputs)
     assert time.monotonic() - started < 2.5
     assert stopped.value.exit_code == 143

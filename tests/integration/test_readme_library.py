@@ -58,4 +58,4 @@ def test_the_public_api_is_documented_with_what_it_raises() -> None:
         if inspect.isfunction(obj) and name != "describe_plan":  # pure: it raises nothing of its own
             assert ":raises PreparerError:" in doc, name
         if name in ("prepare", "run_plan"):  # the two that fetch, and so can be stopped
-            assert ":raises preparer.interrupt.Interrupted:" in doc, name
+            assert ":raises preparer.errors.Cancelled:" in doc, name

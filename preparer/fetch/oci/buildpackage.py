@@ -8,6 +8,7 @@ each only ``cnb/buildpacks/<escaped id>/<version>/`` is extracted.
 
 from __future__ import annotations
 
+import functools
 import json
 import tempfile
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from preparer import interrupt
 from preparer.errors import FetchError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.extract import extract_tar
@@ -214,7 +216,8 @@ def _extract_layers(
     with ThreadPoolExecutor(
         max_workers=min(_PARALLEL_LAYERS, len(holders)), thread_name_prefix="layer"
     ) as pool:
-        return dict(zip(holders, pool.map(stage, holders), strict=True))
+        staged = [pool.submit(interrupt.in_context(functools.partial(stage, holder))) for holder in holders]
+        return dict(zip(holders, (future.result() for future in staged), strict=True))
 
 
 def _staged(root: Path, links: dict[str, str], bp_id: str, version: str, source: str) -> StagedBuildpack:

@@ -1,0 +1,180 @@
+"""The library in a service's shape: many runs at once in one process, each cancelled on its own, errors that
+survive a process pool, nothing left behind (issue: a library a build service can embed).
+
+Real components: the http file server on 127.0.0.1 (a trickling download keeps a run busy), real layouts, the
+public API only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import pickle
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from preparer import Cancel, Cancelled, Inputs, interrupt, plan_run, prepare
+from preparer import errors as errors_module
+from preparer.errors import PreparerError
+from tests.buildpacks import make_tgz
+from tests.golden import BUILDER, Layout
+from tests.plugins.http_server import FileServer
+from tests.projects import HEAD
+
+
+def build(root: Path, *uris: str) -> tuple[Layout, Inputs]:
+    layout = Layout(root)
+    shutil.copytree(BUILDER, layout.root / "cnb")
+    layout.app.mkdir(parents=True)
+    layout.layers.mkdir()
+    text = HEAD + "".join(f'[[io.buildpacks.group]]\nuri = "{uri}"\n' for uri in uris)
+    (layout.app / "project.toml").write_text(text)
+    inputs = Inputs(
+        app_dir=str(layout.app), layers_dir=str(layout.layers), platform_dir=str(layout.platform),
+        buildpacks_dir=str(layout.buildpacks), order_path=str(layout.order), download_cache=None,
+    )  # fmt: skip
+    return layout, inputs
+
+
+def installed(layout: Layout) -> list[str]:
+    return (
+        sorted(p.name for p in layout.buildpacks.iterdir() if not p.name.startswith("."))
+        if layout.buildpacks.exists()
+        else []
+    )
+
+
+def test_one_cancelled_build_among_many_stops_alone(http_server: FileServer, tmp_path: Path) -> None:
+    for n in range(3):
+        make_tgz(http_server.root / f"bp{n}.tgz", f"svc/bp{n}", payload=os.urandom(3000))
+    http_server.fail("bp1.tgz", "trickle")  # the build that will be cancelled is still downloading
+    builds = [build(tmp_path / f"b{n}", http_server.url(f"bp{n}.tgz")) for n in range(3)]
+    handles = [Cancel() for _ in builds]
+    before = set(installed(builds[1][0]))
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        futures = [
+            pool.submit(prepare, inputs, cancel=handle)
+            for (_, inputs), handle in zip(builds, handles, strict=True)
+        ]
+        time.sleep(1.0)
+        began = time.monotonic()
+        handles[1].set()
+        with pytest.raises(Cancelled) as cancelled:
+            futures[1].result(timeout=10)
+        stopped_in = time.monotonic() - began
+        done = [futures[0].result(timeout=30), futures[2].result(timeout=30)]
+    assert stopped_in < 2.0, stopped_in  # within a second or so; generous for a loaded machine
+    assert (cancelled.value.exit_code, cancelled.value.message) == (130, "failed to prepare: cancelled")
+    assert isinstance(cancelled.value, Exception) and not isinstance(cancelled.value, KeyboardInterrupt)
+    assert set(installed(builds[1][0])) == before and not (builds[1][0].layers / "order.toml").exists()
+    for (layout, _), report, n in zip((builds[0], builds[2]), done, (0, 2), strict=True):
+        assert [b.id for b in report.buildpacks] == [f"svc/bp{n}"]
+        assert (layout.buildpacks / f"svc_bp{n}" / "1.0.0" / "data.bin").is_file()
+    assert interrupt._live == set()  # every run's scope is gone with it
+
+
+def test_a_handle_set_before_planning_stops_the_run_at_its_first_line(
+    tmp_path: Path, http_server: FileServer
+) -> None:
+    make_tgz(http_server.root / "bp.tgz", "svc/early")
+    layout, inputs = build(tmp_path / "b", http_server.url("bp.tgz"))
+    handle = Cancel()
+    handle.set()
+    with pytest.raises(Cancelled):
+        plan_run(inputs, cancel=handle)
+    with pytest.raises(Cancelled):
+        prepare(inputs, cancel=handle)
+    assert http_server.seen("bp.tgz") == [] and not (layout.layers / "order.toml").exists()
+
+
+def test_a_deadline_stops_the_run_and_is_exit_1(tmp_path: Path, http_server: FileServer) -> None:
+    make_tgz(http_server.root / "bp.tgz", "svc/slow", payload=os.urandom(3000))
+    http_server.fail("bp.tgz", "trickle")
+    layout, inputs = build(tmp_path / "b", http_server.url("bp.tgz"))
+    with pytest.raises(Cancelled) as late:
+        prepare(inputs, deadline=1.0)
+    assert (late.value.exit_code, late.value.message) == (
+        1,
+        "failed to prepare: the run's deadline passed (1 s)",
+    )
+    assert "svc_slow" not in installed(layout) and not (layout.layers / "order.toml").exists()
+
+
+def test_an_asyncio_service_cancels_one_build_and_goes_on(tmp_path: Path, http_server: FileServer) -> None:
+    make_tgz(http_server.root / "fast.tgz", "svc/fast")
+    make_tgz(http_server.root / "slow.tgz", "svc/slow", payload=os.urandom(3000))
+    http_server.fail("slow.tgz", "trickle")
+    _, fast = build(tmp_path / "fast", http_server.url("fast.tgz"))
+    _, slow = build(tmp_path / "slow", http_server.url("slow.tgz"))
+
+    async def service() -> tuple[str, str]:
+        handle = Cancel()
+        doomed = asyncio.create_task(asyncio.to_thread(prepare, slow, cancel=handle))
+        fine = asyncio.create_task(asyncio.to_thread(prepare, fast))
+        await asyncio.sleep(0.5)
+        handle.set()
+        try:
+            await doomed
+            outcome = "finished"
+        except Cancelled as err:  # an ordinary exception: the loop and the other build go on
+            outcome = err.message
+        report = await fine
+        return outcome, report.buildpacks[0].id
+
+    assert asyncio.run(service()) == ("failed to prepare: cancelled", "svc/fast")
+
+
+ERRORS = [
+    errors_module.PreparerError("do it", "because"),
+    errors_module.InvalidInputsError("resolve inputs", "a field"),
+    errors_module.DescriptorError("parse project.toml", "line 2"),
+    errors_module.FetchError("download x", "HTTP 404 Not Found"),
+    errors_module.NotFoundError("pull r", "no manifest"),
+    errors_module.RunLimitReached("download x", "the run took longer than 3 s in all"),
+    errors_module.FetchErrors(
+        (errors_module.FetchError("download a", "x"), errors_module.NotFoundError("pull b", "y"))
+    ),
+    errors_module.Cancelled.by_signal(15),
+    errors_module.Cancelled("cancelled"),
+    errors_module.UnexpectedError("prepare", "boom"),
+    errors_module.ApplyError("write order.toml", "disk full"),
+]
+
+
+@pytest.mark.parametrize("error", ERRORS, ids=lambda e: type(e).__name__)
+def test_every_error_pickles_to_an_equal_one(error: PreparerError) -> None:
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error)
+    assert (again.message, again.exit_code, again.action, again.cause) == (
+        error.message, error.exit_code, error.action, error.cause)  # fmt: skip
+    assert again.__dict__.keys() == error.__dict__.keys()
+
+
+def _fail_in_another_process(index: int) -> None:
+    raise ERRORS[index]
+
+
+def test_a_process_pool_hands_every_error_back() -> None:
+    with concurrent.futures.ProcessPoolExecutor(2) as pool:
+        futures = [pool.submit(_fail_in_another_process, i) for i in range(len(ERRORS))]
+        for future, error in zip(futures, ERRORS, strict=True):
+            got = future.exception(timeout=30)
+            assert type(got) is type(error) and str(got) == str(error)
+            assert getattr(got, "exit_code", None) == error.exit_code
+
+
+def test_no_thread_or_run_is_left_after_many_runs(http_server: FileServer, tmp_path: Path) -> None:
+    make_tgz(http_server.root / "a.tgz", "svc/a")
+    make_tgz(http_server.root / "b.tgz", "svc/b")
+    before = threading.active_count()
+    for n in range(20):
+        _, inputs = build(tmp_path / f"r{n}", http_server.url("a.tgz"), http_server.url("b.tgz"))
+        prepare(inputs)
+    time.sleep(0.2)
+    assert threading.active_count() <= before + 1, threading.enumerate()
+    assert interrupt._live == set()
