@@ -82,6 +82,7 @@ def fetching(
                 timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout),
                 deadline=inputs.download_timeout,
                 clock=clock,
+                environ=inputs.environ,
             ),
             registries=Registries(
                 insecure=inputs.insecure_registries,

@@ -12,8 +12,9 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from urllib.parse import urlsplit
+
+from preparer.fetch.environment import CA_VARIABLES, ca_source, proxy_for
 
 
 class NetworkError(Exception):
@@ -22,32 +23,6 @@ class NetworkError(Exception):
     def __init__(self, cause: str, retry: bool = True) -> None:
         super().__init__(cause)
         self.retry = retry
-
-
-#: Where Linux distributions keep the system CA store.
-SYSTEM_BUNDLES = (
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/cert.pem",
-)
-#: The variables naming the CA certificates, in the order they win (requests' two, then OpenSSL's).
-CA_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE")
-
-
-def ca_source(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """The CA certificates HTTPS trusts and where that choice comes from: ``REQUESTS_CA_BUNDLE`` or
-    ``CURL_CA_BUNDLE`` (requests' variables), else ``SSL_CERT_FILE`` (OpenSSL's), else the system store, else
-    certifi's bundle (the lifecycle image has no system store)."""
-    environ = os.environ if environ is None else environ
-    for name in CA_VARIABLES:
-        if environ.get(name):
-            return environ[name], name
-    for path in SYSTEM_BUNDLES:
-        if Path(path).is_file():
-            return path, "the system's store"
-    import certifi  # deferred (third-party): only when no system store is found
-
-    return str(certifi.where()), "certifi's bundle"
 
 
 class Where:
@@ -78,14 +53,16 @@ def failure(
     where: Where | None = None,
     timeouts: tuple[float, float] | None = None,
     received: tuple[int, int | None] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> NetworkError:
     """The failure ``err`` (a requests, urllib3 or socket error) said in plain words, and whether to retry.
 
     :param received: while a body was read: the bytes that had arrived, and the ``Content-Length`` (if any).
+    :param environ: the run's environment (the proxy and the CA certificates it names).
     """
-    where = where or Where()
+    where, environ = where or Where(), environ or {}
     chain = list(_chain(err))
-    found = _resolution(chain, where) or _proxy(chain, where) or _tls(chain, where)
+    found = _resolution(chain, where) or _proxy(chain, where, environ) or _tls(chain, where, environ)
     return found or _connection(chain, where, timeouts, received)
 
 
@@ -96,6 +73,11 @@ def closed_early(where: Where, received: tuple[int, int | None] | None) -> Netwo
     done, total = received
     of = f" of {total}" if total is not None else ""
     return NetworkError(f"{where.server} closed the connection after {done}{of} bytes")
+
+
+def shown_proxy(proxy: str) -> str:
+    """A proxy's address as messages show it: ``host:port``, without its scheme or user information."""
+    return proxy.split("://", 1)[-1].rpartition("@")[2].rstrip("/")
 
 
 def _chain(err: BaseException) -> Iterator[BaseException]:
@@ -122,14 +104,14 @@ def _resolution(chain: list[BaseException], where: Where) -> NetworkError | None
     return None
 
 
-def _proxy(chain: list[BaseException], where: Where) -> NetworkError | None:
+def _proxy(chain: list[BaseException], where: Where, environ: Mapping[str, str]) -> NetworkError | None:
     import requests  # deferred (heavy), as everywhere a request was made
 
     if not any(isinstance(item, requests.exceptions.ProxyError) for item in chain):
         return None
-    proxy, variable = proxy_for(where, os.environ)
+    proxy, variable = proxy_for(where.scheme, where.host, where.port, environ)
     text = " ".join(str(item) for item in chain)
-    named = f"the proxy {proxy} ({variable})" if proxy else "the proxy"
+    named = f"the proxy {shown_proxy(proxy)} ({variable})" if proxy else "the proxy"
     if "407" in text:
         return NetworkError(f"{named} refused the tunnel: 407 Proxy Authentication Required", retry=False)
     if any(isinstance(item, ConnectionRefusedError) for item in chain):
@@ -137,23 +119,12 @@ def _proxy(chain: list[BaseException], where: Where) -> NetworkError | None:
     return NetworkError(f"{named} failed to connect to {where.server}")
 
 
-def proxy_for(where: Where, environ: Mapping[str, str]) -> tuple[str, str]:
-    """The proxy a request to ``where`` goes through, and the variable that names it (``("", "")``: none)."""
-    for name in (f"{where.scheme}_proxy", "all_proxy"):
-        for variable in (name, name.upper()):
-            value = environ.get(variable)
-            if value:
-                shown = value.split("://", 1)[-1].rpartition("@")[2].rstrip("/")  # no user information
-                return shown, variable
-    return "", ""
-
-
-def _tls(chain: list[BaseException], where: Where) -> NetworkError | None:
+def _tls(chain: list[BaseException], where: Where, environ: Mapping[str, str]) -> NetworkError | None:
     import ssl  # deferred: a warm run that imports no TLS stack must not pay for it here
 
     verify = next((item for item in chain if isinstance(item, ssl.SSLCertVerificationError)), None)
     if verify is not None:
-        bundle, source = ca_source()
+        bundle, source = ca_source(environ)
         why = verify.verify_message or "it is not trusted"
         via = f"${source}" if source in CA_VARIABLES else source
         advice = (

@@ -88,6 +88,7 @@ def opened_store(
             retries=0,
             deadline=download_timeout,
             clock=clock or RunClock(),
+            environ=environ or {},
         )
         store = Store(
             local, shared, environ=environ, insecure_registries=insecure_registries, warn=warn,

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -25,18 +24,14 @@ from preparer import interrupt
 from preparer._logger import log
 from preparer._version import __version__
 from preparer.errors import FetchError, NotFoundError, RunLimitReached
-from preparer.fetch.failures import NetworkError, Where, ca_source, failure, proxy_for
+from preparer.fetch.environment import ca_source, goes_elsewhere, netrc_auth, proxy_for
+from preparer.fetch.failures import NetworkError, Where, failure, shown_proxy
 from preparer.fetch.url import HttpUrl, UrlError, parse_http_url, resolve_redirect
 
 if TYPE_CHECKING:
     import requests
 
 T = TypeVar("T")
-
-
-def ca_bundle() -> str:
-    """The CA certificates HTTPS trusts (:func:`~preparer.fetch.failures.ca_source`)."""
-    return ca_source()[0]
 
 
 def describe(err: BaseException) -> str:
@@ -208,17 +203,19 @@ class Transport:
     deadline: float = 1800.0
     #: The run's time limit, shared by the run's transports.
     clock: RunClock = field(default_factory=RunClock, repr=False)
+    #: The run's environment: its proxies, CA certificates and netrc file (never the process's own).
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)
     _session: requests.Session | None = field(default=None, init=False, repr=False)
     #: Whether the session is the transport's own (``False``: one given with :meth:`use_session`).
     own_session: bool = field(default=True, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def session(self) -> requests.Session:
-        """The shared session: pooled connections and the CA certificates of :func:`ca_bundle`. Every connection
-        it opens is watched (:meth:`watch`)."""
+        """The shared session: pooled connections and the CA certificates the run's environment names
+        (:func:`~preparer.fetch.environment.ca_source`). Every connection it opens is watched (:meth:`watch`)."""
         with self._lock:
             if self._session is None:
-                self._session = _new_session(self.watch)
+                self._session = _new_session(self.watch, ca_source(self.environ)[0])
             return self._session
 
     def use_session(self, session: requests.Session) -> None:
@@ -264,9 +261,10 @@ class Transport:
             location = response.headers.get("Location")
             if response.status_code == 407:  # from a plain http proxy (an https one fails the tunnel)
                 response.close()
-                proxy, variable = proxy_for(Where(target.scheme, target.host), os.environ)
+                proxy, variable = proxy_for(target.scheme, target.host, target.port, self.environ)
                 raise FetchError(
-                    action, f"the proxy {proxy} ({variable}) answered 407 Proxy Authentication Required"
+                    action,
+                    f"the proxy {shown_proxy(proxy)} ({variable}) answered 407 Proxy Authentication Required",
                 )
             if response.status_code not in _REDIRECTS or location is None:
                 if check:
@@ -302,14 +300,20 @@ class Transport:
         interrupt.check()
         self.clock.check(action)
         timeouts = self.request_timeouts()
+        # The run's environment decides, not the process's (the session trusts no environment of its own).
+        proxy = proxy_for(url.scheme, url.host, url.port, self.environ)[0]
+        credentials = (
+            None if url.userinfo or "Authorization" in headers else netrc_auth(url.host, self.environ)
+        )
         try:
             response = self.session().get(
-                url.request, headers=headers, stream=True, timeout=timeouts, allow_redirects=False
-            )
+                url.request, headers=headers, stream=True, timeout=timeouts, allow_redirects=False,
+                proxies={url.scheme: proxy} if proxy else {}, auth=credentials,
+            )  # fmt: skip
         except requests.RequestException as err:
             interrupt.check()  # a connection shut down by a request to stop is not a network failure
             self.clock.check(action)  # nor one the run's time limit closed
-            raise failure(err, Where(url.scheme, url.host, url.port), timeouts) from err
+            raise failure(err, Where(url.scheme, url.host, url.port), timeouts, environ=self.environ) from err
         return response
 
     def retrying(self, action: str, attempt: Callable[[], T]) -> T:
@@ -359,7 +363,7 @@ def _redirect(current: HttpUrl, location: str, action: str) -> HttpUrl:
     return following.with_userinfo("")
 
 
-def _new_session(on_connect: Callable[[Any], None]) -> requests.Session:
+def _new_session(on_connect: Callable[[Any], None], bundle: str) -> requests.Session:
     import requests  # deferred (heavy): made on the first request
     from requests.adapters import HTTPAdapter
     from urllib3.connection import HTTPConnection, HTTPSConnection
@@ -397,42 +401,32 @@ def _new_session(on_connect: Callable[[Any], None]) -> requests.Session:
             return manager
 
     session = requests.Session()
+    session.trust_env = False  # proxies, netrc and CA certificates come from the run's environment
     session.headers["User-Agent"] = f"cnb-preparer/{__version__}"
-    session.verify = ca_bundle()
+    session.verify = bundle
     adapter = Watching(pool_connections=8, pool_maxsize=8, max_retries=0)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
 
 
-_TLS_CONTEXT: Any = None
+_TLS_CONTEXTS: dict[str, Any] = {}
 _TLS_LOCK = threading.Lock()
 
 
-def _tls_context() -> Any:
-    """The trust the requests session has (:func:`ca_bundle`, a file or a directory)."""
-    global _TLS_CONTEXT
+def _tls_context(bundle: str) -> Any:
+    """The trust the requests session has: the CA certificates ``bundle`` (a file or a directory)."""
     with _TLS_LOCK:
-        if _TLS_CONTEXT is None:
+        context = _TLS_CONTEXTS.get(bundle)
+        if context is None:
             import ssl  # deferred: only a warm run's probe over https needs it
 
-            bundle = ca_bundle()
             if Path(bundle).is_dir():
-                _TLS_CONTEXT = ssl.create_default_context(capath=bundle)
+                context = ssl.create_default_context(capath=bundle)
             else:
-                _TLS_CONTEXT = ssl.create_default_context(cafile=bundle)
-        return _TLS_CONTEXT
-
-
-def _requests_would_differ() -> bool:
-    """Whether requests would not go straight to the server: a proxy, or a netrc file it reads credentials from."""
-    for name, value in os.environ.items():
-        if value and name.lower().endswith("_proxy") and name.lower() != "no_proxy":
-            return True
-    if os.environ.get("NETRC"):
-        return True
-    home = Path("~").expanduser()
-    return (home / ".netrc").exists() or (home / "_netrc").exists()
+                context = ssl.create_default_context(cafile=bundle)
+            _TLS_CONTEXTS[bundle] = context
+        return context
 
 
 def probe_unchanged(url: str, headers: dict[str, str], transport: Transport) -> bool | None:
@@ -448,7 +442,7 @@ def probe_unchanged(url: str, headers: dict[str, str], transport: Transport) -> 
     parts = urlsplit(url)
     if not transport.own_session:
         return None
-    if parts.scheme not in ("http", "https") or not parts.hostname or _requests_would_differ():
+    if parts.scheme not in ("http", "https") or not parts.hostname or goes_elsewhere(transport.environ):
         return None
     request = _probe_request(parts, headers)
     if request is None:
@@ -463,7 +457,9 @@ def probe_unchanged(url: str, headers: dict[str, str], transport: Transport) -> 
         try:
             interrupt.watch(sock)  # the run's time bounds it below, without a watchdog thread
             if parts.scheme == "https":
-                sock = _tls_context().wrap_socket(sock, server_hostname=parts.hostname)
+                sock = _tls_context(ca_source(transport.environ)[0]).wrap_socket(
+                    sock, server_hostname=parts.hostname
+                )
             sock.settimeout(read)
             sock.sendall(request)
             status = _status_line(sock, ends)

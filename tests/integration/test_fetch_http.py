@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from preparer.fetch.failures import ca_source
+from preparer.fetch.environment import ca_source
 from tests.buildpacks import make_tgz
 from tests.golden import BUILDER, Layout, listing
 from tests.plugins.cli import Result, base_env

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import os
 import pickle
 import shutil
@@ -178,3 +179,28 @@ def test_no_thread_or_run_is_left_after_many_runs(http_server: FileServer, tmp_p
     time.sleep(0.2)
     assert threading.active_count() <= before + 1, threading.enumerate()
     assert interrupt._live == set()
+
+
+def test_each_run_reaches_servers_as_its_own_environment_says(
+    http_server: FileServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Proxies come from Inputs.environ, never from the service's own environment (which points at nothing)."""
+    make_tgz(http_server.root / "bp.tgz", "svc/proxied")
+    dead = "http://127.0.0.1:9"
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(name, dead)
+    monkeypatch.setenv("no_proxy", "")
+    # The file server answers proxy requests too (GET http://host/path), and records them: it stands in for a proxy.
+    proxied_url = "http://buildpacks.example/bp.tgz"
+    _, inputs = build(tmp_path / "via-proxy", proxied_url)
+    inputs = dataclasses.replace(inputs, environ={"http_proxy": f"http://127.0.0.1:{http_server.port}"})
+    report = prepare(inputs)
+    assert report.buildpacks[0].id == "svc/proxied" and http_server.proxied == ["/bp.tgz"]
+    # Without a proxy in its environment, a run goes straight to the server, whatever the process says.
+    _, direct = build(tmp_path / "direct", http_server.url("bp.tgz"))
+    assert prepare(direct).buildpacks[0].id == "svc/proxied"
+    assert http_server.proxied == ["/bp.tgz"]
+    # no_proxy in the run's environment is honoured: the proxy (dead here) is not used for 127.0.0.1.
+    _, bypass = build(tmp_path / "bypass", http_server.url("bp.tgz"))
+    bypass = dataclasses.replace(bypass, environ={"http_proxy": dead, "no_proxy": "localhost,127.0.0.0/8"})
+    assert prepare(bypass).buildpacks[0].id == "svc/proxied"

@@ -347,8 +347,9 @@ def _endpoint_transport(base: Transport, endpoint: Host) -> Transport:
     connect = endpoint.dial_timeout if endpoint.dial_timeout is not None else base.timeouts[0]
     # No retries: a mirror that fails gives way to the next host at once.
     transport = Transport(
-        timeouts=(connect, base.timeouts[1]), retries=0, deadline=base.deadline, clock=base.clock
-    )
+        timeouts=(connect, base.timeouts[1]), retries=0, deadline=base.deadline, clock=base.clock,
+        environ=base.environ,
+    )  # fmt: skip
     if endpoint.skip_verify:
         transport.session().verify = False
     elif endpoint.ca:

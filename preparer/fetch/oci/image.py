@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 from preparer.errors import FetchError, NotFoundError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.locator import ImageLocator
+from preparer.fetch.oci import memory
 from preparer.fetch.oci.buildpackage import descriptor_size, follow_index, install_buildpackage
 from preparer.fetch.oci.client import Registry
-from preparer.fetch.oci.memory import tune_allocator
 from preparer.fetch.oci.reference import Reference, parse_reference
 from preparer.fetch.streams import Reader, is_digest
 
@@ -32,7 +32,7 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
     guard = ctx.sink.guard
     if guard is not None:  # an image found while fetching (a registry entry, a bare id) meets the rules too
         guard.image(str(ref), f"{ref.registry}/{ref.repository}", ref.digest)
-    tune_allocator()
+    memory.when_allowed()  # the command's process only
     store = ctx.store
     copy = _shared(ref, ctx) if ref.digest is not None else None
     if copy is None and store.offline:

@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 
 from preparer.errors import FetchError
 from preparer.fetch.base import FetchContext, Fetched
+from preparer.fetch.oci import memory
 from preparer.fetch.oci.buildpackage import Document, follow_index, install_buildpackage
 from preparer.fetch.oci.client import MAX_MANIFEST, kind_of
-from preparer.fetch.oci.memory import tune_allocator
 from preparer.fetch.streams import HashingReader, Reader, sha256_of, verify_digest
 
 T = TypeVar("T")
@@ -114,7 +114,7 @@ def fetch_cnb(path: Path, *, source: str, digest: str | None, ctx: FetchContext)
 
     :raises FetchError: not a layout, missing or corrupt blobs, not a buildpackage (exit 1).
     """
-    tune_allocator()
+    memory.when_allowed()  # the command's process only
     layout = Layout(path, source, ctx.sink.staging)
     with layout.tar:
         # index.json is an index: follow it (and any nested index) to the image for the build's platform.

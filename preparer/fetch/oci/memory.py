@@ -6,6 +6,9 @@ trimming), so every megabyte read costs fresh zeroed pages: about four page faul
 system time the largest part of a cold fetch. Keeping freed memory for reuse (a higher mmap threshold and trim
 threshold) removes ~95% of those faults and a third of the wall time of ``make bench``'s OCI scenario; peak
 memory grows by a few MiB. Other C libraries are left alone, and so are explicit ``GLIBC_TUNABLES`` for malloc.
+
+The setting is the process's, so only the command asks for it (:func:`allow`): a service that embeds the library
+keeps its own allocator as it is. The first OCI fetch of a process that allows it applies it (:func:`when_allowed`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,18 @@ _M_MMAP_THRESHOLD = -3
 
 _lock = threading.Lock()
 _done = False
+_allowed = False
+
+
+def allow() -> None:
+    """The process may be tuned (the command says so; a library caller does not): the first OCI fetch tunes it."""
+    global _allowed
+    _allowed = True
+
+
+def when_allowed() -> bool:
+    """:func:`tune_allocator`, when the process allows it (:func:`allow`)."""
+    return _allowed and tune_allocator()
 
 
 def tune_allocator() -> bool:
