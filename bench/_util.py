@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Self
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The Python that runs the preparer: a regular (non-editable) install, as users have it (see the Makefile).
@@ -57,15 +58,37 @@ def peak_rss_mib(command: Sequence[str], env: dict[str, str] | None = None) -> f
     return int(out.stdout.strip()) / 1024
 
 
+class Timing(float):
+    """The median of one side's rounds (it is that float), every round kept: a side and its baseline take turns,
+    so the rounds pair up, and the ratio is judged on the pairs (their median, with their spread)."""
+
+    times: tuple[float, ...]
+
+    def __new__(cls, times: Sequence[float]) -> Self:
+        timing = super().__new__(cls, statistics.median(times))
+        timing.times = tuple(times)
+        return timing
+
+
 def verdict(ratio: float, goal: float) -> str:
-    return "OK" if ratio <= goal else "MISSED"
+    return "MET" if ratio <= goal else "MISSED"
 
 
 def report(name: str, value: float, unit: str, baseline: float, baseline_name: str, goal: float) -> bool:
-    """Print one line ``name: value vs baseline -> ratio (goal) OK|MISSED``; return whether the goal was met."""
-    ratio = value / baseline if baseline else float("inf")
+    """Print one line ``name: value vs baseline -> ratio (spread) (goal) MET|MISSED``; return whether the goal was
+    met. Two :class:`Timing` of as many rounds are judged on the median of their pairs' ratios, the spread being
+    the lowest and highest pair; otherwise on the ratio of the two values."""
+    spread = ""
+    if isinstance(value, Timing) and isinstance(baseline, Timing) and len(value.times) == len(baseline.times):
+        ratios = sorted(v / b for v, b in zip(value.times, baseline.times, strict=True) if b)
+        ratio = statistics.median(ratios) if ratios else float("inf")
+        spread = f" (pairs {ratios[0]:.2f}-{ratios[-1]:.2f}, n={len(ratios)})" if ratios else ""
+    else:
+        ratio = value / baseline if baseline else float("inf")
+        if isinstance(value, Timing):
+            spread = f" (rounds {min(value.times):.3f}-{max(value.times):.3f} {unit}, n={len(value.times)})"
     print(
-        f"{name}: {value:.3f} {unit} vs {baseline:.3f} {unit} ({baseline_name}) -> ratio {ratio:.2f} "
+        f"{name}: {value:.3f} {unit} vs {baseline:.3f} {unit} ({baseline_name}) -> ratio {ratio:.2f}{spread} "
         f"(goal <= {goal}) {verdict(ratio, goal)}",
         flush=True,
     )

@@ -19,7 +19,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from _servers import FileServer
-from _util import PYTHON, build_layout, group, median_seconds, peak_rss_mib, preparer_env, report, timed
+from _util import (
+    PYTHON,
+    Timing,
+    build_layout,
+    group,
+    median_seconds,
+    peak_rss_mib,
+    preparer_env,
+    report,
+    timed,
+)
 
 MIB = 1 << 20
 
@@ -75,27 +85,30 @@ def main() -> None:
                 with ThreadPoolExecutor(4) as pool:
                     list(pool.map(curl_tar, urls))
 
-            # The two sides take turns, so machine load in any one moment hits them alike; best of three each.
+            # The two sides take turns, so machine load in any one moment hits them alike; the pairs' median counts.
             bases, colds = [], []
             cache = work / "cache"
-            for _ in range(3):
+            for _ in range(5):
                 (work / "curl").mkdir()
                 bases.append(timed(baseline))
                 shutil.rmtree(work / "curl")
                 shutil.rmtree(cache, ignore_errors=True)
                 command = build_layout(work / "run", group(urls))
                 colds.append(timed(lambda: run(command, cache)))  # noqa: B023 (called at once)
-            base, cold = min(bases), min(colds)
+            base, cold = Timing(bases), Timing(colds)
             report("http cold (8 x 32 MiB .tgz)", cold, "s", base, "curl | tar -xz, 4 at a time", 1.0)
             warm_times, copy_times = [], []
-            for _ in range(3):
+            for _ in range(5):
                 command = build_layout(work / "run", group(urls))
                 warm_times.append(timed(lambda: run(command, cache, AS_BUILD_USER)))  # noqa: B023
                 command = build_layout(work / "run", group(urls))
                 copy_times.append(timed(lambda: run(command, cache)))  # noqa: B023
-            report("http warm (cache populated, fresh <buildpacks>)", min(warm_times), "s", base,
+            report("http warm (cache populated, fresh <buildpacks>)", Timing(warm_times), "s", base,
                    "curl | tar -xz, 4 at a time", 0.2)  # fmt: skip
-            print(f"  (warm without a build user, installing copies: {min(copy_times):.3f} s)", flush=True)
+            print(
+                f"  (warm without a build user, installing copies: median {Timing(copy_times):.3f} s)",
+                flush=True,
+            )
             # A warm run revalidates over a plain socket and never imports requests (preparer/fetch/transport.py).
             floor = median_seconds([PYTHON, "-c", "import typer"], 10)
             print(f"  (of which interpreter + typer imports alone: {floor:.3f} s)", flush=True)

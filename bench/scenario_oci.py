@@ -14,7 +14,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _util import ROOT, build_layout, children_cpu, group, preparer_env, report, timed
+from _util import ROOT, Timing, build_layout, children_cpu, group, preparer_env, report, timed
 
 sys.path.insert(0, str(ROOT))
 from tests.plugins.registry import _start, build_package, push
@@ -59,7 +59,7 @@ def main() -> None:
                     list(pool.map(skopeo_and_extract, refs))
 
             # The two sides take turns, round after round, so that load from elsewhere on the machine hits them
-            # alike; the best round of each counts.
+            # alike; the pairs' median counts.
             project = group([f"docker://{ref}" for ref in refs])
             bases, runs, cpu = [], [], {"baseline": 0.0, "preparer": 0.0}
             for attempt in range(ROUNDS):
@@ -75,7 +75,7 @@ def main() -> None:
                 installed = list((root / "cnb" / "buildpacks").glob("bench_oci*/1.0.0/buildpack.toml"))
                 assert len(installed) == len(refs), installed
                 shutil.rmtree(root)
-            report("oci cold (8 buildpackages x 32 MiB)", min(runs), "s", min(bases),
+            report("oci cold (8 buildpackages x 32 MiB)", Timing(runs), "s", Timing(bases),
                    "skopeo copy + tar -xzf, 4 at a time", 0.8)  # fmt: skip
             print(f"  (CPU per round, registry excluded: preparer {cpu['preparer'] / ROUNDS:.2f} s, "
                   f"baseline {cpu['baseline'] / ROUNDS:.2f} s)", flush=True)  # fmt: skip

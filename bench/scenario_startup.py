@@ -19,7 +19,7 @@ from pathlib import Path
 from _util import PREPARER, PYTHON, build_layout, children_cpu, preparer_env, report
 
 RUNS = 30
-GOAL = 1.2
+GOAL = 1.15
 PROJECT = """[_]
 schema-version = "0.2"
 [[io.buildpacks.build.env]]
