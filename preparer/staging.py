@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from preparer._fs import claimed_dir, shared_with_others, sweep
 from preparer._logger import log
@@ -21,8 +22,8 @@ from preparer.api import verify_buildpack_api
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.locator import redact
-from preparer.fetch.oci.hosts import Registries, RegistryHosts
 from preparer.fetch.parallel import fetch_all
+from preparer.fetch.registries import Registries
 from preparer.fetch.sink import Sink, no_progress
 from preparer.fetch.sources import fetch
 from preparer.fetch.store import opened_store
@@ -31,7 +32,10 @@ from preparer.fetch.transport import RunClock, Transport
 from preparer.files.buildpack import buildpack_dir
 from preparer.inputs import Inputs
 from preparer.plan import Fetch
-from preparer.policy.rules import Budget, Policy, RunTotals, written_as
+
+if TYPE_CHECKING:
+    from preparer.fetch.oci.hosts import RegistryHosts
+    from preparer.policy.rules import Budget, Policy, RunTotals
 
 #: Staging directories: in ``<buildpacks>`` (hidden), or in ``$TMPDIR`` when ``<buildpacks>`` cannot be written.
 STAGING_PREFIXES = (".preparer-staging-", "preparer-staging-")
@@ -150,6 +154,8 @@ def fetch_steps(steps: Sequence[Fetch], ctx: FetchContext, policy: Policy | None
     if policy is None:
         contexts = [ctx] * len(steps)
     else:
+        from preparer.policy.rules import RunTotals  # deferred: only runs with a policy count against it
+
         totals = RunTotals()
         contexts = [
             replace(ctx, sink=replace(ctx.sink, guard=_budget(policy, step, totals))) for step in steps
@@ -159,6 +165,8 @@ def fetch_steps(steps: Sequence[Fetch], ctx: FetchContext, policy: Policy | None
 
 
 def _budget(policy: Policy, step: Fetch, totals: RunTotals) -> Budget:
+    from preparer.policy.rules import written_as  # deferred, as in fetch_steps
+
     entry = step.entry
     source = redact(entry.uri or entry.id or "")
     return policy.budget(source, totals, entry.key, written_as(entry.uri, entry.id, source))

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, TypeVar
 from preparer._fs import temp_file
 from preparer.errors import FetchError
 from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache, KnownTree
-from preparer.fetch.fleet import Fleet, Hit, Upload, offline_miss, url_tag
 from preparer.fetch.guard import LimitExceeded
 from preparer.fetch.sink import Sink
 from preparer.fetch.streams import CHUNK, MAX_TRAILING, Reader, stream_body, verify_digest, verify_file
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     import requests
 
     from preparer.fetch.extract import Extracted
+    from preparer.fetch.fleet import Fleet, Hit, Upload
     from preparer.fetch.locator import HttpLocator
     from preparer.fetch.url import HttpUrl
 
@@ -473,5 +473,7 @@ def _offline_miss(locator: HttpLocator, source: str) -> FetchError:
             "offline, and a URL with user information or a query is never kept in the download cache repository "
             "(it may hold a credential)",
         )
+    from preparer.fetch.fleet import offline_miss, url_tag  # deferred: only an offline run misses
+
     seed = f"sha256-{locator.sha256}" if locator.sha256 else url_tag(locator.url)
     return offline_miss(f"download {source}", seed)

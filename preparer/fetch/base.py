@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from preparer.fetch.oci.hosts import Registries
+from preparer.fetch.registries import Registries
 from preparer.fetch.sink import Sink
 from preparer.fetch.store import Store
 from preparer.fetch.transport import Transport

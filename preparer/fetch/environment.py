@@ -10,9 +10,12 @@ with ``:port``, or ``*`` for every host.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ipaddress
 
 #: Where Linux distributions keep the system CA store.
 SYSTEM_BUNDLES = (
@@ -59,6 +62,10 @@ def proxy_for(scheme: str, host: str, port: int | None, environ: Mapping[str, st
 
 def bypassed(host: str, port: int | None, no_proxy: str) -> bool:
     """Whether ``no_proxy`` names ``host`` (and ``port``, when the entry gives one)."""
+    if not no_proxy:
+        return False
+    import ipaddress  # deferred: only a run with no_proxy set compares addresses
+
     host = host.lower().strip("[]")
     address = _address(host)
     for entry in no_proxy.replace(" ", "").lower().split(","):
@@ -87,6 +94,8 @@ def bypassed(host: str, port: int | None, no_proxy: str) -> bool:
 
 
 def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    import ipaddress  # deferred, as in bypassed
+
     try:
         return ipaddress.ip_address(host)
     except ValueError:

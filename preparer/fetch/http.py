@@ -17,7 +17,6 @@ from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.extract import Extracted, extract_tar
 from preparer.fetch.guard import Guard
 from preparer.fetch.locator import HttpLocator
-from preparer.fetch.oci.layout import fetch_cnb
 from preparer.fetch.store import Origin
 from preparer.fetch.streams import Reader
 from preparer.fetch.tree import staged_buildpack
@@ -37,6 +36,8 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
             return Fetched(staged.descriptor, (staged,), source, archive.digest, via=archive.via)
         if guard is not None:  # a .cnb after all: read as one, if the policy allows that kind
             guard.revealed("cnb", f"{source} is a buildpackage (an OCI image layout)")
+    from preparer.fetch.oci.layout import fetch_cnb  # deferred: only a .cnb needs the OCI reader
+
     fetched, via = ctx.store.archive_file(
         origin, lambda path, digest: fetch_cnb(path, source=source, digest=digest, ctx=ctx), ctx.sink
     )

@@ -30,7 +30,6 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from preparer.errors import InvalidInputsError
-from preparer.fetch.oci.reference import parse_reference
 from preparer.fetch.url import HttpUrl, UrlError, parse_http_url
 
 ARCHIVE_SUFFIXES = (".tgz", ".tar.gz", ".tar", ".cnb")
@@ -201,6 +200,8 @@ def _is_registry_host(component: str) -> bool:
 def _image(reference: str, action: str) -> ImageLocator:
     """An image locator, once the reference parses (exit 3 otherwise)."""
     try:
+        from preparer.fetch.oci.reference import parse_reference  # deferred: only image references need it
+
         parse_reference(reference)
     except InvalidInputsError as err:
         raise InvalidInputsError(action, err.cause) from None

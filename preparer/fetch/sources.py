@@ -1,13 +1,15 @@
-"""Which fetcher stages which kind of source: the one place that knows every source."""
+"""Which fetcher stages which kind of source: the one place that knows every source.
+
+Each fetcher's module is imported when a source of its kind is first fetched: a run of http archives never loads
+the registry client, and a warm run pays for no more than it uses.
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from preparer.fetch.base import FetchContext, Fetched, Fetcher
-from preparer.fetch.http import fetch_http
-from preparer.fetch.inline import fetch_inline
-from preparer.fetch.local import fetch_path
 from preparer.fetch.locator import (
     HttpLocator,
     IdLocator,
@@ -17,19 +19,24 @@ from preparer.fetch.locator import (
     PathLocator,
     RegistryLocator,
 )
-from preparer.fetch.oci.image import fetch_image
-from preparer.fetch.oci.index import fetch_id, fetch_registry
 
-#: Every kind of locator a fetch can start from, and its fetcher. (``BuilderLocator`` names a buildpack already
-#: in ``<buildpacks>``: nothing to fetch.)
-FETCHERS: dict[type[Any], Fetcher[Any]] = {
-    PathLocator: fetch_path,
-    HttpLocator: fetch_http,
-    ImageLocator: fetch_image,
-    RegistryLocator: fetch_registry,
-    IdLocator: fetch_id,
-    InlineLocator: fetch_inline,
+#: Every kind of locator a fetch can start from, and its fetcher (``module:function``). (``BuilderLocator`` names a
+#: buildpack already in ``<buildpacks>``: nothing to fetch.)
+FETCHERS: dict[type[Any], str] = {
+    PathLocator: "preparer.fetch.local:fetch_path",
+    HttpLocator: "preparer.fetch.http:fetch_http",
+    ImageLocator: "preparer.fetch.oci.image:fetch_image",
+    RegistryLocator: "preparer.fetch.oci.index:fetch_registry",
+    IdLocator: "preparer.fetch.oci.index:fetch_id",
+    InlineLocator: "preparer.fetch.inline:fetch_inline",
 }
+
+
+def fetcher(kind: type[Any]) -> Fetcher[Any]:
+    """The fetcher of one kind of locator (its module imported now, once)."""
+    module, _, name = FETCHERS[kind].partition(":")
+    found: Fetcher[Any] = getattr(importlib.import_module(module), name)
+    return found
 
 
 def fetch(locator: Locator, ctx: FetchContext) -> Fetched:
@@ -38,4 +45,4 @@ def fetch(locator: Locator, ctx: FetchContext) -> Fetched:
     :raises FetchError: the source cannot be read, downloaded, verified or unpacked (exit 1).
     :raises InvalidInputsError: the source is malformed in a way only fetching shows (exit 3).
     """
-    return FETCHERS[type(locator)](locator, ctx)
+    return fetcher(type(locator))(locator, ctx)

@@ -17,25 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from preparer._logger import log
 from preparer.errors import FetchError
 from preparer.fetch.archives import Archive, ArchiveWay, Origin, Unpacker, conditional
 from preparer.fetch.cache import CacheUnusable, DownloadCache
-from preparer.fetch.fleet import (
-    CONNECT_SECONDS,
-    MODES,
-    READ_SECONDS,
-    Fleet,
-    FleetConfig,
-    Hit,
-    Mode,
-    offline_miss,
-    parse_repo,
-    ref_tag,
-    url_tag,
-)
 from preparer.fetch.sink import Sink
 from preparer.fetch.streams import (
     HashingReader,
@@ -44,13 +31,13 @@ from preparer.fetch.streams import (
 )
 from preparer.fetch.transport import RunClock, Transport
 
+if TYPE_CHECKING:
+    from preparer.fetch.fleet import Fleet, FleetConfig, Hit, Mode
+
 T = TypeVar("T")
 
 __all__ = [
-    "MODES",
     "Archive",
-    "FleetConfig",
-    "Mode",
     "Origin",
     "SharedFile",
     "Store",
@@ -82,14 +69,18 @@ def opened_store(
 
     with contextlib.ExitStack() as stack:
         local = _claimed_cache(stack, cache, warn) if cache is not None else None
-        shared = None if repo is None else FleetConfig(repo, _mode(mode), max_age)
-        transport = Transport(
-            timeouts=(CONNECT_SECONDS, READ_SECONDS),
-            retries=0,
-            deadline=download_timeout,
-            clock=clock or RunClock(),
-            environ=environ or {},
-        )
+        shared, transport = None, None
+        if repo is not None:
+            from preparer.fetch import fleet  # deferred: only runs with a repository need its tier
+
+            shared = fleet.FleetConfig(repo, _mode(mode), max_age)
+            transport = Transport(
+                timeouts=(fleet.CONNECT_SECONDS, fleet.READ_SECONDS),
+                retries=0,
+                deadline=download_timeout,
+                clock=clock or RunClock(),
+                environ=environ or {},
+            )
         store = Store(
             local, shared, environ=environ, insecure_registries=insecure_registries, warn=warn,
             transport=transport, link_installs=link_installs,
@@ -98,8 +89,17 @@ def opened_store(
         yield store
 
 
+def parse_repo(value: str) -> str:
+    """``-download-cache-repo``'s value, checked (:func:`preparer.fetch.fleet.parse_repo`)."""
+    from preparer.fetch.fleet import parse_repo as parse  # deferred: only runs with a repository
+
+    return parse(value)
+
+
 def _mode(mode: str) -> Mode:
-    """``mode``, one of :data:`MODES` (the inputs checked it)."""
+    """``mode``, one of the fleet's modes (the inputs checked it)."""
+    from preparer.fetch.fleet import MODES  # deferred, as above
+
     for known in MODES:
         if known == mode:
             return known
@@ -140,11 +140,13 @@ class Store:
         #: Whether what is installed from this pod's cache may be hard links into it: only when the build cannot
         #: write the cache's files (the preparer runs as root, the files are root's, the build is another user).
         self.link_installs = link_installs
-        self._fleet = (
-            None
-            if fleet is None
-            else Fleet(fleet, dict(environ or {}), insecure_registries, warn, transport or Transport())
-        )
+        self._fleet: Fleet | None = None
+        if fleet is not None:
+            from preparer.fetch.fleet import Fleet  # deferred, as in opened_store
+
+            self._fleet = Fleet(
+                fleet, dict(environ or {}), insecure_registries, warn, transport or Transport()
+            )
 
     @classmethod
     def reading(cls, cache: Path) -> Store:
@@ -291,6 +293,8 @@ class Store:
 
         :raises FetchError: offline, and the repository does not have it (exit 1).
         """
+        from preparer.fetch.fleet import offline_miss, url_tag  # deferred: what a tier-less run never needs
+
         fleet = self._fleet
         hit = fleet.archive_by_url(url) if fleet is not None and fleet.usable else None
         if fleet is None or hit is None:
@@ -330,6 +334,8 @@ class Store:
 
     def image_missing(self, reference: str, digest: str | None) -> FetchError:
         """The error of an offline run that found no copy of the image (it names the tag to seed)."""
+        from preparer.fetch.fleet import offline_miss, ref_tag  # deferred, as in shared_file
+
         seed = "sha256-" + digest.removeprefix("sha256:") if digest else ref_tag(reference)
         return offline_miss(f"pull {reference}", seed)
 

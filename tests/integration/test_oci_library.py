@@ -22,9 +22,9 @@ from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.cache import DownloadCache
 from preparer.fetch.locator import ImageLocator
 from preparer.fetch.oci.client import MAX_MANIFEST
-from preparer.fetch.oci.hosts import Registries
 from preparer.fetch.oci.image import fetch_image
 from preparer.fetch.oci.layout import fetch_cnb
+from preparer.fetch.registries import Registries
 from preparer.fetch.sink import Sink
 from preparer.fetch.store import Store
 from preparer.fetch.transport import Transport

@@ -12,7 +12,6 @@ upstream's are never sent to a mirror.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
@@ -20,7 +19,6 @@ from urllib.parse import urlsplit
 import tomli
 
 from preparer.errors import InvalidInputsError
-from preparer.flags import DEFAULT_REGISTRY_INDEX
 from preparer.goflags import parse_duration
 
 MAX_HOSTS_FILE = 1 << 20
@@ -53,36 +51,6 @@ class RegistryHosts(NamedTuple):
 
     hosts: tuple[Host, ...]
     server: str | None = None
-
-
-@dataclass(frozen=True)
-class Registries:
-    """How image references reach registries in one run: routing data, as an HTTP client's mounts are.
-
-    Which registries speak plain http, the environment credentials come from (``CNB_REGISTRY_AUTH``,
-    ``DOCKER_CONFIG``, ``HOME``), the mirrors hosts.toml puts in front of each registry, the mirrors that failed in
-    this run (not asked again), the platform an image index resolves to, and the buildpack registry's index."""
-
-    #: Registries reached over plain http besides loopback (``-insecure-registry``).
-    insecure: tuple[str, ...] = ()
-    #: The environment credentials are looked up in.
-    environ: Mapping[str, str] = field(default_factory=dict)
-    #: Mirrors by registry, from ``-registry-hosts-dir``; ``None`` without.
-    hosts: Mapping[str, RegistryHosts] | None = None
-    #: The platform to choose from an image index, ``os/arch[/variant]``.
-    platform: str = "linux/amd64"
-    #: The buildpack registry index for ``urn:cnb:registry:`` and bare ids.
-    index: str = DEFAULT_REGISTRY_INDEX
-    #: Mirrors that failed in this run (shared by every fetch of the run): not asked again.
-    down: set[str] = field(default_factory=set, compare=False)
-
-    def routes(self, registry: str) -> tuple[tuple[Host, ...], Host | None]:
-        """The mirrors to ask first for ``registry``, in order, and the upstream that replaces it (``server``)."""
-        found = hosts_for(self.hosts, registry) if self.hosts else None
-        if found is None:
-            return (), None
-        upstream = Host(found.server, frozenset({"pull", "resolve"})) if found.server else None
-        return found.hosts, upstream
 
 
 def load_hosts_dir(directory: Path) -> dict[str, RegistryHosts]:
