@@ -78,10 +78,14 @@ _HOMES = {
 }  # fmt: skip
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'preparer' has no attribute {name!r}")
-    import importlib  # deferred: most callers never reach a lazy name
+if (
+    not TYPE_CHECKING
+):  # type checkers see the imports above, with their real types; a misspelled name fails them
 
-    return getattr(importlib.import_module(home), name)
+    def __getattr__(name: str) -> Any:
+        home = _HOMES.get(name)
+        if home is None:
+            raise AttributeError(f"module 'preparer' has no attribute {name!r}")
+        import importlib  # deferred: most callers never reach a lazy name
+
+        return getattr(importlib.import_module(home), name)

@@ -12,7 +12,10 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, cast, overload
+from typing import TYPE_CHECKING, Any, TypedDict, cast, overload
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 from preparer._logger import log
 from preparer.api import SUPPORTED_PLATFORM_APIS, APIVersion, verify_platform_api
@@ -147,7 +150,9 @@ class Inputs:
         return self.project_descriptor or self.app_dir / "project.toml"
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Inputs:
+    def from_environ(
+        cls, environ: Mapping[str, str] | None = None, **overrides: Unpack[InputsOverrides]
+    ) -> Inputs:
         """The inputs the command would resolve from ``environ`` (default: ``os.environ``) and no flags, with
         ``overrides`` (field names) taking precedence: the command's defaults, for library callers.
 
@@ -158,6 +163,41 @@ class Inputs:
         if unknown:
             raise InvalidInputsError("resolve inputs", f"Inputs has no field {', '.join(unknown)}")
         return replace(resolve_inputs({}, environ), **overrides)
+
+
+class InputsOverrides(TypedDict, total=False):
+    """The fields :meth:`Inputs.from_environ` takes as overrides, with their types (a misspelled one fails a type
+    checker; a test keeps this in step with :class:`Inputs`). ``environ`` is :meth:`Inputs.from_environ`'s first
+    argument."""
+
+    app_dir: str | os.PathLike[str]
+    layers_dir: str | os.PathLike[str]
+    platform_dir: str | os.PathLike[str]
+    buildpacks_dir: str | os.PathLike[str]
+    order_path: str | os.PathLike[str]
+    project_descriptor: str | os.PathLike[str] | None
+    platform_namespace: str | None
+    platform_config: str | os.PathLike[str] | None
+    download_cache: str | os.PathLike[str] | None
+    prepare_report: str | os.PathLike[str] | None
+    project_metadata: str | os.PathLike[str] | None
+    write_project_metadata: bool
+    policy: str | os.PathLike[str] | None
+    download_cache_repo: str | None
+    download_cache_repo_mode: str
+    download_cache_max_age: float
+    registry_hosts_dir: str | os.PathLike[str] | None
+    dry_run: bool
+    uid: int | None
+    gid: int | None
+    insecure_registries: tuple[str, ...]
+    exec_env: str
+    registry_index: str
+    target_platform: str
+    http_timeout: float
+    download_timeout: float
+    run_timeout: float
+    platform_api: APIVersion
 
 
 def _absolute(name: str, value: object) -> Path:

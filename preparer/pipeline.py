@@ -6,6 +6,7 @@ written); :func:`run_plan` carries a plan out; :func:`prepare` does both, as the
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import os
 from collections.abc import Callable
@@ -36,16 +37,61 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+class TypeError_(TypeError):
+    """An argument of the wrong type given to an entry point."""
+
+
+class CallerFailed(BaseException):
+    """A callback of the caller's (``progress``) raised ``error``: it leaves the run as the caller's own exception,
+    never as one of the package's (a :class:`BaseException` on its way, so that nothing converts it)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def callers(progress: ProgressFn | None) -> ProgressFn | None:
+    """``progress`` as the run calls it: whatever it raises is the caller's (:class:`CallerFailed`)."""
+    if progress is None:
+        return None
+    callback = progress
+
+    def called(source: str, done: int, total: int | None) -> None:
+        try:
+            callback(source, done, total)
+        except Exception as err:
+            raise CallerFailed(err) from err
+
+    return called
+
+
+def _check_arguments(inputs: object, plan: object = None) -> None:
+    """:raises TypeError: an argument that is not what the function takes (the caller's mistake, not a run's)."""
+    if not isinstance(inputs, Inputs) and inputs is not None:
+        raise TypeError_(f"expected preparer.Inputs, got {type(inputs).__name__}: build one with Inputs(...)")
+    if plan is not None and not isinstance(plan, Plan):
+        raise TypeError_(f"expected a preparer.Plan (from plan_run), got {type(plan).__name__}")
+
+
 def typed(function: Callable[P, R]) -> Callable[P, R]:
     """The library's promise for ``function``: every error it raises is a :class:`PreparerError` (one it did not
-    foresee becomes :class:`UnexpectedError`, exit 1, naming the original)."""
+    foresee becomes :class:`UnexpectedError`, exit 1, naming the original), except the caller's own: an argument
+    of the wrong type is a :class:`TypeError` before anything runs, and what a callback raises comes back as
+    itself."""
 
     @functools.wraps(function)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        token = _entered.set(_entered.get() + 1)
         try:
             return function(*args, **kwargs)
-        except PreparerError:
+        except (PreparerError, TypeError_):
             raise
+        except CallerFailed as failed:
+            if (
+                _entered.get() > 1
+            ):  # inside another entry point (prepare calls run_plan): the outer one says it
+                raise
+            raise failed.error from None
         except interrupt.Interrupted as stopped:  # a signal, or interrupt.stop(): an ordinary error out here
             raise Cancelled.by_signal(stopped.signum) from None
         except interrupt.Stopped as stopped:  # the run's handle, or its deadline
@@ -54,8 +100,14 @@ def typed(function: Callable[P, R]) -> Callable[P, R]:
             raise UnexpectedError(
                 "prepare", f"an error the preparer does not foresee ({err or 'no words'})"
             ) from err
+        finally:
+            _entered.reset(token)
 
     return wrapper
+
+
+#: How deep the current thread is in the entry points (:func:`typed`).
+_entered: contextvars.ContextVar[int] = contextvars.ContextVar("preparer_entered", default=0)
 
 
 @typed
@@ -79,8 +131,9 @@ def prepare(
     :raises preparer.errors.Cancelled: the run was stopped (its handle, its deadline, SIGINT, SIGTERM, or
         :func:`preparer.interrupt.stop`); see :func:`preparer.apply.apply_plan`.
     """
+    _check_arguments(inputs)
     with interrupt.run(cancel, deadline):
-        return _prepare(inputs, progress)
+        return _prepare(inputs, callers(progress))
 
 
 def _prepare(inputs: Inputs, progress: ProgressFn | None) -> Report:
@@ -199,6 +252,7 @@ def plan_run(inputs: Inputs, *, cancel: Cancel | None = None, deadline: float | 
     :raises PreparerError: invalid inputs (exit 3), missing buildpacks or paths (exit 1), an unsupported Buildpack
         API (exit 12); :class:`~preparer.errors.Cancelled` when it was stopped.
     """
+    _check_arguments(inputs)
     with interrupt.run(cancel, deadline):
         return _plan_run(inputs)
 
@@ -234,7 +288,7 @@ def _plan_run(inputs: Inputs) -> Plan:
                 "%s: %s is installed in %s: using %s@%s, no request made",
                 step.entry.key, step.entry.uri, inputs.buildpacks_dir, step.id, step.version,
             )  # fmt: skip
-    return _platform_decisions(plan, inputs, config.filter_key)
+    return _platform_decisions(plan, inputs, config.filter_key)._replace(inputs=inputs)
 
 
 def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
@@ -292,7 +346,7 @@ def _unwritable(path: Path) -> str | None:
 @typed
 def run_plan(
     plan: Plan,
-    inputs: Inputs,
+    inputs: Inputs | None = None,
     progress: ProgressFn | None = None,
     *,
     cancel: Cancel | None = None,
@@ -300,13 +354,26 @@ def run_plan(
 ) -> Report:
     """Carry ``plan`` out: fetch, check, and commit all or nothing.
 
+    :param inputs: the inputs ``plan`` was made from (its own when left out); other inputs are refused, since a
+        plan names the files of its own app, layers and buildpacks.
     :param cancel: a handle that stops this run alone (:class:`preparer.interrupt.Cancel`).
     :param deadline: seconds it may take in all.
     :raises PreparerError: any failure; nothing has changed on disk then.
     :raises preparer.errors.Cancelled: the run was stopped; see :func:`preparer.apply.apply_plan`.
     """
+    _check_arguments(inputs, plan)
+    made_for = plan.inputs
+    if inputs is None:
+        if made_for is None:
+            raise TypeError_("a plan not made by plan_run needs its inputs: run_plan(plan, inputs)")
+        inputs = made_for
+    elif made_for is not None and made_for != inputs:
+        raise InvalidInputsError(
+            "run the plan", f"it was made for other inputs (app {made_for.app_dir}, not {inputs.app_dir}): "
+            "make a plan for these with plan_run",
+        )  # fmt: skip
     with interrupt.run(cancel, deadline):
-        outcome = apply_plan(plan, inputs, progress)
+        outcome = apply_plan(plan, inputs, callers(progress))
     report = _report(plan, inputs, outcome.buildpacks, outcome.written, outcome.removed)
     return report._replace(warnings=(*report.warnings, *outcome.warnings))
 

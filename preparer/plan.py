@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from preparer.appfilter import Removal
     from preparer.fetch.locator import Locator
     from preparer.fetch.oci.hosts import RegistryHosts
+    from preparer.inputs import Inputs
     from preparer.metadata import MetadataWrite
     from preparer.policy.rules import Decision, Policy
 
@@ -83,6 +84,8 @@ class Plan(NamedTuple):
     rules: Policy | None = None
     #: Registry mirrors (``-registry-hosts-dir``), read and checked before anything is fetched.
     registry_hosts: Mapping[str, RegistryHosts] | None = None
+    #: The inputs the plan was made from (:func:`preparer.plan_run`): the only ones it may be applied to.
+    inputs: Inputs | None = None
 
     @property
     def steps(self) -> tuple[Step, ...]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from preparer import Cancel, Cancelled, Inputs, interrupt, plan_run, prepare
+from preparer import Cancel, Cancelled, Inputs, interrupt, plan_run, prepare, run_plan
 from preparer import errors as errors_module
 from preparer.errors import PreparerError
 from tests.buildpacks import make_tgz
@@ -204,3 +204,38 @@ def test_each_run_reaches_servers_as_its_own_environment_says(
     _, bypass = build(tmp_path / "bypass", http_server.url("bp.tgz"))
     bypass = dataclasses.replace(bypass, environ={"http_proxy": dead, "no_proxy": "localhost,127.0.0.0/8"})
     assert prepare(bypass).buildpacks[0].id == "svc/proxied"
+
+
+def test_a_plan_is_applied_only_to_the_inputs_it_was_made_from(tmp_path: Path) -> None:
+    a_layout, a = build(tmp_path / "a")
+    b_layout, b = build(tmp_path / "b")
+    (a_layout.app / "drop.log").write_text("a's")
+    (a_layout.app / "keep.txt").write_text("kept")
+    (a_layout.app / "project.toml").write_text(HEAD + '[io.buildpacks]\nexclude = ["*.log"]\n')
+    (b_layout.app / "drop.log").write_text("b's")
+    plan = plan_run(a)
+    with pytest.raises(PreparerError) as refused:
+        run_plan(plan, b)
+    assert refused.value.exit_code == 3 and "made for other inputs" in refused.value.message
+    assert (b_layout.app / "drop.log").read_text() == "b's"  # nothing of A's plan touched B
+    run_plan(plan)  # its own inputs
+    assert not (a_layout.app / "drop.log").exists()
+
+
+def test_the_callers_mistakes_and_exceptions_stay_the_callers(
+    http_server: FileServer, tmp_path: Path
+) -> None:
+    with pytest.raises(TypeError, match=r"expected preparer\.Inputs, got str"):
+        prepare("a/path")  # type: ignore[arg-type]
+    make_tgz(http_server.root / "bp.tgz", "svc/cb", payload=os.urandom(3000))
+    layout, inputs = build(tmp_path / "b", http_server.url("bp.tgz"))
+
+    class Boom(Exception):
+        pass
+
+    def progress(source: str, done: int, total: int | None) -> None:
+        raise Boom(source)
+
+    with pytest.raises(Boom):
+        prepare(inputs, progress=progress)
+    assert "svc_cb" not in installed(layout) and not list(layout.buildpacks.glob(".preparer-staging-*"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -249,5 +250,12 @@ def test_from_environ_gives_the_commands_defaults() -> None:
     assert inputs.environ == environ  # registry credentials are found as the command finds them
     assert (inputs.app_dir, inputs.layers_dir, inputs.dry_run) == (Path("/src"), Path("/l"), True)
     assert inputs.target_platform.startswith("linux/")
+    # An untyped caller's misspelled field is refused at run time too (a typed one's fails the type checker).
     with pytest.raises(InvalidInputsError, match="Inputs has no field app"):
-        Inputs.from_environ(environ, app="/src")
+        Inputs.from_environ(environ, app="/src")  # type: ignore[call-arg]
+
+
+def test_the_overrides_of_from_environ_are_the_fields_of_inputs() -> None:
+    from preparer.inputs import InputsOverrides
+
+    assert set(InputsOverrides.__annotations__) == {f.name for f in dataclasses.fields(Inputs)} - {"environ"}
