@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -114,13 +115,22 @@ def kind_of(value: object) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-class Unapplied(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Unapplied:
     """A property of the effective configuration that the preparer did not apply (found while reading the
-    descriptor and the platform file, or when the configuration is applied)."""
+    descriptor and the platform file, or when the configuration is applied).
 
-    #: The dotted key as the user wrote it, e.g. ``io.buildpacks.builder`` or ``pack.builder``.
+    Attributes:
+        key: the dotted key as the user wrote it, e.g. ``io.buildpacks.builder`` or ``pack.builder``.
+        reason: why it was not applied (the command's warning says it).
+    """
+
     key: str
     reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        """As the report file has it."""
+        return {"key": self.key, "reason": self.reason}
 
 
 def _namespace_typos(document: TOMLTable, platform_namespace: str | None) -> list[str]:

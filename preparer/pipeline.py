@@ -7,6 +7,7 @@ written); :func:`run_plan` carries a plan out; :func:`prepare` does both, as the
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import os
 from collections.abc import Callable
@@ -375,7 +376,7 @@ def run_plan(
     with interrupt.run(cancel, deadline):
         outcome = apply_plan(plan, inputs, callers(progress))
     report = _report(plan, inputs, outcome.buildpacks, outcome.written, outcome.removed)
-    return report._replace(warnings=(*report.warnings, *outcome.warnings))
+    return dataclasses.replace(report, warnings=(*report.warnings, *outcome.warnings))
 
 
 def _report(

@@ -10,8 +10,9 @@ A run that fails writes only ``[error]`` (``code``, ``message``).
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal
 
 from preparer.descriptor import Unapplied
 from preparer.files._toml import dumps_toml, write_atomic
@@ -20,55 +21,108 @@ if TYPE_CHECKING:
     from preparer.policy.rules import Decision
 
 
-class BuildpackRecord(NamedTuple):
-    """One order entry the preparer wrote, and where its buildpack came from."""
+@dataclass(frozen=True, slots=True)
+class BuildpackRecord:
+    """One order entry the preparer wrote, and where its buildpack came from.
+
+    Attributes:
+        id: the buildpack's id.
+        version: its version.
+        source: the ``uri`` as written (credentials removed), or where it was found.
+        action: ``installed`` (fetched into ``<buildpacks>``), ``present`` (already there) or ``inline``.
+        digest: ``sha256:<hex>`` of the archive or image manifest, when known.
+        resolved: how a bare buildpack id in ``uri`` was resolved: ``installed``, ``registry`` or ``image``.
+        via: where the bytes came from when not from the source itself: ``download cache``, ``cache repository``.
+    """
 
     id: str
     version: str
     source: str
     action: Literal["installed", "present", "inline"]
     digest: str | None = None
-    #: How a bare buildpack id in ``uri`` was resolved: ``installed``, ``registry`` or ``image``.
     resolved: str | None = None
-    #: Where the bytes came from when not from the source itself: ``download cache``, ``cache repository``.
     via: str | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """As the report file has it (fields without a value left out)."""
+        return {"id": self.id, "version": self.version, "source": self.source, "action": self.action} | {
+            key: value for key, value in (("digest", self.digest), ("resolved", self.resolved), ("via", self.via))
+            if value
+        }  # fmt: skip
 
-class EnvRecord(NamedTuple):
-    """One build env variable and what happened to its file."""
+
+@dataclass(frozen=True, slots=True)
+class EnvRecord:
+    """One build env variable and what happened to its file.
+
+    Attributes:
+        name: the variable's name (its file is ``<platform>/env/<name>``).
+        action: ``written``, ``kept`` (a platform's own file of that name) or ``skipped``.
+    """
 
     name: str
     action: Literal["written", "kept", "skipped"]
 
+    def to_dict(self) -> dict[str, Any]:
+        """As the report file has it."""
+        return {"name": self.name, "action": self.action}
 
-class MetadataRecord(NamedTuple):
-    """project-metadata.toml: where, what was done (``written``, ``kept``, ``would write``, ``would keep``), and
-    the document (written, or the one that would have been)."""
+
+@dataclass(frozen=True, slots=True)
+class MetadataRecord:
+    """project-metadata.toml.
+
+    Attributes:
+        path: where it is.
+        action: ``written``, ``kept``, ``would write`` or ``would keep``.
+        document: its document (written, or the one that would have been).
+    """
 
     path: str
     action: str
     document: dict[str, Any]
 
+    def to_dict(self) -> dict[str, Any]:
+        """As the report file has it."""
+        return {"path": self.path, "action": self.action} | self.document
 
-class Report(NamedTuple):
-    """The outcome of :func:`preparer.prepare`."""
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The outcome of :func:`preparer.prepare` (and :func:`preparer.run_plan`); :meth:`to_dict` is the
+    ``-prepare-report`` document.
+
+    Attributes:
+        descriptor_path: the project descriptor read, or ``None`` without one.
+        schema_version: its schema version as declared.
+        effective: the effective configuration, credentials removed.
+        buildpacks: every order entry written (:class:`BuildpackRecord`).
+        env: every build env variable (:class:`EnvRecord`).
+        app_removed: how many files include/exclude removed from the app.
+        unapplied: every property the preparer did not apply (:class:`~preparer.descriptor.Unapplied`).
+        warnings: every warning, in the order found (unapplied properties included), without ``Warning:``.
+        dry_run: whether nothing was fetched, written or removed.
+        written: paths written, in order (order.toml, installed buildpack directories, env files, metadata).
+        project_metadata: project-metadata.toml, when there is something to say of the source.
+        policy: what the platform policy decided of each entry (empty without a policy).
+    """
 
     descriptor_path: str | None = None
     schema_version: str | None = None
-    effective: dict[str, Any] = {}  # noqa: RUF012 (never mutated by the preparer)
+    effective: dict[str, Any] = field(default_factory=dict)
     buildpacks: tuple[BuildpackRecord, ...] = ()
     env: tuple[EnvRecord, ...] = ()
     app_removed: int = 0
     unapplied: tuple[Unapplied, ...] = ()
-    #: Every warning, in the order found (unapplied properties included), without the ``Warning:`` prefix.
     warnings: tuple[str, ...] = ()
     dry_run: bool = False
-    #: Paths written, in order (order.toml, installed buildpack directories, env files, project metadata).
     written: tuple[str, ...] = ()
-    #: project-metadata.toml, when there is something to say of the source.
     project_metadata: MetadataRecord | None = None
-    #: What the platform policy decided of each entry (empty without a policy).
     policy: tuple[Decision, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``-prepare-report`` document (TOML-ready) of a run that did not fail."""
+        return report_to_toml(self)
 
 
 #: The reason given when nothing more specific applies.
@@ -97,16 +151,10 @@ def report_to_toml(report: Report) -> dict[str, Any]:
         "dry-run": report.dry_run,
         "descriptor": descriptor,
         "effective": report.effective,
-        "buildpacks": [
-            {"id": b.id, "version": b.version, "source": b.source, "action": b.action}
-            | ({"digest": b.digest} if b.digest else {})
-            | ({"resolved": b.resolved} if b.resolved else {})
-            | ({"via": b.via} if b.via else {})
-            for b in report.buildpacks
-        ],
-        "env": [{"name": e.name, "action": e.action} for e in report.env],
+        "buildpacks": [b.to_dict() for b in report.buildpacks],
+        "env": [e.to_dict() for e in report.env],
         "app": {"removed": report.app_removed},
-        "unapplied": [{"key": u.key, "reason": u.reason} for u in report.unapplied],
+        "unapplied": [u.to_dict() for u in report.unapplied],
     }
     if report.policy:
         doc["policy"] = [
@@ -119,8 +167,7 @@ def report_to_toml(report: Report) -> dict[str, Any]:
             for d in report.policy
         ]
     if report.project_metadata is not None:
-        m = report.project_metadata
-        doc["project-metadata"] = {"path": m.path, "action": m.action} | m.document
+        doc["project-metadata"] = report.project_metadata.to_dict()
     return doc
 
 

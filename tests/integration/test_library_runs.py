@@ -239,3 +239,25 @@ def test_the_callers_mistakes_and_exceptions_stay_the_callers(
     with pytest.raises(Boom):
         prepare(inputs, progress=progress)
     assert "svc_cb" not in installed(layout) and not list(layout.buildpacks.glob(".preparer-staging-*"))
+
+
+def test_the_report_is_frozen_data_whose_dict_is_the_report_file(
+    http_server: FileServer, tmp_path: Path
+) -> None:
+    import inspect
+
+    import tomli
+
+    from preparer import BuildpackRecord, EnvRecord, Report
+
+    make_tgz(http_server.root / "bp.tgz", "svc/report")
+    _, inputs = build(tmp_path / "b", http_server.url("bp.tgz"))
+    inputs = dataclasses.replace(inputs, prepare_report=str(tmp_path / "report.toml"))
+    report = prepare(inputs)
+    assert tomli.loads((tmp_path / "report.toml").read_text()) == report.to_dict()
+    assert report.to_dict()["buildpacks"] == [b.to_dict() for b in report.buildpacks]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.dry_run = True  # type: ignore[misc]
+    for record in (Report, BuildpackRecord, EnvRecord):
+        doc = inspect.getdoc(record) or ""
+        assert all(f"{f.name}:" in doc for f in dataclasses.fields(record)), record  # every field documented
