@@ -9,6 +9,7 @@ the lifecycle's ``UpdatePlaceholderPaths`` does.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -38,8 +39,8 @@ class _PathField:
     attribute reads as a ``Path``.
     """
 
-    def __init__(self, default: str) -> None:
-        self.default = Path(default)
+    def __init__(self, default: str | None = None) -> None:
+        self.default = None if default is None else Path(default)
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name, self.slot = name, f"_{name}"
@@ -49,7 +50,11 @@ class _PathField:
     @overload
     def __get__(self, obj: object, owner: type | None = None) -> Path: ...
     def __get__(self, obj: object | None, owner: type | None = None) -> Path:
-        return self.default if obj is None else cast(Path, getattr(obj, self.slot))
+        if obj is None:
+            if self.default is None:  # no default: the field is required
+                raise AttributeError(self.name)
+            return self.default
+        return cast(Path, getattr(obj, self.slot))
 
     def __set__(self, obj: object, value: str | os.PathLike[str]) -> None:
         object.__setattr__(obj, self.slot, _absolute(self.name, value))
@@ -79,22 +84,24 @@ def _host_platform() -> str:
     return f"linux/{arch}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Inputs:
     """Everything one prepare run needs, resolved and absolute.
 
-    Library callers build it directly, with ``str`` or any ``os.PathLike`` for paths (made absolute against the
-    working directory when the object is built), or with :meth:`from_environ` to get the command's defaults (a
-    download cache, the environment's registry credentials). A value of the wrong type raises
-    :class:`~preparer.errors.InvalidInputsError` naming the field.
+    Library callers build it directly, with keyword arguments and ``str`` or any ``os.PathLike`` for paths (made
+    absolute against the working directory when the object is built): the five directories are required (a
+    forgotten one must not mean the container's ``/workspace`` on a service's host). :meth:`from_environ` gives the
+    command's defaults (the container's directories, a download cache, the environment's registry credentials). A
+    value of the wrong type or out of range raises :class:`~preparer.errors.InvalidInputsError` naming the field,
+    when the object is built, as the command refuses it.
     """
 
-    app_dir: _PathField = _PathField(default("app"))
-    layers_dir: _PathField = _PathField(default("layers"))
-    platform_dir: _PathField = _PathField(default("platform"))
-    buildpacks_dir: _PathField = _PathField(default("buildpacks"))
+    app_dir: _PathField = _PathField()
+    layers_dir: _PathField = _PathField()
+    platform_dir: _PathField = _PathField()
+    buildpacks_dir: _PathField = _PathField()
     #: The builder's order, read only.
-    order_path: _PathField = _PathField(default("order"))
+    order_path: _PathField = _PathField()
     #: ``None`` means ``<app>/project.toml``, which may be missing.
     project_descriptor: _OptionalPathField = _OptionalPathField()
     platform_namespace: str | None = None
@@ -136,6 +143,7 @@ class Inputs:
 
     def __post_init__(self) -> None:
         _check_types(self)  # paths are checked and made absolute as they are set (_PathField)
+        _check_values(self)
 
     @property
     def project_metadata_path(self) -> Path | None:
@@ -198,6 +206,34 @@ class InputsOverrides(TypedDict, total=False):
     download_timeout: float
     run_timeout: float
     platform_api: APIVersion
+
+
+def _check_values(inputs: Inputs) -> None:
+    """Refuse what the command refuses, naming the field: a library caller gets the same checks."""
+
+    def refuse(name: str, why: str) -> InvalidInputsError:
+        return InvalidInputsError("resolve inputs", f"Inputs.{name} {why}")
+
+    for name in ("http_timeout", "download_timeout", "run_timeout"):
+        if not 0 < getattr(inputs, name) < float("inf"):
+            raise refuse(name, "must be a positive number of seconds")
+    if not 0 <= inputs.download_cache_max_age < float("inf"):
+        raise refuse("download_cache_max_age", "must be a number of seconds, 0 or more")
+    for name in ("uid", "gid"):
+        value = getattr(inputs, name)
+        if value is not None and not 0 <= value < MAX_ID:
+            raise refuse(name, f"is not a user or group id (0 to {MAX_ID - 1})")
+    if inputs.download_cache_repo_mode not in ("read-write", "read", "offline"):
+        raise refuse("download_cache_repo_mode", "must be read-write, read or offline")
+    if inputs.download_cache_repo is not None:
+        try:
+            _repo(inputs.download_cache_repo)
+        except InvalidInputsError as err:
+            raise refuse("download_cache_repo", f"is not <registry>/<repository>: {err.cause}") from None
+    if not re.fullmatch(r"[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?", inputs.target_platform):
+        raise refuse("target_platform", "must be os/arch[/variant], e.g. linux/amd64")
+    if not all(isinstance(entry, str) for entry in inputs.insecure_registries):
+        raise refuse("insecure_registries", "must hold strings")
 
 
 def _absolute(name: str, value: object) -> Path:

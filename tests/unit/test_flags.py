@@ -39,7 +39,7 @@ def test_help_shows_every_default_of_the_table() -> None:
 
 def test_the_inputs_defaults_are_the_tables() -> None:
     from_command = resolve_inputs({}, {}, cwd=Path("/"))
-    plain = Inputs()
+    plain = Inputs.from_environ({})
     for inputs in (from_command, plain):
         assert str(inputs.app_dir) == "/workspace" and str(inputs.order_path) == "/cnb/order.toml"
         assert inputs.exec_env == "production" and inputs.http_timeout == 60.0

@@ -215,8 +215,8 @@ def test_paths_may_be_strings_or_path_likes_and_become_absolute(tmp_path: Path) 
         def __fspath__(self) -> str:
             return "relative/app"
 
-    inputs = Inputs(app_dir=Where(), layers_dir="/layers/../layers", platform_dir=tmp_path,
-                    prepare_report="r.toml", download_cache=None)  # fmt: skip
+    inputs = Inputs(app_dir=Where(), layers_dir="/layers/../layers", platform_dir=tmp_path, buildpacks_dir="/b",
+                    order_path="/o", prepare_report="r.toml", download_cache=None)  # fmt: skip
     assert inputs.app_dir == Path.cwd() / "relative" / "app"
     assert inputs.layers_dir == Path("/layers")
     assert inputs.platform_dir == tmp_path
@@ -238,9 +238,43 @@ def test_paths_may_be_strings_or_path_likes_and_become_absolute(tmp_path: Path) 
 )
 def test_a_value_of_the_wrong_type_is_the_librarys_own_error(field: str, value: object, message: str) -> None:
     with pytest.raises(InvalidInputsError) as info:
-        Inputs(**{field: value})  # type: ignore[arg-type]
+        Inputs(**(DIRS | {field: value}))  # type: ignore[arg-type]
     assert info.value.exit_code == 3
     assert str(info.value) == f"failed to resolve inputs: {message}"
+
+
+#: The directories Inputs(...) requires (no container defaults outside from_environ).
+DIRS = {"app_dir": "/w", "layers_dir": "/l", "platform_dir": "/p", "buildpacks_dir": "/b", "order_path": "/o"}
+
+
+def test_inputs_requires_its_directories_and_has_no_container_defaults() -> None:
+    with pytest.raises(TypeError, match="app_dir"):
+        Inputs(layers_dir="/l", platform_dir="/p", buildpacks_dir="/b", order_path="/o")
+    assert Inputs.from_environ({}).app_dir == Path("/workspace")  # the container's, where it belongs
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("http_timeout", 0, "Inputs.http_timeout must be a positive number of seconds"),
+        ("run_timeout", -1.5, "Inputs.run_timeout must be a positive number of seconds"),
+        ("uid", -5, "Inputs.uid is not a user or group id (0 to 4294967294)"),
+        ("gid", 2**40, "Inputs.gid is not a user or group id (0 to 4294967294)"),
+        ("download_cache_repo", "no-slash", "Inputs.download_cache_repo is not <registry>/<repository>: "),
+        (
+            "download_cache_repo_mode",
+            "write",
+            "Inputs.download_cache_repo_mode must be read-write, read or offline",
+        ),
+        ("target_platform", "amd64", "Inputs.target_platform must be os/arch[/variant], e.g. linux/amd64"),
+    ],
+)
+def test_a_value_the_command_refuses_is_refused_when_inputs_are_built(
+    field: str, value: object, message: str
+) -> None:
+    with pytest.raises(InvalidInputsError) as info:
+        Inputs(**(DIRS | {field: value}))  # type: ignore[arg-type]
+    assert info.value.exit_code == 3 and str(info.value).startswith(f"failed to resolve inputs: {message}")
 
 
 def test_from_environ_gives_the_commands_defaults() -> None:
