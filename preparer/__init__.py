@@ -22,9 +22,11 @@ if TYPE_CHECKING:
         Cancelled,
         DescriptorError,
         FetchError,
+        FetchErrors,
         InvalidInputsError,
         NotFoundError,
         PlatformAPIError,
+        PolicyRefused,
         PreparerError,
         UnexpectedError,
     )
@@ -44,11 +46,13 @@ __all__ = [
     "DescriptorError",
     "EnvRecord",
     "FetchError",
+    "FetchErrors",
     "Inputs",
     "InvalidInputsError",
     "NotFoundError",
     "Plan",
     "PlatformAPIError",
+    "PolicyRefused",
     "PreparerError",
     "Report",
     "Unapplied",
@@ -65,8 +69,8 @@ __all__ = [
 #: named ``prepare`` would shadow the function.
 _HOMES = {
     **dict.fromkeys(
-        ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "FetchError", "InvalidInputsError",
-         "NotFoundError", "PlatformAPIError", "PreparerError", "UnexpectedError"),
+        ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "FetchError", "FetchErrors", "InvalidInputsError",
+         "NotFoundError", "PlatformAPIError", "PolicyRefused", "PreparerError", "UnexpectedError"),
         "preparer.errors",
     ),
     "Inputs": "preparer.inputs",

@@ -205,8 +205,8 @@ def open_subdir(
             raise
         # Linux says ENOTDIR for a link opened with O_DIRECTORY | O_NOFOLLOW: tell the two apart.
         if stat.S_ISLNK(os.lstat(name, dir_fd=parent).st_mode):
-            raise UnsafeDirectory(err.errno, f"{shown} is a symbolic link (not followed)") from None
-        raise UnsafeDirectory(err.errno, f"{shown} is not a directory") from None
+            raise UnsafeDirectory(err.errno, f"{shown} is a symbolic link (not followed)") from err
+        raise UnsafeDirectory(err.errno, f"{shown} is not a directory") from err
     try:
         info = os.fstat(fd)
         if owned and info.st_uid not in (0, os.geteuid()):

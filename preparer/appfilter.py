@@ -103,7 +103,7 @@ class _Planner:
         try:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
         except OSError as err:
-            raise ApplyError(f"read {directory}", err.strerror or err) from None
+            raise ApplyError(f"read {directory}", err.strerror or err) from err
         stays = False
         for entry in entries:
             path, child = Path(entry.path), f"{prefix}{entry.name}"
@@ -237,7 +237,7 @@ class Trash:
         except FileNotFoundError:
             return
         except OSError as err:
-            raise ApplyError(f"remove {path}", err.strerror or err) from None
+            raise ApplyError(f"remove {path}", err.strerror or err) from err
         self.moved.append((where, name, index, str(len(self.moved))))
 
     def _dir(self, parts: tuple[str, ...]) -> int:

@@ -16,7 +16,7 @@ from preparer._near import closest
 from preparer._types import TOMLTable
 from preparer.api import APIVersion
 from preparer.descriptor import KeyPath, Layer, ProjectDescriptor, Unapplied, kind_of, lookup
-from preparer.errors import DescriptorError, InvalidInputsError
+from preparer.errors import DescriptorError, InvalidInputsError, with_fields
 from preparer.files.buildpack import check_id, version_problem
 from preparer.overlay import merge, nulls_from_empty_tables
 from preparer.report import NOT_APPLIED
@@ -185,7 +185,8 @@ class _Reader:
 
     def fail(self, path: KeyPath, problem: str) -> DescriptorError:
         """A validation error naming the file and the key as written."""
-        return DescriptorError(f"validate {self.origin(path)}", f"{self.spell(path)}: {problem}")
+        error = DescriptorError(f"validate {self.origin(path)}", f"{self.spell(path)}: {problem}")
+        return with_fields(error, path=self.origin(path), key=self.spell(path))
 
     def skip(self, path: KeyPath, reason: str = NOT_APPLIED) -> None:
         self.unapplied.append(Unapplied(self.spell(path), reason))

@@ -6,7 +6,11 @@ the lifecycle's message shape.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from preparer.exit import ExitCode
+
+E = TypeVar("E", bound="PreparerError")
 
 
 class PreparerError(Exception):
@@ -30,6 +34,13 @@ class PreparerError(Exception):
         return (_rebuild, (type(self), self.args, self.__dict__))
 
 
+def with_fields(error: E, **fields: object) -> E:
+    """``error`` with its data fields set (those of its class; see each class's attributes)."""
+    for name, value in fields.items():
+        setattr(error, name, value)
+    return error
+
+
 def _rebuild(cls: type[PreparerError], args: tuple[object, ...], state: dict[str, object]) -> PreparerError:
     error = cls.__new__(cls)
     Exception.__init__(error, *args)
@@ -38,13 +49,46 @@ def _rebuild(cls: type[PreparerError], args: tuple[object, ...], state: dict[str
 
 
 class InvalidInputsError(PreparerError):
-    """Inputs that are well formed but invalid: flags, environment, a missing explicit file."""
+    """Inputs that are well formed but invalid: flags, environment, a missing explicit file.
+
+    Attributes:
+        field: the :class:`~preparer.Inputs` field at fault, when one is (``http_timeout``).
+    """
 
     exit_code = ExitCode.INVALID_INPUTS
+    field: str | None = None
 
 
 class DescriptorError(InvalidInputsError):
-    """A project descriptor or platform file that cannot be read or violates its schema."""
+    """A project descriptor or platform file that cannot be read or violates its schema.
+
+    Attributes:
+        path: the file, when the error is about one.
+        key: the dotted key at fault (``io.buildpacks.group[1].uri``), for a schema error.
+        line: the line (from 1) where a syntax error is.
+        column: the column (from 1) where a syntax error is.
+    """
+
+    path: str | None = None
+    key: str | None = None
+    line: int | None = None
+    column: int | None = None
+
+
+class PolicyRefused(InvalidInputsError):
+    """The platform policy refuses an entry (exit 3), before anything is fetched.
+
+    Attributes:
+        entry: where the entry is written (``io.buildpacks.group[2]``).
+        rule: the policy's key that refuses it (``sources.allow``).
+        policy: the policy file.
+        line: the line of the policy file where the rule is (``None``: the rule's default).
+    """
+
+    entry: str | None = None
+    rule: str | None = None
+    policy: str | None = None
+    line: int | None = None
 
 
 class PlatformAPIError(PreparerError):
@@ -60,7 +104,20 @@ class BuildpackAPIError(PreparerError):
 
 
 class FetchError(PreparerError):
-    """A buildpack could not be resolved, downloaded, verified or unpacked."""
+    """A buildpack could not be resolved, downloaded, verified or unpacked.
+
+    Attributes:
+        source: the group entry's ``uri`` (or id) as written, credentials removed.
+        url: the http(s) URL asked for, without credentials or query, when there is one.
+        status: the HTTP status of the answer, when there was one.
+        transient: whether trying again later may help (the network, a 5xx, a rate limit), or not (a 404, a pin,
+            an archive the rules refuse).
+    """
+
+    source: str | None = None
+    url: str | None = None
+    status: int | None = None
+    transient: bool = False
 
 
 class RunLimitReached(FetchError):

@@ -119,7 +119,7 @@ def _git_dirs(app: Path) -> tuple[Path, Path] | None:
     except FileNotFoundError:
         return None
     except OSError as err:
-        raise GitUnreadable(f".git cannot be read ({err.strerror})") from None
+        raise GitUnreadable(f".git cannot be read ({err.strerror})") from err
     if stat.S_ISLNK(info.st_mode):
         raise GitUnreadable(".git is a symbolic link (not followed)")
     if stat.S_ISDIR(info.st_mode):
@@ -169,7 +169,7 @@ def _head(path: Path, size: int, what: str) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as err:
-        raise GitUnreadable(f"{what} cannot be read ({err.strerror})") from None
+        raise GitUnreadable(f"{what} cannot be read ({err.strerror})") from err
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise GitUnreadable(f"{what} is not a regular file")

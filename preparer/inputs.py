@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 from preparer._logger import log
 from preparer.api import SUPPORTED_PLATFORM_APIS, APIVersion, verify_platform_api
-from preparer.errors import InvalidInputsError
+from preparer.errors import InvalidInputsError, with_fields
 from preparer.flags import BY_NAME, DEFAULT_REGISTRY_INDEX, default, env_default, env_of
 from preparer.goflags import BOOL_SPELLINGS, parse_bool, parse_duration, parse_int
 
@@ -212,7 +212,7 @@ def _check_values(inputs: Inputs) -> None:
     """Refuse what the command refuses, naming the field: a library caller gets the same checks."""
 
     def refuse(name: str, why: str) -> InvalidInputsError:
-        return InvalidInputsError("resolve inputs", f"Inputs.{name} {why}")
+        return with_fields(InvalidInputsError("resolve inputs", f"Inputs.{name} {why}"), field=name)
 
     for name in ("http_timeout", "download_timeout", "run_timeout"):
         if not 0 < getattr(inputs, name) < float("inf"):
@@ -229,7 +229,7 @@ def _check_values(inputs: Inputs) -> None:
         try:
             _repo(inputs.download_cache_repo)
         except InvalidInputsError as err:
-            raise refuse("download_cache_repo", f"is not <registry>/<repository>: {err.cause}") from None
+            raise refuse("download_cache_repo", f"is not <registry>/<repository>: {err.cause}") from err
     if not re.fullmatch(r"[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?", inputs.target_platform):
         raise refuse("target_platform", "must be os/arch[/variant], e.g. linux/amd64")
     if not all(isinstance(entry, str) for entry in inputs.insecure_registries):

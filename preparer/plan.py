@@ -166,7 +166,7 @@ def _step(
     except InvalidInputsError as err:
         raise DescriptorError(
             f"validate {entry.file}", f"{entry.key}.uri '{redact(entry.uri)}': {err.cause}"
-        ) from None
+        ) from err
     if isinstance(locator, PathLocator) and not exists(locator.path):
         raise FetchError(
             f"resolve {entry.key} ({redact(entry.uri)})", f"{locator.path}: no such file or directory"

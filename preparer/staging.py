@@ -21,7 +21,7 @@ from preparer._logger import log
 from preparer.api import verify_buildpack_api
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.base import FetchContext, Fetched
-from preparer.fetch.locator import redact
+from preparer.fetch.locator import HttpLocator, redact
 from preparer.fetch.parallel import fetch_all
 from preparer.fetch.registries import Registries
 from preparer.fetch.sink import Sink, no_progress
@@ -160,8 +160,20 @@ def fetch_steps(steps: Sequence[Fetch], ctx: FetchContext, policy: Policy | None
         contexts = [
             replace(ctx, sink=replace(ctx.sink, guard=_budget(policy, step, totals))) for step in steps
         ]
-    jobs = [partial(fetch, step.locator, job) for step, job in zip(steps, contexts, strict=True)]
+    jobs = [partial(_fetch, step, job) for step, job in zip(steps, contexts, strict=True)]
     return fetch_all(jobs)
+
+
+def _fetch(step: Fetch, ctx: FetchContext) -> Fetched:
+    """One entry fetched; a failure says, as data, which entry and URL it was."""
+    try:
+        return fetch(step.locator, ctx)
+    except FetchError as err:
+        if err.source is None:
+            err.source = redact(step.entry.uri or step.entry.id or "")
+        if err.url is None and isinstance(step.locator, HttpLocator):
+            err.url = step.locator.target.shown
+        raise
 
 
 def _budget(policy: Policy, step: Fetch, totals: RunTotals) -> Budget:

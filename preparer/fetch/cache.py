@@ -109,7 +109,7 @@ class DownloadCache:
         except FileExistsError:
             pass
         except OSError as err:
-            raise CacheUnusable(f"{root} cannot be made ({err.strerror})") from None
+            raise CacheUnusable(f"{root} cannot be made ({err.strerror})") from err
         _check_private(root)
         for name in _SUBDIRS:  # all checked now, so that nothing planted in them is found mid-run
             path = root / name
@@ -118,7 +118,7 @@ class DownloadCache:
             except FileExistsError:
                 pass
             except OSError as err:
-                raise CacheUnusable(f"{path} cannot be made ({err.strerror})") from None
+                raise CacheUnusable(f"{path} cannot be made ({err.strerror})") from err
             _check_private(path)
         return cls(root)
 
@@ -386,7 +386,7 @@ def _check_private(path: Path) -> None:
     try:
         info = path.lstat()
     except OSError as err:
-        raise CacheUnusable(f"{path} cannot be read ({err.strerror})") from None
+        raise CacheUnusable(f"{path} cannot be read ({err.strerror})") from err
     if stat.S_ISLNK(info.st_mode):
         raise CacheUnusable(f"{path} is a symbolic link")
     if not stat.S_ISDIR(info.st_mode):
@@ -412,4 +412,4 @@ def _make_parents(directory: Path) -> None:
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as err:
-        raise CacheUnusable(f"{directory} cannot be made ({err.strerror})") from None
+        raise CacheUnusable(f"{directory} cannot be made ({err.strerror})") from err

@@ -111,18 +111,18 @@ def extract_tar(
             _Reader(stream, writer, guard).run()
         writer.check_links()
     except _Refused as refused:
-        raise FetchError(f"extract {archive}", f"refusing entry '{refused.name}': {refused.why}") from None
+        raise FetchError(f"extract {archive}", f"refusing entry '{refused.name}': {refused.why}") from refused
     except NotAnArchive as what:
-        raise FetchError(f"extract {archive}", f"not a tar archive: {what}") from None
+        raise FetchError(f"extract {archive}", f"not a tar archive: {what}") from what
     except zlib.error as err:
-        raise FetchError(f"extract {archive}", f"the gzip data is damaged ({err})") from None
+        raise FetchError(f"extract {archive}", f"the gzip data is damaged ({err})") from err
     except (EOFError, ValueError) as err:
         raise FetchError(
             f"extract {archive}",
             f"not a valid tar archive ({err})" if str(err) else "not a valid tar archive",
-        ) from None
+        ) from err
     except OSError as err:
-        raise FetchError(f"extract {archive}", err.strerror or str(err)) from None
+        raise FetchError(f"extract {archive}", err.strerror or str(err)) from err
     links = {name: link for name, link in writer.links.items() if os.path.islink(f"{writer.root}/{name}")}
     return Extracted(frozenset(writer.top_level), writer.files, links, writer.records, frozenset(writer.dirs))
 
@@ -483,7 +483,7 @@ class _Writer:
         try:
             target = self.relative(raw_target)
         except _Refused as refused:
-            raise _Refused(name, f"hard link target: {refused.why}") from None
+            raise _Refused(name, f"hard link target: {refused.why}") from refused
         source = f"{self.root}/{target}"
         if not target or self._through_link(target) or not self._regular_on_disk(target):
             raise _Refused(name, f"hard link to '{raw_target}', which is not a file extracted before it")

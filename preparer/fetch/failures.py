@@ -20,9 +20,9 @@ from preparer.fetch.environment import CA_VARIABLES, ca_source, proxy_for
 class NetworkError(Exception):
     """A failure while talking to a server; ``retry`` says whether another attempt may help."""
 
-    def __init__(self, cause: str, retry: bool = True) -> None:
+    def __init__(self, cause: str, retry: bool = True, status: int | None = None) -> None:
         super().__init__(cause)
-        self.retry = retry
+        self.retry, self.status = retry, status
 
 
 class Where:

@@ -43,7 +43,7 @@ def fetch_path(locator: PathLocator, ctx: FetchContext) -> Fetched:
             extracted = extract_tar(reader, root, archive=source, guard=ctx.sink.guard)
             reader.drain(MAX_TRAILING, f"extract {source}")
     except OSError as err:
-        raise FetchError(f"read {source}", err.strerror or str(err)) from None
+        raise FetchError(f"read {source}", err.strerror or str(err)) from err
     if (
         "oci-layout" in extracted.top_level
     ):  # a buildpackage, whatever its name says: the policy decides again

@@ -204,7 +204,7 @@ def _image(reference: str, action: str) -> ImageLocator:
 
         parse_reference(reference)
     except InvalidInputsError as err:
-        raise InvalidInputsError(action, err.cause) from None
+        raise InvalidInputsError(action, err.cause) from err
     return ImageLocator(reference)
 
 
@@ -212,7 +212,7 @@ def _http(uri: str, action: str) -> HttpLocator:
     try:
         parse_http_url(uri)  # the whole uri: a '#' in a password must not pass for a pin
     except UrlError as err:
-        raise InvalidInputsError(action, f"not a valid URL: {err}") from None
+        raise InvalidInputsError(action, f"not a valid URL: {err}") from err
     url, _, fragment = uri.partition("#")
     if not fragment:
         return HttpLocator(url)

@@ -23,7 +23,7 @@ from urllib.parse import SplitResult, unquote, urlsplit
 from preparer import interrupt
 from preparer._logger import log
 from preparer._version import __version__
-from preparer.errors import FetchError, NotFoundError, RunLimitReached
+from preparer.errors import FetchError, NotFoundError, RunLimitReached, with_fields
 from preparer.fetch.environment import ca_source, goes_elsewhere, netrc_auth, proxy_for
 from preparer.fetch.failures import NetworkError, Where, failure, shown_proxy
 from preparer.fetch.url import HttpUrl, UrlError, parse_http_url, resolve_redirect
@@ -49,9 +49,13 @@ def check_status(response: requests.Response, action: str, what: str = "", says:
     status = f"HTTP {response.status_code} {response.reason or _phrase(response.status_code)}".rstrip()
     status += f" ({says})" if says else ""
     if response.status_code >= 500:
-        raise NetworkError(status)
+        raise NetworkError(status, status=response.status_code)
     error = NotFoundError if response.status_code == 404 else FetchError
-    raise error(action, f"{what}: {status}" if what else status)
+    raise with_fields(
+        error(action, f"{what}: {status}" if what else status),
+        status=response.status_code,
+        transient=response.status_code in (408, 425, 429),
+    )
 
 
 def _phrase(code: int) -> str:
@@ -187,6 +191,8 @@ def _shut(sock: Any) -> None:
 class Unreachable(FetchError):
     """Every attempt failed on the network (a server down, a connection refused or cut): a cached copy may stand
     in, with a warning."""
+
+    transient = True
 
 
 @dataclass
@@ -333,7 +339,9 @@ class Transport:
                 if not err.retry:
                     raise FetchError(action, str(err)) from None
                 if number == attempts:
-                    raise Unreachable(action, f"{err} (after {attempts} attempts)") from None
+                    raise with_fields(
+                        Unreachable(action, f"{err} (after {attempts} attempts)"), status=err.status
+                    ) from None
                 left = self.clock.left()
                 delay = min(self.backoff * 2 ** (number - 1), left if left is not None else 1e9)
                 log.warning("%s: %s; trying again in %g s (attempt %d of %d)", action, err, delay, number + 1,

@@ -105,7 +105,7 @@ def _copy_entries(src: str, dest: str, source: str, masked: int, guard: Guard | 
             try:
                 info = os.lstat(from_path)
             except OSError as err:
-                raise FetchError(f"read {from_path}", err.strerror or str(err)) from None
+                raise FetchError(f"read {from_path}", err.strerror or str(err)) from err
             mode = info.st_mode
             if guard is not None:
                 guard.entry()
@@ -304,7 +304,7 @@ class Installation:
                 self._buildpacks(), dest.parent.name, dest.parent, create=True, owned=True
             )
         except OSError as err:
-            raise ApplyError(action, err.strerror or err) from None
+            raise ApplyError(action, err.strerror or err) from err
         try:
             if _present(d.version, id_fd):
                 if not (by_content and _differs(staged.path, id_fd, d.version)):
@@ -319,7 +319,7 @@ class Installation:
             os.close(id_fd)
             if present:
                 return None
-            raise ApplyError(action, err.strerror or err) from None
+            raise ApplyError(action, err.strerror or err) from err
         self._done.append((id_fd, dest.parent.name, d.version, made))  # kept open, to undo it
         return dest
 

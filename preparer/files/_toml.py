@@ -15,7 +15,7 @@ import tomli
 
 from preparer._fs import make_dirs, open_dir, open_subdir
 from preparer._types import TOMLTable
-from preparer.errors import ApplyError, DescriptorError, PreparerError
+from preparer.errors import ApplyError, DescriptorError, PreparerError, with_fields
 
 _COUNTER = itertools.count()
 
@@ -75,7 +75,8 @@ def load_toml(
     where = f"{path}: " if named else ""
 
     def fail(verb: str, cause: str) -> PreparerError:
-        return error(action or f"{verb} {what}", cause)
+        failed = error(action or f"{verb} {what}", cause)
+        return with_fields(failed, path=str(path)) if isinstance(failed, DescriptorError) else failed
 
     try:
         data = read_regular(path, limit)
@@ -84,15 +85,15 @@ def load_toml(
     except IsADirectoryError:
         raise fail("read", f"{path} is a directory" if named else f"{path.name} is a directory") from None
     except OSError as err:
-        raise fail("read", f"{where}{err.strerror or err}") from None
+        raise fail("read", f"{where}{err.strerror or err}") from err
     except ValueError as why:
-        raise fail("read", f"{where}{why}") from None
+        raise fail("read", f"{where}{why}") from why
     try:
         return tomli.loads(data.decode("utf-8-sig"))  # a byte order mark is read over, as pack does
     except UnicodeDecodeError as err:
-        raise fail("parse", f"{where}not UTF-8 text ({err.reason})") from None
+        raise fail("parse", f"{where}not UTF-8 text ({err.reason})") from err
     except tomli.TOMLDecodeError as err:
-        raise fail("parse", f"{where}{err}") from None
+        raise with_fields(fail("parse", f"{where}{err}"), line=err.lineno, column=err.colno) from err
     except RecursionError:
         raise fail("parse", f"{where}nested too deeply") from None
 
@@ -155,7 +156,7 @@ class PendingWrites:
                 if made:
                     self.created.append((self.dirs[current.parent], name))
         except OSError as err:
-            raise ApplyError(f"create {current}", err.strerror or err) from None
+            raise ApplyError(f"create {current}", err.strerror or err) from err
         _sweep_pending(fd)
         return path
 
@@ -165,7 +166,7 @@ class PendingWrites:
         try:
             fd, tmp = _locked_temp(directory, path.name)
         except OSError as err:
-            raise ApplyError(f"write {path}", err.strerror or err) from None
+            raise ApplyError(f"write {path}", err.strerror or err) from err
         self.files.append((directory, tmp, path.name, path))
         self.fds.append(fd)
         try:
@@ -174,7 +175,7 @@ class PendingWrites:
                 view = view[os.write(fd, view) :]
             os.fchmod(fd, mode)
         except OSError as err:
-            raise ApplyError(f"write {path}", err.strerror or err) from None
+            raise ApplyError(f"write {path}", err.strerror or err) from err
         if owner is not None:
             _give(fd, path, owner)
 
@@ -184,7 +185,7 @@ class PendingWrites:
             try:
                 os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
             except OSError as err:
-                raise ApplyError(f"write {path}", err.strerror or err) from None
+                raise ApplyError(f"write {path}", err.strerror or err) from err
         self.files, self.created = [], []
         self._close()
 
@@ -223,7 +224,7 @@ def _give(fd: int, path: Path, owner: tuple[int, int]) -> None:
                 f"{cause}: the preparer runs as root without the CHOWN capability (add CHOWN to the container's "
                 "capabilities, or run the preparer as the build user, without -uid and -gid)"
             )
-        raise ApplyError(f"give {path} to the build user {who} (-uid/-gid)", cause) from None
+        raise ApplyError(f"give {path} to the build user {who} (-uid/-gid)", cause) from err
 
 
 def _locked_temp(directory: int, name: str) -> tuple[int, str]:

@@ -114,7 +114,7 @@ def read_buildpack_toml(
     try:
         return parse_buildpack_toml(doc)
     except MalformedError as why:
-        raise error(action, str(why)) from None
+        raise error(action, str(why)) from why
 
 
 def installed_versions(buildpacks_dir: Path, buildpack_id: str) -> list[str]:

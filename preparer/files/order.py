@@ -82,7 +82,7 @@ def parse_order(doc: dict[str, Any], where: str) -> Order:
     try:
         groups = parse_groups(doc.get("order", []), versions=False)
     except MalformedError as why:
-        raise BuilderError(f"read builder order {where}", str(why)) from None
+        raise BuilderError(f"read builder order {where}", str(why)) from why
     extensions = doc.get("order-extensions", [])
     return Order(groups, tuple(extensions) if isinstance(extensions, list) else ())
 

@@ -26,7 +26,7 @@ def enforce(plan: Plan, policy: Policy, cache_root: Path | None) -> Plan:
         log.debug("Policy: %s (%s): %s: %s", decision.key, decision.written, verdict, decision.rule)
     refused = next((d for d in decisions if not d.allowed), None)
     if refused is not None:
-        raise refusal(refused)
+        raise refusal(policy, refused)
     warnings = plan.warnings
     removal = plan.removal
     if removal is not None and not policy.include_exclude:

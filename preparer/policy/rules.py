@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, TypeGuard
 import tomli
 
 from preparer.descriptor import lookup
-from preparer.errors import InvalidInputsError
+from preparer.errors import InvalidInputsError, PolicyRefused, with_fields
 from preparer.fetch.guard import LimitExceeded, RunLimitExceeded
 
 #: The kinds of source a policy names in ``sources.allow``.
@@ -39,10 +39,10 @@ MAX_POLICY_BYTES = 1 << 20
 
 
 class Rule(NamedTuple):
-    """A value of the policy and where it is written: ``http.allow, line 7 of /etc/policy.toml``."""
+    """A value of the policy and the line where it is written (``None``: no line names it alone)."""
 
     key: str
-    where: str
+    line: int | None
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,9 @@ class Policy:
     def rule(self, key: str) -> str:
         """``key`` and where it is: ``http.allow, line 7 of policy.toml``."""
         found = self.rules.get(key)
-        return f"{key}, {found.where}" if found else f"{key} (the default) of {self.path}"
+        if found is None:
+            return f"{key} (the default) of {self.path}"
+        return f"{key}, line {found.line} of {self.path}" if found.line else f"{key}, {self.path}"
 
     def budget(self, source: str, run: RunTotals, key: str = "", written: str = "") -> Budget:
         """The policy as one buildpack's fetch sees it: its limits, and what fetching reveals (redirects, a
@@ -97,14 +99,14 @@ def load_policy(path: Path) -> Policy:
         with open(path, "rb") as f:
             data = f.read(MAX_POLICY_BYTES + 1)
     except OSError as err:
-        raise InvalidInputsError(action, err.strerror or str(err)) from None
+        raise InvalidInputsError(action, err.strerror or str(err)) from err
     if len(data) > MAX_POLICY_BYTES:
         raise InvalidInputsError(action, f"larger than {MAX_POLICY_BYTES} bytes")
     try:
         text = data.decode("utf-8")
         doc = tomli.loads(text)
     except (UnicodeDecodeError, tomli.TOMLDecodeError) as err:
-        raise InvalidInputsError(action, str(err)) from None
+        raise InvalidInputsError(action, str(err)) from err
     return _Parser(str(path), text, action).policy(doc)
 
 
@@ -114,7 +116,12 @@ class _Parser:
         self.rules: dict[str, Rule] = {}
 
     def where(self, key: str) -> str:
-        """``line N of FILE`` where ``key`` (dotted) is written: as a table, or as a key of a table header."""
+        """``line N of FILE`` where ``key`` (dotted) is written, or the file."""
+        line = self.line(key)
+        return f"line {line} of {self.path}" if line else self.path
+
+    def line(self, key: str) -> int | None:
+        """The line where ``key`` (dotted) is written: as a table, or as a key of a table header."""
         parts = key.split(".")
         current = ""
         for number, line in enumerate(self.lines, 1):
@@ -122,13 +129,13 @@ class _Parser:
             if header:
                 current = header.group(1).replace(" ", "").replace('"', "")
                 if current == key:
-                    return f"line {number} of {self.path}"
+                    return number
                 continue
             for split in range(len(parts)):
                 table, rest = ".".join(parts[:split]), ".".join(parts[split:])
                 if current == table and re.match(rf"^\s*{re.escape(rest)}\s*=", line):
-                    return f"line {number} of {self.path}"
-        return self.path
+                    return number
+        return None
 
     def fail(self, key: str, problem: str) -> InvalidInputsError:
         return InvalidInputsError(self.action, f"{key} ({self.where(key)}): {problem}")
@@ -145,7 +152,7 @@ class _Parser:
                     raise self.fail(dotted, "must be a table")
                 self.check_keys(value, dotted)
             else:
-                self.rules[dotted] = Rule(dotted, self.where(dotted))
+                self.rules[dotted] = Rule(dotted, self.line(dotted))
 
     def globs(self, doc: dict[str, Any], key: str) -> tuple[str, ...] | None:
         value = lookup(doc, key)
@@ -253,7 +260,7 @@ class Budget:
         """
         if self.policy.http_allow is not None and matches(url, self.policy.http_allow) is None:
             rule = f"it redirects to {url}, which matches no pattern of {self.policy.rule('http.allow')}"
-            raise refusal(Decision(self.key, self.written, False, rule))
+            raise refusal(self.policy, Decision(self.key, self.written, False, rule, "http.allow"))
 
     def image(self, reference: str, repository: str, digest: str | None) -> None:
         """An image found while fetching (what a registry entry or a bare id resolves to) meets the image rules.
@@ -262,9 +269,11 @@ class Budget:
         """
         problem = check_image(self.policy, repository, digest)
         if problem is not None:
-            raise InvalidInputsError(
-                "prepare", f"the image {reference} is not allowed by the platform policy: {problem}"
+            by, why = problem
+            error = PolicyRefused(
+                "prepare", f"the image {reference} is not allowed by the platform policy: {why}"
             )
+            raise _fields(error, self.policy, self.key, by)
 
     def revealed(self, kind: str, what: str) -> None:
         """The content shows the source to be of ``kind`` (``what`` says how): it must be allowed too.
@@ -273,7 +282,7 @@ class Budget:
         """
         if self.policy.kinds is not None and kind not in self.policy.kinds:
             rule = f"{what}, and {kind} sources are not allowed ({self.policy.rule('sources.allow')})"
-            raise refusal(Decision(self.key, self.written, False, rule))
+            raise refusal(self.policy, Decision(self.key, self.written, False, rule, "sources.allow"))
 
     def downloaded(self, count: int) -> None:
         self._charge("download_bytes", count)
@@ -320,22 +329,24 @@ class Decision(NamedTuple):
     allowed: bool
     #: Why, and which key of the policy says so (where it is written).
     rule: str
+    #: The policy's key that decides it (``sources.allow``), when one does.
+    by: str | None = None
 
 
 def decide_source(policy: Policy, key: str, written: str, kinds: tuple[str, ...], target: Target) -> Decision:
     """What ``policy`` says of a buildpack source of ``kinds`` (all must be allowed) at ``target``."""
     for kind in kinds:
         if policy.kinds is not None and kind not in policy.kinds:
-            return Decision(
-                key, written, False, f"{kind} sources are not allowed ({policy.rule('sources.allow')})"
-            )
+            rule = f"{kind} sources are not allowed ({policy.rule('sources.allow')})"
+            return Decision(key, written, False, rule, "sources.allow")
     problem = None
     if target.url is not None:
         problem = _check_http(policy, target)
     elif target.image is not None:
         problem = check_image(policy, target.image, target.image_digest)
     if problem:
-        return Decision(key, written, False, problem)
+        by, why = problem
+        return Decision(key, written, False, why, by)
     return Decision(key, written, True, _allowed_by(policy, kinds, target))
 
 
@@ -349,25 +360,31 @@ class Target(NamedTuple):
     image_digest: str | None = None
 
 
-def _check_http(policy: Policy, target: Target) -> str | None:
+def _check_http(policy: Policy, target: Target) -> tuple[str, str] | None:
     url = target.url or ""
     if policy.http_allow is not None and matches(url, policy.http_allow) is None:
-        return f"{url} matches no pattern of {policy.rule('http.allow')}"
+        return "http.allow", f"{url} matches no pattern of {policy.rule('http.allow')}"
     if policy.http_pin and not target.pinned:
         hint = ""
         if target.cached_digest:
             hex_digest = target.cached_digest.removeprefix("sha256:")
             hint = f'; the cached copy of this URL is sha256:{hex_digest}: write uri = "{url}#sha256={hex_digest}"'
-        return f"it must be pinned with #sha256=<digest> ({policy.rule('http.require-pin')}){hint}"
+        return (
+            "http.require-pin",
+            f"it must be pinned with #sha256=<digest> ({policy.rule('http.require-pin')}){hint}",
+        )
     return None
 
 
-def check_image(policy: Policy, repository: str, digest: str | None) -> str | None:
-    """Why ``policy`` refuses the image ``repository`` (``registry/repository``), or ``None``."""
+def check_image(policy: Policy, repository: str, digest: str | None) -> tuple[str, str] | None:
+    """Which key of ``policy`` refuses the image ``repository`` (``registry/repository``) and why, or ``None``."""
     if policy.image_allow is not None and matches(repository, policy.image_allow) is None:
-        return f"{repository} matches no pattern of {policy.rule('image.allow')}"
+        return "image.allow", f"{repository} matches no pattern of {policy.rule('image.allow')}"
     if policy.image_pin and not digest:
-        return f"it must be pinned with @sha256:<digest> ({policy.rule('image.require-pin')})"
+        return (
+            "image.require-pin",
+            f"it must be pinned with @sha256:<digest> ({policy.rule('image.require-pin')})",
+        )
     return None
 
 
@@ -389,11 +406,15 @@ def decide_env(policy: Policy, key: str, name: str) -> Decision:
     written = f'name = "{name}"'
     denied = matches(name, policy.env_deny)
     if denied is not None:
-        return Decision(key, written, False, f"it matches '{denied}' of {policy.rule('env.deny')}")
+        return Decision(
+            key, written, False, f"it matches '{denied}' of {policy.rule('env.deny')}", "env.deny"
+        )
     if policy.env_allow is not None:
         allowed = matches(name, policy.env_allow)
         if allowed is None:
-            return Decision(key, written, False, f"it matches no pattern of {policy.rule('env.allow')}")
+            return Decision(
+                key, written, False, f"it matches no pattern of {policy.rule('env.allow')}", "env.allow"
+            )
         return Decision(key, written, True, f"matches '{allowed}' of {policy.rule('env.allow')}")
     return Decision(key, written, True, "nothing in the policy restricts it")
 
@@ -403,9 +424,15 @@ def written_as(uri: str | None, bp_id: str | None, shown: str) -> str:
     return f'uri = "{shown}"' if uri else f'id = "{bp_id}"' if bp_id else "script"
 
 
-def refusal(decision: Decision) -> InvalidInputsError:
-    """The error of a refused entry (exit 3)."""
-    return InvalidInputsError(
+def refusal(policy: Policy, decision: Decision) -> PolicyRefused:
+    """The error of a refused entry (exit 3), with the rule that refuses it as data."""
+    error = PolicyRefused(
         "prepare",
         f"{decision.key} ({decision.written} as written) is not allowed by the platform policy: {decision.rule}",
     )
+    return _fields(error, policy, decision.key, decision.by)
+
+
+def _fields(error: PolicyRefused, policy: Policy, entry: str, by: str | None) -> PolicyRefused:
+    found = policy.rules.get(by) if by else None
+    return with_fields(error, entry=entry, rule=by, policy=policy.path, line=found.line if found else None)

@@ -261,3 +261,44 @@ def test_the_report_is_frozen_data_whose_dict_is_the_report_file(
     for record in (Report, BuildpackRecord, EnvRecord):
         doc = inspect.getdoc(record) or ""
         assert all(f"{f.name}:" in doc for f in dataclasses.fields(record)), record  # every field documented
+
+
+def test_errors_carry_what_a_service_turns_into_a_response(http_server: FileServer, tmp_path: Path) -> None:
+    from preparer import DescriptorError, FetchError, InvalidInputsError, PolicyRefused
+
+    layout, inputs = build(tmp_path / "syntax")
+    (layout.app / "project.toml").write_text('[_]\nschema-version = "0.2"\n[io.buildpacks]\ngroup = [\n')
+    with pytest.raises(DescriptorError) as syntax:
+        plan_run(inputs)
+    assert (syntax.value.path, syntax.value.line, syntax.value.column) == (
+        str(layout.app / "project.toml"),
+        5,
+        1,
+    )
+    assert syntax.value.__cause__ is not None  # the parser's own error, chained
+    layout, inputs = build(tmp_path / "schema")
+    (layout.app / "project.toml").write_text(HEAD + "[[io.buildpacks.group]]\nuri = 42\n")
+    with pytest.raises(DescriptorError) as schema:
+        plan_run(inputs)
+    assert schema.value.key == "io.buildpacks.group[0].uri" and schema.value.line is None
+
+    url = http_server.url("missing.tgz").replace("http://", "http://user:secret@") + "?token=x"
+    _, inputs = build(tmp_path / "missing", url)
+    with pytest.raises(FetchError) as missing:
+        prepare(inputs)
+    err = missing.value
+    assert (err.status, err.transient, err.url) == (404, False, http_server.url("missing.tgz"))
+    assert err.source is not None and "secret" not in err.source and "token" not in str(err.url)
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[sources]\nallow = ["path"]\n')
+    _, inputs = build(tmp_path / "refused", http_server.url("bp.tgz"))
+    with pytest.raises(PolicyRefused) as refused:
+        plan_run(dataclasses.replace(inputs, policy=str(policy)))
+    assert (refused.value.entry, refused.value.rule, refused.value.line, refused.value.policy) == (
+        "io.buildpacks.group[0]", "sources.allow", 2, str(policy))  # fmt: skip
+    assert pickle.loads(pickle.dumps(refused.value)).rule == "sources.allow"
+
+    with pytest.raises(InvalidInputsError) as bad:
+        dataclasses.replace(inputs, http_timeout=0)
+    assert bad.value.field == "http_timeout"

@@ -35,7 +35,7 @@ class Layout:
                 m.name.removeprefix("./").lstrip("/"): m for m in self.tar.getmembers() if m.isfile()
             }
         except (OSError, tarfile.TarError) as err:
-            raise FetchError(f"read {source}", f"not an OCI layout tar ({err})") from None
+            raise FetchError(f"read {source}", f"not an OCI layout tar ({err})") from err
 
     def read(self, name: str) -> bytes:
         member = self.members.get(name)
@@ -48,7 +48,7 @@ class Layout:
             assert stream is not None
             return stream.read()
         except (OSError, tarfile.TarError) as err:
-            raise FetchError(f"read {self.source}", f"'{name}' cannot be read ({err})") from None
+            raise FetchError(f"read {self.source}", f"'{name}' cannot be read ({err})") from err
 
     def blob(self, digest: str) -> bytes:
         """A small blob (manifest, config), checked."""
@@ -64,7 +64,7 @@ class Layout:
         try:
             return doc, kind_of(doc), digest
         except ValueError as err:
-            raise FetchError(f"read {self.source}", str(err)) from None
+            raise FetchError(f"read {self.source}", str(err)) from err
 
     def read_layer(self, digest: str, extract: Callable[[Reader], T]) -> T:
         """Feed a layer blob to ``extract`` straight from the tar, checking its digest (one thread at a time)."""
@@ -84,7 +84,7 @@ class Layout:
             try:
                 reader.drain()
             except (OSError, tarfile.TarError) as err:
-                raise FetchError(f"read {self.source}", f"blob {digest} cannot be read ({err})") from None
+                raise FetchError(f"read {self.source}", f"blob {digest} cannot be read ({err})") from err
         verify_digest(
             reader.digest, digest, f"read {self.source}", f"blob {digest} does not match its digest"
         )
