@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from preparer._version import __version__
 
 if TYPE_CHECKING:
+    from preparer.check import check_descriptor
     from preparer.descriptor import Unapplied
     from preparer.errors import (
         ApplyError,
@@ -58,6 +59,7 @@ __all__ = [
     "Unapplied",
     "UnexpectedError",
     "__version__",
+    "check_descriptor",
     "describe_plan",
     "plan_run",
     "prepare",
@@ -79,6 +81,7 @@ _HOMES = {
     "Plan": "preparer.plan",
     **dict.fromkeys(("BuildpackRecord", "EnvRecord", "Report"), "preparer.report"),
     "Unapplied": "preparer.descriptor",
+    "check_descriptor": "preparer.check",
 }  # fmt: skip
 
 

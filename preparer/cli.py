@@ -188,7 +188,8 @@ def _report(error: PreparerError) -> None:
         for each in error.errors:
             log.error("%s", each.message, extra={"continued": True})
         return
-    log.error("%s", error.message)
+    for each in getattr(error, "problems", ()) or (error,):  # a descriptor's problems, each on its own line
+        log.error("%s", each.message)
 
 
 def _interrupted(stopped: BaseException | None) -> int:

@@ -9,8 +9,8 @@ It then checks every applied property (violations exit 3) and names every proper
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 from preparer._near import closest
 from preparer._types import TOMLTable
@@ -20,6 +20,8 @@ from preparer.errors import DescriptorError, InvalidInputsError, with_fields
 from preparer.files.buildpack import check_id, version_problem
 from preparer.overlay import merge, nulls_from_empty_tables
 from preparer.report import NOT_APPLIED
+
+T = TypeVar("T")
 
 
 class Script(NamedTuple):
@@ -121,15 +123,42 @@ def effective_config(
     descriptor: ProjectDescriptor,
     patches: Sequence[Layer] = (),
     exec_env: str = "production",
+    texts: Mapping[str, str] | None = None,
 ) -> EffectiveConfig:
     """Overlay ``patches`` onto the descriptor's defaults, then check and type the result.
 
     :param exec_env: the build's execution environment; schema 0.3 entries whose ``exec-env`` lacks it are left out.
-    :raises DescriptorError: an applied property of the wrong type or shape (exit 3).
+    :param texts: the text of each file a patch comes from, by its name (the descriptor's is its own): where
+        each key is written, for the line and column of a problem.
+    :raises DescriptorError: the first problem in the files' order (the descriptor's, then the platform file's),
+        line by line, with every problem found in ``problems`` (exit 3).
     """
+    config, reader = _read(descriptor, patches, exec_env, texts)
+    if reader.problems:
+        problems = reader.in_file_order()
+        raise with_fields(problems[0], problems=problems)
+    return config
+
+
+def config_problems(
+    descriptor: ProjectDescriptor,
+    patches: Sequence[Layer] = (),
+    exec_env: str = "production",
+    texts: Mapping[str, str] | None = None,
+) -> tuple[DescriptorError, ...]:
+    """Every problem of the effective configuration (:func:`effective_config`), in the files' order."""
+    return _read(descriptor, patches, exec_env, texts)[1].in_file_order()
+
+
+def _read(
+    descriptor: ProjectDescriptor, patches: Sequence[Layer], exec_env: str, texts: Mapping[str, str] | None
+) -> tuple[EffectiveConfig, _Reader]:
     layers = (*descriptor.layers, *patches)
     properties: TOMLTable = merge({}, *(layer.properties for layer in layers)) if layers else {}
-    reader = _Reader(layers, descriptor.exec_env, exec_env)
+    known = dict(texts or {})
+    if descriptor.text is not None:
+        known[str(descriptor.path or "project.toml")] = descriptor.text
+    reader = _Reader(layers, descriptor.exec_env, exec_env, known)
     config = reader.read(properties)
     return EffectiveConfig(
         properties=properties,
@@ -143,7 +172,7 @@ def effective_config(
         unapplied=(*descriptor.unapplied, *reader.unapplied),
         warnings=(*descriptor.warnings, *reader.warnings),
         notes=tuple(reader.notes),
-    )
+    ), reader
 
 
 _ENTRY_KEYS = frozenset({"id", "version", "uri", "script"})
@@ -158,16 +187,26 @@ _SCRIPT_KEYS = frozenset({"api", "inline", "shell"})
 _ENV_KEYS = frozenset({"name", "value"})
 
 
-class _Reader:
-    """Walks the merged properties once: checks applied keys, records the others as unapplied."""
+class _Invalid(Exception):
+    """A problem found (and recorded in the reader's ``problems``): the walk goes on with the next entry."""
 
-    def __init__(self, layers: Sequence[Layer], exec_env_supported: bool, exec_env: str) -> None:
+
+class _Reader:
+    """Walks the merged properties once: checks applied keys, records the others as unapplied, and every problem
+    (each entry, key and pattern is checked on its own, so one problem hides no other)."""
+
+    def __init__(
+        self, layers: Sequence[Layer], exec_env_supported: bool, exec_env: str, texts: Mapping[str, str]
+    ) -> None:
         self.layers = layers
         self.exec_env_supported = exec_env_supported
         self.exec_env = exec_env
+        self.texts = texts
         self.unapplied: list[Unapplied] = []
         self.warnings: list[str] = []
         self.notes: list[str] = []
+        self.problems: list[DescriptorError] = []
+        self.positions: dict[str, dict[KeyPath, tuple[int, int]]] = {}
 
     def spell(self, path: KeyPath) -> str:
         """``path`` as written in the last layer that set it."""
@@ -183,10 +222,50 @@ class _Reader:
                 return layer.origin
         return self.layers[-1].origin if self.layers else "project.toml"
 
-    def fail(self, path: KeyPath, problem: str) -> DescriptorError:
-        """A validation error naming the file and the key as written."""
-        error = DescriptorError(f"validate {self.origin(path)}", f"{self.spell(path)}: {problem}")
-        return with_fields(error, path=self.origin(path), key=self.spell(path))
+    def fail(self, path: KeyPath, problem: str, *, keyed: bool = True) -> _Invalid:
+        """Record a validation error naming the file and the key as written (``keyed``: the cause starts with the
+        key), where it is; what is returned, raised, ends the check of this entry."""
+        origin, spelled = self.origin(path), self.spell(path)
+        line, column = self.where(path)
+        error = DescriptorError(f"validate {origin}", f"{spelled}: {problem}" if keyed else problem)
+        self.problems.append(with_fields(error, path=origin, key=spelled, line=line, column=column))
+        return _Invalid()
+
+    def where(self, path: KeyPath) -> tuple[int | None, int | None]:
+        """The line and column where ``path`` (or the nearest table or array holding it) is written."""
+        for layer in reversed(self.layers):
+            if _has_path(layer.properties, path):
+                text = self.texts.get(layer.origin)
+                if text is None:
+                    break
+                if layer.origin not in self.positions:
+                    from preparer.files._positions import key_positions  # deferred: only a problem needs it
+
+                    self.positions[layer.origin] = key_positions(text)
+                written, found = layer.written(path), self.positions[layer.origin]
+                for depth in range(len(written), 0, -1):
+                    if written[:depth] in found:
+                        return found[written[:depth]]
+                break
+        return None, None
+
+    def in_file_order(self) -> tuple[DescriptorError, ...]:
+        """The problems, the descriptor's first, each file's by line (one without a line last)."""
+        files = list(dict.fromkeys(layer.origin for layer in self.layers))
+        return tuple(
+            sorted(
+                self.problems,
+                key=lambda e: (files.index(e.path) if e.path in files else len(files), e.line or 1 << 30,
+                               e.column or 0),
+            )
+        )  # fmt: skip
+
+    def attempt(self, check: Callable[..., T], *args: Any) -> T | None:
+        """``check(*args)``, or ``None`` when it found a problem (recorded): the walk goes on."""
+        try:
+            return check(*args)
+        except _Invalid:
+            return None
 
     def skip(self, path: KeyPath, reason: str = NOT_APPLIED) -> None:
         self.unapplied.append(Unapplied(self.spell(path), reason))
@@ -196,29 +275,27 @@ class _Reader:
         for key, value in props.items():
             path: KeyPath = (key,)
             if key == "group":
-                out["group"] = self.group(value, path) or self.empty_group(path)  # () is no group
+                group = self.attempt(self.group, value, path)
+                out["group"] = group or (None if group is None else self.empty_group(path))  # () is no group
             elif key in ("pre", "post"):
-                table = self.table(value, path)
-                for sub, subvalue in table.items():
+                for sub, subvalue in (self.attempt(self.table, value, path) or {}).items():
                     if sub == "group":
-                        out[key] = self.group(subvalue, (*path, sub))
+                        out[key] = self.attempt(self.group, subvalue, (*path, sub))
                     else:
                         self.skip((*path, sub), self.misplaced((*path, sub)))
             elif key == "build":
-                for sub, subvalue in self.table(value, path).items():
+                for sub, subvalue in (self.attempt(self.table, value, path) or {}).items():
                     if sub == "env":
-                        out["env"] = self.env(subvalue, (*path, sub))
+                        out["env"] = self.attempt(self.env, subvalue, (*path, sub))
                     else:
                         self.skip((*path, sub), self.misplaced((*path, sub)))
             elif key not in ("include", "exclude"):
                 self.skip(path, self.misplaced(path))
-        out["include"] = self.patterns(props, "include")
-        out["exclude"] = self.patterns(props, "exclude")
+        out["include"] = self.attempt(self.patterns, props, "include")
+        out["exclude"] = self.attempt(self.patterns, props, "exclude")
         if out["include"] is not None and out["exclude"] is not None:
-            raise DescriptorError(
-                f"validate {self.origin(('exclude',))}",
-                f"{self.spell(('include',))} and {self.spell(('exclude',))} cannot both be set",
-            )
+            both = f"{self.spell(('include',))} and {self.spell(('exclude',))} cannot both be set"
+            self.fail(("exclude",), both, keyed=False)
         out["filter_key"] = self.spell(("include",) if out["include"] is not None else ("exclude",))
         return out
 
@@ -270,10 +347,11 @@ class _Reader:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.fail((key,), f"must be an array of strings, not {kind_of(value)}")
-        for index, pattern in enumerate(value):
-            problem = pattern_problem(pattern)
-            if problem:
-                raise self.fail((key, index), problem)
+        problems = [
+            self.fail((key, i), problem) for i, p in enumerate(value) if (problem := pattern_problem(p))
+        ]
+        if problems:
+            raise problems[0]
         return tuple(value)
 
     def keeps(self, table: Mapping[str, Any], path: KeyPath) -> bool:
@@ -292,15 +370,18 @@ class _Reader:
         return False
 
     def group(self, value: object, path: KeyPath) -> tuple[GroupEntry, ...]:
+        before = len(self.problems)
         entries = []
         for index, item in enumerate(self.array_of_tables(value, path)):
             entry_path = (*path, index)
             for key in item:
                 if key not in _ENTRY_KEYS and key != "exec-env":
                     self.skip((*entry_path, key))
-            if self.keeps(item, entry_path):
-                entries.append(self.entry(item, entry_path))
-        return tuple(entries)
+            if self.attempt(self.keeps, item, entry_path):
+                entries.append(self.attempt(self.entry, item, entry_path))
+        if len(self.problems) > before:
+            raise _Invalid()
+        return tuple(e for e in entries if e is not None)
 
     def empty_group(self, path: KeyPath) -> tuple[GroupEntry, ...] | None:
         """A group with no entry left is no group (``None``): the builder's order is used (as pack does), with a
@@ -319,8 +400,8 @@ class _Reader:
             script = self.script(item["script"], (*path, "script"))
         if uri is not None and version is not None:
             raise self.fail(path, "uri and version cannot both be set")
-        if script is not None and (uri is not None or version is not None):
-            raise self.fail(path, "script cannot be combined with uri or version")
+        if script is not None and uri is not None:
+            raise self.fail(path, "script cannot be combined with uri")
         if script is not None and bp_id is None:
             raise self.fail(path, "an inline buildpack (script) needs an id")
         if bp_id is None and uri is None and script is None:
@@ -362,29 +443,36 @@ class _Reader:
         return Script(api=api, inline=inline, shell=shell or "/bin/sh")
 
     def env(self, value: object, path: KeyPath) -> tuple[EnvEntry, ...]:
+        before = len(self.problems)
         entries: dict[str, EnvEntry] = {}
         for index, item in enumerate(self.array_of_tables(value, path)):
-            entry_path = (*path, index)
-            for key in item:
-                if key not in _ENV_KEYS and key != "exec-env":
-                    self.skip((*entry_path, key))
-            name = self.string(item, "name", entry_path, required=True) or ""
-            raw = item.get("value")
-            if not isinstance(raw, str):
-                missing = (
-                    "value is required" if raw is None else f"value must be a string, not {kind_of(raw)}"
-                )
-                raise self.fail(entry_path, missing)
-            bad_name = env_name_problem(name)
-            if bad_name:
-                raise self.fail((*entry_path, "name"), bad_name)
-            if not self.keeps(item, entry_path):
+            entry = self.attempt(self.env_entry, item, (*path, index))
+            if entry is None:
                 continue
-            if name in entries:
-                self.warnings.append(f"{self.spell(entry_path)} sets {name} again; the last value wins")
-                del entries[name]
-            entries[name] = EnvEntry(self.spell(entry_path), name, raw)
+            if entry.name in entries:
+                self.warnings.append(f"{entry.key} sets {entry.name} again; the last value wins")
+                del entries[entry.name]
+            entries[entry.name] = entry
+        if len(self.problems) > before:
+            raise _Invalid()
         return tuple(entries.values())
+
+    def env_entry(self, item: TOMLTable, path: KeyPath) -> EnvEntry | None:
+        """One ``build.env`` entry; ``None`` when ``exec-env`` leaves it out."""
+        for key in item:
+            if key not in _ENV_KEYS and key != "exec-env":
+                self.skip((*path, key))
+        name = self.string(item, "name", path, required=True) or ""
+        raw = item.get("value")
+        if not isinstance(raw, str):
+            missing = "value is required" if raw is None else f"value must be a string, not {kind_of(raw)}"
+            raise self.fail(path, missing)
+        bad_name = env_name_problem(name)
+        if bad_name:
+            raise self.fail((*path, "name"), bad_name)
+        if not self.keeps(item, path):
+            return None
+        return EnvEntry(self.spell(path), name, raw)
 
 
 #: Keys written where they are not read, and the key (in the same table's vocabulary) that is meant.

@@ -23,8 +23,8 @@ from typing import Any, NamedTuple
 from preparer._near import closest
 from preparer._types import TOMLTable
 from preparer.api import SUPPORTED_PLATFORM_APIS
-from preparer.errors import DescriptorError
-from preparer.files._toml import load_toml
+from preparer.errors import DescriptorError, with_fields
+from preparer.files._toml import load_toml_text
 
 #: Descriptor schemas this preparer reads, keyed to the module-level parser for each.
 SUPPORTED_SCHEMAS = ("0.1", "0.2", "0.3")
@@ -47,18 +47,22 @@ class Layer(NamedTuple):
 
     def spell(self, path: KeyPath) -> str:
         """The dotted key of ``path`` as the user wrote it, arrays by index: ``io.buildpacks.group[0].foo``."""
-        names = list(path)
-        for normal, written in sorted(self.renames, key=lambda r: -len(r[0])):
-            if tuple(names[: len(normal)]) == normal:
-                names = [*written, *names[len(normal) :]]
-                break
-        text = self.prefix
-        for name in names:
+        text = ""
+        for name in self.written(path):
             if isinstance(name, int):
                 text += f"[{name}]"
             else:
                 text = f"{text}.{name}" if text else name
         return text
+
+    def written(self, path: KeyPath) -> KeyPath:
+        """``path`` as the user wrote it, from the document's root: ``("io", "buildpacks", "group", 0, "foo")``."""
+        names = list(path)
+        for normal, written in sorted(self.renames, key=lambda r: -len(r[0])):
+            if tuple(names[: len(normal)]) == normal:
+                names = [*written, *names[len(normal) :]]
+                break
+        return (*(self.prefix.split(".") if self.prefix else ()), *names)
 
 
 class ProjectDescriptor(NamedTuple):
@@ -76,6 +80,8 @@ class ProjectDescriptor(NamedTuple):
     document: TOMLTable
     warnings: tuple[str, ...] = ()
     unapplied: tuple[Unapplied, ...] = ()
+    #: The file's text, where its keys are written (for messages); ``None`` without one.
+    text: str | None = None
 
 
 def empty_descriptor() -> ProjectDescriptor:
@@ -90,14 +96,20 @@ def parse_version(text: object, what: str, where: str, supported: str) -> str:
     :raises DescriptorError: for anything else, e.g. ``v0.2`` or ``0.2.0`` (exit 3).
     """
     if not isinstance(text, str):
-        raise DescriptorError(
-            f"parse {where}", f"{what} must be a string, not {kind_of(text)}; supported: {supported}"
+        raise with_fields(
+            DescriptorError(
+                f"parse {where}", f"{what} must be a string, not {kind_of(text)}; supported: {supported}"
+            ),
+            key=what,
         )
     match = _VERSION.match(text)
     if match is None:
-        raise DescriptorError(
-            f"parse {where}",
-            f"{what} '{text}' is not a version of the form <major>.<minor>; supported: {supported}",
+        raise with_fields(
+            DescriptorError(
+                f"parse {where}",
+                f"{what} '{text}' is not a version of the form <major>.<minor>; supported: {supported}",
+            ),
+            key=what,
         )
     return f"{match[1]}.{match[2] or 0}"
 
@@ -172,8 +184,20 @@ def lookup(document: Mapping[str, Any], dotted: str) -> Any:
 def _table(document: Mapping[str, Any], dotted: str, where: str) -> TOMLTable | None:
     value = lookup(document, dotted)
     if value is not None and not isinstance(value, dict):
-        raise DescriptorError(f"parse {where}", f"{dotted} must be a table, not {kind_of(value)}")
+        raise with_fields(
+            DescriptorError(f"parse {where}", f"{dotted} must be a table, not {kind_of(value)}"), key=dotted
+        )
     return value
+
+
+def _io_version(declared: object, where: str) -> str:
+    """``[io.buildpacks] schema-version``: a descriptor schema (0.2, 0.3) or a supported Platform API (the RFC)."""
+    supported = f"descriptor schemas 0.2, 0.3 or a Platform API {SUPPORTED_PLATFORM_APIS[0]}..{SUPPORTED_PLATFORM_APIS[-1]}"
+    version = parse_version(declared, "io.buildpacks.schema-version", where, supported)
+    if version not in SUPPORTED_SCHEMAS[1:] and version not in {str(v) for v in SUPPORTED_PLATFORM_APIS}:
+        cause = f"io.buildpacks.schema-version '{declared}' is not supported; supported: {supported}"
+        raise with_fields(DescriptorError(f"parse {where}", cause), key="io.buildpacks.schema-version")
+    return version
 
 
 def parse_descriptor(
@@ -192,27 +216,13 @@ def parse_descriptor(
     io_declared = None if io is None else io.get("schema-version")
     warnings: list[str] = []
 
-    io_version = None
-    if io_declared is not None:
-        io_supported = (
-            f"descriptor schemas 0.2, 0.3 or a Platform API "
-            f"{SUPPORTED_PLATFORM_APIS[0]}..{SUPPORTED_PLATFORM_APIS[-1]}"
-        )
-        io_version = parse_version(io_declared, "io.buildpacks.schema-version", where, io_supported)
-        platform_apis = {str(v) for v in SUPPORTED_PLATFORM_APIS}
-        if io_version not in SUPPORTED_SCHEMAS[1:] and io_version not in platform_apis:
-            raise DescriptorError(
-                f"parse {where}",
-                f"io.buildpacks.schema-version '{io_declared}' is not supported; supported: {io_supported}",
-            )
+    io_version = None if io_declared is None else _io_version(io_declared, where)
     if declared is not None:
         supported = ", ".join(SUPPORTED_SCHEMAS)
         schema = parse_version(declared, "_.schema-version", where, supported)
         if schema not in SUPPORTED_SCHEMAS:
-            raise DescriptorError(
-                f"parse {where}",
-                f"schema-version '{declared}' is not supported; supported versions: {supported}",
-            )
+            cause = f"schema-version '{declared}' is not supported; supported versions: {supported}"
+            raise with_fields(DescriptorError(f"parse {where}", cause), key="_.schema-version")
         shown = str(declared)
     elif io_version is not None:
         schema = io_version if io_version in SUPPORTED_SCHEMAS else "0.2"
@@ -365,4 +375,20 @@ def load_descriptor(
     """
     if not explicit and not path.exists():
         return empty_descriptor()
-    return parse_descriptor(load_toml(path, "project descriptor"), path, platform_namespace)
+    document, text = load_toml_text(path, "project descriptor")
+    try:
+        return parse_descriptor(document, path, platform_namespace)._replace(text=text)
+    except DescriptorError as err:
+        raise located(err, str(path), text) from None
+
+
+def located(error: DescriptorError, path: str, text: str) -> DescriptorError:
+    """``error`` (about the key ``error.key`` of the file ``path``) with where the key is written."""
+    from preparer.files._positions import key_positions  # deferred: only a problem needs it
+
+    written = tuple(error.key.split(".")) if error.key else ()
+    found = key_positions(text)
+    while written and written not in found:
+        written = written[:-1]
+    line, column = found.get(written, (None, None))
+    return with_fields(error, path=path, line=line, column=column)

@@ -64,15 +64,18 @@ class DescriptorError(InvalidInputsError):
 
     Attributes:
         path: the file, when the error is about one.
-        key: the dotted key at fault (``io.buildpacks.group[1].uri``), for a schema error.
-        line: the line (from 1) where a syntax error is.
-        column: the column (from 1) where a syntax error is.
+        key: the dotted key at fault, as written (``io.buildpacks.group[1].uri``), for a schema error.
+        line: the line (from 1) where the syntax error is, or where the key at fault is written.
+        column: the column (from 1) of the same.
+        problems: every problem found in the files, in their order (this one first), when the configuration was
+            checked as a whole: one message each, as the command prints them.
     """
 
     path: str | None = None
     key: str | None = None
     line: int | None = None
     column: int | None = None
+    problems: tuple[DescriptorError, ...] = ()
 
 
 class PolicyRefused(InvalidInputsError):

@@ -21,7 +21,7 @@ from preparer.apply import apply_plan, check_present
 from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
 from preparer.errors import Cancelled, InvalidInputsError, PreparerError, UnexpectedError
-from preparer.files._toml import load_toml
+from preparer.files._toml import load_toml_text
 from preparer.files.buildpack import installed_versions, similar_installed
 from preparer.files.order import Order, read_order
 from preparer.inputs import Inputs
@@ -180,13 +180,15 @@ def read_inputs(inputs: Inputs) -> tuple[ProjectDescriptor, EffectiveConfig, lis
         explicit=inputs.project_descriptor is not None,
         platform_namespace=inputs.platform_namespace,
     )
-    platform_file = None
+    platform_file, texts = None, {}
     if inputs.platform_config is not None:
-        platform_file = load_toml(inputs.platform_config, "platform config")
+        platform_file, texts[str(inputs.platform_config)] = load_toml_text(
+            inputs.platform_config, "platform config"
+        )
     patches, platform_warnings = platform_layers(
         descriptor, inputs.platform_namespace, platform_file, str(inputs.platform_config)
     )
-    config = effective_config(descriptor, patches, inputs.exec_env)
+    config = effective_config(descriptor, patches, inputs.exec_env, texts)
     warnings = [
         *config.warnings[: len(descriptor.warnings)],
         *platform_warnings,

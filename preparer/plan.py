@@ -156,7 +156,7 @@ def _step(
     if entry.script is not None:
         assert entry.id is not None  # checked by config: a script entry has an id
         script = entry.script
-        return Fetch(entry, InlineLocator(entry.id, script.api, script.inline, script.shell))
+        return Fetch(entry, InlineLocator(entry.id, script.api, script.inline, script.shell, entry.version))
     if entry.uri is None:
         assert entry.id is not None  # checked by config: an entry has an id, a uri or a script
         version = None if entry.version in (None, "latest") else entry.version

@@ -20,8 +20,8 @@ DEFAULT_SHELL = "/bin/sh"
 
 
 def fetch_inline(locator: InlineLocator, ctx: FetchContext) -> Fetched:
-    """Generate the inline buildpack of a group entry's ``script`` table (version 0.0.0) in staging."""
-    return make_inline(locator.id, None, locator.api, locator.shell, locator.inline, ctx)
+    """Generate the inline buildpack of a group entry's ``script`` table (its version, 0.0.0 by default) in staging."""
+    return make_inline(locator.id, locator.version, locator.api, locator.shell, locator.inline, ctx)
 
 
 def make_inline(

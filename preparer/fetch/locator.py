@@ -126,12 +126,14 @@ class RegistryLocator:
 
 @dataclass(frozen=True, slots=True)
 class InlineLocator:
-    """An inline buildpack: a group entry's ``script`` table, generated rather than fetched (version 0.0.0)."""
+    """An inline buildpack: a group entry's ``script`` table, generated rather than fetched (its ``version``, 0.0.0
+    when the entry gives none)."""
 
     id: str
     api: str
     inline: str
     shell: str = "/bin/sh"
+    version: str | None = None
 
 
 Locator = (

@@ -8,6 +8,7 @@ import itertools
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,21 @@ def load_toml(
     limit: int = MAX_TOML,
     named: bool = True,
 ) -> TOMLTable:
-    """Read and parse the TOML file ``path``, the one loader of every TOML file the preparer reads.
+    """Read and parse the TOML file ``path``, the one loader of every TOML file the preparer reads
+    (:func:`load_toml_text`, without the text)."""
+    return load_toml_text(path, what, error=error, action=action, limit=limit, named=named)[0]
+
+
+def load_toml_text(
+    path: Path,
+    what: str,
+    *,
+    error: type[PreparerError] = DescriptorError,
+    action: str | None = None,
+    limit: int = MAX_TOML,
+    named: bool = True,
+) -> tuple[TOMLTable, str]:
+    """Read and parse the TOML file ``path``: the document, and its text (where keys are written, for messages).
 
     Syntax errors name the file, line and column. The file must be a regular file of at most ``limit`` bytes.
 
@@ -89,11 +104,22 @@ def load_toml(
     except ValueError as why:
         raise fail("read", f"{where}{why}") from why
     try:
-        return tomli.loads(data.decode("utf-8-sig"))  # a byte order mark is read over, as pack does
+        text = data.decode("utf-8-sig")  # a byte order mark is read over, as pack does
     except UnicodeDecodeError as err:
         raise fail("parse", f"{where}not UTF-8 text ({err.reason})") from err
+    return parse_toml(text, fail, where), text
+
+
+def parse_toml(text: str, fail: Callable[[str, str], PreparerError], where: str = "") -> TOMLTable:
+    """The document ``text``; ``fail(verb, cause)`` makes the error of one that is not TOML (its line and column
+    set, for a descriptor's)."""
+    try:
+        return tomli.loads(text)
     except tomli.TOMLDecodeError as err:
-        raise with_fields(fail("parse", f"{where}{err}"), line=err.lineno, column=err.colno) from err
+        failed = fail("parse", f"{where}{err}")
+        if isinstance(failed, DescriptorError):
+            with_fields(failed, line=err.lineno, column=err.colno)
+        raise failed from err
     except RecursionError:
         raise fail("parse", f"{where}nested too deeply") from None
 

@@ -280,7 +280,12 @@ def test_errors_carry_what_a_service_turns_into_a_response(http_server: FileServ
     (layout.app / "project.toml").write_text(HEAD + "[[io.buildpacks.group]]\nuri = 42\n")
     with pytest.raises(DescriptorError) as schema:
         plan_run(inputs)
-    assert schema.value.key == "io.buildpacks.group[0].uri" and schema.value.line is None
+    line = (HEAD + "[[io.buildpacks.group]]\n").count("\n") + 1
+    assert (schema.value.key, schema.value.line, schema.value.column) == (
+        "io.buildpacks.group[0].uri",
+        line,
+        1,
+    )
 
     url = http_server.url("missing.tgz").replace("http://", "http://user:secret@") + "?token=x"
     _, inputs = build(tmp_path / "missing", url)

@@ -179,3 +179,17 @@ def test_an_edited_inline_script_is_installed_where_buildpacks_persist(
     assert sorted(p.name for p in build.parents[2].iterdir()) == ["0.0.0"]  # nothing left aside
     same = preparer(project=inline + 'inline = "echo second"\n')
     assert "Already installed: me/inline@0.0.0" in same.stdout
+
+
+def test_an_inline_script_may_give_its_version(preparer: Callable[..., Result], layout: Layout) -> None:
+    """contract §7.24: `version` beside `script` is accepted, as pack does; `uri` beside it is not."""
+    script = '[io.buildpacks.group.script]\napi = "0.10"\ninline = "echo hi"\n'
+    entry = '[[io.buildpacks.group]]\nid = "me/inline"\n'
+    result = preparer(project=HEAD + entry + 'version = "1.2.3"\n' + script)
+    assert result.code == 0, result.stderr
+    toml = (layout.buildpacks / "me_inline" / "1.2.3" / "buildpack.toml").read_text()
+    assert 'version = "1.2.3"' in toml
+    assert 'version = "1.2.3"' in (layout.layers / "order.toml").read_text()
+    refused = preparer(project=HEAD + entry + 'uri = "bp.tgz"\n' + script)
+    assert refused.code == 3
+    assert refused.stderr.endswith("io.buildpacks.group[0]: script cannot be combined with uri\n")
