@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from preparer.interrupt import Cancel
     from preparer.pipeline import describe_plan, plan_run, prepare, run_plan
     from preparer.plan import Plan
+    from preparer.progress import Download
     from preparer.report import BuildpackRecord, EnvRecord, Report
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "Cancel",
     "Cancelled",
     "DescriptorError",
+    "Download",
     "EnvRecord",
     "FetchError",
     "FetchErrors",
@@ -79,6 +81,7 @@ _HOMES = {
     "Cancel": "preparer.interrupt",
     **dict.fromkeys(("describe_plan", "plan_run", "prepare", "run_plan"), "preparer.pipeline"),
     "Plan": "preparer.plan",
+    "Download": "preparer.progress",
     **dict.fromkeys(("BuildpackRecord", "EnvRecord", "Report"), "preparer.report"),
     "Unapplied": "preparer.descriptor",
     "check_descriptor": "preparer.check",

@@ -1,7 +1,45 @@
 """The ``preparer`` logger every library module logs to. It never prints by itself: without a handler of the
-caller's, records go nowhere (the command installs its own, :mod:`preparer.log`)."""
+caller's, records go nowhere (the command installs its own, :mod:`preparer.log`).
 
+Every record carries the id of the run that logged it (``record.run_id``), so that a service running many builds
+at once can tell their lines apart: the run's own threads run in a copy of its context, where the id is set.
+"""
+
+from __future__ import annotations
+
+import contextvars
 import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 log = logging.getLogger("preparer")
 log.addHandler(logging.NullHandler())
+
+_run_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("preparer_run_id", default=None)
+
+
+class _RunId(logging.Filter):
+    """Sets ``record.run_id``: the id of the run that logs it (``None`` outside a run)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.run_id = _run_id.get()
+        return True
+
+
+log.addFilter(_RunId())
+
+
+@contextmanager
+def named_run(run_id: str | None) -> Iterator[str]:
+    """The id of the run the block is (``run_id``, or a new one); within a run, the run's own (``prepare`` calls
+    ``plan_run`` and ``run_plan``)."""
+    current = _run_id.get()
+    if current is not None and run_id in (None, current):
+        yield current
+        return
+    token = _run_id.set(run_id or os.urandom(6).hex())
+    try:
+        yield _run_id.get() or ""
+    finally:
+        _run_id.reset(token)

@@ -27,8 +27,8 @@ from preparer.report import BuildpackRecord
 
 if TYPE_CHECKING:
     from preparer.fetch.base import Fetched
-    from preparer.fetch.streams import ProgressFn
     from preparer.fetch.tree import Installation
+    from preparer.progress import ProgressCallback
 
 
 class Outcome(NamedTuple):
@@ -41,10 +41,10 @@ class Outcome(NamedTuple):
     warnings: tuple[str, ...] = ()
 
 
-def apply_plan(plan: Plan, inputs: Inputs, progress: ProgressFn | None = None) -> Outcome:
+def apply_plan(plan: Plan, inputs: Inputs, progress: ProgressCallback | None = None) -> Outcome:
     """Fetch, check and commit ``plan``. The only function that writes outputs.
 
-    :param progress: told of every download's progress, ``(source, done, total)``.
+    :param progress: given every download's events (:class:`~preparer.progress.Download`), one at a time.
     :raises PreparerError: any failure; nothing has changed then.
     :raises Interrupted: the run was asked to stop (:mod:`preparer.interrupt`); nothing has changed, or, when the
         request came during the commit's last steps, everything has.
@@ -53,7 +53,7 @@ def apply_plan(plan: Plan, inputs: Inputs, progress: ProgressFn | None = None) -
         return _fetch_and_commit(plan, inputs, progress)
 
 
-def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressFn | None) -> Outcome:
+def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> Outcome:
     to_fetch = [s for s in plan.steps if isinstance(s, Fetch)]
     if not to_fetch:
         return _commit(plan, inputs, {}, [])
@@ -62,8 +62,8 @@ def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressFn | None) -
     from preparer.staging import check_fetched, fetch_steps, fetching
 
     warnings: list[str] = []
-    with fetching(inputs, progress, warnings.append, plan.registry_hosts) as ctx:
-        fetched = fetch_steps(to_fetch, ctx, plan.rules)
+    with fetching(inputs, warnings.append, plan.registry_hosts) as ctx:
+        fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
         check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
         # Everything is fetched and checked: commit, while the staged buildpacks still exist.
         outcome = _commit(plan, inputs, dict(zip(map(id, to_fetch), fetched, strict=True)), warnings)

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import typer
 
@@ -28,6 +28,9 @@ from preparer.flags import env_of
 from preparer.inputs import log_level_of, no_color, resolve_inputs
 from preparer.log import configure, printable
 from preparer.report import write_report
+
+if TYPE_CHECKING:
+    from preparer.progress import Download
 
 PROGRAM = "preparer"
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -240,38 +243,33 @@ def _amount(size: int) -> str:
 class LogProgress:
     """Download progress as plain log lines, for a log that is no terminal: a line when a download starts, one
     every :data:`PROGRESS_LINE_EVERY` seconds while it runs (bytes so far, of the total when known, and the rate,
-    as BuildKit's plain output and curl's meter show), and one when it ends."""
+    as BuildKit's plain output and curl's meter show), and one when it ends. The run gives it one event at a
+    time."""
 
     def __init__(self, every: float = PROGRESS_LINE_EVERY) -> None:
         self.every = every
         #: For each download under way: when it started and when its last line was written.
         self.running: dict[str, tuple[float, float]] = {}
-        self.finished: set[str] = set()
-        self.lock = threading.Lock()
 
-    def __call__(self, source: str, done: int, total: int | None) -> None:
-        if total == 0 and done == 0:
-            log.debug("Using %s from the download cache", source)
-            return
-        now = time.monotonic()
-        with self.lock:
-            first = source not in self.running and source not in self.finished
-            last = total is not None and done >= total and source not in self.finished
-            began, said = self.running.get(source, (now, now))
-            due = not first and not last and now - said >= self.every
-            if last:
-                self.finished.add(source)
-                self.running.pop(source, None)
-            elif first or due:
-                self.running[source] = (began, now)
-        if first:
-            log.info("Downloading %s%s", source, _size(total))
-        if due:
-            of = f" of {_amount(total)}" if total else ""
-            rate = done / max(now - began, 1e-3)
-            log.info("Downloading %s: %s%s (%s/s)", source, _amount(done), of, _amount(int(rate)))
-        if last:
-            log.info("Downloaded %s%s", source, _size(done))
+    def __call__(self, event: Download) -> None:
+        url, done, total, now = event.url, event.done, event.total, time.monotonic()
+        if event.kind == "cached":
+            log.debug("Using %s from the download cache", url)
+        elif event.kind == "started":
+            self.running[url] = (now, now)
+            log.info("Downloading %s%s", url, _size(total))
+        elif event.kind == "progress" and url in self.running:
+            began, said = self.running[url]
+            if now - said >= self.every:
+                self.running[url] = (began, now)
+                of = f" of {_amount(total)}" if total else ""
+                rate = done / max(now - began, 1e-3)
+                log.info("Downloading %s: %s%s (%s/s)", url, _amount(done), of, _amount(int(rate)))
+        elif event.kind == "finished":
+            self.running.pop(url, None)
+            log.info("Downloaded %s%s", url, _size(done))
+        elif event.kind == "failed":
+            self.running.pop(url, None)
 
     def close(self) -> None:
         """Nothing to clean up."""
@@ -286,9 +284,10 @@ class TerminalProgress:
         self.tasks: dict[str, Any] = {}
         self.lock = threading.Lock()
 
-    def __call__(self, source: str, done: int, total: int | None) -> None:
-        if total == 0 and done == 0:
-            return  # a cache hit: nothing to draw
+    def __call__(self, event: Download) -> None:
+        source, done, total = event.url, event.done, event.total
+        if event.kind == "cached":
+            return  # nothing to draw
         with self.lock:
             if self.bar is None:
                 # Deferred: rich is heavy, and only a terminal that sees a download needs it.

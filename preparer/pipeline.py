@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from preparer import interrupt
-from preparer._logger import log
+from preparer._logger import log, named_run
 from preparer.appfilter import Removal, plan_removal
 from preparer.apply import apply_plan, check_present
 from preparer.config import EffectiveConfig, effective_config, platform_layers
@@ -31,7 +31,7 @@ from preparer.plan import NotInstalled, Plan, Present, Step, make_plan
 from preparer.report import EnvRecord, MetadataRecord, Report, unapplied_message, write_report
 
 if TYPE_CHECKING:
-    from preparer.fetch.streams import ProgressFn
+    from preparer.progress import Download, ProgressCallback
 
 
 P = ParamSpec("P")
@@ -51,19 +51,22 @@ class CallerFailed(BaseException):
         self.error = error
 
 
-def callers(progress: ProgressFn | None) -> ProgressFn | None:
-    """``progress`` as the run calls it: whatever it raises is the caller's (:class:`CallerFailed`)."""
+def callers(progress: ProgressCallback | None) -> ProgressCallback | None:
+    """``progress`` as the run calls it: one event at a time, and whatever it raises is the caller's
+    (:class:`CallerFailed`)."""
     if progress is None:
         return None
+    from preparer.progress import one_at_a_time  # deferred: only runs with a callback need it
+
     callback = progress
 
-    def called(source: str, done: int, total: int | None) -> None:
+    def called(event: Download) -> None:
         try:
-            callback(source, done, total)
+            callback(event)
         except Exception as err:
             raise CallerFailed(err) from err
 
-    return called
+    return one_at_a_time(called)
 
 
 def _check_arguments(inputs: object, plan: object = None) -> None:
@@ -115,9 +118,10 @@ _entered: contextvars.ContextVar[int] = contextvars.ContextVar("preparer_entered
 def prepare(
     inputs: Inputs,
     *,
-    progress: ProgressFn | None = None,
+    progress: ProgressCallback | None = None,
     cancel: Cancel | None = None,
     deadline: float | None = None,
+    run_id: str | None = None,
 ) -> Report:
     """Apply the project descriptor to the build's directories, as the prepare phase does.
 
@@ -125,19 +129,21 @@ def prepare(
     ``inputs.prepare_report`` is set, the report (or, on failure, the error) is written there. With
     ``inputs.dry_run``, the plan is logged and nothing is fetched, written or removed.
 
-    :param progress: told of every download's progress, ``(source, done, total)``.
+    :param progress: given every download's events (:class:`preparer.progress.Download`: started, progress,
+        finished, failed, cached), one call at a time, from the run's fetch threads.
     :param cancel: a handle that stops this run alone (:class:`preparer.interrupt.Cancel`).
     :param deadline: seconds this run may take in all, planning included.
+    :param run_id: set as ``run_id`` on every log record of the run (a new id when left out).
     :raises PreparerError: with the exit code the command uses; nothing has changed on disk then.
     :raises preparer.errors.Cancelled: the run was stopped (its handle, its deadline, SIGINT, SIGTERM, or
         :func:`preparer.interrupt.stop`); see :func:`preparer.apply.apply_plan`.
     """
     _check_arguments(inputs)
-    with interrupt.run(cancel, deadline):
+    with interrupt.run(cancel, deadline), named_run(run_id):
         return _prepare(inputs, callers(progress))
 
 
-def _prepare(inputs: Inputs, progress: ProgressFn | None) -> Report:
+def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
     try:
         plan = plan_run(inputs)
         if inputs.dry_run:
@@ -244,7 +250,9 @@ def _make_plan(
 
 
 @typed
-def plan_run(inputs: Inputs, *, cancel: Cancel | None = None, deadline: float | None = None) -> Plan:
+def plan_run(
+    inputs: Inputs, *, cancel: Cancel | None = None, deadline: float | None = None, run_id: str | None = None
+) -> Plan:
     """Read the descriptor and the platform file, and plan everything the run would do; change nothing.
 
     Everything that can be decided without the network is decided here: the descriptor, every entry's form, path,
@@ -252,11 +260,12 @@ def plan_run(inputs: Inputs, *, cancel: Cancel | None = None, deadline: float | 
 
     :param cancel: a handle that stops this planning (:class:`preparer.interrupt.Cancel`).
     :param deadline: seconds it may take.
+    :param run_id: set as ``run_id`` on every log record (a new id when left out).
     :raises PreparerError: invalid inputs (exit 3), missing buildpacks or paths (exit 1), an unsupported Buildpack
         API (exit 12); :class:`~preparer.errors.Cancelled` when it was stopped.
     """
     _check_arguments(inputs)
-    with interrupt.run(cancel, deadline):
+    with interrupt.run(cancel, deadline), named_run(run_id):
         return _plan_run(inputs)
 
 
@@ -350,17 +359,20 @@ def _unwritable(path: Path) -> str | None:
 def run_plan(
     plan: Plan,
     inputs: Inputs | None = None,
-    progress: ProgressFn | None = None,
+    progress: ProgressCallback | None = None,
     *,
     cancel: Cancel | None = None,
     deadline: float | None = None,
+    run_id: str | None = None,
 ) -> Report:
     """Carry ``plan`` out: fetch, check, and commit all or nothing.
 
     :param inputs: the inputs ``plan`` was made from (its own when left out); other inputs are refused, since a
         plan names the files of its own app, layers and buildpacks.
+    :param progress: as :func:`prepare`'s.
     :param cancel: a handle that stops this run alone (:class:`preparer.interrupt.Cancel`).
     :param deadline: seconds it may take in all.
+    :param run_id: set as ``run_id`` on every log record (a new id when left out).
     :raises PreparerError: any failure; nothing has changed on disk then.
     :raises preparer.errors.Cancelled: the run was stopped; see :func:`preparer.apply.apply_plan`.
     """
@@ -375,7 +387,7 @@ def run_plan(
             "run the plan", f"it was made for other inputs (app {made_for.app_dir}, not {inputs.app_dir}): "
             "make a plan for these with plan_run",
         )  # fmt: skip
-    with interrupt.run(cancel, deadline):
+    with interrupt.run(cancel, deadline), named_run(run_id):
         outcome = apply_plan(plan, inputs, callers(progress))
     report = _report(plan, inputs, outcome.buildpacks, outcome.written, outcome.removed)
     return dataclasses.replace(report, warnings=(*report.warnings, *outcome.warnings))

@@ -24,14 +24,14 @@ from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.locator import HttpLocator, redact
 from preparer.fetch.parallel import fetch_all
 from preparer.fetch.registries import Registries
-from preparer.fetch.sink import Sink, no_progress
+from preparer.fetch.sink import Sink
 from preparer.fetch.sources import fetch
 from preparer.fetch.store import opened_store
-from preparer.fetch.streams import ProgressFn
 from preparer.fetch.transport import RunClock, Transport
 from preparer.files.buildpack import buildpack_dir
 from preparer.inputs import Inputs
 from preparer.plan import Fetch
+from preparer.progress import EntryDownloads, ProgressCallback
 
 if TYPE_CHECKING:
     from preparer.fetch.oci.hosts import RegistryHosts
@@ -44,7 +44,6 @@ STAGING_PREFIXES = (".preparer-staging-", "preparer-staging-")
 @contextmanager
 def fetching(
     inputs: Inputs,
-    progress: ProgressFn | None = None,
     collect: Callable[[str], None] | None = None,
     registry_hosts: Mapping[str, RegistryHosts] | None = None,
 ) -> Iterator[FetchContext]:
@@ -80,7 +79,7 @@ def fetching(
             )
         )
         yield FetchContext(
-            sink=Sink(staging, progress or no_progress, warn),
+            sink=Sink(staging, warn=warn),
             store=store,
             transport=Transport(
                 timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout),
@@ -148,31 +147,51 @@ def _temp_dir() -> Path | None:
         return None
 
 
-def fetch_steps(steps: Sequence[Fetch], ctx: FetchContext, policy: Policy | None = None) -> list[Fetched]:
+def fetch_steps(
+    steps: Sequence[Fetch],
+    ctx: FetchContext,
+    policy: Policy | None = None,
+    progress: ProgressCallback | None = None,
+) -> list[Fetched]:
     """Fetch every entry in parallel, each with the fetcher for its kind of source; the first failure (in entry
-    order) is raised. With a policy, each fetch is held to its limits, and all of them to the run's."""
-    if policy is None:
-        contexts = [ctx] * len(steps)
-    else:
+    order) is raised. With a policy, each fetch is held to its limits, and all of them to the run's.
+
+    :param progress: given each entry's download events (:class:`~preparer.progress.Download`), from the fetch
+        threads: the caller makes it safe to enter from several (:func:`preparer.progress.one_at_a_time`).
+    """
+    totals = None
+    if policy is not None:
         from preparer.policy.rules import RunTotals  # deferred: only runs with a policy count against it
 
         totals = RunTotals()
-        contexts = [
-            replace(ctx, sink=replace(ctx.sink, guard=_budget(policy, step, totals))) for step in steps
-        ]
-    jobs = [partial(_fetch, step, job) for step, job in zip(steps, contexts, strict=True)]
+    jobs = []
+    for step in steps:
+        guard = _budget(policy, step, totals) if policy is not None and totals is not None else None
+        downloads = None if progress is None else _downloads(step, progress)
+        sink = replace(ctx.sink, guard=guard, progress=downloads or ctx.sink.progress)
+        jobs.append(partial(_fetch, step, replace(ctx, sink=sink), downloads))
     return fetch_all(jobs)
 
 
-def _fetch(step: Fetch, ctx: FetchContext) -> Fetched:
-    """One entry fetched; a failure says, as data, which entry and URL it was."""
+def _downloads(step: Fetch, progress: ProgressCallback) -> EntryDownloads:
+    entry = step.entry
+    bp_id = entry.id or getattr(step.locator, "id", None)
+    url = step.locator.target.shown if isinstance(step.locator, HttpLocator) else None
+    return EntryDownloads(progress, entry.key, redact(entry.uri or entry.id or ""), bp_id, url)
+
+
+def _fetch(step: Fetch, ctx: FetchContext, downloads: EntryDownloads | None) -> Fetched:
+    """One entry fetched; a failure says, as data, which entry and URL it was, and fails its downloads."""
     try:
         return fetch(step.locator, ctx)
-    except FetchError as err:
-        if err.source is None:
-            err.source = redact(step.entry.uri or step.entry.id or "")
-        if err.url is None and isinstance(step.locator, HttpLocator):
-            err.url = step.locator.target.shown
+    except BaseException as err:
+        if downloads is not None:
+            downloads.failed()
+        if isinstance(err, FetchError):
+            if err.source is None:
+                err.source = redact(step.entry.uri or step.entry.id or "")
+            if err.url is None and isinstance(step.locator, HttpLocator):
+                err.url = step.locator.target.shown
         raise
 
 

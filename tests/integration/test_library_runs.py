@@ -21,7 +21,8 @@ import pytest
 
 from preparer import Cancel, Cancelled, Inputs, interrupt, plan_run, prepare, run_plan
 from preparer import errors as errors_module
-from preparer.errors import PreparerError
+from preparer.errors import FetchError, PreparerError
+from preparer.progress import Download
 from tests.buildpacks import make_tgz
 from tests.golden import BUILDER, Layout
 from tests.plugins.http_server import FileServer
@@ -233,8 +234,8 @@ def test_the_callers_mistakes_and_exceptions_stay_the_callers(
     class Boom(Exception):
         pass
 
-    def progress(source: str, done: int, total: int | None) -> None:
-        raise Boom(source)
+    def progress(event: Download) -> None:
+        raise Boom(event.url)
 
     with pytest.raises(Boom):
         prepare(inputs, progress=progress)
@@ -307,3 +308,73 @@ def test_errors_carry_what_a_service_turns_into_a_response(http_server: FileServ
     with pytest.raises(InvalidInputsError) as bad:
         dataclasses.replace(inputs, http_timeout=0)
     assert bad.value.field == "http_timeout"
+
+
+def test_progress_events_come_one_at_a_time_in_order_for_each_download(
+    http_server: FileServer, tmp_path: Path
+) -> None:
+    for n in range(4):
+        make_tgz(http_server.root / f"ev{n}.tgz", f"svc/ev{n}", payload=os.urandom(2_000_000))
+    _, inputs = build(tmp_path / "ok", *(http_server.url(f"ev{n}.tgz") for n in range(4)))
+    events: list[Download] = []
+    inside, overlapped, threads = [0], [False], set()
+
+    def progress(event: Download) -> None:
+        inside[0] += 1
+        overlapped[0] |= inside[0] > 1
+        threads.add(threading.current_thread().name)
+        time.sleep(0.002)  # long enough that two threads entering at once would meet here
+        events.append(event)
+        inside[0] -= 1
+
+    prepare(inputs, progress=progress)
+    assert not overlapped[0] and len(threads) > 1  # from several fetch threads, never two at once
+    for n in range(4):
+        url = http_server.url(f"ev{n}.tgz")
+        mine = [e for e in events if e.url == url]
+        assert mine[0].kind == "started" and mine[-1].kind == "finished", [e.kind for e in mine]
+        assert {e.kind for e in mine[1:-1]} <= {"progress"}
+        assert [e.done for e in mine] == sorted(e.done for e in mine) and mine[-1].done == mine[-1].total
+        assert {(e.entry, e.source) for e in mine} == {(f"io.buildpacks.group[{n}]", url)}
+
+    _, failing = build(tmp_path / "bad", http_server.url("missing.tgz"))
+    events.clear()
+    with pytest.raises(FetchError):
+        prepare(failing, progress=progress)
+    assert [(e.kind, e.entry, e.url) for e in events] == [
+        ("failed", "io.buildpacks.group[0]", http_server.url("missing.tgz"))
+    ]
+
+
+def test_every_log_record_names_its_run(http_server: FileServer, tmp_path: Path) -> None:
+    import logging
+
+    make_tgz(http_server.root / "named.tgz", "svc/named", payload=os.urandom(3000))
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep(logging.DEBUG)
+    logger = logging.getLogger("preparer")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    try:
+        runs = {name: build(tmp_path / name, http_server.url("named.tgz"))[1] for name in ("a", "b")}
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda name: prepare(runs[name], run_id=f"build-{name}"), runs))
+        prepare(build(tmp_path / "c")[1])  # no id given: one is made
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    by_run: dict[object, list[str]] = {}
+    for record in records:
+        by_run.setdefault(getattr(record, "run_id", "missing"), []).append(record.getMessage())
+    assert {"build-a", "build-b"} <= set(by_run) and "missing" not in by_run and None not in by_run
+    for name in ("a", "b"):
+        assert any(str(tmp_path / name) in line for line in by_run[f"build-{name}"])
+        assert not any(str(tmp_path / name) in line for run, lines in by_run.items() if run != f"build-{name}"
+                       for line in lines)  # fmt: skip
+    assert len(by_run) == 3
