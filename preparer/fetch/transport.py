@@ -215,6 +215,7 @@ class Transport:
     #: Whether the session is the transport's own (``False``: one given with :meth:`use_session`).
     own_session: bool = field(default=True, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _tls: Any = field(default=None, init=False, repr=False)
 
     def session(self) -> requests.Session:
         """The shared session: pooled connections and the CA certificates the run's environment names
@@ -223,6 +224,15 @@ class Transport:
             if self._session is None:
                 self._session = _new_session(self.watch, ca_source(self.environ)[0])
             return self._session
+
+    def tls_context(self) -> Any:
+        """The run's TLS trust for requests made without the session (the warm probe): the CA certificates its
+        environment names, loaded once in the run (never kept beyond it: a bundle changed between runs is read
+        again)."""
+        with self._lock:
+            if self._tls is None:
+                self._tls = _tls_context(ca_source(self.environ)[0])
+            return self._tls
 
     def use_session(self, session: requests.Session) -> None:
         """Send every request through ``session`` (an in-memory one: :mod:`~preparer.fetch.mock`); the one-socket
@@ -418,23 +428,13 @@ def _new_session(on_connect: Callable[[Any], None], bundle: str) -> requests.Ses
     return session
 
 
-_TLS_CONTEXTS: dict[str, Any] = {}
-_TLS_LOCK = threading.Lock()
-
-
 def _tls_context(bundle: str) -> Any:
     """The trust the requests session has: the CA certificates ``bundle`` (a file or a directory)."""
-    with _TLS_LOCK:
-        context = _TLS_CONTEXTS.get(bundle)
-        if context is None:
-            import ssl  # deferred: only a warm run's probe over https needs it
+    import ssl  # deferred: only a warm run's probe over https needs it
 
-            if Path(bundle).is_dir():
-                context = ssl.create_default_context(capath=bundle)
-            else:
-                context = ssl.create_default_context(cafile=bundle)
-            _TLS_CONTEXTS[bundle] = context
-        return context
+    if Path(bundle).is_dir():
+        return ssl.create_default_context(capath=bundle)
+    return ssl.create_default_context(cafile=bundle)
 
 
 def probe_unchanged(url: str, headers: dict[str, str], transport: Transport) -> bool | None:
@@ -465,9 +465,7 @@ def probe_unchanged(url: str, headers: dict[str, str], transport: Transport) -> 
         try:
             interrupt.watch(sock)  # the run's time bounds it below, without a watchdog thread
             if parts.scheme == "https":
-                sock = _tls_context(ca_source(transport.environ)[0]).wrap_socket(
-                    sock, server_hostname=parts.hostname
-                )
+                sock = transport.tls_context().wrap_socket(sock, server_hostname=parts.hostname)
             sock.settimeout(read)
             sock.sendall(request)
             status = _status_line(sock, ends)
