@@ -135,7 +135,32 @@ ERRORS = [
     errors_module.PreparerError("do it", "because"),
     errors_module.InvalidInputsError("resolve inputs", "a field"),
     errors_module.DescriptorError("parse project.toml", "line 2"),
+    errors_module.with_fields(
+        errors_module.DescriptorError("validate p.toml", "io.buildpacks.group[0].id: bad"),
+        path="p.toml",
+        key="io.buildpacks.group[0].id",
+        line=4,
+        column=1,
+        problems=(errors_module.DescriptorError("validate p.toml", "another"),),
+    ),
+    errors_module.with_fields(
+        errors_module.PolicyRefused("prepare", "not allowed"),
+        entry="io.buildpacks.group[1]",
+        rule="sources.allow",
+        policy="policy.toml",
+        line=2,
+    ),
+    errors_module.PlatformAPIError("verify platform API", "unsupported"),
+    errors_module.BuildpackAPIError("verify buildpack API", "unsupported"),
+    errors_module.BuilderError("read builder order", "missing"),
     errors_module.FetchError("download x", "HTTP 404 Not Found"),
+    errors_module.with_fields(
+        errors_module.FetchError("download y", "HTTP 503 Service Unavailable"),
+        source="https://h/y.tgz",
+        url="https://h/y.tgz",
+        status=503,
+        transient=True,
+    ),
     errors_module.NotFoundError("pull r", "no manifest"),
     errors_module.RunLimitReached("download x", "the run took longer than 3 s in all"),
     errors_module.FetchErrors(
@@ -155,6 +180,13 @@ def test_every_error_pickles_to_an_equal_one(error: PreparerError) -> None:
     assert (again.message, again.exit_code, again.action, again.cause) == (
         error.message, error.exit_code, error.action, error.cause)  # fmt: skip
     assert again.__dict__.keys() == error.__dict__.keys()
+    for name, value in error.__dict__.items():  # every field (the nested problems by their messages)
+        got = getattr(again, name)
+        assert (
+            [str(e) for e in got] == [str(e) for e in value]
+            if name in ("problems", "errors")
+            else got == value
+        )
 
 
 def _fail_in_another_process(index: int) -> None:
