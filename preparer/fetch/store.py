@@ -23,13 +23,14 @@ from preparer._logger import log
 from preparer.errors import FetchError
 from preparer.fetch.archives import Archive, ArchiveWay, Origin, Unpacker, conditional
 from preparer.fetch.cache import CacheUnusable, DownloadCache
+from preparer.fetch.locator import redact
 from preparer.fetch.sink import Sink
 from preparer.fetch.streams import (
     HashingReader,
     Reader,
     sha256_of,
 )
-from preparer.fetch.transport import RunClock, Transport
+from preparer.fetch.transport import RunClock, Transport, Unreachable
 
 if TYPE_CHECKING:
     from preparer.fetch.fleet import Fleet, FleetConfig, Hit, Mode
@@ -286,7 +287,29 @@ class Store:
 
     # Small files (the buildpack registry's index)
 
-    def shared_file(self, url: str, limit: int, action: str) -> SharedFile:
+    def small_file(self, url: str, limit: int, action: str, fetch: Callable[[], bytes], sink: Sink) -> bytes:
+        """The file at ``url`` (at most ``limit`` bytes): the fleet's copy when it may be used without asking the
+        origin (fresh, or offline), else what ``fetch()`` reads from the origin (then shared, written back at
+        :meth:`commit`), else, when the origin cannot be reached and a max-age allows it, the fleet's copy with a
+        warning.
+
+        :raises FetchError: offline, and the repository does not have it; what ``fetch`` raises.
+        """
+        shared = self._shared_file(url, limit, action)
+        if shared.data is not None:
+            return shared.data
+        try:
+            data = fetch()
+        except Unreachable:
+            stand_in = shared.stand_in()
+            if stand_in is None:
+                raise
+            sink.warn(f"{redact(url)} cannot be reached; the download cache repository's copy is used")
+            return stand_in
+        self._keep_file(data, url, sink.staging)
+        return data
+
+    def _shared_file(self, url: str, limit: int, action: str) -> SharedFile:
         """What the fleet holds for the file at ``url``: its bytes when its record is fresh (or offline), and what
         may stand in when the origin cannot be reached (only with a max-age: with 0 an unpinned URL's bytes are the
         origin's).
@@ -306,7 +329,7 @@ class Store:
             raise offline_miss(action, url_tag(url))
         return SharedFile(data, (fleet, hit) if fleet.config.max_age > 0 else None, limit)
 
-    def keep_file(self, data: bytes, url: str, spool: Path) -> None:
+    def _keep_file(self, data: bytes, url: str, spool: Path) -> None:
         """The file ``data`` read from ``url`` (its origin) is shared, written back at :meth:`commit`."""
         if self._fleet is None:
             return
@@ -319,6 +342,48 @@ class Store:
 
     # Images
 
+    def image(
+        self,
+        reference: str,
+        digest: str | None,
+        pull: Callable[[str | None, Mapping[str, str]], T],
+        sink: Sink,
+    ) -> tuple[T, str | None]:
+        """What ``pull`` makes of the image ``reference`` (which names ``digest``, or a tag) from the first tier
+        that has it: the fleet's copy of that digest (or, offline, of the digest recorded for the tag), read with
+        ``pull(copy, its credentials)`` and verified as from the origin, else its origin, ``pull(None, {})``. A copy
+        that fails is one warning, and the origin is asked. Returns what ``pull`` made and the tier it came
+        through (``None``: its origin).
+
+        :raises FetchError: offline, and no tier has it (exit 1), naming the tag to seed; what ``pull`` raises.
+        """
+        found = self._image_from_copy(reference, digest, pull, sink) if digest is not None else None
+        if found is None and self.offline and self._fleet is not None:
+            recorded = self._fleet.ref_digest(reference)  # a tag, or an index digest: its platform manifest
+            found = self._image_from_copy(reference, recorded, pull, sink) if recorded else None
+        if found is not None:
+            return found[0], "cache repository"
+        if self.offline:
+            from preparer.fetch.fleet import offline_miss, ref_tag  # deferred, as in _shared_file
+
+            seed = "sha256-" + digest.removeprefix("sha256:") if digest else ref_tag(reference)
+            raise offline_miss(f"pull {reference}", seed)
+        return pull(None, {}), None
+
+    def _image_from_copy(
+        self, reference: str, digest: str, pull: Callable[[str | None, Mapping[str, str]], T], sink: Sink
+    ) -> tuple[T] | None:
+        """What ``pull`` makes of the fleet's copy of the image ``digest``; ``None`` when it has none, or a bad one
+        (with a warning)."""
+        copy = self.image_copy(digest)
+        if copy is None:
+            return None
+        try:
+            return (pull(*copy),)
+        except FetchError as err:
+            sink.warn(f"the download cache repository's copy of {reference} is not used: {err.cause}")
+            return None
+
     def image_copy(self, digest: str) -> tuple[str, dict[str, str]] | None:
         """Where the fleet holds the image manifest ``digest``: its reference there, and the environment with the
         repository's credentials to pull it with."""
@@ -326,18 +391,6 @@ class Store:
         if fleet is None or not fleet.usable or not fleet.image_manifest(digest.removeprefix("sha256:")):
             return None
         return f"{fleet.config.repo}@{digest}", fleet.environ
-
-    def recorded_digest(self, reference: str) -> str | None:
-        """The digest the fleet recorded for the tag (or index digest) ``reference``: offline, no origin resolves
-        it."""
-        return self._fleet.ref_digest(reference) if self._fleet is not None else None
-
-    def image_missing(self, reference: str, digest: str | None) -> FetchError:
-        """The error of an offline run that found no copy of the image (it names the tag to seed)."""
-        from preparer.fetch.fleet import offline_miss, ref_tag  # deferred, as in shared_file
-
-        seed = "sha256-" + digest.removeprefix("sha256:") if digest else ref_tag(reference)
-        return offline_miss(f"pull {reference}", seed)
 
     def image_unreadable(self, reference: str, cause: str) -> None:
         """The fleet's copy of ``reference`` could not be read: the fleet is not asked again in this run."""
@@ -370,7 +423,7 @@ class Store:
 
 
 class SharedFile(NamedTuple):
-    """A small file as the fleet holds it (:meth:`Store.shared_file`)."""
+    """A small file as the fleet holds it (:meth:`Store.small_file`)."""
 
     #: Its bytes, when they may be used without asking the origin.
     data: bytes | None

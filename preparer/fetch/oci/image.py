@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,36 +33,15 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
     if guard is not None:  # an image found while fetching (a registry entry, a bare id) meets the rules too
         guard.image(str(ref), f"{ref.registry}/{ref.repository}", ref.digest)
     memory.when_allowed()  # the command's process only
-    store = ctx.store
-    copy = _shared(ref, ctx) if ref.digest is not None else None
-    if copy is None and store.offline:
-        recorded = _recorded(ref, ctx)  # a tag, or an index digest: its platform manifest's record
-        copy = _shared(recorded, ctx) if recorded is not None else None
-    if copy is not None:
-        return replace(copy, source=str(ref), via="cache repository")
-    if store.offline:
-        raise store.image_missing(str(ref), ref.digest)
-    return _pull(ref, ctx)
 
+    def pull(copy: str | None, environ: Mapping[str, str]) -> Fetched:
+        """From its origin (``copy`` ``None``), or from the store's copy ``copy`` with that copy's credentials."""
+        if copy is None:
+            return _pull(ref, ctx)
+        return _pull(parse_reference(copy), replace(ctx, registries=replace(ctx.registries, environ=environ)))
 
-def _recorded(ref: Reference, ctx: FetchContext) -> Reference | None:
-    """The digest the store recorded for the tag ``ref`` (offline: no origin may resolve it)."""
-    digest = ctx.store.recorded_digest(str(ref))
-    return parse_reference(f"{ref.registry}/{ref.repository}@{digest}") if digest else None
-
-
-def _shared(ref: Reference, ctx: FetchContext) -> Fetched | None:
-    """The image named by digest, pulled from the store's shared copy (docs/fleet.md): the same manifest digest,
-    verified as from the origin; ``None`` (with a warning when the copy is bad) to pull from the origin."""
-    assert ref.digest is not None
-    copy = _shared_copy(ref.digest, ctx)
-    if copy is None:
-        return None
-    try:
-        return _pull(*copy)
-    except FetchError as err:
-        ctx.sink.warn(f"the download cache repository's copy of {ref} is not used: {err.cause}")
-        return None
+    fetched, via = ctx.store.image(str(ref), ref.digest, pull, ctx.sink)
+    return fetched if via is None else replace(fetched, source=str(ref), via=via)
 
 
 def _pull(ref: Reference, ctx: FetchContext) -> Fetched:

@@ -19,7 +19,7 @@ from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.locator import IdLocator, ImageLocator, RegistryLocator, redact
 from preparer.fetch.oci.image import fetch_image
 from preparer.fetch.oci.reference import parse_reference
-from preparer.fetch.transport import Unreachable, read_capped
+from preparer.fetch.transport import read_capped
 from preparer.files.buildpack import similar_installed
 from preparer.semver import highest
 
@@ -73,11 +73,8 @@ def read_entries(namespace: str, name: str, ctx: FetchContext) -> dict[str, str]
 
 
 def _index_file(url: str, action: str, ctx: FetchContext) -> bytes:
-    """The index file at ``url``: the store's shared copy when it may be used without asking the index (fresh, or
-    offline), else the index's (then shared, like an archive)."""
-    shared = ctx.store.shared_file(url, MAX_INDEX_FILE, action)
-    if shared.data is not None:
-        return shared.data
+    """The index file at ``url``, as the store has it (:meth:`~preparer.fetch.store.Store.small_file`), read
+    from the index when it must be."""
 
     def attempt() -> bytes:
         response = ctx.transport.get(url, action=action)
@@ -85,16 +82,9 @@ def _index_file(url: str, action: str, ctx: FetchContext) -> bytes:
             response, MAX_INDEX_FILE, action, "the index file", ctx.transport.download_deadline()
         )
 
-    try:
-        data = ctx.transport.retrying(action, attempt)
-    except Unreachable:
-        stand_in = shared.stand_in()
-        if stand_in is None:
-            raise
-        ctx.sink.warn(f"{redact(url)} cannot be reached; the download cache repository's copy is used")
-        return stand_in
-    ctx.store.keep_file(data, url, ctx.sink.staging)
-    return data
+    return ctx.store.small_file(
+        url, MAX_INDEX_FILE, action, lambda: ctx.transport.retrying(action, attempt), ctx.sink
+    )
 
 
 def choose(bp_id: str, live: dict[str, str], version: str | None, index: str) -> tuple[str, str]:
