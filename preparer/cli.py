@@ -150,10 +150,12 @@ def _prepare(parsed: goflags.Parsed, environ: Mapping[str, str], color: bool) ->
         _report_early_failure(parsed, environ, error)
         log.error("%s", error.message)
         return int(error.exit_code)
+    from preparer.fetch import workers
     from preparer.fetch.oci import memory  # deferred with the pipeline: a small module, but only runs need it
     from preparer.pipeline import prepare  # deferred past the cheap checks: its imports cost start-up
 
     memory.allow()  # the allocator is this process's: the command may tune it for streaming layers
+    workers.allow()  # and its extractions may fork: nothing else runs in its process
 
     log.info("===> PREPARING")
     log.debug(

@@ -27,6 +27,7 @@ import posixpath
 import shutil
 import stat
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING
 from preparer import interrupt
 from preparer._fs import PER_FILE_WORK, current_umask, file_record
 from preparer.errors import FetchError
-from preparer.fetch.streams import Reader, TarStream
+from preparer.fetch.streams import MAX_TRAILING, Reader, TarStream
 
 if TYPE_CHECKING:
     from preparer.fetch.guard import Guard
@@ -104,11 +105,43 @@ def extract_tar(
     :raises FetchError: naming the archive and the entry, for ``..``, absolute names, links leaving ``dest``,
         device and fifo entries, setuid/setgid bits, oversized headers, and corrupt or truncated archives.
     """
+    if guard is None:
+        from preparer.fetch import workers  # deferred: a small module, for runs that extract
+
+        if workers.enabled():
+
+            def extract(stream: TarStream, at_end: Callable[[], None]) -> Extracted:
+                return extract_stream(stream, dest, archive, select, allow_absolute, record, at_end=at_end)
+
+            return workers.extract_in_child(fileobj, extract, archive)
+    # The writing holds PER_FILE_WORK (one extraction at a time writes), and lets go of it to wait for bytes.
+    with TarStream(fileobj, waits_without=PER_FILE_WORK) as stream, PER_FILE_WORK:
+        return extract_stream(stream, dest, archive, select, allow_absolute, record, guard)
+
+
+def extract_stream(
+    stream: TarStream,
+    dest: Path,
+    archive: str,
+    select: str | None = None,
+    allow_absolute: bool = False,
+    record: bool = False,
+    guard: Guard | None = None,
+    at_end: Callable[[], None] | None = None,
+) -> Extracted:
+    """:func:`extract_tar` of the plain tar bytes of ``stream``, here (``at_end`` is called once the end marker
+    is read, before the links are checked)."""
     writer = _Writer(dest, select.strip("/") if select else None, allow_absolute, record)
     try:
-        # The writing holds PER_FILE_WORK (one extraction at a time writes), and lets go of it to wait for bytes.
-        with TarStream(fileobj, waits_without=PER_FILE_WORK) as stream, PER_FILE_WORK:
-            _Reader(stream, writer, guard).run()
+        _Reader(stream, writer, guard).run()
+        # Past the end marker (tar pads to 10 KiB records), to the end of the gzip data: its checksum says whether
+        # what was extracted is what was compressed, as gzip -d tells tar.
+        try:
+            stream.finish(MAX_TRAILING)
+        except ValueError as err:
+            raise FetchError(f"extract {archive}", str(err)) from err
+        if at_end is not None:
+            at_end()
         writer.check_links()
     except _Refused as refused:
         raise FetchError(f"extract {archive}", f"refusing entry '{refused.name}': {refused.why}") from refused

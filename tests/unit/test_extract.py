@@ -12,10 +12,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from preparer.errors import FetchError
+from preparer.fetch import workers
 from preparer.fetch.extract import extract_tar
 from tests.buildpacks import entry, make_tar
 
 GOOD = (entry("buildpack.toml"), b'api = "0.10"\n')
+
+
+@pytest.fixture(autouse=True, params=["here", "forked"])
+def _where(request: pytest.FixtureRequest) -> object:
+    """Every test twice: extracted in this process, and by a forked child (as the command extracts), which must
+    refuse and report alike."""
+    before = workers._allowed
+    workers._allowed = request.param == "forked"
+    yield
+    workers._allowed = before
 
 
 def extract(data: bytes, dest: Path, **kwargs: object) -> object:
@@ -261,3 +272,17 @@ def test_any_archive_records_what_a_walk_finds(
     assert extracted.records == walked.files
     assert extracted.links == walked.links
     assert record_dirs(dest, extracted.dirs) == walked.dirs
+
+
+def test_a_gzip_checksum_that_does_not_match_is_refused(tmp_path: Path) -> None:
+    """The end marker is not the end: the gzip data is read to its end, and its CRC checked, as gzip -d tells tar
+    (a stream damaged past the files it holds was taken for whole)."""
+    (tmp_path / "crc").mkdir()
+    (tmp_path / "more").mkdir()
+    data = bytearray(gzip.compress(make_tar([GOOD, (entry("bin/build"), b"#!/bin/sh\n")])))
+    data[-8] ^= 0xFF  # the CRC-32 of the trailer
+    with pytest.raises(FetchError, match=r"the gzip data is damaged"):
+        extract(bytes(data), tmp_path / "crc")
+    data = bytearray(gzip.compress(make_tar([GOOD]) + bytes(2 << 20)))  # 2 MiB of zeros past the end marker
+    with pytest.raises(FetchError, match=r"more than 1048576 bytes follow the end of the archive"):
+        extract(bytes(data), tmp_path / "more")

@@ -1,0 +1,189 @@
+"""Extraction in a forked process, so that the per-file work of several archives runs on every core.
+
+Writing thousands of small files is Python work per entry (a header parsed, a name checked, ``open``/``write``/
+``close``/``chmod``), and in one process it runs on one core at a time, whatever the number of threads. Here the
+fetch thread keeps what releases the interpreter lock (reading the body, hashing it, inflating it) and hands the
+plain tar bytes through a pipe to a child it forks, which runs the same reader and the same checks
+(:func:`~preparer.fetch.extract.extract_stream`) and sends back what it extracted, or the error. A child never
+outlives its extraction: it is killed when the fetch fails or is called off, and it ends when its parent does (the
+pipe closes).
+
+Forking is the command's choice, made once for its process (:func:`allow`), as the allocator's tuning is: a
+library caller's process (a service with threads of its own) extracts in its threads, as before. An extraction the
+platform policy counts (its entries and bytes, against limits shared by the run) stays in the process too, where
+the counts are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import select
+import signal
+from collections.abc import Callable
+from typing import TypeVar, cast
+
+from preparer import interrupt
+from preparer.errors import FetchError
+from preparer.fetch.streams import CHUNK, PlainChunks, Reader, TarStream
+
+T = TypeVar("T")
+#: An extraction of the plain tar bytes of a stream: ``extract(stream, at_end)``, ``at_end`` called once the
+#: archive's end marker is read (:func:`preparer.fetch.extract.extract_stream`).
+Extraction = Callable[[TarStream, Callable[[], None]], T]
+
+_allowed = False
+
+
+def allow() -> None:
+    """Extract in forked processes from now on, in this process (the command's)."""
+    global _allowed
+    _allowed = hasattr(os, "fork")
+
+
+def enabled() -> bool:
+    """Whether extractions fork (:func:`allow`)."""
+    return _allowed
+
+
+def extract_in_child(fileobj: Reader, extract: Extraction[T], archive: str) -> T:
+    """``extract`` of the tar stream ``fileobj`` (gzip or plain), run by a child: what it returns, or raises.
+
+    This thread reads, hashes and inflates ``fileobj`` and writes the plain bytes to the child, until the child has
+    read the archive's end marker (it closes its end of the pipe) or the bytes end.
+
+    :raises FetchError: as the extraction would raise it here (the child's own error, sent back).
+    """
+    data_read, data_write = os.pipe()
+    _widen(data_write)
+    result_read, result_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        _child(data_read, result_write, (data_write, result_read), extract, archive)
+    os.close(data_read)
+    os.close(result_write)
+    try:
+        try:
+            failure = _pump(fileobj, data_write, archive)
+        finally:
+            os.close(data_write)
+        outcome = _result(result_read, pid)
+    except BaseException:
+        _kill(pid)
+        raise
+    finally:
+        os.close(result_read)
+    if (
+        failure is not None
+    ):  # the bytes broke before the child read to their end: that says why, not the child
+        raise failure
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return cast(T, outcome)  # what our own extraction returned, pickled
+
+
+def _widen(pipe: int) -> None:
+    """A pipe of 1 MiB (where the system allows it): a 64 KiB one moves a large file in sixteen times as many
+    reads and writes, each a switch between the two processes."""
+    import fcntl  # deferred: only a forking extraction sizes a pipe
+
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(pipe, fcntl.F_SETPIPE_SZ, 1 << 20)
+
+
+def _pump(fileobj: Reader, out: int, archive: str) -> FetchError | None:
+    """Write the plain tar bytes of ``fileobj`` to ``out`` until they end or the child stops reading; the error
+    that broke them (damaged gzip data, a short stream), to raise if the child did not finish first."""
+    import zlib  # deferred: loaded with the streams already, named here for its error
+
+    chunks = PlainChunks(fileobj)
+    try:
+        while data := chunks.next():
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out, view) :]
+    except BrokenPipeError:
+        return None  # the child read the end marker, or refused an entry: its result says which
+    except zlib.error as err:
+        return FetchError(f"extract {archive}", f"the gzip data is damaged ({err})")
+    except EOFError as err:
+        return FetchError(f"extract {archive}", f"not a valid tar archive ({err})")
+    return None
+
+
+def _result(result: int, pid: int) -> object:
+    """What the child sent back, once it ends; checked for a request to stop every tenth of a second."""
+    chunks = []
+    while True:
+        ready, _, _ = select.select([result], [], [], 0.1)
+        if not ready:
+            interrupt.check()
+            continue
+        chunk = os.read(result, CHUNK)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    if not chunks:
+        return FetchError("extract", f"the extracting process ended without a result ({_ended(status)})")
+    return pickle.loads(b"".join(chunks))
+
+
+def _ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"signal {os.WTERMSIG(status)}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
+
+
+def _kill(pid: int) -> None:
+    """End the child and reap it (it may already have ended)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _child(data: int, result: int, parents: tuple[int, int], extract: Extraction[T], archive: str) -> None:
+    """The child's whole life: extract what arrives on ``data``, send the outcome on ``result``, exit."""
+    code = 0
+    try:
+        # The parent's signal handlers stop runs: here a signal just ends the child (the parent cleans up).
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_DFL)
+        for fd in parents:
+            os.close(fd)
+        _close_others(data, result)
+        outcome: object = extract(TarStream(_FdReader(data), read_ahead=False), lambda: os.close(data))
+    except BaseException as err:  # noqa: BLE001 (sent to the parent, which raises it)
+        outcome, code = err, 1
+    try:
+        payload = pickle.dumps(outcome)
+    except Exception:  # noqa: BLE001 (an error that does not pickle: its words still reach the parent)
+        payload = pickle.dumps(FetchError(f"extract {archive}", str(outcome)))
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(result, view) :]
+    finally:
+        os._exit(code)
+
+
+def _close_others(*keep: int) -> None:
+    """Close every descriptor but stdio and ``keep``: a child holding a copy of another download's socket, a
+    lock's file or another child's pipe would keep them open after the parent closes them."""
+    start = 3
+    for fd in sorted(keep):
+        os.closerange(start, fd)
+        start = fd + 1
+    os.closerange(start, os.sysconf("SC_OPEN_MAX"))
+
+
+class _FdReader:
+    """The child's end of the pipe, as a :class:`~preparer.fetch.streams.Reader`."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def read(self, size: int = -1) -> bytes:
+        return os.read(self.fd, CHUNK if size < 0 else size)
