@@ -10,6 +10,7 @@ import contextvars
 import dataclasses
 import functools
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -56,17 +57,16 @@ def callers(progress: ProgressCallback | None) -> ProgressCallback | None:
     (:class:`CallerFailed`)."""
     if progress is None:
         return None
-    from preparer.progress import one_at_a_time  # deferred: only runs with a callback need it
-
-    callback = progress
+    callback, lock = progress, threading.Lock()
 
     def called(event: Download) -> None:
-        try:
-            callback(event)
-        except Exception as err:
-            raise CallerFailed(err) from err
+        with lock:  # the run's fetch threads report at once: the callback is entered by one at a time
+            try:
+                callback(event)
+            except Exception as err:
+                raise CallerFailed(err) from err
 
-    return one_at_a_time(called)
+    return called
 
 
 def _check_arguments(inputs: object, plan: object = None) -> None:

@@ -9,7 +9,6 @@ failed).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -47,17 +46,6 @@ class Download:
 
 #: A callback given download events (``prepare(inputs, progress=...)``).
 ProgressCallback = Callable[[Download], None]
-
-
-def one_at_a_time(callback: ProgressCallback) -> ProgressCallback:
-    """``callback``, entered by one thread at a time (the run's fetch threads report at once)."""
-    lock = threading.Lock()
-
-    def deliver(event: Download) -> None:
-        with lock:
-            callback(event)
-
-    return deliver
 
 
 class EntryDownloads:

@@ -157,7 +157,7 @@ def fetch_steps(
     order) is raised. With a policy, each fetch is held to its limits, and all of them to the run's.
 
     :param progress: given each entry's download events (:class:`~preparer.progress.Download`), from the fetch
-        threads: the caller makes it safe to enter from several (:func:`preparer.progress.one_at_a_time`).
+        threads: the caller makes it safe to enter from several (:func:`preparer.pipeline.callers`).
     """
     totals = None
     if policy is not None:

@@ -18,20 +18,24 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pickle
-import select
 import signal
-from collections.abc import Callable
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from preparer import interrupt
 from preparer.errors import FetchError
-from preparer.fetch.streams import CHUNK, PlainChunks, Reader, TarStream
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from preparer.fetch.streams import Reader, TarStream
+
+    #: An extraction of the plain tar bytes of a stream: ``extract(stream, at_end)``, ``at_end`` called once the
+    #: archive's end marker is read (:func:`preparer.fetch.extract.extract_stream`).
+    Extraction = Callable[[TarStream, Callable[[], None]], "T"]
 
 T = TypeVar("T")
-#: An extraction of the plain tar bytes of a stream: ``extract(stream, at_end)``, ``at_end`` called once the
-#: archive's end marker is read (:func:`preparer.fetch.extract.extract_stream`).
-Extraction = Callable[[TarStream, Callable[[], None]], T]
+#: Bytes read from a pipe at once.
+CHUNK = 1 << 20
 
 _allowed = False
 
@@ -55,6 +59,13 @@ def extract_in_child(fileobj: Reader, extract: Extraction[T], archive: str) -> T
 
     :raises FetchError: as the extraction would raise it here (the child's own error, sent back).
     """
+    # Deferred: the command imports this module before it knows whether it fetches; and what the child uses is
+    # imported here, before the fork, so the child imports nothing another thread could be importing meanwhile.
+    import pickle  # noqa: F401
+    import select  # noqa: F401
+
+    from preparer.fetch import streams  # noqa: F401
+
     data_read, data_write = os.pipe()
     _widen(data_write)
     result_read, result_write = os.pipe()
@@ -97,6 +108,8 @@ def _pump(fileobj: Reader, out: int, archive: str) -> FetchError | None:
     that broke them (damaged gzip data, a short stream), to raise if the child did not finish first."""
     import zlib  # deferred: loaded with the streams already, named here for its error
 
+    from preparer.fetch.streams import PlainChunks
+
     chunks = PlainChunks(fileobj)
     try:
         while data := chunks.next():
@@ -114,6 +127,9 @@ def _pump(fileobj: Reader, out: int, archive: str) -> FetchError | None:
 
 def _result(result: int, pid: int) -> object:
     """What the child sent back, once it ends; checked for a request to stop every tenth of a second."""
+    import pickle  # deferred: imported before the fork (extract_in_child)
+    import select
+
     chunks = []
     while True:
         ready, _, _ = select.select([result], [], [], 0.1)
@@ -146,6 +162,10 @@ def _kill(pid: int) -> None:
 
 def _child(data: int, result: int, parents: tuple[int, int], extract: Extraction[T], archive: str) -> None:
     """The child's whole life: extract what arrives on ``data``, send the outcome on ``result``, exit."""
+    import pickle  # deferred: imported before the fork (extract_in_child)
+
+    from preparer.fetch.streams import TarStream
+
     code = 0
     try:
         # The parent's signal handlers stop runs: here a signal just ends the child (the parent cleans up).
