@@ -64,7 +64,7 @@ def extract_in_child(fileobj: Reader, extract: Extraction[T], archive: str) -> T
     import pickle  # noqa: F401
     import select  # noqa: F401
 
-    from preparer.fetch import streams  # noqa: F401
+    from preparer.fetch import streams  # noqa: F401 (deferred, as the two above)
 
     data_read, data_write = os.pipe()
     _widen(data_write)
