@@ -17,6 +17,7 @@ import stat
 import tempfile
 import threading
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -159,8 +160,15 @@ def _copy_file(
             left = record[1]
         out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
         try:
+            copy = _copy_range
             while left is None or left > 0:
-                sent = os.sendfile(out, fd, None, 1 << 30 if left is None else min(left, 1 << 30))
+                try:
+                    sent = copy(fd, out, 1 << 30 if left is None else min(left, 1 << 30))
+                except OSError as err:  # no copy_file_range here (another file system, an old kernel)
+                    if copy is not _copy_range or err.errno not in _NO_COPY_RANGE:
+                        raise
+                    copy = _send
+                    continue
                 if not sent:
                     if cached is not None:  # it had ``left`` bytes more when it was recorded
                         raise CacheMismatch(f"{cached[0]} is shorter than when it was cached")
@@ -173,6 +181,19 @@ def _copy_file(
             os.close(out)
     finally:
         os.close(fd)
+
+
+#: What copy_file_range says where it cannot copy (the bytes are then sent with sendfile).
+_NO_COPY_RANGE = frozenset({errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM})
+
+
+def _copy_range(source: int, target: int, count: int) -> int:
+    """``copy_file_range``: the file system copies (a reflink on btrfs or XFS: no bytes read or written at all)."""
+    return os.copy_file_range(source, target, count)
+
+
+def _send(source: int, target: int, count: int) -> int:
+    return os.sendfile(target, source, None, count)
 
 
 def check_links_inside(directory: Path, relative: str, links: dict[str, str], action: str) -> None:
@@ -201,13 +222,18 @@ def install_cached(tree: CachedTree, dest: Path, *, link: bool, guard: Guard | N
 
     :raises CacheMismatch: naming the first entry that differs from its record.
     """
-    # As many at once as there are processors. Unlike extraction, installing is mostly time in the kernel (a link
-    # or a copy per file, little Python between them), so two threads at it do gain.
+    # As many at once as there are processors. Installing is mostly time in the kernel (a link or a copy per file,
+    # little Python between them), so two threads at it gain; two children (the command's way) gain more.
     if guard is not None:  # the tree as extracted: held to the same limits as an extraction
         guard.entry(len(tree.files) + len(tree.dirs) + len(tree.links))
         guard.extracted(sum(record[1] for record in tree.files.values()))
     with _INSTALLING:
-        _install(tree, str(dest), link, current_umask())
+        from preparer.fetch import workers  # deferred: a small module, for runs that install from the cache
+
+        if workers.enabled():  # the command's: a child links or copies, while another tree goes in another
+            workers.call_in_child(partial(_install, tree, str(dest), link, current_umask()), f"install {dest}")
+        else:
+            _install(tree, str(dest), link, current_umask())
 
 
 _INSTALLING = threading.BoundedSemaphore(max(1, len(os.sched_getaffinity(0))))

@@ -1,4 +1,5 @@
-"""Extraction in a forked process, so that the per-file work of several archives runs on every core.
+"""Per-file work in forked processes (extracting an archive, installing a cached tree), so that the work of
+several buildpacks runs on every core.
 
 Writing thousands of small files is Python work per entry (a header parsed, a name checked, ``open``/``write``/
 ``close``/``chmod``), and in one process it runs on one core at a time, whatever the number of threads. Here the
@@ -59,39 +60,73 @@ def extract_in_child(fileobj: Reader, extract: Extraction[T], archive: str) -> T
 
     :raises FetchError: as the extraction would raise it here (the child's own error, sent back).
     """
+    from preparer.fetch.streams import TarStream  # deferred: the command imports this module before any fetch
+
+    data_read, data_write = os.pipe()
+    _widen(data_write)
+
+    def in_child() -> T:
+        return extract(TarStream(_FdReader(data_read), read_ahead=False), lambda: os.close(data_read))
+
+    failure: FetchError | None = None
+
+    def meanwhile() -> None:
+        nonlocal failure
+        os.close(data_read)
+        try:
+            failure = _pump(fileobj, data_write, archive)
+        finally:
+            os.close(data_write)
+
+    try:
+        extracted = call_in_child(in_child, f"extract {archive}", (data_read,), meanwhile)
+    except BaseException:
+        if failure is not None:  # the bytes broke before the child read to their end: they say why
+            raise failure from None
+        raise
+    if (
+        failure is not None
+    ):  # the child took the pipe's closing for the end: the bytes did not end as they should
+        raise failure
+    return extracted
+
+
+def call_in_child(
+    function: Callable[[], T],
+    action: str,
+    keep: tuple[int, ...] = (),
+    meanwhile: Callable[[], None] | None = None,
+) -> T:
+    """``function()`` run by a forked child (per-file work, on a core of its own): what it returns, or raises.
+
+    The child keeps of this process's descriptors only ``keep`` (and stdio); ``meanwhile()`` runs here while it
+    works. The child is killed and reaped when this thread is stopped or ``meanwhile`` fails.
+
+    :raises PreparerError: what ``function`` raised (an error that does not pickle, as a :class:`FetchError`
+        naming ``action``).
+    """
     # Deferred: the command imports this module before it knows whether it fetches; and what the child uses is
     # imported here, before the fork, so the child imports nothing another thread could be importing meanwhile.
     import pickle  # noqa: F401
     import select  # noqa: F401
 
-    from preparer.fetch import streams  # noqa: F401 (deferred, as the two above)
-
-    data_read, data_write = os.pipe()
-    _widen(data_write)
     result_read, result_write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns
-        _child(data_read, result_write, (data_write, result_read), extract, archive)
-    os.close(data_read)
+        _child(function, result_write, keep, action)
     os.close(result_write)
     try:
-        try:
-            failure = _pump(fileobj, data_write, archive)
-        finally:
-            os.close(data_write)
-        outcome = _result(result_read, pid)
+        if meanwhile is not None:
+            meanwhile()
+        outcome = _result(result_read, pid, action)
     except BaseException:
         _kill(pid)
         raise
     finally:
         os.close(result_read)
-    if (
-        failure is not None
-    ):  # the bytes broke before the child read to their end: that says why, not the child
-        raise failure
     if isinstance(outcome, BaseException):
         raise outcome
-    return cast(T, outcome)  # what our own extraction returned, pickled
+    return cast(T, outcome)  # what our own function returned, pickled
 
 
 def _widen(pipe: int) -> None:
@@ -125,9 +160,9 @@ def _pump(fileobj: Reader, out: int, archive: str) -> FetchError | None:
     return None
 
 
-def _result(result: int, pid: int) -> object:
+def _result(result: int, pid: int, action: str) -> object:
     """What the child sent back, once it ends; checked for a request to stop every tenth of a second."""
-    import pickle  # deferred: imported before the fork (extract_in_child)
+    import pickle  # deferred: imported before the fork (call_in_child)
     import select
 
     chunks = []
@@ -142,7 +177,7 @@ def _result(result: int, pid: int) -> object:
         chunks.append(chunk)
     _, status = os.waitpid(pid, 0)
     if not chunks:
-        return FetchError("extract", f"the extracting process ended without a result ({_ended(status)})")
+        return FetchError(action, f"the process doing it ended without a result ({_ended(status)})")
     return pickle.loads(b"".join(chunks))
 
 
@@ -160,27 +195,23 @@ def _kill(pid: int) -> None:
         os.waitpid(pid, 0)
 
 
-def _child(data: int, result: int, parents: tuple[int, int], extract: Extraction[T], archive: str) -> None:
-    """The child's whole life: extract what arrives on ``data``, send the outcome on ``result``, exit."""
-    import pickle  # deferred: imported before the fork (extract_in_child)
-
-    from preparer.fetch.streams import TarStream
+def _child(function: Callable[[], object], result: int, keep: tuple[int, ...], action: str) -> None:
+    """The child's whole life: ``function()``, its outcome sent on ``result``, exit."""
+    import pickle  # deferred: imported before the fork (call_in_child)
 
     code = 0
     try:
         # The parent's signal handlers stop runs: here a signal just ends the child (the parent cleans up).
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.SIG_DFL)
-        for fd in parents:
-            os.close(fd)
-        _close_others(data, result)
-        outcome: object = extract(TarStream(_FdReader(data), read_ahead=False), lambda: os.close(data))
+        _close_others(result, *keep)
+        outcome: object = function()
     except BaseException as err:  # noqa: BLE001 (sent to the parent, which raises it)
         outcome, code = err, 1
     try:
         payload = pickle.dumps(outcome)
     except Exception:  # noqa: BLE001 (an error that does not pickle: its words still reach the parent)
-        payload = pickle.dumps(FetchError(f"extract {archive}", str(outcome)))
+        payload = pickle.dumps(FetchError(action, str(outcome)))
     try:
         view = memoryview(payload)
         while view:

@@ -24,17 +24,28 @@ from tests.buildpacks import entry, make_tar
 def forked() -> Iterator[None]:
     before = workers._allowed
     workers._allowed = True
+    BEFORE.clear()
+    BEFORE.update(all_children())
     yield
     workers._allowed = before
 
 
-def children() -> set[int]:
+def all_children() -> set[int]:
     """This process's children, zombies included."""
     found: set[int] = set()
     for task in os.listdir("/proc/self/task"):
         with open(f"/proc/self/task/{task}/children") as f:
             found |= {int(pid) for pid in f.read().split()}
     return found
+
+
+#: The children this process had before a test: the servers other tests of the same worker started.
+BEFORE: set[int] = set()
+
+
+def children() -> set[int]:
+    """The children a test made."""
+    return all_children() - BEFORE
 
 
 def tree(count: int) -> bytes:
