@@ -231,7 +231,9 @@ def install_cached(tree: CachedTree, dest: Path, *, link: bool, guard: Guard | N
         from preparer.fetch import workers  # deferred: a small module, for runs that install from the cache
 
         if workers.enabled():  # the command's: a child links or copies, while another tree goes in another
-            workers.call_in_child(partial(_install, tree, str(dest), link, current_umask()), f"install {dest}")
+            workers.call_in_child(
+                partial(_install, tree, str(dest), link, current_umask()), f"install {dest}"
+            )
         else:
             _install(tree, str(dest), link, current_umask())
 
