@@ -138,3 +138,26 @@ def test_a_refusal_in_the_child_stops_the_reading_here(tmp_path: Path, forked: N
         extract_tar(Counting(evil), tmp_path, archive="evil.tar")
     assert Counting.served < len(evil) // 4  # the child refused the first entry; the rest was never read
     assert not (tmp_path.parent / "evil").exists() and children() == set()
+
+
+@pytest.mark.parametrize(
+    ("affinity", "files", "forks"),
+    [
+        ({0, 1}, {}, True),
+        ({0}, {}, False),  # taskset -c 0: a child would only add the pipe's copies
+        ({0, 1, 2, 3}, {"/sys/fs/cgroup/cpu.max": "100000 100000"}, False),  # a pod limited to one CPU
+        ({0, 1, 2, 3}, {"/sys/fs/cgroup/cpu.max": "max 100000"}, True),
+        ({0, 1}, {"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "150000", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000"},
+         False),  # cgroup v1, one and a half CPUs
+        ({0, 1}, {"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000"},
+         True),
+    ],
+)  # fmt: skip
+def test_forking_needs_two_processors(
+    affinity: set[int], files: dict[str, str], forks: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: affinity)
+    monkeypatch.setattr(workers, "_first_line", files.get)
+    monkeypatch.setattr(workers, "_allowed", False)
+    workers.allow()
+    assert workers.enabled() is forks
