@@ -105,9 +105,12 @@ def extract_tar(
     :raises FetchError: naming the archive and the entry, for ``..``, absolute names, links leaving ``dest``,
         device and fifo entries, setuid/setgid bits, oversized headers, and corrupt or truncated archives.
     """
-    if guard is None:
+    if guard is None and PER_FILE_WORK.locked():
         from preparer.fetch import workers  # deferred: a small module, for runs that extract
 
+        # Another extraction is writing in this process: this one takes a core of its own, in a child (the
+        # command's way). Alone, it stays here: its reading ahead already uses a second core, and a child would
+        # only add the pipe (one bench archive: 1.04x the time here).
         if workers.enabled():
 
             def extract(stream: TarStream, at_end: Callable[[], None]) -> Extracted:

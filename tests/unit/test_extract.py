@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from preparer._fs import PER_FILE_WORK
 from preparer.errors import FetchError
 from preparer.fetch import workers
 from preparer.fetch.extract import extract_tar
@@ -21,11 +22,15 @@ GOOD = (entry("buildpack.toml"), b'api = "0.10"\n')
 
 @pytest.fixture(autouse=True, params=["here", "forked"])
 def _where(request: pytest.FixtureRequest) -> object:
-    """Every test twice: extracted in this process, and by a forked child (as the command extracts), which must
-    refuse and report alike."""
+    """Every test twice: extracted in this process, and by a forked child (as the command extracts while another
+    extraction writes in its process: the lock held here), which must refuse and report alike."""
     before = workers._allowed
     workers._allowed = request.param == "forked"
+    if request.param == "forked":
+        PER_FILE_WORK.acquire()
     yield
+    if request.param == "forked":
+        PER_FILE_WORK.release()
     workers._allowed = before
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from preparer import interrupt
+from preparer._fs import PER_FILE_WORK
 from preparer.errors import FetchError
 from preparer.fetch import workers
 from preparer.fetch.extract import extract_tar
@@ -22,11 +23,13 @@ from tests.buildpacks import entry, make_tar
 
 @pytest.fixture
 def forked() -> Iterator[None]:
+    """Extractions fork, as the command's do while another extraction writes in its process (the lock held)."""
     before = workers._allowed
     workers._allowed = True
     BEFORE.clear()
     BEFORE.update(all_children())
-    yield
+    with PER_FILE_WORK:
+        yield
     workers._allowed = before
 
 
@@ -56,11 +59,16 @@ def tree(count: int) -> bytes:
 def test_a_child_extracts_what_this_process_would(tmp_path: Path, forked: None) -> None:
     data = tree(500)
     results = []
-    for where, allowed in (("child", True), ("here", False)):
-        workers._allowed = allowed
+    for where in ("child", "here"):
         dest = tmp_path / where
         dest.mkdir()
-        results.append(extract_tar(io.BytesIO(data), dest, archive="bp.tgz", record=True))
+        if where == "here":
+            PER_FILE_WORK.release()  # no other extraction: this one is done in this process
+        try:
+            results.append(extract_tar(io.BytesIO(data), dest, archive="bp.tgz", record=True))
+        finally:
+            if where == "here":
+                PER_FILE_WORK.acquire()
     child, here = results
     assert (
         child.records is not None and here.records is not None and child.records.keys() == here.records.keys()
@@ -161,3 +169,10 @@ def test_forking_needs_two_processors(
     monkeypatch.setattr(workers, "_allowed", False)
     workers.allow()
     assert workers.enabled() is forks
+
+
+def test_a_lone_extraction_stays_in_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its reading ahead already uses a second core; a child would only add the pipe."""
+    monkeypatch.setattr(workers, "_allowed", True)
+    monkeypatch.setattr(workers, "extract_in_child", lambda *args: pytest.fail("forked"))
+    assert extract_tar(io.BytesIO(tree(20)), tmp_path, archive="bp.tgz").files == 21
