@@ -302,6 +302,7 @@ class _ReadAhead:
         self.chunks = chunks
         self.queue: queue.Queue[bytes | BaseException] = queue.Queue(depth)
         self.stop = threading.Event()
+        self.ended = False
         # In the run's context: it stops with the run (or its group of fetches), and its sockets are the run's.
         self.thread = threading.Thread(target=interrupt.in_context(self._run), name="read-ahead", daemon=True)
         self.thread.start()
@@ -317,7 +318,10 @@ class _ReadAhead:
                 return
 
     def next(self, waits_without: threading.Lock | None = None) -> bytes:
-        """The next chunk; while none is ready, ``waits_without`` (held by the caller) is let go."""
+        """The next chunk; while none is ready, ``waits_without`` (held by the caller) is let go. After the end
+        (``b""``), the end again: the thread that read ahead has stopped."""
+        if self.ended:
+            return b""
         try:
             item = self.queue.get_nowait()
         except queue.Empty:
@@ -331,6 +335,7 @@ class _ReadAhead:
                     waits_without.acquire()
         if isinstance(item, BaseException):
             raise item
+        self.ended = not item
         return item
 
     def close(self) -> None:

@@ -291,3 +291,14 @@ def test_a_gzip_checksum_that_does_not_match_is_refused(tmp_path: Path) -> None:
     data = bytearray(gzip.compress(make_tar([GOOD]) + bytes(2 << 20)))  # 2 MiB of zeros past the end marker
     with pytest.raises(FetchError, match=r"more than 1048576 bytes follow the end of the archive"):
         extract(bytes(data), tmp_path / "more")
+
+
+def test_an_archive_without_an_end_marker_ends_where_its_bytes_do(tmp_path: Path) -> None:
+    """tar accepts an archive that stops between entries; so does the reader, once its bytes have ended (the
+    reading to the end of the stream must not wait for more)."""
+    data = make_tar([GOOD, (entry("bin/build"), b"#!/bin/sh\n")])
+    whole = 4 * 512  # the two headers and the two blocks of data, without the zero blocks that end an archive
+    for body in (data[:whole], gzip.compress(data[:whole])):
+        dest = tmp_path / str(len(body))
+        dest.mkdir()
+        assert extract(body, dest).files == 2  # type: ignore[attr-defined]
