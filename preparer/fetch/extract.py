@@ -149,11 +149,13 @@ def extract_stream(
     except _Refused as refused:
         raise FetchError(f"extract {archive}", f"refusing entry '{refused.name}': {refused.why}") from refused
     except NotAnArchive as what:
-        raise FetchError(f"extract {archive}", f"not a tar archive: {what}") from what
+        raise _damaged(stream, archive) or FetchError(
+            f"extract {archive}", f"not a tar archive: {what}"
+        ) from what
     except zlib.error as err:
         raise FetchError(f"extract {archive}", f"the gzip data is damaged ({err})") from err
     except (EOFError, ValueError) as err:
-        raise FetchError(
+        raise _damaged(stream, archive) or FetchError(
             f"extract {archive}",
             f"not a valid tar archive ({err})" if str(err) else "not a valid tar archive",
         ) from err
@@ -161,6 +163,18 @@ def extract_stream(
         raise FetchError(f"extract {archive}", err.strerror or str(err)) from err
     links = {name: link for name, link in writer.links.items() if os.path.islink(f"{writer.root}/{name}")}
     return Extracted(frozenset(writer.top_level), writer.files, links, writer.records, frozenset(writer.dirs))
+
+
+def _damaged(stream: TarStream, archive: str) -> FetchError | None:
+    """The error of gzip data that is damaged further on, when what was read of it is no tar: an inflater may turn
+    damaged data into bytes before it finds the damage (ISA-L does), and the damage is the cause to name."""
+    try:
+        stream.finish(MAX_TRAILING)
+    except zlib.error as err:
+        return FetchError(f"extract {archive}", f"the gzip data is damaged ({err})")
+    except (ValueError, EOFError, OSError):
+        pass
+    return None
 
 
 class _Reader:

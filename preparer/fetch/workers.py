@@ -28,7 +28,7 @@ from preparer.errors import FetchError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from preparer.fetch.streams import Reader, TarStream
+    from preparer.fetch.streams import PlainChunks, Reader, TarStream
 
     #: An extraction of the plain tar bytes of a stream: ``extract(stream, at_end)``, ``at_end`` called once the
     #: archive's end marker is read (:func:`preparer.fetch.extract.extract_stream`).
@@ -93,7 +93,8 @@ def extract_in_child(fileobj: Reader, extract: Extraction[T], archive: str) -> T
 
     :raises FetchError: as the extraction would raise it here (the child's own error, sent back).
     """
-    from preparer.fetch.streams import TarStream  # deferred: the command imports this module before any fetch
+    # Deferred: the command imports this module before any fetch.
+    from preparer.fetch.streams import PlainChunks, TarStream
 
     data_read, data_write = os.pipe()
     _widen(data_write)
@@ -102,19 +103,27 @@ def extract_in_child(fileobj: Reader, extract: Extraction[T], archive: str) -> T
         return extract(TarStream(_FdReader(data_read), read_ahead=False), lambda: os.close(data_read))
 
     failure: FetchError | None = None
+    chunks = PlainChunks(fileobj)
 
     def meanwhile() -> None:
         nonlocal failure
         os.close(data_read)
         try:
-            failure = _pump(fileobj, data_write, archive)
+            failure = _pump(chunks, data_write, archive)
         finally:
             os.close(data_write)
 
     try:
         extracted = call_in_child(in_child, f"extract {archive}", (data_read,), meanwhile)
+    except FetchError:
+        # The bytes broke before the child read to their end, or break further on (an inflater may turn damaged
+        # data into bytes the child finds are no tar before the inflater finds the damage): they say why.
+        cause = failure or _damaged(chunks, archive)
+        if cause is not None:
+            raise cause from None
+        raise
     except BaseException:
-        if failure is not None:  # the bytes broke before the child read to their end: they say why
+        if failure is not None:
             raise failure from None
         raise
     if (
@@ -171,14 +180,11 @@ def _widen(pipe: int) -> None:
         fcntl.fcntl(pipe, fcntl.F_SETPIPE_SZ, 1 << 20)
 
 
-def _pump(fileobj: Reader, out: int, archive: str) -> FetchError | None:
-    """Write the plain tar bytes of ``fileobj`` to ``out`` until they end or the child stops reading; the error
+def _pump(chunks: PlainChunks, out: int, archive: str) -> FetchError | None:
+    """Write the plain tar bytes of ``chunks`` to ``out`` until they end or the child stops reading; the error
     that broke them (damaged gzip data, a short stream), to raise if the child did not finish first."""
     import zlib  # deferred: loaded with the streams already, named here for its error
 
-    from preparer.fetch.streams import PlainChunks
-
-    chunks = PlainChunks(fileobj)
     try:
         while data := chunks.next():
             view = memoryview(data)
@@ -190,6 +196,20 @@ def _pump(fileobj: Reader, out: int, archive: str) -> FetchError | None:
         return FetchError(f"extract {archive}", f"the gzip data is damaged ({err})")
     except EOFError as err:
         return FetchError(f"extract {archive}", f"not a valid tar archive ({err})")
+    return None
+
+
+def _damaged(chunks: PlainChunks, archive: str, limit: int = 1 << 20) -> FetchError | None:
+    """The error of damaged gzip data within ``limit`` more bytes of ``chunks``, if there is one."""
+    import zlib  # deferred, as in _pump
+
+    try:
+        while limit > 0 and (data := chunks.next()):
+            limit -= len(data)
+    except zlib.error as err:
+        return FetchError(f"extract {archive}", f"the gzip data is damaged ({err})")
+    except (EOFError, OSError):
+        pass
     return None
 
 

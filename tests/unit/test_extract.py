@@ -302,3 +302,12 @@ def test_an_archive_without_an_end_marker_ends_where_its_bytes_do(tmp_path: Path
         dest = tmp_path / str(len(body))
         dest.mkdir()
         assert extract(body, dest).files == 2  # type: ignore[attr-defined]
+
+
+def test_damage_an_inflater_reads_as_bytes_is_named_as_damage(tmp_path: Path) -> None:
+    """ISA-L turns this damaged stream into bytes before it finds the damage; they are no tar, but the damage is
+    the cause to name."""
+    damaged = bytearray(gzip.compress(b"x" * 100_000))
+    damaged[30:40] = b"\xff" * 10
+    with pytest.raises(FetchError, match=r"the gzip data is damaged \("):
+        extract(bytes(damaged), tmp_path)
