@@ -267,6 +267,17 @@ class _Reader:
         except _Invalid:
             return None
 
+    def unknown_keys(self, table: Mapping[str, Any], path: KeyPath, known: tuple[str, ...]) -> None:
+        """Every key of ``table`` (at ``path``) that is not ``known`` is not applied; one a typo or two from a known
+        key says which (``io.buildpacks.group[1].url``: did you mean ``...group[1].uri``?)."""
+        for key in table:
+            if key not in known:
+                meant = closest(key, sorted(known), most=_edits(key))
+                self.skip(
+                    (*path, key),
+                    NOT_APPLIED if meant is None else f"did you mean {self.spell(path)}.{meant}?",
+                )
+
     def skip(self, path: KeyPath, reason: str = NOT_APPLIED) -> None:
         self.unapplied.append(Unapplied(self.spell(path), reason))
 
@@ -335,7 +346,11 @@ class _Reader:
         value = table.get(key)
         if value is None:
             if required:
-                raise self.fail(path, f"{key} is required")
+                typo = next((k for k in table if closest(k, [key], most=_edits(k))), None)
+                raise self.fail(
+                    path,
+                    f"{key} is required" + (f" ({typo} is written: did you mean {key}?)" if typo else ""),
+                )
             return None
         if not isinstance(value, str):
             raise self.fail((*path, key), f"must be a string, not {kind_of(value)}")
@@ -374,9 +389,7 @@ class _Reader:
         entries = []
         for index, item in enumerate(self.array_of_tables(value, path)):
             entry_path = (*path, index)
-            for key in item:
-                if key not in _ENTRY_KEYS and key != "exec-env":
-                    self.skip((*entry_path, key))
+            self.unknown_keys(item, entry_path, (*_ENTRY_KEYS, "exec-env"))
             if self.attempt(self.keeps, item, entry_path):
                 entries.append(self.attempt(self.entry, item, entry_path))
         if len(self.problems) > before:
@@ -417,9 +430,7 @@ class _Reader:
     def script(self, value: object, path: KeyPath) -> Script:
         """An inline buildpack's ``script`` table, checked as far as it can be without writing anything."""
         table = self.table(value, path)
-        for key in table:
-            if key not in _SCRIPT_KEYS:
-                self.skip((*path, key))
+        self.unknown_keys(table, path, tuple(_SCRIPT_KEYS))
         api = self.string(table, "api", path, required=True) or ""
         inline = self.string(table, "inline", path, required=True) or ""
         shell = self.string(table, "shell", path)
@@ -459,9 +470,7 @@ class _Reader:
 
     def env_entry(self, item: TOMLTable, path: KeyPath) -> EnvEntry | None:
         """One ``build.env`` entry; ``None`` when ``exec-env`` leaves it out."""
-        for key in item:
-            if key not in _ENV_KEYS and key != "exec-env":
-                self.skip((*path, key))
+        self.unknown_keys(item, path, (*_ENV_KEYS, "exec-env"))
         name = self.string(item, "name", path, required=True) or ""
         raw = item.get("value")
         if not isinstance(raw, str):
@@ -473,6 +482,12 @@ class _Reader:
         if not self.keeps(item, path):
             return None
         return EnvEntry(self.spell(path), name, raw)
+
+
+def _edits(word: str) -> int:
+    """How many edits a key may be from a known one to be called its typo: one for a short key ("x" is no typo of
+    "id"), two otherwise."""
+    return 1 if len(word) <= 4 else 2
 
 
 #: Keys written where they are not read, and the key (in the same table's vocabulary) that is meant.

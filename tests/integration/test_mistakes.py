@@ -193,3 +193,21 @@ def test_an_inline_script_may_give_its_version(preparer: Callable[..., Result], 
     refused = preparer(project=HEAD + entry + 'uri = "bp.tgz"\n' + script)
     assert refused.code == 3
     assert refused.stderr.endswith("io.buildpacks.group[0]: script cannot be combined with uri\n")
+
+
+def test_a_mistyped_key_of_an_entry_says_which_it_is_near(preparer: Callable[..., Result]) -> None:
+    project = HEAD + '[[io.buildpacks.group]]\nid = "heroku/procfile"\nversin = "1.0.0"\nx = 1\n'
+    result = preparer(project=project)
+    assert result.code == 0
+    assert result.warnings == [
+        (
+            "Warning: io.buildpacks.group[0].versin is not applied by the preparer: did you mean "
+            "io.buildpacks.group[0].version?"
+        ),
+        "Warning: io.buildpacks.group[0].x is not applied by the preparer",
+    ]
+    missing = preparer(project=HEAD + '[[io.buildpacks.build.env]]\nnmae = "A"\nvalue = "1"\n')
+    assert missing.code == 3
+    assert missing.stderr.endswith(
+        "io.buildpacks.build.env[0]: name is required (nmae is written: did you mean name?)\n"
+    )
