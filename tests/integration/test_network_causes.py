@@ -7,9 +7,10 @@ the real command. What cannot change a second later is not retried; every retry 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from tests.buildpacks import make_tgz
 from tests.golden import Layout
@@ -24,9 +25,13 @@ def retries(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if "trying again" in line]
 
 
-def closed_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        return int(listener.getsockname()[1])
+@contextlib.contextmanager
+def closed_port() -> Iterator[int]:
+    """A port that refuses connections for the block: bound but not listening, so that no server another test
+    starts meanwhile can take it (a port found free and let go was taken once, and answered 404)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        yield int(held.getsockname()[1])
 
 
 def test_a_name_that_does_not_resolve_fails_at_once(preparer: Callable[..., Result], layout: Layout) -> None:
@@ -38,9 +43,9 @@ def test_a_name_that_does_not_resolve_fails_at_once(preparer: Callable[..., Resu
 
 
 def test_a_refused_connection_is_retried_and_each_retry_announced(preparer: Callable[..., Result]) -> None:
-    port = closed_port()
-    url = f"http://127.0.0.1:{port}/bp.tgz"
-    result = preparer(project=group(url), env=FAST)
+    with closed_port() as port:
+        url = f"http://127.0.0.1:{port}/bp.tgz"
+        result = preparer(project=group(url), env=FAST)
     assert result.code == 1
     cause = f"connection refused by 127.0.0.1 port {port}"
     assert retries(result.stderr) == [
@@ -176,10 +181,10 @@ def test_a_certificate_for_another_name_says_so(
 def test_a_proxy_that_is_down_is_not_taken_for_the_server(
     preparer: Callable[..., Result], tls_server: FileServer
 ) -> None:
-    port = closed_port()
-    result = preparer(
-        project=group(tls_server.url("bp.tgz")), env=FAST | {"https_proxy": f"http://127.0.0.1:{port}"}
-    )
+    with closed_port() as port:
+        result = preparer(
+            project=group(tls_server.url("bp.tgz")), env=FAST | {"https_proxy": f"http://127.0.0.1:{port}"}
+        )
     assert result.code == 1
     assert result.stderr.splitlines()[-1] == (
         f"ERROR: failed to download {tls_server.url('bp.tgz')}: the proxy 127.0.0.1:{port} (https_proxy) cannot be "
