@@ -238,15 +238,14 @@ class _Reader:
                 text = self.texts.get(layer.origin)
                 if text is None:
                     break
-                if layer.origin not in self.positions:
-                    from preparer.files._positions import key_positions  # deferred: only a problem needs it
+                from preparer.files._positions import (  # deferred: only a problem needs it
+                    key_positions,
+                    nearest,
+                )
 
+                if layer.origin not in self.positions:
                     self.positions[layer.origin] = key_positions(text)
-                written, found = layer.written(path), self.positions[layer.origin]
-                for depth in range(len(written), 0, -1):
-                    if written[:depth] in found:
-                        return found[written[:depth]]
-                break
+                return nearest(self.positions[layer.origin], layer.written(path))
         return None, None
 
     def in_file_order(self) -> tuple[DescriptorError, ...]:

@@ -384,11 +384,7 @@ def load_descriptor(
 
 def located(error: DescriptorError, path: str, text: str) -> DescriptorError:
     """``error`` (about the key ``error.key`` of the file ``path``) with where the key is written."""
-    from preparer.files._positions import key_positions  # deferred: only a problem needs it
+    from preparer.files._positions import key_positions, nearest  # deferred: only a problem needs it
 
-    written = tuple(error.key.split(".")) if error.key else ()
-    found = key_positions(text)
-    while written and written not in found:
-        written = written[:-1]
-    line, column = found.get(written, (None, None))
+    line, column = nearest(key_positions(text), tuple(error.key.split(".")) if error.key else ())
     return with_fields(error, path=path, line=line, column=column)

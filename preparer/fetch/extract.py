@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from preparer import interrupt
 from preparer._fs import PER_FILE_WORK, current_umask, file_record
 from preparer.errors import FetchError
-from preparer.fetch.streams import MAX_TRAILING, Reader, TarStream
+from preparer.fetch.streams import MAX_TRAILING, Reader, TarStream, damage_ahead, damaged
 
 if TYPE_CHECKING:
     from preparer.fetch.guard import Guard
@@ -153,7 +153,7 @@ def extract_stream(
             f"extract {archive}", f"not a tar archive: {what}"
         ) from what
     except zlib.error as err:
-        raise FetchError(f"extract {archive}", f"the gzip data is damaged ({err})") from err
+        raise damaged(archive, err) from err
     except (EOFError, ValueError) as err:
         raise _damaged(stream, archive) or FetchError(
             f"extract {archive}",
@@ -166,15 +166,9 @@ def extract_stream(
 
 
 def _damaged(stream: TarStream, archive: str) -> FetchError | None:
-    """The error of gzip data that is damaged further on, when what was read of it is no tar: an inflater may turn
-    damaged data into bytes before it finds the damage (ISA-L does), and the damage is the cause to name."""
-    try:
-        stream.finish(MAX_TRAILING)
-    except zlib.error as err:
-        return FetchError(f"extract {archive}", f"the gzip data is damaged ({err})")
-    except (ValueError, EOFError, OSError):
-        pass
-    return None
+    """The error of gzip data damaged further on than what was read of it (:func:`damage_ahead`)."""
+    err = damage_ahead(lambda: stream.chunks.next(stream.waits_without))
+    return None if err is None else damaged(archive, err)
 
 
 class _Reader:

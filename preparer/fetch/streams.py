@@ -16,7 +16,7 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol, Self, TypeVar, cast
+from typing import IO, TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from preparer import interrupt
 from preparer.errors import FetchError
@@ -239,21 +239,33 @@ class Tee:
             pass
 
 
-def _inflater() -> Any:
-    """A gzip inflater: ISA-L's (isal), which inflates as zlib does at 1.6 to 2.5 times its speed, else zlib's."""
+def _inflating() -> Any:
+    """The module that inflates gzip data: ISA-L's (isal), which inflates as zlib does at 1.6 to 2.5 times its
+    speed, else zlib (where its wheel cannot be had). Both have ``decompressobj`` and ``error``."""
     try:
         from isal import isal_zlib  # deferred: only gzip streams need it
-    except ImportError:  # pragma: no cover (a dependency; zlib stands in where its wheel cannot be had)
-        return zlib.decompressobj(wbits=31)
-    return isal_zlib.decompressobj(wbits=31)
+    except ImportError:  # pragma: no cover (a dependency)
+        return zlib
+    return isal_zlib
 
 
-def _inflate_errors() -> tuple[type[Exception], ...]:
+def damaged(archive: str, err: BaseException) -> FetchError:
+    """The error of the archive whose gzip data is damaged (or cut short)."""
+    return FetchError(f"extract {archive}", f"the gzip data is damaged ({err})")
+
+
+def damage_ahead(next_chunk: Callable[[], bytes], limit: int = MAX_TRAILING) -> zlib.error | None:
+    """The error of gzip data damaged within ``limit`` more plain bytes of ``next_chunk``, if it is: an inflater
+    may turn damaged data into bytes before it finds the damage (ISA-L does), and the damage is the cause to name
+    when what was read is no tar."""
     try:
-        from isal import isal_zlib  # deferred, as in _inflater
-    except ImportError:  # pragma: no cover
-        return ()
-    return (cast(type[Exception], isal_zlib.error),)
+        while limit > 0 and (data := next_chunk()):
+            limit -= len(data)
+    except zlib.error as err:
+        return err
+    except (ValueError, EOFError, OSError):
+        pass
+    return None
 
 
 class PlainChunks:
@@ -263,7 +275,8 @@ class PlainChunks:
     def __init__(self, source: Reader) -> None:
         self.source = source
         self.pending = source.read(CHUNK)  # raw bytes not yet inflated
-        self.inflater = _inflater() if self.pending[:2] == _GZIP_MAGIC else None
+        self.inflating: Any = _inflating() if self.pending[:2] == _GZIP_MAGIC else None
+        self.inflater = self.inflating.decompressobj(wbits=31) if self.inflating is not None else None
 
     def next(self) -> bytes:
         """The next chunk; ``b""`` at the end.
@@ -284,10 +297,10 @@ class PlainChunks:
                 if self.inflater.eof:  # the next gzip member starts here; bytes that are none are trailing
                     if self.pending[:2] != _GZIP_MAGIC:
                         return b""
-                    self.inflater = _inflater()
+                    self.inflater = self.inflating.decompressobj(wbits=31)
                 try:
                     data = self.inflater.decompress(self.pending, CHUNK)
-                except _inflate_errors() as err:
+                except self.inflating.error as err:
                     raise zlib.error(str(err)) from err
                 self.pending = self.inflater.unconsumed_tail or self.inflater.unused_data
             if data:

@@ -39,21 +39,23 @@ T = TypeVar("T")
 CHUNK = 1 << 20
 
 _allowed = False
+#: Whether the processors were counted since :func:`allow` (once, at the first extraction: not at start-up).
+_counted = False
 
 
 def allow() -> None:
     """Extract in forked processes from now on, in this process (the command's), when it has more than one
     processor to run them on."""
-    global _allowed
-    _allowed = hasattr(os, "fork")
+    global _allowed, _counted
+    _allowed, _counted = hasattr(os, "fork"), False
 
 
 def enabled() -> bool:
     """Whether per-file work forks (:func:`allow`). Not on one processor: there a child only adds the pipe's copies
     (a pod limited to one CPU took 1.14x as long for eight archives, 7 pairs)."""
-    global _allowed
-    if _allowed and processors() < 2:
-        _allowed = False
+    global _allowed, _counted
+    if _allowed and not _counted:
+        _allowed, _counted = processors() >= 2, True
     return _allowed
 
 
@@ -94,7 +96,7 @@ def extract_in_child(fileobj: Reader, extract: Extraction[T], archive: str) -> T
     :raises FetchError: as the extraction would raise it here (the child's own error, sent back).
     """
     # Deferred: the command imports this module before any fetch.
-    from preparer.fetch.streams import PlainChunks, TarStream
+    from preparer.fetch.streams import PlainChunks, TarStream, damage_ahead, damaged
 
     data_read, data_write = os.pipe()
     _widen(data_write)
@@ -118,7 +120,8 @@ def extract_in_child(fileobj: Reader, extract: Extraction[T], archive: str) -> T
     except FetchError:
         # The bytes broke before the child read to their end, or break further on (an inflater may turn damaged
         # data into bytes the child finds are no tar before the inflater finds the damage): they say why.
-        cause = failure or _damaged(chunks, archive)
+        ahead = None if failure is not None else damage_ahead(chunks.next)
+        cause = failure or (None if ahead is None else damaged(archive, ahead))
         if cause is not None:
             raise cause from None
         raise
@@ -185,6 +188,8 @@ def _pump(chunks: PlainChunks, out: int, archive: str) -> FetchError | None:
     that broke them (damaged gzip data, a short stream), to raise if the child did not finish first."""
     import zlib  # deferred: loaded with the streams already, named here for its error
 
+    from preparer.fetch.streams import damaged
+
     try:
         while data := chunks.next():
             view = memoryview(data)
@@ -193,23 +198,9 @@ def _pump(chunks: PlainChunks, out: int, archive: str) -> FetchError | None:
     except BrokenPipeError:
         return None  # the child read the end marker, or refused an entry: its result says which
     except zlib.error as err:
-        return FetchError(f"extract {archive}", f"the gzip data is damaged ({err})")
+        return damaged(archive, err)
     except EOFError as err:
         return FetchError(f"extract {archive}", f"not a valid tar archive ({err})")
-    return None
-
-
-def _damaged(chunks: PlainChunks, archive: str, limit: int = 1 << 20) -> FetchError | None:
-    """The error of damaged gzip data within ``limit`` more bytes of ``chunks``, if there is one."""
-    import zlib  # deferred, as in _pump
-
-    try:
-        while limit > 0 and (data := chunks.next()):
-            limit -= len(data)
-    except zlib.error as err:
-        return FetchError(f"extract {archive}", f"the gzip data is damaged ({err})")
-    except (EOFError, OSError):
-        pass
     return None
 
 

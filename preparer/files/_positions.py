@@ -32,6 +32,14 @@ def key_positions(text: str) -> dict[Path, Position]:
     return scanner.found
 
 
+def nearest(positions: dict[Path, Position], path: Path) -> tuple[int | None, int | None]:
+    """Where ``path`` is written, or else the nearest table or array holding it; ``(None, None)`` when none is."""
+    for depth in range(len(path), 0, -1):
+        if path[:depth] in positions:
+            return positions[path[:depth]]
+    return None, None
+
+
 class _Scanner:
     def __init__(self, text: str) -> None:
         self.text, self.at = text, 0

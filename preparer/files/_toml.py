@@ -53,20 +53,6 @@ def read_regular(path: Path, limit: int) -> bytes:
         os.close(fd)
 
 
-def load_toml(
-    path: Path,
-    what: str,
-    *,
-    error: type[PreparerError] = DescriptorError,
-    action: str | None = None,
-    limit: int = MAX_TOML,
-    named: bool = True,
-) -> TOMLTable:
-    """Read and parse the TOML file ``path``, the one loader of every TOML file the preparer reads
-    (:func:`load_toml_text`, without the text)."""
-    return load_toml_text(path, what, error=error, action=action, limit=limit, named=named)[0]
-
-
 def load_toml_text(
     path: Path,
     what: str,
@@ -76,7 +62,8 @@ def load_toml_text(
     limit: int = MAX_TOML,
     named: bool = True,
 ) -> tuple[TOMLTable, str]:
-    """Read and parse the TOML file ``path``: the document, and its text (where keys are written, for messages).
+    """Read and parse the TOML file ``path``, the one loader of every TOML file the preparer reads: the document,
+    and its text (where its keys are written, for messages).
 
     Syntax errors name the file, line and column. The file must be a regular file of at most ``limit`` bytes.
 

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from preparer._near import closest
 from preparer.errors import BuilderError, FetchError, PreparerError
 from preparer.files import MalformedError
-from preparer.files._toml import load_toml
+from preparer.files._toml import load_toml_text
 from preparer.files.order import Group, parse_groups
 
 #: Buildpack ids may hold letters, digits, ``.``, ``/`` and ``-`` (spec buildpack.md §buildpack.toml).
@@ -110,7 +110,7 @@ def read_buildpack_toml(
     """
     error = BuilderError if builder else FetchError
     action = f"read buildpack.toml of {shown}" if shown else f"read {path}"
-    doc = load_toml(path, "buildpack.toml", error=error, action=action, named=shown is None)
+    doc, _ = load_toml_text(path, "buildpack.toml", error=error, action=action, named=shown is None)
     try:
         return parse_buildpack_toml(doc)
     except MalformedError as why:

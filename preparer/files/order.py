@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 from preparer.errors import BuilderError
 from preparer.files import MalformedError
-from preparer.files._toml import dumps_toml, load_toml
+from preparer.files._toml import dumps_toml, load_toml_text
 
 
 class OrderElement(NamedTuple):
@@ -93,7 +93,7 @@ def read_order(path: Path) -> Order:
     :raises BuilderError: when it is missing, unreadable or malformed (exit 1).
     """
     return parse_order(
-        load_toml(path, "builder order", error=BuilderError, action="read builder order"), str(path)
+        load_toml_text(path, "builder order", error=BuilderError, action="read builder order")[0], str(path)
     )
 
 
