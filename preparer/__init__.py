@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         PlatformAPIError,
         PolicyRefused,
         PreparerError,
+        SignatureRefused,
         UnexpectedError,
     )
     from preparer.inputs import Inputs
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from preparer.pipeline import describe_plan, plan_run, prepare, run_plan
     from preparer.plan import Plan
     from preparer.progress import Download
-    from preparer.report import BuildpackRecord, EnvRecord, Report
+    from preparer.report import BuildpackRecord, EnvRecord, Report, SignatureRecord
 
 __all__ = [
     "ApplyError",
@@ -58,6 +59,8 @@ __all__ = [
     "PolicyRefused",
     "PreparerError",
     "Report",
+    "SignatureRecord",
+    "SignatureRefused",
     "Unapplied",
     "UnexpectedError",
     "__version__",
@@ -74,7 +77,7 @@ __all__ = [
 _HOMES = {
     **dict.fromkeys(
         ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "FetchError", "FetchErrors", "InvalidInputsError",
-         "NotFoundError", "PlatformAPIError", "PolicyRefused", "PreparerError", "UnexpectedError"),
+         "NotFoundError", "PlatformAPIError", "PolicyRefused", "PreparerError", "SignatureRefused", "UnexpectedError"),
         "preparer.errors",
     ),
     "Inputs": "preparer.inputs",
@@ -82,7 +85,7 @@ _HOMES = {
     **dict.fromkeys(("describe_plan", "plan_run", "prepare", "run_plan"), "preparer.pipeline"),
     "Plan": "preparer.plan",
     "Download": "preparer.progress",
-    **dict.fromkeys(("BuildpackRecord", "EnvRecord", "Report"), "preparer.report"),
+    **dict.fromkeys(("BuildpackRecord", "EnvRecord", "Report", "SignatureRecord"), "preparer.report"),
     "Unapplied": "preparer.descriptor",
     "check_descriptor": "preparer.check",
 }  # fmt: skip

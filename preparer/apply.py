@@ -23,7 +23,7 @@ from preparer.files.buildpack import buildpack_dir, read_buildpack_toml
 from preparer.files.order import Order, OrderElement, dumps_order
 from preparer.inputs import Inputs
 from preparer.plan import Fetch, Plan, Present, Step, compose_order
-from preparer.report import BuildpackRecord
+from preparer.report import BuildpackRecord, SignatureRecord
 
 if TYPE_CHECKING:
     from preparer.fetch.base import Fetched
@@ -176,9 +176,20 @@ def _records(
         action: Literal["installed", "present", "inline"] = (
             "inline" if step.entry.script is not None else ("installed" if new else "present")
         )
+        signatures = tuple(
+            SignatureRecord(step.entry.key, result.source, s.digest, s.format, s.key)
+            for s in result.signatures
+        )
         records.append(
             BuildpackRecord(
-                top.id, top.version, result.source, action, result.digest, result.resolved, result.via
+                top.id,
+                top.version,
+                result.source,
+                action,
+                result.digest,
+                result.resolved,
+                result.via,
+                signatures,
             )
         )
         log.info("%s %s from %s", "Installed" if new else "Already installed:", top.ref, result.source)

@@ -123,6 +123,33 @@ class FetchError(PreparerError):
     transient: bool = False
 
 
+class SignatureRefused(FetchError):
+    """An image is not signed as the platform policy's ``[[image.signed-by]]`` requires (exit 1); nothing of it was
+    pulled past its manifest.
+
+    Attributes:
+        entry: where the entry is written (``io.buildpacks.group[2]``), when known.
+        image: the image as named (credentials removed).
+        digest: the digest a signature had to be for (the platform manifest's).
+        reason: ``unsigned`` (no signature found), ``unverified`` (none verifies with the rule's keys),
+            ``other-digest`` (one verifies, but is for another image, ``signed_digest``) or ``not-a-signature``
+            (what verifies is an attestation of another kind, or too many objects to look at).
+        keys: the SHA-256 fingerprints of the rule's keys.
+        signed_digest: with ``other-digest``, the digest that signature is for.
+        policy: the policy file; ``line``: the line of the ``[[image.signed-by]]`` rule.
+    """
+
+    entry: str | None = None
+    image: str | None = None
+    digest: str | None = None
+    reason: str | None = None
+    keys: tuple[str, ...] = ()
+    signed_digest: str | None = None
+    rule: str = "image.signed-by"
+    policy: str | None = None
+    line: int | None = None
+
+
 class RunLimitReached(FetchError):
     """A limit of the whole run (its time, or the platform policy's totals) was reached: said once for the run,
     not once for each buildpack it stopped."""

@@ -441,6 +441,10 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
     for decision in plan.policy:
         verdict = "allowed" if decision.allowed else "refused"
         lines.append(f"  policy: {decision.key} ({decision.written}): {verdict}: {decision.rule}")
+    if plan.rules is not None and plan.rules.signed_by:
+        from preparer.policy.enforce import describe_signatures  # deferred, as enforce itself
+
+        lines += describe_signatures(plan)
     if plan.project_metadata is not None:
         write = plan.project_metadata
         verb = "would write" if write.action == "written" else "would keep the platform's"

@@ -33,6 +33,7 @@ class BuildpackRecord:
         digest: ``sha256:<hex>`` of the archive or image manifest, when known.
         resolved: how a bare buildpack id in ``uri`` was resolved: ``installed``, ``registry`` or ``image``.
         via: where the bytes came from when not from the source itself: ``download cache``, ``cache repository``.
+        signatures: the signatures the platform policy required of its image, verified (:class:`SignatureRecord`).
     """
 
     id: str
@@ -42,6 +43,7 @@ class BuildpackRecord:
     digest: str | None = None
     resolved: str | None = None
     via: str | None = None
+    signatures: tuple[SignatureRecord, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """As the report file has it (fields without a value left out)."""
@@ -49,6 +51,30 @@ class BuildpackRecord:
             key: value for key, value in (("digest", self.digest), ("resolved", self.resolved), ("via", self.via))
             if value
         }  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureRecord:
+    """A signature that satisfied one of the platform policy's ``[[image.signed-by]]`` rules for an image.
+
+    Attributes:
+        entry: the entry that named the image (``io.buildpacks.group[0]``).
+        image: the image, as named (credentials removed).
+        digest: the digest the signature is for (the platform manifest's, or the index's).
+        format: ``cosign`` (the ``sha256-<hex>.sig`` tag) or ``bundle`` (a Sigstore bundle among its referrers).
+        key: the SHA-256 fingerprint of the key it verified with (hex of its DER SubjectPublicKeyInfo).
+    """
+
+    entry: str
+    image: str
+    digest: str
+    format: str
+    key: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the report file has it."""
+        return {"entry": self.entry, "image": self.image, "digest": self.digest, "format": self.format,
+                "key": self.key}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +192,9 @@ def report_to_toml(report: Report) -> dict[str, Any]:
             }
             for d in report.policy
         ]
+    signatures = [s.to_dict() for b in report.buildpacks for s in b.signatures]
+    if signatures:
+        doc["signature"] = signatures
     if report.project_metadata is not None:
         doc["project-metadata"] = report.project_metadata.to_dict()
     return doc

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from preparer.fetch.guard import Verified
 from preparer.fetch.registries import Registries
 from preparer.fetch.sink import Sink
 from preparer.fetch.store import Store
@@ -35,6 +36,8 @@ class Fetched:
     resolved: str | None = None
     #: Where the bytes came from when not from the source: ``"download cache"``, ``"cache repository"``.
     via: str | None = None
+    #: The signatures that satisfied the platform policy's ``[[image.signed-by]]`` rules (an image's only).
+    signatures: tuple[Verified, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ Layout under the cache root (``-download-cache``)::
     trees/sha256/<hex>/manifest.json   what that tree holds: every directory, file and link, with inodes and times
     http/<sha256(url)>.json            the ETag, Last-Modified and body digest a server gave for a URL
     private/<sha256(registry/repo)>    marks a repository that asked for credentials
+    signatures/<sha256(repo@digest)>.json  the signatures that satisfied a policy for an image, as the registry
+                                       held them (verified again on every read, never trusted as verified)
     tmp/run-<random>/                  one run's partial downloads and extractions, renamed into place after the
                                        checks; the run holds a lock on it, and a later run removes it if it died
     locks/<sha256(key)>.lock           inter-process locks (filelock), one per blob or URL being fetched
@@ -51,7 +53,9 @@ from preparer.errors import FetchError
 #: The run directories in ``tmp/`` (:meth:`DownloadCache.claim`).
 _RUN_PREFIX = "run-"
 #: The directories of the cache, made 0700 on first use.
-_SUBDIRS = ("blobs", "blobs/sha256", "trees", "trees/sha256", "http", "private", "tmp", "locks")
+_SUBDIRS = ("blobs", "blobs/sha256", "trees", "trees/sha256", "http", "private", "signatures", "tmp", "locks")
+#: A signature record larger than this is not read.
+MAX_SIGNATURE_RECORD = 1 << 20
 
 
 class CacheUnusable(Exception):
@@ -83,6 +87,20 @@ class CachedTree(NamedTuple):
     dirs: dict[str, list[int]]
     files: dict[str, list[int]]
     links: dict[str, str]
+
+
+def signature_record(data: bytes) -> list[dict[str, str]] | None:
+    """The objects of a signature record (``{"objects": [{...}]}``, every value a string), or ``None``."""
+    try:
+        record = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    objects = record.get("objects") if isinstance(record, dict) else None
+    if not isinstance(objects, list) or not all(
+        isinstance(o, dict) and all(isinstance(v, str) for v in o.values()) for o in objects
+    ):
+        return None
+    return objects
 
 
 class DownloadCache:
@@ -313,6 +331,32 @@ class DownloadCache:
         path = self._meta_path(url)
         with self.temp_file() as tmp:
             tmp.write_text(json.dumps(meta))
+            os.replace(tmp, path)
+
+    # Signatures an image was found to carry: re-verified on every read; a record only spares the requests.
+
+    def _signatures_path(self, repository: str, digest: str) -> Path:
+        name = hashlib.sha256(f"{repository}@{digest}".encode()).hexdigest()
+        return self._dir("signatures") / (name + ".json")
+
+    def signatures(self, repository: str, digest: str) -> list[dict[str, str]] | None:
+        """The signature objects recorded for the image ``digest`` of ``registry/repository``, or ``None``."""
+        path = self._signatures_path(repository, digest)
+        try:
+            if not _regular_file_of_ours(path) or path.stat().st_size > MAX_SIGNATURE_RECORD:
+                return None
+            return signature_record(path.read_bytes())
+        except OSError:
+            return None
+
+    def put_signatures(self, repository: str, digest: str, objects: list[dict[str, str]]) -> None:
+        """Record ``objects`` for the image ``digest`` of ``registry/repository`` atomically."""
+        data = json.dumps({"objects": objects}, sort_keys=True).encode()
+        if len(data) > MAX_SIGNATURE_RECORD:
+            return
+        path = self._signatures_path(repository, digest)
+        with self.temp_file() as tmp:
+            tmp.write_bytes(data)
             os.replace(tmp, path)
 
     # Repositories that asked for credentials: what is cached from them is served only after the registry

@@ -43,6 +43,11 @@ ARTIFACT_TYPE = "application/vnd.buildpacks.preparer.archive.v1"
 REF_TYPE = "application/vnd.buildpacks.preparer.ref.v1"
 DIGEST = "io.buildpacks.preparer.digest"
 LAYER_TYPE = "application/vnd.buildpacks.preparer.archive.v1.content"
+#: A record of the signature objects that satisfied a policy for an image (re-verified by every reader).
+SIGNATURES_TYPE = "application/vnd.buildpacks.preparer.signatures.v1"
+SIGNATURES_LAYER = "application/vnd.buildpacks.preparer.signatures.v1+json"
+#: A signature record larger than this is not read.
+MAX_SIGNATURES_RECORD = 1 << 20
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -124,6 +129,11 @@ def offline_miss(action: str, tag: str) -> FetchError:
     return FetchError(action, f"not in the download cache repository (seed {tag})")
 
 
+def signatures_tag(repository: str, digest: str) -> str:
+    """The tag of the record of the signatures of the image ``digest`` of ``registry/repository``."""
+    return "sig-" + hashlib.sha256(f"{repository}@{digest}".encode()).hexdigest()
+
+
 def ref_tag(reference: str) -> str:
     """The tag of the record of an image reference's digest (``registry/repository:tag``, normalised)."""
     return "ref-" + hashlib.sha256(reference.encode()).hexdigest()
@@ -149,7 +159,7 @@ class Hit(NamedTuple):
 class _Pending:
     """Something to write back after the commit."""
 
-    kind: Literal["archive", "record", "image", "ref"]
+    kind: Literal["archive", "record", "image", "ref", "signatures"]
     digest: str
     url: str | None
     annotations: dict[str, str]
@@ -224,6 +234,39 @@ class Fleet:
             self._malformed(tag, "not a preparer reference record")
             return None
         return str(digest) if digest else None
+
+    def signatures(self, repository: str, digest: str) -> bytes | None:
+        """The signature record of the image ``digest`` of ``repository`` (its JSON), or ``None``."""
+        tag = signatures_tag(repository, digest)
+        doc = self._record(tag, SIGNATURES_TYPE)
+        if doc is None:
+            return None
+        try:
+            layer = doc["layers"][0]
+            hit = Hit(str(layer["digest"]), int(layer["size"]), {})
+        except (ValueError, KeyError, TypeError, IndexError):
+            self._malformed(tag, "not a preparer signature record")
+            return None
+        if not is_digest(hit.digest):
+            self._malformed(tag, "its layer has no sha256 digest")
+            return None
+        return self.small_blob(hit, MAX_SIGNATURES_RECORD)
+
+    def remember_signatures(self, path: Path, digest: str, repository: str, image: str) -> None:
+        """Write the signature record at ``path`` (of digest ``digest``) for the image ``image`` of
+        ``repository`` back after the commit."""
+        if self.config.mode == "read-write":
+            annotations = {SOURCE: f"{repository}@{image}"}
+            self.pending.append(
+                _Pending(
+                    "signatures",
+                    digest,
+                    signatures_tag(repository, image),
+                    annotations,
+                    path,
+                    path.stat().st_size,
+                )
+            )
 
     def image_manifest(self, hex_digest: str) -> bool:
         """Whether the repository holds the image manifest ``sha256:<hex_digest>`` (to pull it from there)."""
@@ -479,6 +522,10 @@ class Fleet:
         elif item.kind == "ref":
             manifest, media_type = _manifest(REF_TYPE, EMPTY_CONFIG, item.annotations), OCI_MANIFEST
             tags = [ref_tag(item.url or "")]
+        elif item.kind == "signatures":
+            layer = {"mediaType": SIGNATURES_LAYER, "digest": item.digest, "size": item.size}
+            manifest, media_type = _manifest(SIGNATURES_TYPE, layer, item.annotations), OCI_MANIFEST
+            tags = [item.url or ""]
         else:
             layer = {"mediaType": LAYER_TYPE, "digest": item.digest, "size": item.size}
             manifest, media_type = _manifest(ARTIFACT_TYPE, layer, item.annotations), OCI_MANIFEST
@@ -494,7 +541,7 @@ class Fleet:
         uploads are most of the write-back's time, and mostly time in the kernel."""
         blobs: dict[str, Path | None] = {str(EMPTY_CONFIG["digest"]): None}
         for item in self.pending:
-            if item.kind == "archive" and item.path is not None:
+            if item.kind in ("archive", "signatures") and item.path is not None:
                 blobs[item.digest] = item.path
             blobs.update(item.blobs)
         from concurrent.futures import ThreadPoolExecutor, wait  # deferred: only a write-back uploads

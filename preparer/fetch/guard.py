@@ -8,7 +8,8 @@ policy there is no guard, and nothing is asked.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Literal, NamedTuple, Protocol
 
 from preparer.errors import FetchError, RunLimitReached
 
@@ -19,6 +20,53 @@ class LimitExceeded(FetchError):
 
 class RunLimitExceeded(LimitExceeded, RunLimitReached):
     """The fetches of the run together went past one of the policy's limits for the whole run."""
+
+
+class SignatureObject(NamedTuple):
+    """One signature as a registry holds it, not yet interpreted: fetching finds these, the policy judges them.
+
+    ``cosign``: a layer of the ``sha256-<hex>.sig`` manifest: ``payload`` its simple-signing blob, ``signature``
+    the layer's ``dev.cosignproject.cosign/signature`` annotation as written (base64). ``bundle``: a Sigstore
+    bundle attached as a referrer: ``payload`` the bundle's JSON, ``signature`` ``None``. ``found``: where it was,
+    for messages (``sha256-<hex>.sig layer 2``, ``referrer sha256:...``).
+    """
+
+    format: Literal["cosign", "bundle"]
+    found: str
+    payload: bytes
+    signature: str | None = None
+
+
+class Verified(NamedTuple):
+    """A signature that satisfied one ``[[image.signed-by]]`` rule: its format, the digest it is for, the key's
+    fingerprint, and where it was found."""
+
+    format: str
+    digest: str
+    key: str
+    found: str
+
+
+class SignatureCheck(Protocol):
+    """The ``[[image.signed-by]]`` rules that apply to one image."""
+
+    def satisfying(
+        self, objects: Sequence[SignatureObject], digests: Sequence[str]
+    ) -> tuple[Verified, ...] | None:
+        """The signature of ``objects`` that satisfies each rule for one of ``digests`` (the index's, the
+        manifest's); ``None`` when a rule is not satisfied."""
+
+    def verify(
+        self, objects: Sequence[SignatureObject], digests: Sequence[str], image: str
+    ) -> tuple[Verified, ...]:
+        """The signature that satisfies each rule.
+
+        :raises SignatureRefused: a rule that none satisfies, and why (exit 1).
+        """
+
+    def refuse(self, image: str, digest: str, why: str) -> FetchError:
+        """The refusal of an image whose signature objects are past a bound (``why``), even if a valid signature
+        is among them (exit 1)."""
 
 
 class Guard(Protocol):
@@ -43,3 +91,6 @@ class Guard(Protocol):
 
     def image(self, reference: str, repository: str, digest: str | None) -> None:
         """An image is about to be pulled: ``repository`` is ``registry/repository``, ``digest`` its pin if any."""
+
+    def signatures(self, repository: str) -> SignatureCheck | None:
+        """The signature rules the image ``repository`` (``registry/repository``) must meet; ``None``: none."""

@@ -14,7 +14,7 @@ it, this is the one module that imports the tiers. Fetchers import this one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 from preparer._logger import log
 from preparer.errors import FetchError
 from preparer.fetch.archives import Archive, ArchiveWay, Origin, Unpacker, conditional
-from preparer.fetch.cache import CacheUnusable, DownloadCache
+from preparer.fetch.cache import CacheUnusable, DownloadCache, signature_record
 from preparer.fetch.locator import redact
 from preparer.fetch.sink import Sink
 from preparer.fetch.streams import (
@@ -34,6 +34,7 @@ from preparer.fetch.transport import RunClock, Transport, Unreachable
 
 if TYPE_CHECKING:
     from preparer.fetch.fleet import Fleet, FleetConfig, Hit, Mode
+    from preparer.fetch.guard import SignatureObject
 
 T = TypeVar("T")
 
@@ -284,6 +285,71 @@ class Store:
             local.add_blob(tmp, digest)
         if private:
             local.mark_private(repository)
+
+    # Signatures of images, by digest
+
+    def signatures(self, repository: str, digest: str) -> list[SignatureObject] | None:
+        """The signature objects this pod's cache recorded for the image ``digest`` of ``repository``; ``None``
+        without a record, or for a repository that asked for credentials (the registry must then answer the run's
+        own). What is returned is to be verified as if the registry had sent it."""
+        local, fleet = self._local, self._fleet
+        if local is not None and local.is_private(repository):
+            return None
+        recorded = local.signatures(repository, digest) if local is not None else None
+        if recorded is None and fleet is not None and fleet.usable:
+            shared = fleet.signatures(repository, digest)
+            recorded = signature_record(shared) if shared is not None else None
+        if recorded is None:
+            return None
+        import base64  # deferred: only runs whose policy asks for signatures
+
+        from preparer.fetch.guard import SignatureObject  # deferred, as base64
+
+        found = []
+        for obj in recorded:
+            payload = obj.get("payload")
+            try:
+                data = base64.b64decode(payload or "-", validate=True)
+            except ValueError:
+                return None
+            found_at, signature = obj.get("found", ""), obj.get("signature")
+            if obj.get("format") == "cosign":
+                found.append(SignatureObject("cosign", found_at, data, signature))
+            elif obj.get("format") == "bundle":
+                found.append(SignatureObject("bundle", found_at, data, signature))
+            else:
+                return None
+        return found or None
+
+    def keep_signatures(
+        self, repository: str, digest: str, objects: Sequence[SignatureObject], private: bool, spool: Path
+    ) -> None:
+        """Record the signature objects that satisfied the policy for the image ``digest`` of ``repository``, in
+        this pod's cache and (``spool``: where its file waits for the write-back) the fleet's (``private``: the
+        registry asked for credentials: never shared, and not used again without a request)."""
+        local, fleet = self._local, self._fleet
+        if not objects or (local is None and fleet is None):
+            return
+        import base64  # deferred, as above
+
+        record = [
+            {"format": o.format, "found": o.found, "payload": base64.b64encode(o.payload).decode()}
+            | ({"signature": o.signature} if o.signature is not None else {})
+            for o in objects
+        ]
+        if local is not None:
+            local.put_signatures(repository, digest, record)
+            if private:
+                local.mark_private(repository)
+        if fleet is not None and not private:  # what credentials fetched is never shared
+            import json  # deferred: only runs whose policy asks for signatures share them
+            import tempfile  # deferred, as json
+
+            data = json.dumps({"objects": record}, sort_keys=True).encode()
+            fd, name = tempfile.mkstemp(prefix="signatures-", dir=spool)
+            with open(fd, "wb") as out:
+                out.write(data)
+            fleet.remember_signatures(Path(name), sha256_of(data), repository, digest)
 
     # Small files (the buildpack registry's index)
 

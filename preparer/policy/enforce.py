@@ -39,6 +39,36 @@ def enforce(plan: Plan, policy: Policy, cache_root: Path | None) -> Plan:
     return plan._replace(policy=tuple(decisions), rules=policy, removal=removal, warnings=warnings)
 
 
+def describe_signatures(plan: Plan) -> list[str]:
+    """The dry run's account of ``[[image.signed-by]]``: for each image entry, each rule that applies, its line and
+    its keys (file and fingerprint). Nothing is verified."""
+    policy = plan.rules
+    if policy is None or not policy.signed_by:
+        return []
+    from preparer.fetch.locator import IdLocator, ImageLocator  # deferred, as in _decide_step
+    from preparer.fetch.oci.reference import DOCKER_HUB, parse_reference
+
+    lines = []
+    for step in plan.steps:
+        if not isinstance(step, Fetch):
+            continue
+        locator = step.locator
+        if isinstance(locator, ImageLocator):
+            ref = parse_reference(locator.reference)
+            repository, when = f"{ref.registry}/{ref.repository}", ""
+        elif isinstance(locator, IdLocator):
+            repository, when = f"{DOCKER_HUB}/{locator.id}", ", if it resolves to that image"
+        else:
+            continue
+        for rule in policy.signed_by_rules(repository):
+            where = f"line {rule.line} of {policy.path}" if rule.line else policy.path
+            keys = ", ".join(f"key {k.path} (sha256:{k.fingerprint})" for k in rule.keys)
+            lines.append(
+                f"  signatures: {step.entry.key} ({repository}{when}): image.signed-by, {where}: {keys}"
+            )
+    return lines
+
+
 def _decide_step(step: Step, policy: Policy, store: Store | None) -> Decision:
     # Deferred: the locators are the fetch package's (kept off runs without a policy or a uri).
     from preparer.fetch.locator import (

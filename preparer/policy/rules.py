@@ -12,13 +12,16 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, TypeGuard
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
 
 import tomli
 
 from preparer.descriptor import lookup
 from preparer.errors import InvalidInputsError, PolicyRefused, with_fields
 from preparer.fetch.guard import LimitExceeded, RunLimitExceeded
+
+if TYPE_CHECKING:
+    from preparer.policy.signatures import Check, SignedBy
 
 #: The kinds of source a policy names in ``sources.allow``.
 KINDS = ("builder", "path", "http", "image", "cnb", "registry", "inline")
@@ -28,7 +31,7 @@ _SCHEMA: dict[str, frozenset[str]] = {
     "": frozenset({"sources", "http", "image", "limits", "env", "app"}),
     "sources": frozenset({"allow"}),
     "http": frozenset({"allow", "require-pin"}),
-    "image": frozenset({"allow", "require-pin"}),
+    "image": frozenset({"allow", "require-pin", "signed-by"}),
     "limits": frozenset({"buildpack", "run"}),
     "limits.buildpack": frozenset({"download-bytes", "extract-bytes", "entries"}),
     "limits.run": frozenset({"download-bytes", "extract-bytes", "entries"}),
@@ -69,6 +72,8 @@ class Policy:
     env_allow: tuple[str, ...] | None = None
     env_deny: tuple[str, ...] = ()
     include_exclude: bool = True
+    #: ``[[image.signed-by]]``: images that must carry a signature by a trusted key, in the file's order.
+    signed_by: tuple[SignedBy, ...] = ()
     #: Where each key is written, for messages.
     rules: dict[str, Rule] = field(default_factory=dict)
 
@@ -86,6 +91,10 @@ class Policy:
         :param key: the entry, ``io.buildpacks.group[2]``; ``written``: its ``uri`` as written, for refusals.
         """
         return Budget(self, source, run, key, written or f'uri = "{source}"')
+
+    def signed_by_rules(self, repository: str) -> tuple[SignedBy, ...]:
+        """The ``[[image.signed-by]]`` rules whose ``images`` match ``repository`` (``registry/repository``)."""
+        return tuple(rule for rule in self.signed_by if matches(repository, rule.images) is not None)
 
 
 def load_policy(path: Path) -> Policy:
@@ -147,6 +156,8 @@ class _Parser:
             if key not in allowed:
                 known = ", ".join(sorted(allowed))
                 raise self.fail(dotted, f"unknown key (known here: {known})")
+            if dotted == "image.signed-by":
+                continue  # an array of tables: read by signed_by()
             if dotted in _SCHEMA:
                 if not isinstance(value, dict):
                     raise self.fail(dotted, "must be a table")
@@ -210,8 +221,67 @@ class _Parser:
             env_allow=self.globs(doc, "env.allow"),
             env_deny=self.globs(doc, "env.deny") or (),
             include_exclude=self.flag(doc, "app.include-exclude", True),
+            signed_by=self.signed_by(doc),
             rules=self.rules,
         )
+
+    def signed_by(self, doc: dict[str, Any]) -> tuple[SignedBy, ...]:
+        """Every ``[[image.signed-by]]`` rule, its keys read now: a key that cannot be used stops the run before
+        any request (exit 3), naming the key file and the rule's line."""
+        value = lookup(doc, "image.signed-by")
+        if value is None:
+            return ()
+        key = "image.signed-by"
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise self.fail(key, "must be an array of tables ([[image.signed-by]])")
+        from preparer.policy.keys import KeyProblem, load_key  # deferred: only policies that name keys
+        from preparer.policy.signatures import SignedBy
+
+        headers = self.headers(key)
+        rules = []
+        for index, table in enumerate(value):
+            line = headers[index] if index < len(headers) else None
+            where = f"line {line} of {self.path}" if line else self.path
+            unknown = sorted(set(table) - {"images", "keys"})
+            if unknown:
+                raise InvalidInputsError(
+                    self.action, f"{key} ({where}): unknown key '{unknown[0]}' (known here: images, keys)"
+                )
+            images = table.get("images", ["*"])
+            if (
+                not isinstance(images, list)
+                or not images
+                or not all(isinstance(i, str) and i for i in images)
+            ):
+                raise InvalidInputsError(
+                    self.action, f"{key} ({where}): images must be an array of non-empty strings"
+                )
+            paths = table.get("keys")
+            if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
+                raise InvalidInputsError(
+                    self.action,
+                    f"{key} ({where}): keys must be a non-empty array of key files (PEM public keys)",
+                )
+            keys = []
+            for written in paths:
+                path = Path(self.path).parent / written
+                try:
+                    keys.append(load_key(path))
+                except KeyProblem as problem:
+                    error = InvalidInputsError(self.action, f"{key} ({where}): key {path}: {problem}")
+                    raise with_fields(error, field="policy") from None
+            rules.append(SignedBy(tuple(images), tuple(keys), line))
+        self.rules[key] = Rule(key, headers[0] if headers else None)
+        return tuple(rules)
+
+    def headers(self, key: str) -> list[int]:
+        """The lines of every ``[[key]]`` header, in order."""
+        found = []
+        for number, line in enumerate(self.lines, 1):
+            header = re.match(r"^\s*\[\[\s*([^\[\]]+?)\s*\]\]", line)
+            if header and header.group(1).replace(" ", "").replace('"', "") == key:
+                found.append(number)
+        return found
 
 
 def _count(value: object) -> TypeGuard[int]:
@@ -274,6 +344,15 @@ class Budget:
                 "prepare", f"the image {reference} is not allowed by the platform policy: {why}"
             )
             raise _fields(error, self.policy, self.key, by)
+
+    def signatures(self, repository: str) -> Check | None:
+        """The ``[[image.signed-by]]`` rules the image ``repository`` must meet, or ``None`` when none applies."""
+        rules = self.policy.signed_by_rules(repository) if self.policy.signed_by else ()
+        if not rules:
+            return None
+        from preparer.policy.signatures import Check  # deferred: only policies with signature rules
+
+        return Check(rules, self.policy.path, self.key if self.key != self.source else "")
 
     def revealed(self, kind: str, what: str) -> None:
         """The content shows the source to be of ``kind`` (``what`` says how): it must be allowed too.

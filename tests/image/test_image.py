@@ -130,7 +130,14 @@ def test_the_image_holds_only_the_preparer_on_top_of_the_base(image: Path, tmp_p
     )
     assert top == ["cnb", "cnb/lifecycle", "cnb/lifecycle/preparer", "cnb/lifecycle/preparer.d", "tmp"]
     bundled = {p.name for p in (rootfs / "cnb" / "lifecycle" / "preparer.d").iterdir()}
-    assert {"libc.so.6", "ld-linux-x86-64.so.2", "libpython3.11.so.1.0", "certifi", "isal"} <= bundled
+    assert {
+        "libc.so.6",
+        "ld-linux-x86-64.so.2",
+        "libpython3.11.so.1.0",
+        "certifi",
+        "isal",
+        "ecdsa",
+    } <= bundled
     # ISA-L's inflater itself, not zlib standing in for it where the import would fail
     assert list((rootfs / "cnb" / "lifecycle" / "preparer.d" / "isal").glob("isal_zlib*.so"))
     index = json.loads((image / "index.json").read_text())
@@ -308,6 +315,35 @@ def test_a_full_run_as_the_build_user_fetches_everything_as_the_package_does(
     # Buildpacks are fetched in parallel: their progress lines interleave in any order.
     assert sorted(contained.stdout.splitlines()) == sorted(expected.stdout.splitlines())
     assert contained.stderr == expected.stderr
+
+
+def test_signatures_are_verified_inside_as_in_the_package(
+    rootfs: Path, tmp_path: Path, registry: Registry
+) -> None:
+    """The verifier (ecdsa, imported lazily) is in the bundle: a signed image is installed, an unsigned one refused
+    with the same message, inside the hardened pod as through the package."""
+    from tests.integration.test_signatures import push_image
+    from tests.plugins.signing import bundle_sign, cosign_sign, make_key
+
+    key = make_key(tmp_path / "keys")
+    signed, signed_digest = push_image(registry, tmp_path)
+    cosign_sign(registry, signed, signed_digest, key)
+    bundled, bundled_digest = push_image(registry, tmp_path, signed.replace("signed/", "bundled/"))
+    bundle_sign(registry, bundled, bundled_digest, key)
+    unsigned, unsigned_digest = push_image(registry, tmp_path)
+    policy = b'[[image.signed-by]]\nkeys = ["cosign.pub"]\n'
+    files = {"policy.toml": policy, "cosign.pub": key.public.read_bytes()}
+    args = [*FLAGS, "-policy", "/workspace/policy.toml"]
+    for refs, code in (([f"{signed}@{signed_digest}", f"{bundled}@{bundled_digest}"], 0),
+                       ([f"{unsigned}@{unsigned_digest}"], 1)):  # fmt: skip
+        project = HEAD + "".join(
+            f'[[io.buildpacks.group]]\nuri = "docker://{registry.host}/{r}"\n' for r in refs
+        )
+        compared = compare(rootfs, tmp_path / str(code), args, project, files=files)
+        assert compared.contained.code == code, compared.contained.stderr
+        assert_same_outcome(compared)
+        assert compared.contained.stderr == compared.expected.stderr
+    assert "not signed by a key the platform policy trusts" in compared.contained.stderr
 
 
 def test_an_untrusted_certificate_fails_the_same_way_inside(

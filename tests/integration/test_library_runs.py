@@ -162,6 +162,17 @@ ERRORS = [
         transient=True,
     ),
     errors_module.NotFoundError("pull r", "no manifest"),
+    errors_module.with_fields(
+        errors_module.SignatureRefused("fetch r@sha256:1", "not signed by a key the platform policy trusts"),
+        entry="io.buildpacks.group[0]",
+        image="r@sha256:1",
+        digest="sha256:1",
+        reason="other-digest",
+        keys=("ab" * 32,),
+        signed_digest="sha256:2",
+        policy="policy.toml",
+        line=3,
+    ),
     errors_module.RunLimitReached("download x", "the run took longer than 3 s in all"),
     errors_module.FetchErrors(
         (errors_module.FetchError("download a", "x"), errors_module.NotFoundError("pull b", "y"))

@@ -27,6 +27,7 @@ from tests.integration.test_fetch_http import serve
 from tests.plugins.cli import Result
 from tests.plugins.http_server import FileServer
 from tests.plugins.registry import Registry, build_package, push
+from tests.plugins.signing import make_key
 from tests.projects import HEAD, group
 
 DOC = (ROOT / "docs" / "policy.md").read_text()
@@ -65,7 +66,8 @@ def packaged(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> tu
 
 
 def test_every_example_is_a_valid_policy(tmp_path: Path) -> None:
-    assert list(EXAMPLES) == ["A public PaaS", "An enterprise CI", "A laptop"]
+    assert list(EXAMPLES) == ["A public PaaS", "An enterprise CI", "A signed registry", "A laptop"]
+    make_key(tmp_path / "keys", "corp-cosign")
     for title in EXAMPLES:
         load_policy(example(title, tmp_path))
 

@@ -224,6 +224,43 @@ class Registry:
             raise FetchError(f"pull {self.ref}", str(err)) from None
         return doc, kind, digest
 
+    def referrers(self, digest: str, artifact_type: str) -> dict[str, Any] | None:
+        """The index of the manifests that refer to ``digest`` (OCI 1.1): the registry's referrers API, asked for
+        ``artifact_type`` (a registry may ignore the filter), or, when it answers 404 (no such API), the referrers
+        tag schema's index at tag ``sha256-<hex>``. ``None``: no referrers.
+
+        :raises FetchError: the registry fails, or what it answers is not an index (exit 1).
+        """
+        from urllib.parse import quote  # deferred: only runs that verify signatures list referrers
+
+        url = f"{self.base}/referrers/{digest}?artifactType={quote(artifact_type, safe='')}"
+
+        def attempt() -> bytes | None:
+            response = self._get(url, {"Accept": OCI_INDEX})
+            if response.status_code == 404:
+                response.close()
+                return None
+            self._check(response, f"the referrers of {digest}")
+            what = f"the referrers of {digest}"
+            return read_capped(
+                response, MAX_MANIFEST, f"pull {self.ref}", what, self.transport.download_deadline()
+            )
+
+        data = self._retrying(attempt)
+        if data is None:
+            try:
+                doc, kind, _ = self.manifest(digest.replace(":", "-"))
+            except NotFoundError:
+                return None
+            return doc if kind == "index" else None
+        try:
+            listed = json.loads(data)
+        except (ValueError, RecursionError):
+            listed = None
+        if not isinstance(listed, dict):
+            raise FetchError(f"pull {self.ref}", f"the referrers of {digest} are not a JSON object")
+        return listed
+
     # Blobs
 
     def document(self, digest: str, size: int | None, what: str) -> dict[str, Any]:

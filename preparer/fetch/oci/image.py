@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from preparer.errors import FetchError, NotFoundError
 from preparer.fetch.base import FetchContext, Fetched
+from preparer.fetch.guard import Verified
 from preparer.fetch.locator import ImageLocator
 from preparer.fetch.oci import memory
 from preparer.fetch.oci.buildpackage import descriptor_size, follow_index, install_buildpackage
@@ -35,21 +36,25 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
     memory.when_allowed()  # the command's process only
 
     def pull(copy: str | None, environ: Mapping[str, str]) -> Fetched:
-        """From its origin (``copy`` ``None``), or from the store's copy ``copy`` with that copy's credentials."""
+        """From its origin (``copy`` ``None``), or from the store's copy ``copy`` with that copy's credentials
+        (its signatures are still the origin's)."""
         if copy is None:
             return _pull(ref, ctx)
-        return _pull(parse_reference(copy), replace(ctx, registries=replace(ctx.registries, environ=environ)))
+        copy_ctx = replace(ctx, registries=replace(ctx.registries, environ=environ))
+        return _pull(parse_reference(copy), copy_ctx, signed=(ref, ctx))
 
     fetched, via = ctx.store.image(str(ref), ref.digest, pull, ctx.sink)
     return fetched if via is None else replace(fetched, source=str(ref), via=via)
 
 
-def _pull(ref: Reference, ctx: FetchContext) -> Fetched:
+def _pull(ref: Reference, ctx: FetchContext, signed: tuple[Reference, FetchContext] | None = None) -> Fetched:
+    """``signed``: the image's origin and its context, when ``ref`` is a copy: signatures are looked for there."""
     registry: Any = _Hosts(ref, ctx) if ctx.registries.hosts else Registry(ref, ctx)
     source = str(ref)
-    manifest, _, digest = follow_index(
-        registry.manifest(ref.identifier), registry.manifest, ctx.registries.platform, source
-    )
+    first = registry.manifest(ref.identifier)
+    manifest, _, digest = follow_index(first, registry.manifest, ctx.registries.platform, source)
+    # The signatures, before any config or layer: an index's digest or the platform manifest's may be signed.
+    signatures = _signatures(signed or (ref, ctx), registry if signed is None else None, (first[2], digest))
     config_descriptor = manifest.get("config")
     if not isinstance(config_descriptor, dict) or not is_digest(config_descriptor.get("digest")):
         raise FetchError(f"pull {source}", "the manifest names no image config with a valid sha256 digest")
@@ -62,11 +67,39 @@ def _pull(ref: Reference, ctx: FetchContext) -> Fetched:
             raise
         ctx.store.image_unreadable(source, err.cause or "")
         return _pull(ref, ctx)
+    if signatures:
+        fetched = replace(fetched, signatures=signatures)
     if blobs_from is not None:
         return replace(fetched, via="cache repository")
     if not registry.used_credential:  # what credentials pulled is never shared
         ctx.store.keep_image(source, ref.digest, digest, manifest, str(config_descriptor["digest"]))
     return fetched
+
+
+def _signatures(
+    origin: tuple[Reference, FetchContext], registry: Any, digests: tuple[str, str]
+) -> tuple[Verified, ...]:
+    """The signatures the platform policy requires of the image ``origin`` names, verified (none without a rule
+    for it); ``registry``: where to read them, else the origin's registry."""
+    ref, ctx = origin
+    guard = ctx.sink.guard
+    repository = f"{ref.registry}/{ref.repository}"
+    check = guard.signatures(repository) if guard is not None else None
+    if check is None:
+        return ()
+    from preparer.fetch.oci.signatures import (
+        verify_signatures,  # deferred: only policies with signature rules
+    )
+
+    source = (
+        registry
+        if registry is not None
+        else (_Hosts(ref, ctx) if ctx.registries.hosts else Registry(ref, ctx))
+    )
+    accepted = tuple(dict.fromkeys(digests))
+    return verify_signatures(
+        check, source, repository, str(ref), accepted, ctx, lambda: bool(source.used_credential)
+    )
 
 
 class _Hosts:
@@ -110,6 +143,9 @@ class _Hosts:
         self, digest: str, consume: Callable[[Reader], T], size: int | None = None
     ) -> tuple[Path, T]:
         return self._ask("pull", lambda r: r.read_blob(digest, consume, size))
+
+    def referrers(self, digest: str, artifact_type: str) -> dict[str, Any] | None:
+        return self._ask("pull", lambda r: r.referrers(digest, artifact_type))
 
 
 def _shared_copy(digest: str, ctx: FetchContext) -> tuple[Reference, FetchContext] | None:

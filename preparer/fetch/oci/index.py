@@ -137,7 +137,7 @@ def _from_registry(bp_id: str, version: str, address: str, ctx: FetchContext) ->
             f"fetch urn:cnb:registry:{bp_id}@{version}",
             f"the image at {address} holds {fetched.top.ref} instead",
         )
-    return Fetched(fetched.top, fetched.buildpacks, f"urn:cnb:registry:{bp_id}@{version}", fetched.digest)
+    return dataclasses.replace(fetched, source=f"urn:cnb:registry:{bp_id}@{version}", via=None)
 
 
 def fetch_id(locator: IdLocator, ctx: FetchContext) -> Fetched:

@@ -1,0 +1,196 @@
+"""Signing images as cosign does, offline, into the suite's real registry (no cosign binary is packaged here).
+
+- :func:`sign_tag_scheme`: cosign's tag scheme (sigstore/cosign ``specs/SIGNATURE_SPEC.md``): a simple-signing
+  payload per signature, an ECDSA (DER) signature over its bytes in the layer annotation
+  ``dev.cosignproject.cosign/signature``, every signature a layer of the manifest at tag ``sha256-<hex>.sig``.
+- :func:`sign_bundle`: cosign v3's default: a Sigstore bundle v0.3 whose DSSE envelope holds an in-toto statement
+  of predicate type ``https://sigstore.dev/cosign/sign/v1``, signed over DSSE's PAE, pushed as an OCI 1.1 referrer
+  (``subject`` = the image) and listed in the referrers tag schema's index (tag ``sha256-<hex>``), which is what
+  cosign writes on a registry without the referrers API (Debian's docker-registry 2.8).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ecdsa
+from ecdsa.util import sigencode_der
+
+from tests.plugins.registry import Registry, put_manifest, upload_blob
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
+BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"
+EMPTY = "application/vnd.oci.empty.v1+json"
+
+
+@dataclass
+class Key:
+    """A key pair as ``cosign generate-key-pair`` makes one: ``public`` is ``cosign.pub`` (SPKI PEM)."""
+
+    signing: Any
+    public: Path
+    curve: str
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256(self.signing.get_verifying_key().to_der()).hexdigest()
+
+    def sign(self, message: bytes) -> bytes:
+        if self.curve == "ed25519":
+            return bytes(self.signing.sign(message))
+        hashfunc = hashlib.sha384 if self.curve == "p384" else hashlib.sha256
+        return bytes(self.signing.sign(message, hashfunc=hashfunc, sigencode=sigencode_der))
+
+
+def make_key(directory: Path, name: str = "cosign", curve: str = "p256") -> Key:
+    """A new key; its public half written to ``directory/<name>.pub``, its private half to ``<name>.key``."""
+    curves = {"p256": ecdsa.NIST256p, "p384": ecdsa.NIST384p, "ed25519": ecdsa.Ed25519}
+    signing = ecdsa.SigningKey.generate(curve=curves[curve])
+    directory.mkdir(parents=True, exist_ok=True)
+    public = directory / f"{name}.pub"
+    verifying = signing.get_verifying_key()
+    der = verifying.to_der()
+    body = base64.encodebytes(der).decode().replace("\n", "")
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    public.write_text("-----BEGIN PUBLIC KEY-----\n" + "\n".join(lines) + "\n-----END PUBLIC KEY-----\n")
+    (directory / f"{name}.key").write_bytes(signing.to_pem(format="pkcs8"))
+    return Key(signing, public, curve)
+
+
+def simple_signing(reference: str, digest: str, kind: str = "cosign container image signature") -> bytes:
+    """The payload cosign signs for an image (its field order and ``optional: null``)."""
+    return json.dumps(
+        {"critical": {"identity": {"docker-reference": reference}, "image": {"docker-manifest-digest": digest},
+                      "type": kind}, "optional": None},
+        separators=(",", ":"),
+    ).encode()  # fmt: skip
+
+
+def sign_tag_scheme(
+    registry: Registry,
+    repository: str,
+    digest: str,
+    signatures: list[tuple[bytes, bytes | str]],
+) -> str:
+    """Write the manifest at tag ``sha256-<hex>.sig`` with one layer per ``(payload, signature)`` (a signature
+    given as bytes is base64-encoded as cosign does; a str is written as it is); return its digest."""
+    config = json.dumps({"architecture": "", "os": "", "config": {}, "rootfs": {"type": "layers",
+                         "diff_ids": [_sha(p) for p, _ in signatures]}}).encode()  # fmt: skip
+    layers = []
+    for payload, signature in signatures:
+        encoded = base64.b64encode(signature).decode() if isinstance(signature, bytes) else signature
+        layers.append({"mediaType": SIMPLE_SIGNING, "size": len(payload),
+                       "digest": upload_blob(registry, repository, payload),
+                       "annotations": {"dev.cosignproject.cosign/signature": encoded}})  # fmt: skip
+    manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "size": len(config),
+                           "digest": upload_blob(registry, repository, config)},
+                "layers": layers}  # fmt: skip
+    tag = digest.replace(":", "-") + ".sig"
+    return put_manifest(registry, repository, tag, json.dumps(manifest).encode(), OCI_MANIFEST)
+
+
+def cosign_sign(
+    registry: Registry, repository: str, digest: str, key: Key, signed_digest: str | None = None
+) -> str:
+    """``cosign sign --key`` with the tag scheme: one signature, for ``signed_digest`` (default ``digest``)."""
+    payload = simple_signing(f"{registry.host}/{repository}", signed_digest or digest)
+    return sign_tag_scheme(registry, repository, digest, [(payload, key.sign(payload))])
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    kind = payload_type.encode()
+    return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
+
+
+def statement(name: str, digest: str, predicate_type: str = "https://sigstore.dev/cosign/sign/v1") -> bytes:
+    return json.dumps({
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [{"name": name, "digest": {"sha256": digest.removeprefix("sha256:")}}],
+        "predicateType": predicate_type, "predicate": {},
+    }).encode()  # fmt: skip
+
+
+def bundle(key: Key, payload: bytes, signature: bytes | None = None) -> bytes:
+    """A Sigstore bundle v0.3 with a DSSE envelope over ``payload`` (an in-toto statement), keyed."""
+    sig = signature if signature is not None else key.sign(pae("application/vnd.in-toto+json", payload))
+    return json.dumps({
+        "mediaType": BUNDLE,
+        "verificationMaterial": {"publicKey": {"hint": base64.b64encode(bytes.fromhex(key.fingerprint)).decode()},
+                                 "tlogEntries": []},
+        "dsseEnvelope": {"payload": base64.b64encode(payload).decode(),
+                         "payloadType": "application/vnd.in-toto+json",
+                         "signatures": [{"sig": base64.b64encode(sig).decode(), "keyid": ""}]},
+    }).encode()  # fmt: skip
+
+
+def attach_bundle(
+    registry: Registry,
+    repository: str,
+    digest: str,
+    data: bytes,
+    subject_type: str = OCI_MANIFEST,
+    predicate: str = "https://sigstore.dev/cosign/sign/v1",
+    tag_schema: bool = True,
+) -> tuple[str, dict[str, Any]]:
+    """Push ``data`` (a bundle) as a referrer of ``digest``, and (``tag_schema``) list it in the referrers tag
+    schema's index; return the referrer manifest's digest and its index entry."""
+    empty = b"{}"
+    layer = upload_blob(registry, repository, data)
+    manifest = {
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": BUNDLE,
+        "config": {"mediaType": EMPTY, "digest": upload_blob(registry, repository, empty), "size": 2},
+        "layers": [{"mediaType": BUNDLE, "digest": layer, "size": len(data),
+                    "annotations": {"org.opencontainers.image.title": layer.replace(":", "-") + ".sigstore.json"}}],
+        "subject": {"mediaType": subject_type, "digest": digest, "size": 0},
+        "annotations": {"dev.sigstore.bundle.content": "dsse-envelope"}
+        | ({"dev.sigstore.bundle.predicateType": predicate} if predicate else {}),
+    }  # fmt: skip
+    body = json.dumps(manifest).encode()
+    referrer = _sha(body)
+    put_manifest(registry, repository, referrer, body, OCI_MANIFEST)
+    entry = {"mediaType": OCI_MANIFEST, "digest": referrer, "size": len(body), "artifactType": BUNDLE,
+             "annotations": manifest["annotations"]}  # fmt: skip
+    if tag_schema:  # cosign adds to the index the tag holds already
+        tag = digest.replace(":", "-")
+        listed = _existing_index(registry, repository, tag)
+        index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [*listed, entry]}
+        put_manifest(registry, repository, tag, json.dumps(index).encode(), OCI_INDEX)
+    return referrer, entry
+
+
+def bundle_sign(
+    registry: Registry,
+    repository: str,
+    digest: str,
+    key: Key,
+    signed_digest: str | None = None,
+    tag_schema: bool = True,
+) -> tuple[str, dict[str, Any]]:
+    """``cosign sign --key`` as cosign v3 does by default: a bundle attached as a referrer of ``digest``."""
+    payload = statement(f"{registry.host}/{repository}", signed_digest or digest)
+    return attach_bundle(registry, repository, digest, bundle(key, payload), tag_schema=tag_schema)
+
+
+def _existing_index(registry: Registry, repository: str, tag: str) -> list[Any]:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(f"http://{registry.host}/v2/{repository}/manifests/{tag}",
+                                     headers={"Accept": OCI_INDEX})  # fmt: skip
+    try:
+        with urllib.request.urlopen(request) as response:
+            return list(json.loads(response.read()).get("manifests", []))
+    except urllib.error.HTTPError:
+        return []
+
+
+def _sha(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
