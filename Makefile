@@ -43,6 +43,7 @@ test: $(DEPS) system-deps lint typecheck
 BENCH_VENV := build/bench-venv
 bench: $(DEPS) system-deps
 	test -x $(BENCH_VENV)/bin/python || $(PY) -m venv $(BENCH_VENV)
+	rm -rf build/lib build/bdist.*  # setuptools' copies, refreshed by time only: a source whose time went back would be missed
 	$(BENCH_VENV)/bin/python -m pip install -q --force-reinstall --no-deps .
 	$(BENCH_VENV)/bin/python -m pip install -q .
 	BENCH_PYTHON=$(CURDIR)/$(BENCH_VENV)/bin/python $(BIN)/python bench/run.py

