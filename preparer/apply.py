@@ -28,6 +28,7 @@ from preparer.report import BuildpackRecord, SignatureRecord
 if TYPE_CHECKING:
     from preparer.fetch.base import Fetched
     from preparer.fetch.tree import Installation
+    from preparer.files.lockfile import Locked
     from preparer.progress import ProgressCallback
 
 
@@ -65,10 +66,31 @@ def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressCallback | N
     with fetching(inputs, warnings.append, plan.registry_hosts) as ctx:
         fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
         check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
+        if plan.lock is not None:
+            from preparer.lock import check_locked  # deferred: only runs with a lock
+
+            check_locked(to_fetch, fetched, plan.lock)
         # Everything is fetched and checked: commit, while the staged buildpacks still exist.
         outcome = _commit(plan, inputs, dict(zip(map(id, to_fetch), fetched, strict=True)), warnings)
         ctx.store.commit()  # after the run's commit (the fleet's write-back): it can no longer change what it did
         return outcome._replace(warnings=tuple(warnings))
+
+
+def resolve_plan(plan: Plan, inputs: Inputs, progress: ProgressCallback | None = None) -> tuple[Locked, ...]:
+    """What every entry of ``plan`` resolves to now, as a lock keeps it: fetched into staging (and the download
+    cache) and checked as a run does, and nothing committed."""
+    from preparer.lock import resolved  # deferred, as the fetchers
+
+    with interrupt.run():
+        to_fetch = [s for s in plan.steps if isinstance(s, Fetch)]
+        if not to_fetch:
+            return resolved(plan.steps, {})
+        from preparer.staging import check_fetched, fetch_steps, fetching  # deferred, as resolved
+
+        with fetching(inputs, log.warning, plan.registry_hosts) as ctx:
+            fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
+            check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
+            return resolved(plan.steps, dict(zip(map(id, to_fetch), fetched, strict=True)))
 
 
 def check_present(steps: Sequence[Present], buildpacks_dir: Path) -> None:
@@ -103,6 +125,7 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
             order = _stage_order(plan, results, inputs, owner, pending)
             env_paths = _stage_env(plan, inputs.platform_dir, owner, pending)
             metadata_path = _stage_metadata(plan, owner, pending)
+            lock_path = _stage_lock(plan, results, owner, pending)
             removed = trash.move(plan.removal) if plan.removal is not None else 0
             records = _records(plan.steps, results, inputs.buildpacks_dir, installation, installed)
             interrupt.check()  # the last moment a request to stop undoes everything
@@ -137,6 +160,9 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
     if metadata_path is not None:
         log.info("Wrote project metadata %s", metadata_path)
         written.append(str(metadata_path))
+    if lock_path is not None:
+        log.info("Wrote the lock file %s", lock_path)
+        written.append(str(lock_path))
     if plan.removal is not None:
         log.info("Removed %d files from %s (%s)", removed, inputs.app_dir, plan.config.filter_key)
     return Outcome(tuple(records), tuple(written), removed, tuple(warnings))
@@ -237,6 +263,24 @@ def _stage_metadata(plan: Plan, owner: tuple[int, int] | None, pending: PendingW
     pending.ready(write.path.parent)
     pending.add(write.path, dumps_toml(write.metadata.document()).encode(), 0o644, owner)
     return write.path
+
+
+def _stage_lock(
+    plan: Plan, results: dict[int, Fetched], owner: tuple[int, int] | None, pending: PendingWrites
+) -> Path | None:
+    """Stage the lock file when the run writes one (there was none, or ``-update-lock``): committed with the rest."""
+    state = plan.lock
+    if state is None or state.mode == "frozen":
+        return None
+    from preparer.files.lockfile import dumps_lock  # deferred: only runs with a lock
+    from preparer.lock import changes, resolved
+
+    entries = resolved(plan.steps, results)
+    for line in changes(state.entries, entries) if state.mode == "update" else ():
+        log.info("Lock: %s", line)
+    pending.ready(state.path.parent)
+    pending.add(state.path, dumps_lock(entries), 0o644, owner)
+    return state.path
 
 
 def _stage_env(

@@ -122,6 +122,13 @@ FLAGS: tuple[Flag, ...] = (
     Flag("dry-run", "bool", "resolve and print the plan; change nothing", "CNB_DRY_RUN"),
     Flag("policy", "string", "the platform's policy file (docs/policy.md)", "CNB_PREPARER_POLICY"),
     Flag(
+        "lock",
+        "string",
+        "lock file: written after a run when missing, else every buildpack is frozen to it (docs/lock.md)",
+        "CNB_PREPARER_LOCK",
+    ),
+    Flag("update-lock", "bool", "with -lock: resolve every buildpack again and rewrite the lock", "CNB_PREPARER_UPDATE_LOCK"),
+    Flag(
         "buildpack-registry-index",
         "string",
         "buildpack registry index URL",

@@ -115,6 +115,10 @@ class Inputs:
     write_project_metadata: bool = True
     #: The platform's policy file (docs/policy.md); ``None``: no policy, everything as without one.
     policy: _OptionalPathField = _OptionalPathField()
+    #: The lock file (docs/lock.md): written after a run when missing, else the run is frozen to it.
+    lock: _OptionalPathField = _OptionalPathField()
+    #: With :attr:`lock`: resolve every entry again and rewrite the lock.
+    update_lock: bool = False
     #: The fleet's download cache repository, ``<registry>/<repository>`` (docs/fleet.md); ``None``: none.
     download_cache_repo: str | None = None
     #: ``read-write``, ``read`` or ``offline``.
@@ -191,6 +195,8 @@ class InputsOverrides(TypedDict, total=False):
     project_metadata: str | os.PathLike[str] | None
     write_project_metadata: bool
     policy: str | os.PathLike[str] | None
+    lock: str | os.PathLike[str] | None
+    update_lock: bool
     download_cache_repo: str | None
     download_cache_repo_mode: str
     download_cache_max_age: float
@@ -223,6 +229,8 @@ def _check_values(inputs: Inputs) -> None:
         value = getattr(inputs, name)
         if value is not None and not 0 <= value < MAX_ID:
             raise refuse(name, f"is not a user or group id (0 to {MAX_ID - 1})")
+    if inputs.update_lock and inputs.lock is None:
+        raise refuse("update_lock", "needs Inputs.lock (the lock file to rewrite)")
     if inputs.download_cache_repo_mode not in ("read-write", "read", "offline"):
         raise refuse("download_cache_repo_mode", "must be read-write, read or offline")
     if inputs.download_cache_repo is not None:
@@ -251,6 +259,7 @@ def _check_types(inputs: Inputs) -> None:
     expected: dict[str, tuple[type, ...]] = {
         "platform_namespace": (str, type(None)),
         "dry_run": (bool,),
+        "update_lock": (bool,),
         "uid": (int, type(None)),
         "gid": (int, type(None)),
         "insecure_registries": (tuple, list),
@@ -348,11 +357,6 @@ def resolve_inputs(
         download_cache = given.path("download-cache")
     else:
         download_cache = _where_it_can_be_made(user_cache_dir(environ))
-    listed = flags.get("insecure-registry")
-    if isinstance(listed, list | tuple):
-        registries = [str(r) for r in listed]  # repeated flags append, with no comma split (as Go)
-    else:
-        registries = [r.strip() for r in environ.get(env_of("insecure-registry"), "").split(",") if r.strip()]
     dry_run = flags["dry-run"] if "dry-run" in flags else _env_bool(environ, env_of("dry-run"), strict=True)
     return Inputs(
         app_dir=given.path("app", default("app")) or Path(default("app")),
@@ -368,11 +372,12 @@ def resolve_inputs(
         project_metadata=given.path("project-metadata"),
         write_project_metadata=given.text("project-metadata") != "",  # given empty: off
         policy=given.path("policy"),
+        **_lock_settings(given, flags, environ),
         **_fleet_settings(given),
         dry_run=bool(dry_run),
         uid=given.number("uid"),
         gid=given.number("gid"),
-        insecure_registries=tuple(registries),
+        insecure_registries=_insecure_registries(flags, environ),
         exec_env=environ.get("CNB_EXEC_ENV") or env_default("CNB_EXEC_ENV"),
         registry_index=given.text("buildpack-registry-index") or DEFAULT_REGISTRY_INDEX,
         target_platform=environ.get("CNB_PREPARER_PLATFORM") or _host_platform(),
@@ -382,6 +387,27 @@ def resolve_inputs(
         platform_api=platform_api,
         environ=dict(environ),
     )
+
+
+def _insecure_registries(flags: Mapping[str, object], environ: Mapping[str, str]) -> tuple[str, ...]:
+    listed = flags.get("insecure-registry")
+    if isinstance(listed, list | tuple):
+        return tuple(str(r) for r in listed)  # repeated flags append, with no comma split (as Go)
+    return tuple(r.strip() for r in environ.get(env_of("insecure-registry"), "").split(",") if r.strip())
+
+
+def _lock_settings(given: _Given, flags: Mapping[str, object], environ: Mapping[str, str]) -> dict[str, Any]:
+    """``-lock`` and ``-update-lock``, which needs it."""
+    update = (
+        flags["update-lock"]
+        if "update-lock" in flags
+        else _env_bool(environ, env_of("update-lock"), strict=True)
+    )
+    lock = given.path("lock")
+    if update and lock is None:
+        error = InvalidInputsError("resolve inputs", "-update-lock needs -lock FILE")
+        raise with_fields(error, field="update_lock")
+    return {"lock": lock, "update_lock": bool(update)}
 
 
 class _Given:

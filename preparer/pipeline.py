@@ -150,6 +150,8 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
             log.info("Dry run: nothing is fetched, written or removed")
             for line in describe_plan(plan, inputs):
                 log.info("%s", line)
+            if plan.lock is not None and plan.lock.mode == "update":
+                _show_lock_changes(plan, inputs, progress)
             report = _report(plan, inputs)
         else:
             report = run_plan(plan, inputs, progress)
@@ -161,6 +163,19 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
     if inputs.prepare_report is not None:
         write_report(inputs.prepare_report, report)
     return report
+
+
+def _show_lock_changes(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> None:
+    """A dry run with ``-update-lock``: every entry resolved again (into staging and the download cache, as a run
+    fetches), and what the lock would change said, a line per entry; nothing else is written."""
+    from preparer.apply import resolve_plan  # deferred: a dry run fetches only to update a lock
+    from preparer.lock import changes
+
+    assert plan.lock is not None
+    lines = changes(plan.lock.entries, resolve_plan(plan, inputs, progress))
+    log.info("The lock file %s would %s", plan.lock.path, "change:" if lines else "not change")
+    for line in lines:
+        log.info("  lock: %s", line)
 
 
 def _check_app_dir(app_dir: Path) -> None:
@@ -318,9 +333,34 @@ def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
         from preparer.fetch.oci.hosts import load_hosts_dir  # deferred: only runs with mirrors read them
 
         plan = plan._replace(registry_hosts=load_hosts_dir(inputs.registry_hosts_dir))
+    if inputs.lock is not None:
+        plan = _locked(plan, inputs)
     check_present([s for s in plan.steps if isinstance(s, Present)], inputs.buildpacks_dir)
     _check_outputs(plan, inputs)
     return plan
+
+
+def _locked(plan: Plan, inputs: Inputs) -> Plan:
+    """``plan`` with its lock: frozen to it when the file exists (and ``-update-lock`` is not given), else with
+    the lock to write after the run (and, to update, what it locked before)."""
+    from preparer.files.lockfile import LockState, read_lock  # deferred: only runs with a lock read one
+    from preparer.lock import freeze
+
+    path = inputs.lock
+    assert path is not None
+    if not path.exists():
+        return plan._replace(lock=LockState(path, None, "update" if inputs.update_lock else "write"))
+    if inputs.update_lock:
+        try:
+            before = read_lock(path)
+        except PreparerError as err:  # rewritten anyway: what it locked is only shown
+            log.warning("the lock file %s is rewritten: %s", path, err.cause)
+            before = None
+        return plan._replace(lock=LockState(path, before, "update"))
+    entries = read_lock(path)
+    frozen = freeze(plan, path, entries, lambda bp_id: installed_versions(inputs.buildpacks_dir, bp_id))
+    log.info("Frozen to the lock file %s (%d entries)", path, len(entries))
+    return frozen._replace(lock=LockState(path, entries, "frozen"))
 
 
 def _check_outputs(plan: Plan, inputs: Inputs) -> None:
@@ -330,6 +370,8 @@ def _check_outputs(plan: Plan, inputs: Inputs) -> None:
     :raises InvalidInputsError: naming the flag and why (exit 3).
     """
     outputs = [("-prepare-report", inputs.prepare_report)]
+    if plan.lock is not None and plan.lock.mode != "frozen":
+        outputs.append(("-lock", plan.lock.path))
     if plan.config.writes_order:
         outputs.append(("-layers", inputs.layers_dir / "order.toml"))
     if any(action.action == "written" for action in plan.env):
@@ -445,6 +487,9 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
         from preparer.policy.enforce import describe_signatures  # deferred, as enforce itself
 
         lines += describe_signatures(plan)
+    if plan.lock is not None:
+        verb = {"frozen": "frozen to", "write": "would write", "update": "would rewrite"}[plan.lock.mode]
+        lines.append(f"  lock: {verb} {plan.lock.path}")
     if plan.project_metadata is not None:
         write = plan.project_metadata
         verb = "would write" if write.action == "written" else "would keep the platform's"

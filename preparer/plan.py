@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from preparer.appfilter import Removal
     from preparer.fetch.locator import Locator
     from preparer.fetch.oci.hosts import RegistryHosts
+    from preparer.files.lockfile import LockState
     from preparer.inputs import Inputs
     from preparer.metadata import MetadataWrite
     from preparer.policy.rules import Decision, Policy
@@ -39,10 +40,15 @@ class Present(NamedTuple):
 
 
 class Fetch(NamedTuple):
-    """An entry whose buildpack comes from elsewhere: a path, archive, URL, image, registry, or inline script."""
+    """An entry whose buildpack comes from elsewhere: a path, archive, URL, image, registry, or inline script.
+
+    ``locator`` is what the entry names (what the platform policy decides on); ``pinned``, when the run is frozen
+    to a lock file, is what is fetched instead: the same source, pinned to the locked bytes (:mod:`preparer.lock`).
+    """
 
     entry: GroupEntry
     locator: Locator
+    pinned: Locator | None = None
 
 
 Step = Present | Fetch
@@ -84,6 +90,8 @@ class Plan(NamedTuple):
     rules: Policy | None = None
     #: Registry mirrors (``-registry-hosts-dir``), read and checked before anything is fetched.
     registry_hosts: Mapping[str, RegistryHosts] | None = None
+    #: The lock file (``-lock``): what the run is frozen to, or writes; ``None`` without one.
+    lock: LockState | None = None
     #: The inputs the plan was made from (:func:`preparer.plan_run`): the only ones it may be applied to.
     inputs: Inputs | None = None
 

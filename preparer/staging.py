@@ -183,7 +183,7 @@ def _downloads(step: Fetch, progress: ProgressCallback) -> EntryDownloads:
 def _fetch(step: Fetch, ctx: FetchContext, downloads: EntryDownloads | None) -> Fetched:
     """One entry fetched; a failure says, as data, which entry and URL it was, and fails its downloads."""
     try:
-        return fetch(step.locator, ctx)
+        return fetch(step.pinned or step.locator, ctx)
     except BaseException as err:
         if downloads is not None:
             downloads.failed()

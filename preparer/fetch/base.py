@@ -38,6 +38,8 @@ class Fetched:
     via: str | None = None
     #: The signatures that satisfied the platform policy's ``[[image.signed-by]]`` rules (an image's only).
     signatures: tuple[Verified, ...] = ()
+    #: The image pulled, by digest (``registry/repository@sha256:...``, normalised); ``None`` for other sources.
+    image: str | None = None
 
 
 @dataclass(frozen=True)

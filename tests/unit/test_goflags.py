@@ -161,7 +161,16 @@ def test_every_creator_flag_is_accepted() -> None:
     }  # fmt: skip
     assert creator <= {flag.name for flag in FLAGS if flag.name}
     bools = {flag.name for flag in FLAGS if flag.kind == "bool"}
-    assert bools == {"daemon", "layout", "parallel", "skip-restore", "no-color", "dry-run", "version"}
+    assert bools == {
+        "daemon",
+        "layout",
+        "parallel",
+        "skip-restore",
+        "no-color",
+        "dry-run",
+        "version",
+        "update-lock",
+    }
 
 
 def test_usage_shows_the_defaults() -> None:

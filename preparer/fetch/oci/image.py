@@ -44,7 +44,12 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
         return _pull(parse_reference(copy), copy_ctx, signed=(ref, ctx))
 
     fetched, via = ctx.store.image(str(ref), ref.digest, pull, ctx.sink)
-    return fetched if via is None else replace(fetched, source=str(ref), via=via)
+    pinned = f"{ref.registry}/{ref.repository}@{fetched.digest}" if fetched.digest else None
+    return (
+        replace(fetched, image=pinned)
+        if via is None
+        else replace(fetched, source=str(ref), via=via, image=pinned)
+    )
 
 
 def _pull(ref: Reference, ctx: FetchContext, signed: tuple[Reference, FetchContext] | None = None) -> Fetched:

@@ -1,0 +1,211 @@
+"""The lock file (``-lock FILE``): what each buildpack entry resolved to, so that every rebuild installs the same bytes.
+
+A run with a lock that does not exist yet resolves as usual and writes it with the commit (docs/lock.md). A run
+with an existing lock is *frozen* to it before anything is fetched (:func:`freeze`): images are pulled by the
+locked digest, http archives must hash to the locked digest (a warm cache serves them with no request), registry
+ids use the locked image without asking the registry's index, a builder's buildpack stays at the locked version.
+An entry that no longer matches the lock is exit 3, before any request; bytes that differ from the locked digest are
+exit 1 (:func:`check_locked`). ``-update-lock`` resolves again and rewrites it.
+
+A lock is the app's input, like ``project.toml``: it narrows what an entry may resolve to and never widens what the
+platform allows. A locked image must be in the repository the entry names, a locked URL must be the URL it names;
+the platform policy and its signature rules apply to what is locked exactly as to what is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from preparer.errors import FetchError, InvalidInputsError, with_fields
+from preparer.files.lockfile import Locked, LockState, Source, shown, written_of
+from preparer.plan import Fetch, Plan, Present, Step
+
+if TYPE_CHECKING:
+    from preparer.fetch.base import Fetched
+    from preparer.fetch.locator import Locator
+
+# Freezing a plan to its lock
+
+
+def freeze(
+    plan: Plan, lock: Path, entries: Sequence[Locked], versions_of: Callable[[str], Sequence[str]]
+) -> Plan:
+    """``plan`` with every entry frozen to what ``entries`` lock.
+
+    :raises InvalidInputsError: an entry added, removed or changed since the lock was written, a locked source that
+        is not what the entry names, a locked builder version the builder no longer has (exit 3).
+    """
+    by_key = {e.entry: e for e in entries}
+    steps = {id(s): s for s in plan.steps}
+    planned = {s.entry.key for s in steps.values()}
+    for e in entries:
+        if e.entry not in planned:
+            raise _stale(lock, f"it locks {e.entry} ({shown(e.written)}), which the project no longer has")
+    frozen: dict[int, Step] = {}
+    for key, step in steps.items():
+        locked = by_key.get(step.entry.key)
+        if locked is None:
+            entry = step.entry
+            raise _stale(lock, f"{entry.key} ({shown(written_of(entry))}) is not in it")
+        frozen[key] = _frozen(step, locked, lock, versions_of)
+    return plan._replace(
+        pre=tuple(frozen[id(s)] for s in plan.pre),
+        group=None if plan.group is None else tuple(frozen[id(s)] for s in plan.group),
+        post=tuple(frozen[id(s)] for s in plan.post),
+    )
+
+
+def _stale(lock: Path, why: str) -> InvalidInputsError:
+    error = InvalidInputsError(f"apply lock file {lock}", f"{why}: rerun with -update-lock")
+    return with_fields(error, field="lock")
+
+
+def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str], Sequence[str]]) -> Step:
+    """The step frozen to ``locked``: a builder buildpack at the locked version, or a fetch whose ``pinned``
+    locator is the locked source (the policy still decides on the written ``locator``)."""
+    from preparer.fetch.locator import HttpLocator, IdLocator, ImageLocator  # deferred, as in plan.py
+
+    entry = step.entry
+    written = written_of(entry)
+    if written != locked.written:
+        raise _stale(lock, f"{entry.key} is written {shown(written)}, but it locks {shown(locked.written)}")
+    if locked.source not in _sources(step):
+        raise _stale(lock, f"{entry.key} cannot come from a {locked.source} source, as it locks")
+    if locked.source == "builder":
+        installed = versions_of(locked.id)
+        if locked.version not in installed:
+            found = f" (it has: {', '.join(installed)})" if installed else ""
+            raise _stale(
+                lock,
+                f"{entry.key} locks {locked.id}@{locked.version}, which the builder no longer has{found}",
+            )
+        return Present(entry, locked.id, locked.version, step.resolved if isinstance(step, Present) else None)
+    # A bare id the builder has now, locked from elsewhere: fetched as the lock says, decided as a bare id.
+    locator = step.locator if isinstance(step, Fetch) else IdLocator(step.id)
+    if locked.source in ("image", "registry"):
+        assert locked.pinned is not None
+        if locked.source == "image" and not _same_repository(locator, locked.pinned):
+            raise _stale(lock, f"{entry.key} locks {locked.pinned}, which is not the image it names")
+        return Fetch(entry, locator, ImageLocator(locked.pinned))
+    if locked.source == "http":
+        assert locked.pinned is not None and locked.digest is not None
+        if not isinstance(locator, HttpLocator) or locator.shown != locked.pinned:
+            raise _stale(lock, f"{entry.key} locks {locked.pinned}, which is not the URL it names")
+        return Fetch(entry, locator, HttpLocator(locator.url, locked.digest.removeprefix("sha256:")))
+    return (
+        step  # path and inline: what is written is what is fetched; a local archive's digest is checked after
+    )
+
+
+def _sources(step: Step) -> tuple[Source, ...]:
+    """The sources an entry may have resolved to."""
+    from preparer.fetch.locator import (  # deferred, as above
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
+    )
+
+    if isinstance(step, Present):
+        return ("builder", "registry", "image") if step.resolved == "installed" else ("builder",)
+    locator = step.locator
+    if isinstance(locator, IdLocator):
+        return ("builder", "registry", "image")
+    kinds: dict[type, tuple[Source, ...]] = {
+        HttpLocator: ("http",), ImageLocator: ("image",), RegistryLocator: ("registry",), PathLocator: ("path",),
+        InlineLocator: ("inline",),
+    }  # fmt: skip
+    return kinds.get(type(locator), ())
+
+
+def _same_repository(locator: Locator, pinned: str) -> bool:
+    """Whether ``pinned`` is in the repository the written image reference (or bare id) names."""
+    from preparer.fetch.locator import IdLocator, ImageLocator  # deferred, as above
+    from preparer.fetch.oci.reference import parse_reference
+
+    if isinstance(locator, ImageLocator):
+        written = parse_reference(locator.reference)
+    elif isinstance(locator, IdLocator):
+        written = parse_reference(locator.id)
+    else:
+        return False
+    locked = parse_reference(pinned)
+    return (written.registry, written.repository) == (locked.registry, locked.repository)
+
+
+# After fetching
+
+
+def check_locked(steps: Sequence[Fetch], fetched: Sequence[Fetched], state: LockState) -> None:
+    """What a frozen run fetched is what the lock says: the same digest, id and version.
+
+    :raises FetchError: naming both digests (exit 1).
+    """
+    if state.mode != "frozen" or state.entries is None:
+        return
+    by_key = {e.entry: e for e in state.entries}
+    for step, result in zip(steps, fetched, strict=True):
+        locked = by_key.get(step.entry.key)
+        if locked is None:
+            continue
+        action = f"fetch {step.entry.key} ({result.source})"
+        if locked.digest is not None and result.digest != locked.digest:
+            raise FetchError(
+                action, f"its bytes are {result.digest}, but the lock {state.path} locks {locked.digest}"
+            )
+        if (result.top.id, result.top.version) != (locked.id, locked.version):
+            raise FetchError(
+                action,
+                f"it holds {result.top.ref}, but the lock {state.path} locks {locked.id}@{locked.version}",
+            )
+
+
+def resolved(steps: Sequence[Step], results: Mapping[int, Fetched]) -> tuple[Locked, ...]:
+    """What each entry resolved to in this run, as the lock keeps it."""
+    return tuple(_resolved(step, results.get(id(step))) for step in steps)
+
+
+def _resolved(step: Step, result: Fetched | None) -> Locked:
+    from preparer.fetch.locator import HttpLocator, ImageLocator, PathLocator  # deferred
+
+    entry, written = step.entry, written_of(step.entry)
+    if isinstance(step, Present) or result is None:
+        assert isinstance(step, Present)
+        return Locked(entry.key, written, step.id, step.version, "builder")
+    top = result.top
+    locator = step.locator
+    source: Source
+    if isinstance(locator, HttpLocator):
+        return Locked(entry.key, written, top.id, top.version, "http", locator.shown, result.digest)
+    if result.image is not None:
+        source = "image" if isinstance(locator, ImageLocator) or result.resolved == "image" else "registry"
+        return Locked(entry.key, written, top.id, top.version, source, result.image, result.digest)
+    if isinstance(locator, PathLocator):
+        return Locked(entry.key, written, top.id, top.version, "path", None, result.digest)
+    return Locked(entry.key, written, top.id, top.version, "inline")
+
+
+def changes(old: Sequence[Locked] | None, new: Sequence[Locked]) -> list[str]:
+    """What rewriting the lock would change, a line per entry: ``entry: old -> new``."""
+    before = {e.entry: e for e in old or ()}
+    lines = []
+    for e in new:
+        was = before.pop(e.entry, None)
+        if was is None:
+            lines.append(f"{e.entry}: (not locked) -> {_state(e)}")
+        elif _state(was) != _state(e) or was.written != e.written:
+            lines.append(f"{e.entry}: {_state(was)} -> {_state(e)}")
+    lines += [f"{key}: {_state(e)} -> (removed)" for key, e in before.items()]
+    return lines
+
+
+def _state(e: Locked) -> str:
+    where = e.pinned or e.source
+    return f"{e.id}@{e.version} ({where}{', ' + e.digest if e.digest and e.digest not in where else ''})"
+
+
+__all__ = ["LockState", "Locked", "changes", "check_locked", "freeze", "resolved"]
