@@ -9,6 +9,7 @@ what the preparer asks for must be seen. Images are signed as cosign signs them 
 from __future__ import annotations
 
 import json
+import shutil
 import tomllib
 import uuid
 from collections.abc import Callable
@@ -249,6 +250,24 @@ def test_a_signature_for_another_digest_names_that_digest(
     assert result.code == 1
     assert (
         f"the signature by key sha256:{key.fingerprint} is for {elsewhere}, not for {digest}" in result.stderr
+    )
+
+
+def test_a_real_cosign_signature_moved_to_another_image_names_the_digest_it_is_for(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry
+) -> None:
+    real = Path(__file__).resolve().parents[1] / "data" / "cosign-keyed"
+    (tmp_path / "keys").mkdir()
+    shutil.copy(real / "cosign.pub", tmp_path / "keys" / "cosign.pub")
+    repository, digest = push_image(registry, tmp_path)
+    payload, signature = (real / "payload.json").read_bytes(), (real / "signature.b64").read_text().strip()
+    sign_tag_scheme(registry, repository, digest, [(payload, signature)])
+    pol = policy(tmp_path, (["*"], [tmp_path / "keys" / "cosign.pub"]))
+    result = run(preparer, pol, f"{registry.host}/{repository}@{digest}")
+    assert result.code == 1
+    assert (
+        "is for sha256:f3cfc9d0dbf931d3db4685ec659b7ac68e2a578219da4aae65427886e649b06b, not for"
+        in result.stderr
     )
 
 

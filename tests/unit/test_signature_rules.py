@@ -138,3 +138,21 @@ def test_the_keys_time_one_image_can_cost_is_bounded(tmp_path: Path, monkeypatch
     check.satisfying(objects, [DIGEST])
     assert len(calls) == MAX_CHECKS
     assert time.monotonic() - started < 30
+
+
+REAL = Path(__file__).resolve().parents[1] / "data" / "cosign-keyed"
+REAL_DIGEST = "sha256:f3cfc9d0dbf931d3db4685ec659b7ac68e2a578219da4aae65427886e649b06b"
+
+
+def test_a_signature_made_by_cosign_verifies_for_its_digest_and_no_other() -> None:
+    key = load_key(REAL / "cosign.pub")
+    signature = (REAL / "signature.b64").read_text().strip()
+    obj = SignatureObject(
+        "cosign", "sha256-f3cf.sig layer 1", (REAL / "payload.json").read_bytes(), signature
+    )
+    check = Check([SignedBy(("*",), (key,), 2)], "policy.toml", "io.buildpacks.group[0]")
+    verified = check.satisfying([obj], [REAL_DIGEST])
+    assert verified is not None and verified[0].key == key.fingerprint and verified[0].digest == REAL_DIGEST
+    with pytest.raises(SignatureRefused) as refused:
+        check.verify([obj], [DIGEST], "r@" + DIGEST)
+    assert (refused.value.reason, refused.value.signed_digest) == ("other-digest", REAL_DIGEST)

@@ -253,13 +253,7 @@ class Registry:
             except NotFoundError:
                 return None
             return doc if kind == "index" else None
-        try:
-            listed = json.loads(data)
-        except (ValueError, RecursionError):
-            listed = None
-        if not isinstance(listed, dict):
-            raise FetchError(f"pull {self.ref}", f"the referrers of {digest} are not a JSON object")
-        return listed
+        return self._json_object(data, f"list of referrers of {digest}")
 
     # Blobs
 
@@ -271,6 +265,13 @@ class Registry:
         if size is not None and size > MAX_MANIFEST:
             raise FetchError(f"pull {self.ref}", f"the {what} is larger than {MAX_MANIFEST} bytes")
         _, data = self.read_blob(digest, lambda body: body.read(), MAX_MANIFEST if size is None else size)
+        return self._json_object(data, what)
+
+    def _json_object(self, data: bytes, what: str) -> dict[str, Any]:
+        """``data`` as a JSON object.
+
+        :raises FetchError: it is not one (``what`` names it).
+        """
         try:
             doc = json.loads(data)
         except (ValueError, RecursionError):
