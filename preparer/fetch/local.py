@@ -8,12 +8,12 @@ buildpackage and is read as a ``.cnb``.
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from preparer.errors import FetchError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.extract import extract_tar
 from preparer.fetch.locator import PathLocator
-from preparer.fetch.oci.layout import fetch_cnb
 from preparer.fetch.streams import MAX_TRAILING, HashingReader
 from preparer.fetch.tree import copy_tree, new_root, staged_buildpack
 
@@ -35,7 +35,7 @@ def fetch_path(locator: PathLocator, ctx: FetchContext) -> Fetched:
         staged = staged_buildpack(root, source)
         return Fetched(staged.descriptor, (staged,), source)
     if locator.is_cnb:
-        return fetch_cnb(path, source=source, digest=None, ctx=ctx)
+        return _cnb(path, source, None, ctx)
     root = new_root(ctx.sink.staging, "archive-")
     try:
         with open(path, "rb") as f:
@@ -50,6 +50,13 @@ def fetch_path(locator: PathLocator, ctx: FetchContext) -> Fetched:
         shutil.rmtree(root)
         if ctx.sink.guard is not None:
             ctx.sink.guard.revealed("cnb", f"{source} is a buildpackage (an OCI image layout)")
-        return fetch_cnb(path, source=source, digest=reader.digest, ctx=ctx)
+        return _cnb(path, source, reader.digest, ctx)
     staged = staged_buildpack(root, source)
     return Fetched(staged.descriptor, (staged,), source, reader.digest)
+
+
+def _cnb(path: Path, source: str, digest: str | None, ctx: FetchContext) -> Fetched:
+    """A buildpackage file (an OCI layout in a tar)."""
+    from preparer.fetch.oci.layout import fetch_cnb  # deferred: the OCI client, for .cnb files only
+
+    return fetch_cnb(path, source=source, digest=digest, ctx=ctx)
