@@ -513,10 +513,17 @@ def _what_happens(step: Step) -> str:
         return "installed in <buildpacks>" if step.resolved else "present"
     if step.entry.script is not None:
         return "inline script, would generate"
-    from preparer.fetch.locator import (
-        IdLocator,  # deferred: the fetch package stays off runs that fetch nothing
+    from preparer.fetch.locator import (  # deferred: the fetch package stays off runs that fetch nothing
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
     )
 
+    pinned = step.pinned
+    if isinstance(pinned, ImageLocator):
+        return f"would fetch {pinned.reference}, as locked"
+    if isinstance(pinned, HttpLocator):
+        return f"would fetch, locked to sha256:{pinned.sha256}"
     if isinstance(step.locator, IdLocator):
         return "not in <buildpacks>: would look it up in the buildpack registry, else pull it as an image"
     return "would fetch"

@@ -337,3 +337,16 @@ def test_signature_rules_apply_to_a_locked_image(
     assert f"failed to fetch {registry.host}/{repository}@{digest}: not signed by a key" in refused.stderr
     cosign_sign(registry, repository, digest, key)
     assert preparer("-lock", str(lock), "-policy", str(policy), project=project).code == 0
+
+
+def test_a_frozen_dry_run_names_what_each_entry_is_locked_to(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, lock: Path
+) -> None:
+    repository = f"lock/{uuid.uuid4().hex[:8]}"
+    digest = push(registry, tmp_path, repository, "1.0.0")
+    project = group(f"docker://{registry.host}/{repository}:latest")
+    assert preparer("-lock", str(lock), project=project).code == 0
+    result = preparer("-lock", str(lock), "-dry-run", project=project)
+    assert result.code == 0, result.stderr
+    assert f"would fetch {registry.host}/{repository}@{digest}, as locked" in result.stdout
+    assert f"  lock: frozen to {lock}" in result.stdout
