@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 from tests.plugins.registry import _start, buildpack_layer, push_package
 from tests.plugins.signing import bundle_sign, cosign_sign, make_key
 
-ROUNDS = 15
+ROUNDS = 25
 COUNT = 8
 GOAL_MS = 5.0
 
