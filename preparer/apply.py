@@ -125,7 +125,7 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
             order = _stage_order(plan, results, inputs, owner, pending)
             env_paths = _stage_env(plan, inputs.platform_dir, owner, pending)
             metadata_path = _stage_metadata(plan, owner, pending)
-            lock_path = _stage_lock(plan, results, owner, pending)
+            lock_path = _stage_lock(plan, results, inputs.app_dir, owner, pending)
             removed = trash.move(plan.removal) if plan.removal is not None else 0
             records = _records(plan.steps, results, inputs.buildpacks_dir, installation, installed)
             interrupt.check()  # the last moment a request to stop undoes everything
@@ -266,9 +266,17 @@ def _stage_metadata(plan: Plan, owner: tuple[int, int] | None, pending: PendingW
 
 
 def _stage_lock(
-    plan: Plan, results: dict[int, Fetched], owner: tuple[int, int] | None, pending: PendingWrites
+    plan: Plan,
+    results: dict[int, Fetched],
+    app_dir: Path,
+    owner: tuple[int, int] | None,
+    pending: PendingWrites,
 ) -> Path | None:
-    """Stage the lock file when the run writes one (there was none, or ``-update-lock``): committed with the rest."""
+    """Stage the lock file when the run writes one (there was none, or ``-update-lock``): committed with the rest.
+
+    The lock usually lives in the app, whose directories its author controls: below ``<app>`` it is reached one
+    directory at a time, never through a link (:meth:`PendingWrites.ready`), so a planted link cannot send root's
+    write elsewhere."""
     state = plan.lock
     if state is None or state.mode == "frozen":
         return None
@@ -278,9 +286,13 @@ def _stage_lock(
     entries = resolved(plan.steps, results)
     for line in changes(state.entries, entries) if state.mode == "update" else ():
         log.info("Lock: %s", line)
-    pending.ready(state.path.parent)
-    pending.add(state.path, dumps_lock(entries), 0o644, owner)
-    return state.path
+    if state.path.parent.is_relative_to(app_dir):
+        directory = pending.ready(app_dir, *state.path.parent.relative_to(app_dir).parts)
+    else:
+        directory = pending.ready(state.path.parent)
+    path = directory / state.path.name
+    pending.add(path, dumps_lock(entries), 0o644, owner)
+    return path
 
 
 def _stage_env(

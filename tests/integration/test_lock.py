@@ -350,3 +350,17 @@ def test_a_frozen_dry_run_names_what_each_entry_is_locked_to(
     assert result.code == 0, result.stderr
     assert f"would fetch {registry.host}/{repository}@{digest}, as locked" in result.stdout
     assert f"  lock: frozen to {lock}" in result.stdout
+
+
+def test_a_link_planted_in_the_app_cannot_send_the_lock_elsewhere(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (layout.app / "ci").symlink_to(elsewhere)  # the app's author planted it
+    lock = layout.app / "ci" / "preparer.lock"
+    result = preparer("-lock", str(lock), project=HEAD + '[[io.buildpacks.group]]\nid = "examples/node"\n')
+    assert result.code == 1
+    assert "ci" in result.stderr and "link" in result.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert not (layout.layers / "order.toml").exists()
