@@ -94,9 +94,8 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
         if not isinstance(locator, HttpLocator) or locator.shown != locked.pinned:
             raise _stale(lock, f"{entry.key} locks {locked.pinned}, which is not the URL it names")
         return Fetch(entry, locator, HttpLocator(locator.url, locked.digest.removeprefix("sha256:")))
-    return (
-        step  # path and inline: what is written is what is fetched; a local archive's digest is checked after
-    )
+    # Path and inline: what is written is what is fetched; a local archive's digest is checked after.
+    return step
 
 
 def _sources(step: Step) -> tuple[Source, ...]:

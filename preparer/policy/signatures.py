@@ -167,26 +167,24 @@ class Check:
     def satisfying(
         self, objects: Sequence[SignatureObject], digests: Sequence[str]
     ) -> tuple[Verified, ...] | None:
-        claims = [claim(o) for o in objects]
-        verified = []
-        for rule in self.rules:
-            found = self._first(rule, objects, claims, digests)
-            if found is None:
-                return None
-            verified.append(found)
-        return tuple(verified)
+        found = self._search(objects, digests)[1]
+        return None if None in found else tuple(f for f in found if f is not None)
 
     def verify(
         self, objects: Sequence[SignatureObject], digests: Sequence[str], image: str
     ) -> tuple[Verified, ...]:
-        claims = [claim(o) for o in objects]
-        verified = []
-        for rule in self.rules:
-            found = self._first(rule, objects, claims, digests)
-            if found is None:
+        claims, found = self._search(objects, digests)
+        for rule, verified in zip(self.rules, found, strict=True):
+            if verified is None:
                 raise self._refusal(rule, objects, claims, digests, image)
-            verified.append(found)
-        return tuple(verified)
+        return tuple(f for f in found if f is not None)
+
+    def _search(
+        self, objects: Sequence[SignatureObject], digests: Sequence[str]
+    ) -> tuple[list[_Claim], list[Verified | None]]:
+        """What each object claims, and for each rule the first object that satisfies it (``None``: none)."""
+        claims = [claim(o) for o in objects]
+        return claims, [self._first(rule, objects, claims, digests) for rule in self.rules]
 
     def refuse(self, image: str, digest: str, why: str) -> SignatureRefused:
         """The refusal of an image whose signature objects are past a bound (``why``): refused even if a valid
