@@ -89,6 +89,11 @@ class CachedTree(NamedTuple):
     links: dict[str, str]
 
 
+def dumps_signature_record(objects: list[dict[str, str]]) -> bytes:
+    """A signature record's bytes (read back by :func:`signature_record`)."""
+    return json.dumps({"objects": objects}, sort_keys=True).encode()
+
+
 def signature_record(data: bytes) -> list[dict[str, str]] | None:
     """The objects of a signature record (``{"objects": [{...}]}``, every value a string), or ``None``."""
     try:
@@ -351,7 +356,7 @@ class DownloadCache:
 
     def put_signatures(self, repository: str, digest: str, objects: list[dict[str, str]]) -> None:
         """Record ``objects`` for the image ``digest`` of ``registry/repository`` atomically."""
-        data = json.dumps({"objects": objects}, sort_keys=True).encode()
+        data = dumps_signature_record(objects)
         if len(data) > MAX_SIGNATURE_RECORD:
             return
         path = self._signatures_path(repository, digest)

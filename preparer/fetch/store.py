@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 from preparer._logger import log
 from preparer.errors import FetchError
 from preparer.fetch.archives import Archive, ArchiveWay, Origin, Unpacker, conditional
-from preparer.fetch.cache import CacheUnusable, DownloadCache, signature_record
+from preparer.fetch.cache import CacheUnusable, DownloadCache, dumps_signature_record, signature_record
 from preparer.fetch.locator import redact
 from preparer.fetch.sink import Sink
 from preparer.fetch.streams import (
@@ -342,14 +342,10 @@ class Store:
             if private:
                 local.mark_private(repository)
         if fleet is not None and not private:  # what credentials fetched is never shared
-            import json  # deferred: only runs whose policy asks for signatures share them
-            import tempfile  # deferred, as json
-
-            data = json.dumps({"objects": record}, sort_keys=True).encode()
-            fd, name = tempfile.mkstemp(prefix="signatures-", dir=spool)
-            with open(fd, "wb") as out:
-                out.write(data)
-            fleet.remember_signatures(Path(name), sha256_of(data), repository, digest)
+            data = dumps_signature_record(record)
+            fleet.remember_signatures(
+                _spooled(data, "signatures-", spool), sha256_of(data), repository, digest
+            )
 
     # Small files (the buildpack registry's index)
 
@@ -399,12 +395,7 @@ class Store:
         """The file ``data`` read from ``url`` (its origin) is shared, written back at :meth:`commit`."""
         if self._fleet is None:
             return
-        import tempfile  # deferred: only runs with a repository keep files for it
-
-        fd, name = tempfile.mkstemp(prefix="index-", dir=spool)
-        with open(fd, "wb") as out:
-            out.write(data)
-        self._fleet.remember_archive(Path(name), sha256_of(data), url, {})
+        self._fleet.remember_archive(_spooled(data, "index-", spool), sha256_of(data), url, {})
 
     # Images
 
@@ -486,6 +477,16 @@ class Store:
         fleet.remember_image(
             kept, digest, {d: local.blob_path(d) for d in digests}, str(manifest.get("mediaType") or "")
         )
+
+
+def _spooled(data: bytes, prefix: str, spool: Path) -> Path:
+    """``data`` in a new file of ``spool``, where it waits for the fleet's write-back."""
+    import tempfile  # deferred: only runs with a repository keep files for it
+
+    fd, name = tempfile.mkstemp(prefix=prefix, dir=spool)
+    with open(fd, "wb") as out:
+        out.write(data)
+    return Path(name)
 
 
 class SharedFile(NamedTuple):

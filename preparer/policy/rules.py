@@ -41,6 +41,15 @@ _SCHEMA: dict[str, frozenset[str]] = {
 MAX_POLICY_BYTES = 1 << 20
 
 
+#: A table header, ``[name]`` or ``[[name]]``.
+_HEADER = re.compile(r"^\s*\[+\s*([^\[\]]+?)\s*\]+")
+
+
+def _table(header: re.Match[str]) -> str:
+    """The dotted name of the table a header opens, quotes and spaces removed."""
+    return header.group(1).replace(" ", "").replace('"', "")
+
+
 class Rule(NamedTuple):
     """A value of the policy and the line where it is written (``None``: no line names it alone)."""
 
@@ -134,9 +143,9 @@ class _Parser:
         parts = key.split(".")
         current = ""
         for number, line in enumerate(self.lines, 1):
-            header = re.match(r"^\s*\[+\s*([^\[\]]+?)\s*\]+", line)
+            header = _HEADER.match(line)
             if header:
-                current = header.group(1).replace(" ", "").replace('"', "")
+                current = _table(header)
                 if current == key:
                     return number
                 continue
@@ -278,8 +287,8 @@ class _Parser:
         """The lines of every ``[[key]]`` header, in order."""
         found = []
         for number, line in enumerate(self.lines, 1):
-            header = re.match(r"^\s*\[\[\s*([^\[\]]+?)\s*\]\]", line)
-            if header and header.group(1).replace(" ", "").replace('"', "") == key:
+            header = _HEADER.match(line)
+            if header and header.group(0).lstrip().startswith("[[") and _table(header) == key:
                 found.append(number)
         return found
 

@@ -39,6 +39,18 @@ def push(registry: Registry, tmp_path: Path, repository: str, version: str, tag:
     return digest
 
 
+def lock_an_image(
+    preparer: Callable[..., Result], registry: Registry, tmp_path: Path, lock: Path
+) -> tuple[str, str, str]:
+    """``acme/img`` 1.0.0 pushed as ``<repository>:latest`` and locked by a first run: the repository, its digest
+    and the project naming it by tag."""
+    repository = f"lock/{uuid.uuid4().hex[:8]}"
+    digest = push(registry, tmp_path, repository, "1.0.0")
+    project = group(f"docker://{registry.host}/{repository}:latest")
+    assert preparer("-lock", str(lock), project=project).code == 0
+    return repository, digest, project
+
+
 def requests_seen(server: FileServer) -> list[str]:
     with server.lock:
         return [path for path, _, _ in server.requests]
@@ -92,10 +104,7 @@ def test_a_lock_is_written_after_a_run_and_is_the_same_bytes_for_the_same_inputs
 def test_a_moved_tag_changes_nothing_and_update_lock_picks_it_up(
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, lock: Path
 ) -> None:
-    repository = f"lock/{uuid.uuid4().hex[:8]}"
-    first = push(registry, tmp_path, repository, "1.0.0")
-    project = group(f"docker://{registry.host}/{repository}:latest")
-    assert preparer("-lock", str(lock), project=project).code == 0
+    repository, first, project = lock_an_image(preparer, registry, tmp_path, lock)
     moved = push(registry, tmp_path, repository, "1.1.0")  # the tag now names another image
     assert moved != first
     fresh(layout)
@@ -324,10 +333,7 @@ def test_signature_rules_apply_to_a_locked_image(
 ) -> None:
     from tests.plugins.signing import cosign_sign, make_key
 
-    repository = f"lock/{uuid.uuid4().hex[:8]}"
-    digest = push(registry, tmp_path, repository, "1.0.0")
-    project = group(f"docker://{registry.host}/{repository}:latest")
-    assert preparer("-lock", str(lock), project=project).code == 0
+    repository, digest, project = lock_an_image(preparer, registry, tmp_path, lock)
     key = make_key(tmp_path / "keys")
     policy = tmp_path / "policy.toml"
     policy.write_text('[[image.signed-by]]\nkeys = ["keys/cosign.pub"]\n')
@@ -342,10 +348,7 @@ def test_signature_rules_apply_to_a_locked_image(
 def test_a_frozen_dry_run_names_what_each_entry_is_locked_to(
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, lock: Path
 ) -> None:
-    repository = f"lock/{uuid.uuid4().hex[:8]}"
-    digest = push(registry, tmp_path, repository, "1.0.0")
-    project = group(f"docker://{registry.host}/{repository}:latest")
-    assert preparer("-lock", str(lock), project=project).code == 0
+    repository, digest, project = lock_an_image(preparer, registry, tmp_path, lock)
     result = preparer("-lock", str(lock), "-dry-run", project=project)
     assert result.code == 0, result.stderr
     assert f"would fetch {registry.host}/{repository}@{digest}, as locked" in result.stdout

@@ -54,7 +54,7 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
 
 def _pull(ref: Reference, ctx: FetchContext, signed: tuple[Reference, FetchContext] | None = None) -> Fetched:
     """``signed``: the image's origin and its context, when ``ref`` is a copy: signatures are looked for there."""
-    registry: Any = _Hosts(ref, ctx) if ctx.registries.hosts else Registry(ref, ctx)
+    registry = _registry(ref, ctx)
     source = str(ref)
     first = registry.manifest(ref.identifier)
     manifest, _, digest = follow_index(first, registry.manifest, ctx.registries.platform, source)
@@ -96,15 +96,16 @@ def _signatures(
         verify_signatures,  # deferred: only policies with signature rules
     )
 
-    source = (
-        registry
-        if registry is not None
-        else (_Hosts(ref, ctx) if ctx.registries.hosts else Registry(ref, ctx))
-    )
+    source = registry if registry is not None else _registry(ref, ctx)
     accepted = tuple(dict.fromkeys(digests))
     return verify_signatures(
         check, source, repository, str(ref), accepted, ctx, lambda: bool(source.used_credential)
     )
+
+
+def _registry(ref: Reference, ctx: FetchContext) -> Any:
+    """Where to ask for ``ref``: hosts.toml's hosts for its registry when there are any, else the registry."""
+    return _Hosts(ref, ctx) if ctx.registries.hosts else Registry(ref, ctx)
 
 
 class _Hosts:
