@@ -94,6 +94,11 @@ def read_lock(path: Path) -> tuple[Locked, ...]:
         return with_fields(error, path=str(path), key=key, line=line)
 
     version = doc.get("lock-version")
+    if version is None:
+        raise fail(
+            ("lock-version",),
+            f"missing: not a lock file the preparer wrote (it writes lock-version = {LOCK_VERSION})",
+        )
     if version != LOCK_VERSION:
         raise fail(("lock-version",), f"unknown version {version!r} (this preparer reads {LOCK_VERSION})")
     unknown = sorted(set(doc) - {"lock-version", "buildpack"})

@@ -241,7 +241,7 @@ class Registry:
                 response.close()
                 return None
             self._check(response, f"the referrers of {digest}")
-            what = f"the referrers of {digest}"
+            what = f"the list of referrers of {digest}"
             return read_capped(
                 response, MAX_MANIFEST, f"pull {self.ref}", what, self.transport.download_deadline()
             )
