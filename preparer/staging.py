@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -106,12 +105,17 @@ def _enter_staging(stack: contextlib.ExitStack[bool | None], buildpacks_dir: Pat
     Fetchers write below staging by path, so its parent must be a directory no other user can change: one the
     build user can write (``<buildpacks>`` of a root preparer, in some platforms) could have the staging
     directory renamed away and a link to anywhere put in its place. Such a parent is not used."""
-    candidates = [(buildpacks_dir, STAGING_PREFIXES[0])]
-    temp = _temp_dir()
-    if temp is not None:
-        candidates.append((temp, STAGING_PREFIXES[1]))
+    temp: Path | None = None
+
+    def candidates() -> Iterator[tuple[Path, str]]:
+        nonlocal temp
+        yield buildpacks_dir, STAGING_PREFIXES[0]
+        temp = _temp_dir()  # only asked when <buildpacks> cannot be used: finding it writes a file there
+        if temp is not None:
+            yield temp, STAGING_PREFIXES[1]
+
     refused = []
-    for parent, prefix in candidates:
+    for parent, prefix in candidates():
         shared = shared_with_others(parent)
         if shared is not None:
             refused.append(f"{shared[0]} {shared[1]}")
@@ -141,6 +145,8 @@ def _temp_dir() -> Path | None:
     """``$TMPDIR`` (or ``/tmp``...), or ``None`` when there is none that can be written: a read-only root file system
     without a volume on ``/tmp``, as hardened pods run, is normal and only matters when ``<buildpacks>`` cannot be
     written either."""
+    import tempfile  # deferred: most runs stage beside <buildpacks>
+
     try:
         return Path(tempfile.gettempdir())
     except OSError:

@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import shutil
 import stat
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -44,6 +42,7 @@ from preparer._fs import (
     claimed_dir,
     dir_record,
     file_record,
+    new_dir,
     shared_with_others,
     sweep,
     temp_file,
@@ -91,11 +90,15 @@ class CachedTree(NamedTuple):
 
 def dumps_signature_record(objects: list[dict[str, str]]) -> bytes:
     """A signature record's bytes (read back by :func:`signature_record`)."""
+    import json  # deferred, as in every method here: a run without a download cache never reads a record
+
     return json.dumps({"objects": objects}, sort_keys=True).encode()
 
 
 def signature_record(data: bytes) -> list[dict[str, str]] | None:
     """The objects of a signature record (``{"objects": [{...}]}``, every value a string), or ``None``."""
+    import json  # deferred, as above
+
     try:
         record = json.loads(data)
     except (ValueError, RecursionError):
@@ -252,6 +255,8 @@ class DownloadCache:
     def tree(self, digest: str) -> CachedTree | None:
         """The extracted tree of the archive with ``digest`` and its manifest, or ``None`` when absent. The tree
         is checked against the manifest when it is installed (:func:`preparer.fetch.tree.install_cached`)."""
+        import json  # deferred, as above
+
         algorithm, hexdigest = split_digest(digest)
         entry = self._dir(f"trees/{algorithm}") / hexdigest
         manifest = entry / "manifest.json"
@@ -267,7 +272,7 @@ class DownloadCache:
 
     def new_tree(self) -> Path:
         """An empty directory on the cache's filesystem to extract into, before :meth:`add_tree`."""
-        entry = Path(tempfile.mkdtemp(prefix="tree-", dir=self.tmp_dir()))
+        entry = new_dir(self.tmp_dir(), "tree-")
         root = entry / "root"
         root.mkdir(mode=0o700)
         return root
@@ -280,6 +285,8 @@ class DownloadCache:
 
         :param known: what the extraction recorded as it wrote the tree; without it, the tree is walked.
         """
+        import json  # deferred, as above
+
         algorithm, hexdigest = split_digest(digest)
         dest = self._dir(f"trees/{algorithm}") / hexdigest
         entry = src.parent
@@ -324,6 +331,8 @@ class DownloadCache:
 
     def http_meta(self, url: str) -> dict[str, str] | None:
         """The stored ``etag``, ``last-modified`` and ``digest`` of ``url``, or ``None``."""
+        import json  # deferred, as above
+
         path = self._meta_path(url)
         try:
             meta = json.loads(path.read_bytes()) if _regular_file_of_ours(path) else None
@@ -333,6 +342,8 @@ class DownloadCache:
 
     def put_http_meta(self, url: str, meta: dict[str, str]) -> None:
         """Record ``meta`` for ``url`` atomically."""
+        import json  # deferred, as above
+
         path = self._meta_path(url)
         with self.temp_file() as tmp:
             tmp.write_text(json.dumps(meta))

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from preparer import interrupt
-from preparer._fs import PER_FILE_WORK, current_umask, file_record
+from preparer._fs import PER_FILE_WORK, current_umask, file_record, is_inside
 from preparer.errors import FetchError
 from preparer.fetch.streams import MAX_TRAILING, Reader, TarStream, damage_ahead, damaged
 
@@ -73,11 +73,6 @@ class _Refused(Exception):
     def __init__(self, name: str, why: str) -> None:
         super().__init__(why)
         self.name, self.why = name, why
-
-
-def is_inside(root: str, path: str) -> bool:
-    """Whether the resolved ``path`` is ``root`` or below it (both already ``os.path.realpath``)."""
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def extract_tar(

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from preparer import interrupt
 from preparer.errors import FetchErrors, PreparerError, RunLimitReached
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 T = TypeVar("T")
 
@@ -41,6 +43,8 @@ def fetch_all(jobs: Sequence[Callable[[], T]], *, max_workers: int = MAX_WORKERS
     """
     if len(jobs) == 1:
         return [jobs[0]()]
+    from concurrent import futures as cf  # deferred: one job needs no pool
+
     failed = threading.Event()
     scope = interrupt.Scope(interrupt.current())
 
@@ -57,22 +61,22 @@ def fetch_all(jobs: Sequence[Callable[[], T]], *, max_workers: int = MAX_WORKERS
 
         return scope.run(run)
 
-    pool = ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(jobs))), thread_name_prefix="fetch")
+    pool = cf.ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(jobs))), thread_name_prefix="fetch")
     futures: list[Future[T | None]] = [pool.submit(guarded(job)) for job in jobs]
     try:
-        wait(futures, return_when=FIRST_EXCEPTION)
+        cf.wait(futures, return_when=cf.FIRST_EXCEPTION)
         if failed.is_set():
             for future in futures:
                 future.cancel()
-            if wait(futures, timeout=ANSWER_GRACE).not_done:
+            if cf.wait(futures, timeout=ANSWER_GRACE).not_done:
                 scope.call_off()
-                wait(futures, timeout=STOP_GRACE)
+                cf.wait(futures, timeout=STOP_GRACE)
     except BaseException:  # a signal, in this (the main) thread
         interrupt.stop()
         scope.call_off()
         for future in futures:
             future.cancel()
-        wait(futures, timeout=STOP_GRACE)
+        cf.wait(futures, timeout=STOP_GRACE)
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=not failed.is_set(), cancel_futures=True)

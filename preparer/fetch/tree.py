@@ -14,7 +14,6 @@ import os
 import posixpath
 import shutil
 import stat
-import tempfile
 import threading
 from dataclasses import dataclass
 from functools import partial
@@ -27,13 +26,14 @@ from preparer._fs import (
     current_umask,
     dir_record,
     file_record,
+    is_inside,
     make_dirs,
+    new_dir,
     open_dir,
     open_subdir,
 )
 from preparer.errors import ApplyError, FetchError
 from preparer.fetch.cache import CachedTree, CacheMismatch
-from preparer.fetch.extract import is_inside
 from preparer.files.buildpack import BuildpackDescriptor, buildpack_dir, read_buildpack_toml
 
 if TYPE_CHECKING:
@@ -294,9 +294,7 @@ def _link_files(tree: CachedTree, base: str, out: str) -> None:
 
 def new_root(staging: Path, prefix: str) -> Path:
     """A new directory in staging for one buildpack, 0755 (``mkdtemp`` makes it 0700, which would be installed)."""
-    root = Path(tempfile.mkdtemp(prefix=prefix, dir=staging))
-    root.chmod(0o755)
-    return root
+    return new_dir(staging, prefix, mode=0o755)
 
 
 class Installation:
