@@ -14,7 +14,6 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, TypeVar
 
@@ -72,8 +71,7 @@ def conditional(validators: Mapping[str, str]) -> dict[str, str]:
     return headers
 
 
-@dataclass(frozen=True)
-class Origin:
+class Origin(NamedTuple):
     """Where an archive comes from when no tier has it: its URL, asked through the run's transport, every redirect
     decided by ``hop`` (the policy's ``http.allow``)."""
 

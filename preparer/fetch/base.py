@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 from preparer.fetch.guard import Verified
 from preparer.fetch.registries import Registries
@@ -20,8 +20,7 @@ from preparer.fetch.tree import StagedBuildpack
 from preparer.files.buildpack import BuildpackDescriptor
 
 
-@dataclass(frozen=True, slots=True)
-class Fetched:
+class Fetched(NamedTuple):
     """The result of fetching one ``uri``: the buildpack the order names and everything it carries."""
 
     #: The buildpack the order names (a buildpackage's top-level buildpack).

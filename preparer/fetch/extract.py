@@ -28,9 +28,8 @@ import shutil
 import stat
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from preparer import interrupt
 from preparer._fs import PER_FILE_WORK, current_umask, file_record, is_inside
@@ -53,8 +52,7 @@ _SPECIAL = {b"3": "character device", b"4": "block device", b"6": "fifo"}
 _WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-@dataclass(frozen=True, slots=True)
-class Extracted:
+class Extracted(NamedTuple):
     """What an extraction found: the names at the top of the archive (to tell buildpacks from OCI layouts), the
     number of entries written, and every symbolic link (relative name -> target). With ``record``, also what the
     download cache's manifest holds of every file (:class:`preparer.fetch.cache.CachedTree`) and the names of
@@ -62,7 +60,7 @@ class Extracted:
 
     top_level: frozenset[str]
     files: int
-    links: dict[str, str] = field(default_factory=dict)
+    links: dict[str, str]
     records: dict[str, list[int]] | None = None
     dirs: frozenset[str] = frozenset()
 

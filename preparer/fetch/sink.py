@@ -4,8 +4,8 @@ warnings, and the policy's limits it is held to."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from preparer._logger import log
 from preparer.fetch.guard import Guard
@@ -21,8 +21,7 @@ def log_warning(message: str) -> None:
     log.warning("%s", message)
 
 
-@dataclass(frozen=True, slots=True)
-class Sink:
+class Sink(NamedTuple):
     """What one fetch writes to and reports to."""
 
     #: A private directory of the run: a fetch writes only in new directories below it.

@@ -15,10 +15,9 @@ import posixpath
 import shutil
 import stat
 import threading
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from preparer import interrupt
 from preparer._fs import (
@@ -40,8 +39,7 @@ if TYPE_CHECKING:
     from preparer.fetch.guard import Guard
 
 
-@dataclass(frozen=True, slots=True)
-class StagedBuildpack:
+class StagedBuildpack(NamedTuple):
     """One buildpack unpacked in staging, ``buildpack.toml`` at the top of ``path``."""
 
     descriptor: BuildpackDescriptor
