@@ -95,6 +95,16 @@ def report(name: str, value: float, unit: str, baseline: float, baseline_name: s
     return ratio <= goal
 
 
+def floor(name: str, value: Timing, baseline: Timing, baseline_name: str) -> None:
+    """Print the line of a floor: what the least program doing a row's work takes, as a ratio to the row's baseline
+    (median of the pairs, with their spread), so that a goal the floor is above reads as such. It has no goal."""
+    ratios = sorted(v / b for v, b in zip(value.times, baseline.times, strict=False) if b)
+    spread = f" (pairs {ratios[0]:.2f}-{ratios[-1]:.2f}, n={len(ratios)})" if ratios else ""
+    ratio = statistics.median(ratios) if ratios else float("inf")
+    print(f"{name}: {value:.3f} s vs {baseline:.3f} s ({baseline_name}) -> ratio {ratio:.2f}{spread} (a floor: no goal)",
+          flush=True)  # fmt: skip
+
+
 def preparer_env(**extra: str) -> dict[str, str]:
     """The environment a build container gives the preparer."""
     return os.environ | {"CNB_PLATFORM_API": "0.15", "NO_COLOR": "1"} | extra

@@ -26,14 +26,17 @@ from pathlib import Path
 
 from _servers import FileServer
 from _shapes import make_manyfile, tgz
-from _util import ROOT, Timing, build_layout, group, preparer_env, report, timed
+from _util import PYTHON, ROOT, Timing, build_layout, floor, group, preparer_env, report, timed
 
 sys.path.insert(0, str(ROOT))
 from tests.plugins.registry import _start, build_package, push
 
 ROUNDS = 5
+#: Rounds of the rows whose pairs take under a second (one local archive): their medians settle only with more.
+QUICK_ROUNDS = 11
 COUNT = 8
 SHM = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+HERE = Path(__file__).resolve().parent
 
 
 #: As pack runs the phase: as root, for the build user.
@@ -52,10 +55,14 @@ Side = tuple[Callable[[], object], Callable[[], object]]
 
 def alternate(rounds: int, *sides: Side) -> list[Timing]:
     """The times of each side's action, the sides taking turns ``rounds`` times (:class:`Timing`: the median, every
-    round kept); each side's setup (a fresh layout, an empty output directory) runs untimed before its action."""
+    round kept); each side's setup (a fresh layout, an empty output directory) runs untimed before its action.
+
+    Every other round runs the sides in the reverse order (A B, then B A), so that no side always runs right after
+    the same other one (whose exit and freed memory the kernel may still be busy with)."""
     times: list[list[float]] = [[] for _ in sides]
-    for _ in range(rounds):
-        for i, (setup, action) in enumerate(sides):
+    for number in range(rounds):
+        order = list(enumerate(sides))
+        for i, (setup, action) in order if number % 2 == 0 else reversed(order):
             setup()
             times[i].append(timed(action))
     return [Timing(t) for t in times]
@@ -134,13 +141,21 @@ def http_part(work: Path, sources: list[Path]) -> float:
             script = 'd=$1; shift; i=0; for t; do i=$((i+1)); cp -a "$t" "$d/$i"; done'
             subprocess.run(["sh", "-c", script, "sh", str(copied), *map(str, trees)], check=True)
 
-        warm_time, copies_time, cp_time = alternate(
+        linked = work / "floor"
+
+        def floor_links() -> None:  # bench/floor_warm.py: the interpreter, typer and the links, nothing else
+            subprocess.run([PYTHON, str(HERE / "floor_warm.py"), str(cache), str(linked)], check=True)
+
+        warm_time, copies_time, cp_time, floor_time = alternate(
             ROUNDS,
             preparer_side(work, group(urls), cache, cold=False),
             preparer_side(work, group(urls), cache, cold=False, build_user=False),
             (fresh(copied), cp_a),
+            (fresh(linked), floor_links),
         )
         report("manyfile http warm (8, cache populated)", warm_time, "s", base, "the http cold baseline", 0.1)
+        floor("manyfile http warm floor (interpreter, typer, manifests and links only)", floor_time, base,
+              "the http cold baseline")  # fmt: skip
         report("manyfile warm copying (8, no build user)", copies_time, "s", cp_time, "cp -a of the cached trees",
                1.05)  # fmt: skip
         shutil.rmtree(out, ignore_errors=True)
@@ -149,15 +164,26 @@ def http_part(work: Path, sources: list[Path]) -> float:
 
 def local_part(work: Path, source: Path) -> None:
     archive = tgz(source, work / "local.tgz")
-    out = work / "untar"
+    out, floor_out = work / "untar", work / "floor"
 
     def baseline() -> None:
         subprocess.run(["tar", "-xzf", str(archive), "-C", str(out)], check=True)
 
-    base, mine = alternate(
-        ROUNDS, (fresh(out), baseline), preparer_side(work, group([str(archive)]), None, cold=True)
+    def floor_extract() -> (
+        None
+    ):  # bench/floor_local.py: the interpreter, typer, inflating and writing, nothing else
+        subprocess.run([PYTHON, str(HERE / "floor_local.py"), str(archive), str(floor_out)], check=True)
+
+    base, mine, least = alternate(
+        QUICK_ROUNDS,
+        (fresh(out), baseline),
+        preparer_side(work, group([str(archive)]), None, cold=True),
+        (fresh(floor_out), floor_extract),
     )
     report("manyfile local .tgz (1)", mine, "s", base, "tar -xzf", 1.1)
+    floor(
+        "manyfile local .tgz floor (interpreter, typer, inflating and writing only)", least, base, "tar -xzf"
+    )
 
 
 def registry_part(work: Path, sources: list[Path]) -> None:
