@@ -283,6 +283,36 @@ def test_staging_is_never_in_a_directory_the_build_user_can_write(
     assert (layout.buildpacks / "me_slow" / "1.0.0" / "buildpack.toml").is_file()
 
 
+@as_root
+def test_a_run_with_nowhere_safe_to_stage_fetches_nothing(
+    world: Path, tmp_path: Path, http_server: FileServer
+) -> None:
+    """$TMPDIR is only looked for when <buildpacks> cannot hold staging; when the build user can write both, the run
+    stages nowhere: exit 1 naming both and what to do, no request, nothing written in either."""
+    layout = shared_layout(world)
+    os.chown(layout.buildpacks, OTHER, OTHER)
+    temp = world / "tmp"
+    temp.mkdir(mode=0o700)
+    os.chown(temp, OTHER, OTHER)  # a volume the build user owns ($TMPDIR of /tmp, sticky, would be safe)
+    make_tgz(http_server.root / "bp.tgz", "me/bp")
+    (layout.app / "project.toml").write_text(group(http_server.url("bp.tgz")))
+    before = sorted(os.listdir(layout.buildpacks))
+    result = subprocess.run(
+        [sys.executable, "-m", "preparer", *layout.flags(), "-download-cache", ""],
+        env=base_env(tmp_path, TMPDIR=str(temp)), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert (
+        f"ERROR: failed to make a staging directory: neither {layout.buildpacks} nor $TMPDIR can be written safely"
+        in result.stderr
+    )
+    assert f"{layout.buildpacks} is owned by uid {OTHER}; {temp} is owned by uid {OTHER}" in result.stderr
+    assert "set TMPDIR to a directory only the preparer's user can write" in result.stderr
+    assert paths_asked(http_server) == []
+    assert sorted(os.listdir(layout.buildpacks)) == before
+    assert os.listdir(temp) == []
+
+
 def test_a_directory_swapped_for_a_link_after_planning_leads_no_removal_outside_the_app(
     tmp_path: Path,
 ) -> None:
