@@ -165,6 +165,9 @@ def fetch_steps(
     :param progress: given each entry's download events (:class:`~preparer.progress.Download`), from the fetch
         threads: the caller makes it safe to enter from several (:func:`preparer.pipeline.callers`).
     """
+    http = [locator for s in steps if isinstance(locator := s.pinned or s.locator, HttpLocator)]
+    if len(http) > 1:  # their revalidation requests, sent together rather than one fetch thread at a time
+        ctx.store.revalidate(http, ctx.transport)
     totals = None
     if policy is not None:
         from preparer.policy.rules import RunTotals  # deferred: only runs with a policy count against it

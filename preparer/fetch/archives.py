@@ -12,11 +12,13 @@ in for by this pod's copy, with a warning; offline, nothing but the tiers is ask
 from __future__ import annotations
 
 import shutil
+import threading
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, TypeVar
 
+from preparer import interrupt
 from preparer._fs import temp_file
 from preparer.errors import FetchError
 from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache, KnownTree
@@ -55,6 +57,53 @@ class Shared(NamedTuple):
     open: Callable[[], requests.Response]
     digest: str
     validators: dict[str, str]
+
+
+class Revalidations:
+    """The revalidation requests of one run, sent together before its fetches start: a warm run asks each origin
+    whether this pod's copy is current (one plain request each), and the fetch threads, two to four, would otherwise
+    ask one at a time each, a round trip to the origin per buildpack per thread. Each request runs in a thread of its
+    own, in the run's scope; the fetch of its archive takes its answer (or asks itself, when there is none)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._asked: dict[tuple[str, tuple[tuple[str, str], ...]], _Answer] = {}
+
+    def start(self, origin: Origin, headers: dict[str, str]) -> None:
+        """Ask ``origin`` whether the copy ``headers`` name is current, in a thread of its own."""
+        answer = _Answer()
+        with self._lock:
+            self._asked.setdefault(_asked_key(origin.locator.url, headers), answer)
+        threading.Thread(target=interrupt.in_context(lambda: answer.ask(origin, headers)), name="revalidate",
+                         daemon=True).start()  # fmt: skip
+
+    def take(self, url: str, headers: dict[str, str]) -> _Answer | None:
+        """The answer asked for ``url`` with ``headers`` (once), if it was."""
+        with self._lock:
+            return self._asked.pop(_asked_key(url, headers), None)
+
+
+def _asked_key(url: str, headers: dict[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return url, tuple(sorted(headers.items()))
+
+
+class _Answer:
+    """One revalidation request's answer (:meth:`Origin.probe`), once it came."""
+
+    def __init__(self) -> None:
+        self._came = threading.Event()
+        self._value: bool | None = None
+
+    def ask(self, origin: Origin, headers: dict[str, str]) -> None:
+        try:
+            self._value = origin.probe(headers)
+        finally:
+            self._came.set()
+
+    def wait(self) -> bool | None:
+        while not self._came.wait(0.1):
+            interrupt.check()
+        return self._value
 
 
 class NotShared(Exception):
@@ -134,12 +183,18 @@ class ArchiveWay:
     once); what came from the origin is kept in each tier that takes it."""
 
     def __init__(
-        self, local: DownloadCache | None, fleet: Fleet | None, link: bool, origin: Origin, sink: Sink
+        self,
+        local: DownloadCache | None,
+        fleet: Fleet | None,
+        link: bool,
+        origin: Origin,
+        sink: Sink,
+        early: Revalidations | None = None,
     ) -> None:
         #: This pod's download cache and the fleet's repository (either ``None``: absent); ``link``: whether what
         #: is installed from this pod's cache may be hard links into it.
         self.local, self.fleet, self.link = local, fleet, link
-        self.origin, self.sink = origin, sink
+        self.origin, self.sink, self.early = origin, sink, early
         self.locator, self.source = origin.locator, origin.locator.shown
         self.pinned = None if self.locator.sha256 is None else "sha256:" + self.locator.sha256
 
@@ -170,11 +225,17 @@ class ArchiveWay:
                 return found._replace(via="cache repository")
         if local is None:
             return self._retrying(lambda: self._tree_attempt(unpacker, None, None))
-        if known is not None and self.origin.probe(known.headers):
+        if known is not None and self._current(known):
             found = self._unchanged(local, known)
             if found is not None:
                 return found
         return self._locked(unpacker, local)
+
+    def _current(self, known: Known) -> bool | None:
+        """Whether the origin says this pod's copy is current: the answer to the request sent with the run's others
+        (:class:`Revalidations`), or to one sent now."""
+        early = self.early.take(self.locator.url, known.headers) if self.early is not None else None
+        return early.wait() if early is not None else self.origin.probe(known.headers)
 
     def _locked(self, unpacker: Unpacker, local: DownloadCache) -> Archive:
         key = "http:" + self.locator.url

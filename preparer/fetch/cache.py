@@ -270,6 +270,11 @@ class DownloadCache:
         except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None
 
+    def has_tree(self, digest: str) -> bool:
+        """Whether a tree for ``digest`` is here (its manifest: the tree itself is checked when it is used)."""
+        algorithm, hexdigest = split_digest(digest)
+        return _regular_file_of_ours(self._dir(f"trees/{algorithm}") / hexdigest / "manifest.json")
+
     def new_tree(self) -> Path:
         """An empty directory on the cache's filesystem to extract into, before :meth:`add_tree`."""
         entry = new_dir(self.tmp_dir(), "tree-")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from preparer._logger import log
 from preparer.errors import FetchError
-from preparer.fetch.archives import Archive, ArchiveWay, Origin, Unpacker, conditional
+from preparer.fetch.archives import Archive, ArchiveWay, Origin, Revalidations, Unpacker, conditional
 from preparer.fetch.cache import CacheUnusable, DownloadCache, dumps_signature_record, signature_record
 from preparer.fetch.locator import redact
 from preparer.fetch.sink import Sink
@@ -35,6 +35,7 @@ from preparer.fetch.transport import RunClock, Transport, Unreachable
 if TYPE_CHECKING:
     from preparer.fetch.fleet import Fleet, FleetConfig, Hit, Mode
     from preparer.fetch.guard import SignatureObject
+    from preparer.fetch.locator import HttpLocator
 
 T = TypeVar("T")
 
@@ -143,6 +144,8 @@ class Store:
         #: write the cache's files (the preparer runs as root, the files are root's, the build is another user).
         self.link_installs = link_installs
         self._fleet: Fleet | None = None
+        #: The run's revalidation requests, sent together (:meth:`revalidate`).
+        self._early = Revalidations()
         if fleet is not None:
             from preparer.fetch.fleet import Fleet  # deferred, as in opened_store
 
@@ -190,7 +193,25 @@ class Store:
 
         :raises FetchError: it cannot be had (exit 1); offline, and no tier has it.
         """
-        return ArchiveWay(self._local, self._fleet, self.link_installs, origin, sink).tree(unpacker)
+        return ArchiveWay(self._local, self._fleet, self.link_installs, origin, sink, self._early).tree(
+            unpacker
+        )
+
+    def revalidate(self, locators: Sequence[HttpLocator], transport: Transport) -> None:
+        """Ask, together and before the run's fetches start, each origin whose archive this pod's cache holds
+        whether it is current: the revalidation requests :meth:`archive_tree` would send one fetch thread at a time.
+        Only where that is the request it would send first: an unpinned archive (a pinned one is installed by its
+        digest, with no request), kept extracted, and no fleet's repository (asked first, and only sometimes)."""
+        local = self._local
+        if local is None or self._fleet is not None:
+            return
+        for locator in locators:
+            if locator.sha256 is not None or locator.is_cnb:
+                continue
+            meta = local.http_meta(locator.url)
+            headers = conditional(meta) if meta is not None else {}
+            if meta is not None and headers and local.has_tree(meta["digest"]):
+                self._early.start(Origin(locator, transport), headers)
 
     def archive_file(
         self, origin: Origin, read: Callable[[Path, str], T], sink: Sink

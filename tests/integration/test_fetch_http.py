@@ -152,6 +152,21 @@ def test_warm_runs_revalidate_or_skip_the_network(preparer: Callable[..., Result
     assert len(http_server.seen("bp.tgz")) == 2  # pinned and cached: no request at all
 
 
+def test_a_warm_run_asks_every_origin_at_once(preparer: Callable[..., Result], http_server: FileServer) -> None:
+    """Six cached archives from an origin 0.3 s away: the six revalidation requests are in flight together (the
+    fetch threads, two to four, would ask one at a time each: a round trip per buildpack per thread)."""
+    names = [f"bp{i}.tgz" for i in range(6)]
+    for i, name in enumerate(names):
+        serve(http_server, name, f"me/far{i}")
+    project = group(*(http_server.url(name) for name in names))
+    assert preparer(project=project).code == 0
+    http_server.latency, http_server.most_in_flight = 0.3, 0
+    result = preparer(project=project)
+    assert result.code == 0, result.stderr
+    assert [s for name in names for s, _ in http_server.seen(name)] == [200, 304] * 6
+    assert http_server.most_in_flight == 6
+
+
 def test_warm_installs_are_hard_links_only_where_the_build_cannot_write_them(
     preparer: Callable[..., Result], http_server: FileServer, layout: Layout, tmp_path: Path
 ) -> None:

@@ -42,6 +42,11 @@ class FileServer:
     cert: Path | None = None
     #: ``Location`` of the paths answered with a 302 (:meth:`redirect`).
     redirects: dict[str, str] = field(default_factory=dict)
+    #: Seconds every request waits before it is answered: an origin far away.
+    latency: float = 0.0
+    #: Requests being answered now, and the most there were at once.
+    in_flight: int = 0
+    most_in_flight: int = 0
 
     def url(self, name: str) -> str:
         return f"{self.scheme}://127.0.0.1:{self.port}/{name}"
@@ -78,6 +83,17 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
                 server.requests.append((urlsplit(self.path).path, status, dict(self.headers)))
 
         def do_GET(self) -> None:
+            with server.lock:
+                server.in_flight += 1
+                server.most_in_flight = max(server.most_in_flight, server.in_flight)
+            try:
+                time.sleep(server.latency)
+                self.get()
+            finally:
+                with server.lock:
+                    server.in_flight -= 1
+
+        def get(self) -> None:
             path = urlsplit(self.path).path
             with server.lock:
                 if self.path.startswith(("http://", "https://")):
