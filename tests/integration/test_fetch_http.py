@@ -152,7 +152,9 @@ def test_warm_runs_revalidate_or_skip_the_network(preparer: Callable[..., Result
     assert len(http_server.seen("bp.tgz")) == 2  # pinned and cached: no request at all
 
 
-def test_a_warm_run_asks_every_origin_at_once(preparer: Callable[..., Result], http_server: FileServer) -> None:
+def test_a_warm_run_asks_every_origin_at_once(
+    preparer: Callable[..., Result], http_server: FileServer
+) -> None:
     """Six cached archives from an origin 0.3 s away: the six revalidation requests are in flight together (the
     fetch threads, two to four, would ask one at a time each: a round trip per buildpack per thread)."""
     names = [f"bp{i}.tgz" for i in range(6)]
