@@ -63,24 +63,38 @@ class Revalidations:
     """The revalidation requests of one run, sent together before its fetches start: a warm run asks each origin
     whether this pod's copy is current (one plain request each), and the fetch threads, two to four, would otherwise
     ask one at a time each, a round trip to the origin per buildpack per thread. Each request runs in a thread of its
-    own, in the run's scope; the fetch of its archive takes its answer (or asks itself, when there is none)."""
+    own, in a scope inside the run's; the fetch of its archive takes its answer (or asks itself, when there is none).
+    :meth:`close` shuts the requests no fetch took (the run failed first), so that no thread outlives its run."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._asked: dict[tuple[str, tuple[tuple[str, str], ...]], _Answer] = {}
+        self._scope: interrupt.Scope | None = None
 
     def start(self, origin: Origin, headers: dict[str, str]) -> None:
         """Ask ``origin`` whether the copy ``headers`` name is current, in a thread of its own."""
         answer = _Answer()
         with self._lock:
             self._asked.setdefault(_asked_key(origin.locator.url, headers), answer)
-        threading.Thread(target=interrupt.in_context(lambda: answer.ask(origin, headers)), name="revalidate",
+            if self._scope is None:
+                self._scope = interrupt.Scope(interrupt.current())
+            scope = self._scope
+        threading.Thread(target=scope.run(lambda: answer.ask(origin, headers)), name="revalidate",
                          daemon=True).start()  # fmt: skip
 
     def take(self, url: str, headers: dict[str, str]) -> _Answer | None:
         """The answer asked for ``url`` with ``headers`` (once), if it was."""
         with self._lock:
             return self._asked.pop(_asked_key(url, headers), None)
+
+    def close(self) -> None:
+        """The run is over: the requests still under way are shut down."""
+        with self._lock:
+            scope, self._scope = self._scope, None
+            self._asked.clear()
+        if scope is not None:
+            scope.call_off()
+            scope.close()
 
 
 def _asked_key(url: str, headers: dict[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -93,16 +107,21 @@ class _Answer:
     def __init__(self) -> None:
         self._came = threading.Event()
         self._value: bool | None = None
+        self._error: BaseException | None = None
 
     def ask(self, origin: Origin, headers: dict[str, str]) -> None:
         try:
             self._value = origin.probe(headers)
+        except BaseException as err:  # noqa: BLE001 (raised where the answer is taken, as if asked there)
+            self._error = err
         finally:
             self._came.set()
 
     def wait(self) -> bool | None:
         while not self._came.wait(0.1):
             interrupt.check()
+        if self._error is not None:
+            raise self._error
         return self._value
 
 

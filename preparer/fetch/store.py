@@ -181,7 +181,8 @@ class Store:
         return written
 
     def close(self) -> None:
-        """End the uploads of a run that did not commit them."""
+        """End the uploads of a run that did not commit them, and the revalidations no fetch took."""
+        self._early.close()
         if self._fleet is not None:
             self._fleet.close()
 

@@ -231,6 +231,26 @@ def test_no_thread_or_run_is_left_after_many_runs(http_server: FileServer, tmp_p
     assert interrupt._live == set()
 
 
+def test_a_failed_warm_run_leaves_no_revalidation_behind(http_server: FileServer, tmp_path: Path) -> None:
+    """A warm run sends its revalidations together before fetching; when an entry fails first, the requests no
+    fetch took are shut down with the run: no thread and no socket of it is left in the caller's process."""
+    make_tgz(http_server.root / "far-a.tgz", "svc/a")  # names of its own: the server answers them late
+    make_tgz(http_server.root / "far-b.tgz", "svc/b")
+    urls = [http_server.url("far-a.tgz"), http_server.url("far-b.tgz")]
+    _, inputs = build(tmp_path / "cold", *urls)
+    prepare(dataclasses.replace(inputs, download_cache=str(tmp_path / "cache")))  # both cached now
+    http_server.latency = 5.0  # the origin stops answering in time
+    (tmp_path / "bad.tgz").write_bytes(b"no tar archive " * 100)  # fails as it is fetched, beside the others
+    _, inputs = build(tmp_path / "warm", str(tmp_path / "bad.tgz"), *urls)
+    with pytest.raises(FetchError, match="not a tar archive"):
+        prepare(dataclasses.replace(inputs, download_cache=str(tmp_path / "cache")))
+    deadline = time.monotonic() + 2
+    while any(t.name == "revalidate" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [t.name for t in threading.enumerate() if t.name == "revalidate"] == []
+    http_server.latency = 0.0
+
+
 def test_each_run_reaches_servers_as_its_own_environment_says(
     http_server: FileServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
