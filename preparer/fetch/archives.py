@@ -75,7 +75,8 @@ class Revalidations:
         """Ask ``origin`` whether the copy ``headers`` name is current, in a thread of its own."""
         answer = _Answer()
         with self._lock:
-            self._asked.setdefault(_asked_key(origin.locator.url, headers), answer)
+            if self._asked.setdefault(_asked_key(origin.locator.url, headers), answer) is not answer:
+                return  # the same URL twice in a group: asked once
             if self._scope is None:
                 self._scope = interrupt.Scope(interrupt.current())
             scope = self._scope
