@@ -202,7 +202,9 @@ class Store:
         """Ask, together and before the run's fetches start, each origin whose archive this pod's cache holds
         whether it is current: the revalidation requests :meth:`archive_tree` would send one fetch thread at a time.
         Only where that is the request it would send first: an unpinned archive (a pinned one is installed by its
-        digest, with no request), kept extracted, and no fleet's repository (asked first, and only sometimes)."""
+        digest, with no request), kept extracted, and no fleet's repository (asked first, and only sometimes). The
+        tree's manifest is only looked for here, not read: one found damaged later costs this one request for
+        nothing."""
         local = self._local
         if local is None or self._fleet is not None:
             return
@@ -210,8 +212,10 @@ class Store:
             if locator.sha256 is not None or locator.is_cnb:
                 continue
             meta = local.http_meta(locator.url)
-            headers = conditional(meta) if meta is not None else {}
-            if meta is not None and headers and local.has_tree(meta["digest"]):
+            if meta is None or not local.has_tree(meta["digest"]):
+                continue
+            headers = conditional(meta)
+            if headers:
                 self._early.start(Origin(locator, transport), headers)
 
     def archive_file(
