@@ -18,11 +18,14 @@ from preparer.fetch.environment import CA_VARIABLES, ca_source, proxy_for
 
 
 class NetworkError(Exception):
-    """A failure while talking to a server; ``retry`` says whether another attempt may help."""
+    """A failure while talking to a server; ``retry`` says whether another attempt may help; ``down``: the server
+    (scheme, host, port) could not be connected to at all (refused, unreachable, no connection in time)."""
 
-    def __init__(self, cause: str, retry: bool = True, status: int | None = None) -> None:
+    def __init__(
+        self, cause: str, retry: bool = True, status: int | None = None, down: Where | None = None
+    ) -> None:
         super().__init__(cause)
-        self.retry, self.status = retry, status
+        self.retry, self.status, self.down = retry, status, down
 
 
 class Where:
@@ -37,6 +40,10 @@ class Where:
     @property
     def server(self) -> str:
         return self.host or "the server"
+
+    @property
+    def key(self) -> tuple[str, str, int | None]:
+        return self.scheme, self.host, self.port
 
     @classmethod
     def of(cls, url: str | None) -> Where:
@@ -165,18 +172,20 @@ def _connection(
         item
     ) in chain:  # the socket's own error first: urllib3 calls a refused connection a connect timeout too
         if isinstance(item, ConnectionRefusedError):
-            return NetworkError(f"connection refused by {where.server}{port}")
+            return NetworkError(f"connection refused by {where.server}{port}", down=where)
         if isinstance(item, ConnectionResetError):
             return NetworkError(f"the connection to {where.server} was reset")
         if isinstance(item, http.client.RemoteDisconnected):
             return NetworkError(f"{where.server} closed the connection without answering")
         if isinstance(item, OSError) and item.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
-            return NetworkError(f"{where.server}{port} cannot be reached ({os.strerror(item.errno)})")
+            return NetworkError(
+                f"{where.server}{port} cannot be reached ({os.strerror(item.errno)})", down=where
+            )
     kinds = tuple(type(item) for item in chain)
     connect = requests.exceptions.ConnectTimeout | urllib3.exceptions.ConnectTimeoutError
     if any(issubclass(k, connect) for k in kinds):
         within = f" within {timeouts[0]:g} s" if timeouts else ""
-        return NetworkError(f"could not connect to {where.server}{port}{within}")
+        return NetworkError(f"could not connect to {where.server}{port}{within}", down=where)
     if any(
         issubclass(k, requests.exceptions.Timeout | TimeoutError | urllib3.exceptions.TimeoutError)
         for k in kinds

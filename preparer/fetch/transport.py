@@ -188,6 +188,10 @@ def _shut(sock: Any) -> None:
         sock.shutdown(2)  # socket.SHUT_RDWR, without importing socket
 
 
+class _NotAskedAgain(NetworkError):
+    """A request not sent: its server could not be connected to in any attempt of an earlier request of the run."""
+
+
 class Unreachable(FetchError):
     """Every attempt failed on the network (a server down, a connection refused or cut): a cached copy may stand
     in, with a warning."""
@@ -216,6 +220,8 @@ class Transport:
     own_session: bool = field(default=True, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _tls: Any = field(default=None, init=False, repr=False)
+    #: Servers that could not be connected to in any attempt of a request, and why: not asked again in the run.
+    _down: dict[tuple[str, str, int | None], str] = field(default_factory=dict, init=False, repr=False)
 
     def session(self) -> requests.Session:
         """The shared session: pooled connections and the CA certificates the run's environment names
@@ -318,6 +324,9 @@ class Transport:
         timeouts = self.request_timeouts()
         # The run's environment decides, not the process's (the session trusts no environment of its own).
         proxy = proxy_for(url.scheme, url.host, url.port, self.environ)[0]
+        down = None if proxy else self._down.get(Where(url.scheme, url.host, url.port).key)
+        if down is not None:
+            raise _NotAskedAgain(f"{down}, in every attempt earlier in this run: not asked again")
         credentials = (
             None if url.userinfo or "Authorization" in headers else netrc_auth(url.host, self.environ)
         )
@@ -346,9 +355,14 @@ class Transport:
             except NetworkError as err:
                 interrupt.check()  # a connection shut down by a request to stop is not a network failure
                 self.clock.check(action)  # not retried: the run's time is up
+                if isinstance(err, _NotAskedAgain):
+                    raise Unreachable(action, str(err)) from None
                 if not err.retry:
                     raise FetchError(action, str(err)) from None
                 if number == attempts:
+                    if err.down is not None:  # every attempt: the server is down for this run
+                        with self._lock:
+                            self._down.setdefault(err.down.key, str(err))
                     raise with_fields(
                         Unreachable(action, f"{err} (after {attempts} attempts)"), status=err.status
                     ) from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from preparer.fetch.environment import ca_source
 from tests.buildpacks import make_tgz
 from tests.golden import BUILDER, Layout, listing
 from tests.plugins.cli import Result, base_env
-from tests.plugins.http_server import FileServer
+from tests.plugins.http_server import FileServer, _serve
 from tests.projects import group
 
 FAST = {"CNB_PREPARER_HTTP_TIMEOUT": "1"}
@@ -167,6 +168,38 @@ def test_a_warm_run_asks_every_origin_at_once(
     assert result.code == 0, result.stderr
     assert [s for name in names for s, _ in http_server.seen(name)] == [200, 304] * 6
     assert http_server.most_in_flight == 6
+
+
+def test_an_origin_that_is_down_is_asked_for_all_its_attempts_once(
+    preparer: Callable[..., Result], tmp_path: Path
+) -> None:
+    """Six cached archives whose origin stops listening: the copies stand in, each with its warning. The first
+    requests go through their attempts; the others are not sent, and their warnings say why (before: every
+    archive's own four attempts, two at a time)."""
+    serving = _serve(FileServer(tmp_path / "www"))
+    server = next(serving)
+    names = [f"bp{i}.tgz" for i in range(6)]
+    for i, name in enumerate(names):
+        serve(server, name, f"me/down{i}")
+    project = group(*(server.url(name) for name in names))
+    assert preparer(project=project).code == 0
+    serving.close()  # the port now refuses connections
+    result = preparer(project=project)
+    assert result.code == 0, result.stderr
+    stood_in = [line for line in result.stderr.splitlines() if "the download cache's copy is used" in line]
+    assert len(stood_in) == 6
+    retried = {
+        found[1]
+        for line in result.stderr.splitlines()
+        if (found := re.search(r"download (\S+): .*again", line))
+    }
+    assert 1 <= len(retried) <= 4  # the fetches under way when the origin went down: at most one per thread
+    # Each copy stood in after its own four attempts, or at once (a fetch still retrying stops when another's
+    # attempts have all failed).
+    every = [line for line in stood_in if "(after 4 attempts)" in line]
+    not_again = [line for line in stood_in if "in every attempt earlier in this run: not asked again" in line]
+    assert 1 <= len(every) <= len(retried) and len(every) + len(not_again) == 6
+    assert all(f"connection refused by 127.0.0.1 port {server.port}" in line for line in stood_in)
 
 
 def test_warm_installs_are_hard_links_only_where_the_build_cannot_write_them(

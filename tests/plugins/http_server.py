@@ -17,7 +17,7 @@ import ssl
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -171,7 +171,7 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def _serve(server: FileServer, tls: ssl.SSLContext | None = None) -> Iterator[FileServer]:
+def _serve(server: FileServer, tls: ssl.SSLContext | None = None) -> Generator[FileServer, None, None]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(server))
     httpd.daemon_threads = True
     if tls is not None:
