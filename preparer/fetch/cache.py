@@ -70,10 +70,16 @@ def split_digest(digest: str) -> tuple[str, str]:
 
     :raises FetchError: for any other algorithm or a malformed digest.
     """
-    algorithm, _, hexdigest = digest.partition(":")
-    if algorithm != "sha256" or len(hexdigest) != 64 or any(c not in "0123456789abcdef" for c in hexdigest):
+    if not _sha256(digest):
         raise FetchError("verify digest", f"unsupported or malformed digest '{digest}'")
+    algorithm, _, hexdigest = digest.partition(":")
     return algorithm, hexdigest
+
+
+def _sha256(digest: str) -> bool:
+    """Whether ``digest`` reads ``sha256:<64 lowercase hex>``."""
+    algorithm, _, hexdigest = digest.partition(":")
+    return algorithm == "sha256" and len(hexdigest) == 64 and all(c in "0123456789abcdef" for c in hexdigest)
 
 
 class CachedTree(NamedTuple):
@@ -86,6 +92,21 @@ class CachedTree(NamedTuple):
     dirs: dict[str, list[int]]
     files: dict[str, list[int]]
     links: dict[str, str]
+
+
+def changed_dir(tree: CachedTree) -> str | None:
+    """The first directory of ``tree`` that is not as its manifest recorded it (inode, modification time, owner,
+    mode: an entry added, removed or replaced in it changes its time), ``""`` for the tree itself; ``None`` when
+    every one is. A volume restored from a backup or a CI cache has every inode changed: nothing of it is trusted."""
+    base = str(tree.path)
+    for rel, recorded in tree.dirs.items():
+        try:
+            info = os.lstat(f"{base}/{rel}" if rel else base)
+        except OSError:
+            return rel
+        if recorded != dir_record(info):
+            return rel
+    return None
 
 
 def dumps_signature_record(objects: list[dict[str, str]]) -> bytes:
@@ -286,7 +307,8 @@ class DownloadCache:
         """Record the manifest of the tree ``src`` (from :meth:`new_tree`) beside it, and move both into place in
         one rename: an entry is complete or absent, whenever a run dies. The caller holds the lock of the download
         that made it (by URL: two URLs of one archive may race here). A tree already there is kept, never
-        replaced, since a reader may be installing it; a damaged entry (no manifest) is replaced.
+        replaced, since a reader may be installing it; a damaged entry (no manifest, or directories that are not as
+        recorded: :func:`changed_dir`) is replaced.
 
         :param known: what the extraction recorded as it wrote the tree; without it, the tree is walked.
         """
@@ -296,9 +318,11 @@ class DownloadCache:
         dest = self._dir(f"trees/{algorithm}") / hexdigest
         entry = src.parent
         existing = self.tree(digest)
-        if existing is not None:
+        if existing is not None and changed_dir(existing) is None:
             shutil.rmtree(entry, ignore_errors=True)
             return existing
+        if existing is not None:  # not what was cached (a restored volume): the new tree takes its place
+            self.discard_tree(digest)
         if known is not None:
             tree = CachedTree(src, digest, record_dirs(src, known.dirs), known.files, known.links)
         else:
@@ -317,10 +341,11 @@ class DownloadCache:
                 if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                     raise
             existing = self.tree(digest)
-            if existing is not None:  # the same archive, put here meanwhile (another URL, another preparer)
+            if existing is not None and changed_dir(existing) is None:
+                # The same archive, put here meanwhile (another URL, another preparer).
                 shutil.rmtree(entry, ignore_errors=True)
                 return existing
-            shutil.rmtree(dest, ignore_errors=True)  # a damaged entry (no manifest): replaced
+            shutil.rmtree(dest, ignore_errors=True)  # a damaged entry (no manifest, or changed): replaced
         raise OSError(errno.EEXIST, f"{dest} keeps being replaced")
 
     def discard_tree(self, digest: str) -> None:
@@ -335,7 +360,8 @@ class DownloadCache:
         return self._dir("http") / (hashlib.sha256(url.encode()).hexdigest() + ".json")
 
     def http_meta(self, url: str) -> dict[str, str] | None:
-        """The stored ``etag``, ``last-modified`` and ``digest`` of ``url``, or ``None``."""
+        """The stored ``etag``, ``last-modified`` and ``digest`` of ``url``, or ``None`` (also for a record that is
+        not one: see below)."""
         import json  # deferred, as above
 
         path = self._meta_path(url)
@@ -343,7 +369,17 @@ class DownloadCache:
             meta = json.loads(path.read_bytes()) if _regular_file_of_ours(path) else None
         except (OSError, ValueError, RecursionError):
             return None
-        return meta if isinstance(meta, dict) and isinstance(meta.get("digest"), str) else None
+        # Read back as distrusted as any input: a record naming no well-formed digest, or with validators that are no
+        # strings, is no record (the URL is downloaded again, and the record written anew).
+        if (
+            not isinstance(meta, dict)
+            or not isinstance(meta.get("digest"), str)
+            or not _sha256(meta["digest"])
+        ):
+            return None
+        if not all(isinstance(meta.get(name, ""), str) for name in ("etag", "last-modified")):
+            return None
+        return meta
 
     def put_http_meta(self, url: str, meta: dict[str, str]) -> None:
         """Record ``meta`` for ``url`` atomically."""

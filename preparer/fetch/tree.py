@@ -23,7 +23,6 @@ from preparer import interrupt
 from preparer._fs import (
     PER_FILE_WORK,
     current_umask,
-    dir_record,
     file_record,
     is_inside,
     make_dirs,
@@ -32,7 +31,7 @@ from preparer._fs import (
     open_subdir,
 )
 from preparer.errors import ApplyError, FetchError
-from preparer.fetch.cache import CachedTree, CacheMismatch
+from preparer.fetch.cache import CachedTree, CacheMismatch, changed_dir
 from preparer.files.buildpack import BuildpackDescriptor, buildpack_dir, read_buildpack_toml
 
 if TYPE_CHECKING:
@@ -243,10 +242,9 @@ _INSTALLING = threading.BoundedSemaphore(max(1, len(os.sched_getaffinity(0))))
 
 def _install(tree: CachedTree, out: str, link: bool, masked: int) -> None:
     base = str(tree.path)
-    for rel, recorded in tree.dirs.items():
-        info = os.lstat(f"{base}/{rel}" if rel else base)
-        if recorded != dir_record(info):
-            raise CacheMismatch(f"{rel or 'the tree'} changed since it was cached")
+    changed = changed_dir(tree)
+    if changed is not None:
+        raise CacheMismatch(f"{changed or 'the tree'} changed since it was cached")
     for rel in sorted(tree.dirs):  # a directory sorts before what is in it
         if rel:
             os.mkdir(f"{out}/{rel}", 0o755)  # noqa: PTH102 (strings: one pass over thousands of entries)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -200,6 +201,53 @@ def test_an_origin_that_is_down_is_asked_for_all_its_attempts_once(
     not_again = [line for line in stood_in if "in every attempt earlier in this run: not asked again" in line]
     assert 1 <= len(every) <= len(retried) and len(every) + len(not_again) == 6
     assert all(f"connection refused by 127.0.0.1 port {server.port}" in line for line in stood_in)
+
+
+def test_a_cache_record_naming_no_digest_is_no_record(
+    preparer: Callable[..., Result], http_server: FileServer, layout: Layout, tmp_path: Path
+) -> None:
+    """A URL's record in the download cache is read back as input: one whose digest reads as a path
+    (``sha256:../../etc``) or whose validators are no strings is taken for no record. The archive is downloaded
+    again and the record written anew (before, the run failed: 'unsupported or malformed digest')."""
+    sha = serve(http_server, "bp.tgz", "me/rec")
+    url = http_server.url("bp.tgz")
+    assert preparer(project=group(url)).code == 0
+    record = tmp_path / "cache" / "http" / (hashlib.sha256(url.encode()).hexdigest() + ".json")
+    good = json.loads(record.read_text())
+    for bad in ({**good, "digest": "sha256:../../../../etc"}, {**good, "etag": ["x"]}):
+        record.write_text(json.dumps(bad))
+        shutil.rmtree(layout.buildpacks / "me_rec")
+        result = preparer(project=group(url))
+        assert result.code == 0, result.stderr
+        assert http_server.seen("bp.tgz")[-1][0] == 200  # downloaded, not revalidated
+        assert json.loads(record.read_text())["digest"] == f"sha256:{sha}"
+
+
+def test_a_restored_cache_whose_tree_is_stale_is_replaced(
+    preparer: Callable[..., Result], http_server: FileServer, layout: Layout, tmp_path: Path
+) -> None:
+    """A cache volume restored from a copy (every inode new) and missing a URL's record: the archive is downloaded
+    again, and the stale tree of the same digest is replaced by the new one (before: exit 1, 'the download cache
+    did not keep what was just put in it')."""
+    sha = serve(http_server, "bp.tgz", "me/restored")
+    url = http_server.url("bp.tgz")
+    assert preparer(project=group(url)).code == 0
+    cache = tmp_path / "cache"
+    shutil.copytree(cache, tmp_path / "copy", symlinks=True)
+    shutil.rmtree(cache)
+    shutil.copytree(tmp_path / "copy", cache, symlinks=True)  # the same files, every inode new
+    cache.chmod(0o700)
+    for record in (cache / "http").iterdir():
+        record.unlink()
+    shutil.rmtree(layout.buildpacks / "me_restored")
+    result = preparer(project=group(url))
+    assert result.code == 0, result.stderr
+    assert (layout.buildpacks / "me_restored" / "1.0.0" / "buildpack.toml").is_file()
+    assert [s for s, _ in http_server.seen("bp.tgz")] == [200, 200]
+    shutil.rmtree(layout.buildpacks / "me_restored")
+    assert preparer(project=group(url)).code == 0  # and the new tree serves the next run
+    assert [s for s, _ in http_server.seen("bp.tgz")] == [200, 200, 304]
+    assert (cache / "trees" / "sha256" / sha / "manifest.json").is_file()
 
 
 def test_warm_installs_are_hard_links_only_where_the_build_cannot_write_them(
