@@ -16,11 +16,11 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from preparer._near import closest
+from preparer._record import record
 from preparer._types import TOMLTable
 from preparer.api import SUPPORTED_PLATFORM_APIS
 from preparer.errors import DescriptorError, with_fields
@@ -127,7 +127,7 @@ def kind_of(value: object) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Unapplied:
     """A property of the effective configuration that the preparer did not apply (found while reading the
     descriptor and the platform file, or when the configuration is applied).

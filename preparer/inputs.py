@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast, overload
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 from preparer._logger import log
+from preparer._record import field, record
 from preparer.api import SUPPORTED_PLATFORM_APIS, APIVersion, verify_platform_api
 from preparer.errors import InvalidInputsError, with_fields
 from preparer.flags import BY_NAME, DEFAULT_REGISTRY_INDEX, default, env_default, env_of
@@ -84,7 +85,7 @@ def _host_platform() -> str:
     return f"linux/{arch}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Inputs:
     """Everything one prepare run needs, resolved and absolute.
 

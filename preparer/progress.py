@@ -10,14 +10,15 @@ failed).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
+
+from preparer._record import record
 
 #: What an event says of its download.
 Kind = Literal["started", "progress", "finished", "failed", "cached"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Download:
     """One step of one download of a run, as ``prepare(inputs, progress=callback)`` reports it.
 

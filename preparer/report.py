@@ -10,10 +10,10 @@ A run that fails writes only ``[error]`` (``code``, ``message``).
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from preparer._record import field, record
 from preparer.descriptor import Unapplied
 from preparer.files._toml import dumps_toml, write_atomic
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from preparer.policy.rules import Decision
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BuildpackRecord:
     """One order entry the preparer wrote, and where its buildpack came from.
 
@@ -53,7 +53,7 @@ class BuildpackRecord:
         }  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SignatureRecord:
     """A signature that satisfied one of the platform policy's ``[[image.signed-by]]`` rules for an image.
 
@@ -77,7 +77,7 @@ class SignatureRecord:
                 "key": self.key}  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EnvRecord:
     """One build env variable and what happened to its file.
 
@@ -94,7 +94,7 @@ class EnvRecord:
         return {"name": self.name, "action": self.action}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MetadataRecord:
     """project-metadata.toml.
 
@@ -113,7 +113,7 @@ class MetadataRecord:
         return {"path": self.path, "action": self.action} | self.document
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Report:
     """The outcome of :func:`preparer.prepare` (and :func:`preparer.run_plan`); :meth:`to_dict` is the
     ``-prepare-report`` document.

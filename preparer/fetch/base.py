@@ -7,10 +7,10 @@ Fetched`` for one kind of locator (:class:`Fetcher`); :mod:`preparer.fetch.sourc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Protocol, TypeVar
 
+from preparer._record import field, record
 from preparer.fetch.guard import Verified
 from preparer.fetch.registries import Registries
 from preparer.fetch.sink import Sink
@@ -41,7 +41,7 @@ class Fetched(NamedTuple):
     image: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class FetchContext:
     """What every fetcher is given, in four parts; IO happens only through them."""
 

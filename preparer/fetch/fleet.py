@@ -22,11 +22,11 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from preparer import interrupt
+from preparer._record import field, record
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.failures import NetworkError
 from preparer.fetch.oci import auth
@@ -74,7 +74,7 @@ Mode = Literal["read-write", "read", "offline"]
 MODES: tuple[Mode, ...] = ("read-write", "read", "offline")
 
 
-@dataclass(frozen=True)
+@record
 class FleetConfig:
     """``-download-cache-repo`` and its mode and max-age."""
 
@@ -155,7 +155,7 @@ class Hit(NamedTuple):
         }
 
 
-@dataclass
+@record(frozen=False)
 class _Pending:
     """Something to write back after the commit."""
 
@@ -171,7 +171,7 @@ class _Pending:
     media_type: str = ""
 
 
-@dataclass
+@record(frozen=False)
 class Fleet:
     """One run's view of the repository: lookups while fetching, write-back after the commit."""
 

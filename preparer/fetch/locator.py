@@ -25,10 +25,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from preparer._record import field, record
 from preparer.errors import InvalidInputsError
 from preparer.fetch.url import HttpUrl, UrlError, parse_http_url
 
@@ -39,7 +39,7 @@ _REGISTRY_ID = re.compile(r"^([a-z0-9.-]{1,253})/([a-z0-9.-]{1,253})$")
 _BARE_ID = re.compile(r"^([A-Za-z0-9_-][A-Za-z0-9._-]*)/([A-Za-z0-9._-]+)(?:@([^@/:\s]+))?$")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BuilderLocator:
     """A buildpack already in ``<buildpacks>``; ``version`` ``None`` means the highest present."""
 
@@ -47,7 +47,7 @@ class BuilderLocator:
     version: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PathLocator:
     """A directory or archive on local disk (absolute)."""
 
@@ -59,7 +59,7 @@ class PathLocator:
         return self.path.name.lower().endswith(".cnb")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class HttpLocator:
     """An archive at an ``http(s)`` URL; ``sha256`` is the pinned hex digest.
 
@@ -89,14 +89,14 @@ class HttpLocator:
         return self.target.path.lower().endswith(".cnb")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ImageLocator:
     """A buildpackage image reference, without the ``docker://`` prefix."""
 
     reference: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class IdLocator:
     """A bare buildpack id in a ``uri`` (``heroku/python``, ``heroku/procfile@1.0.1``); ``version`` ``None`` means
     the highest. Resolved in this order: the buildpack installed in ``<buildpacks>`` (no request at
@@ -115,7 +115,7 @@ class IdLocator:
         return self.id.partition("/")[2]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RegistryLocator:
     """A buildpack registry entry ``<namespace>/<name>``; ``version`` ``None`` means the highest."""
 
@@ -124,7 +124,7 @@ class RegistryLocator:
     version: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InlineLocator:
     """An inline buildpack: a group entry's ``script`` table, generated rather than fetched (its ``version``, 0.0.0
     when the entry gives none)."""

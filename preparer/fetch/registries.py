@@ -7,16 +7,16 @@ without images at all, loads nothing of it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from preparer._record import field, record
 from preparer.flags import DEFAULT_REGISTRY_INDEX
 
 if TYPE_CHECKING:
     from preparer.fetch.oci.hosts import Host, RegistryHosts
 
 
-@dataclass(frozen=True)
+@record
 class Registries:
     """How image references reach registries in one run: routing data, as an HTTP client's mounts are.
 

@@ -15,13 +15,13 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import SplitResult, unquote, urlsplit
 
 from preparer import interrupt
 from preparer._logger import log
+from preparer._record import field, record
 from preparer._version import __version__
 from preparer.errors import FetchError, NotFoundError, RunLimitReached, with_fields
 from preparer.fetch.environment import ca_source, goes_elsewhere, netrc_auth, proxy_for
@@ -199,7 +199,7 @@ class Unreachable(FetchError):
     transient = True
 
 
-@dataclass
+@record(frozen=False)
 class Transport:
     """The run's HTTP client: one pooled ``requests.Session`` made on first use, shared by the fetch threads."""
 

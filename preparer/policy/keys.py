@@ -15,9 +15,10 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from preparer._record import field, record
 
 #: A key file is a few hundred bytes; a larger one is refused unread.
 MAX_KEY_BYTES = 64 << 10
@@ -43,7 +44,7 @@ class KeyProblem(ValueError):
     """A key file that cannot be used, and why (the policy names the file and its line)."""
 
 
-@dataclass(frozen=True)
+@record
 class PublicKey:
     """A trusted public key.
 

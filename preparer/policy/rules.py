@@ -10,12 +10,12 @@ from __future__ import annotations
 import fnmatch
 import re
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
 
 import tomli
 
+from preparer._record import field, record
 from preparer.descriptor import lookup
 from preparer.errors import InvalidInputsError, PolicyRefused, with_fields
 from preparer.fetch.guard import LimitExceeded, RunLimitExceeded
@@ -57,7 +57,7 @@ class Rule(NamedTuple):
     line: int | None
 
 
-@dataclass(frozen=True)
+@record
 class Limits:
     """Bytes downloaded, bytes extracted (or copied), entries written; ``None`` is unlimited."""
 
@@ -66,7 +66,7 @@ class Limits:
     entries: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Policy:
     """A parsed policy file. ``None`` in an allow list means "not restricted"."""
 

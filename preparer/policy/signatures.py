@@ -23,9 +23,9 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from preparer._record import record
 from preparer.errors import SignatureRefused, with_fields
 from preparer.fetch.guard import SignatureObject, Verified
 from preparer.policy.keys import PublicKey
@@ -41,7 +41,7 @@ MAX_CHECKS = 256
 MAX_ENVELOPE_SIGNATURES = 16
 
 
-@dataclass(frozen=True)
+@record
 class SignedBy:
     """One ``[[image.signed-by]]`` rule: the images it covers (globs on ``registry/repository``, as
     ``image.allow``), the keys it trusts, and the line of its ``[[image.signed-by]]`` header."""

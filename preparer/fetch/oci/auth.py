@@ -19,16 +19,16 @@ import re
 import shutil
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from preparer._record import field, record
 from preparer.errors import FetchError
 from preparer.fetch.failures import failure
 from preparer.fetch.oci.reference import DOCKER_HUB
 from preparer.fetch.transport import Transport, read_capped
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Credential:
     """How to authenticate to one registry. ``repr`` shows where it came from, never the secret."""
 

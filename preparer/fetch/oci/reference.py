@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
 
+from preparer._record import record
 from preparer.errors import InvalidInputsError
 
 DOCKER_HUB = "index.docker.io"
@@ -22,7 +22,7 @@ _TAG = re.compile(r"^[\w][\w.-]{0,127}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Reference:
     """A parsed image reference."""
 
