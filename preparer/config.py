@@ -502,10 +502,11 @@ _MISPLACED: dict[tuple[str, ...], tuple[str, ...]] = {
 }
 #: The keys whose values are arrays of tables, written ``[[key]]``.
 _ARRAYS = frozenset({("build", "env"), ("group",), ("pre", "group"), ("post", "group")})
-_RANGE = re.compile(r"^\s*[~^<>=!]|\|\||\s-\s|,")
+#: A version range (compiled on first use, by ``re``'s cache, as below: few runs name versions).
+_RANGE = r"^\s*[~^<>=!]|\|\||\s-\s|,"
 #: ``x``, ``X`` or ``*`` as one of the three numeric parts (``1.x``, ``1.2.*``); in a prerelease or build part
 #: (``1.0.0+build.x``) it is an ordinary identifier, as the lifecycle reads it.
-_WILDCARD = re.compile(r"(^|\.)[xX*](\.|$)")
+_WILDCARD = r"(^|\.)[xX*](\.|$)"
 
 
 def version_range_problem(version: str) -> str | None:
@@ -515,7 +516,7 @@ def version_range_problem(version: str) -> str | None:
     (True, True)
     """
     core = re.split(r"[-+]", version, maxsplit=1)[0]
-    if _RANGE.search(version) is None and _WILDCARD.search(core) is None:
+    if re.search(_RANGE, version) is None and re.search(_WILDCARD, core) is None:
         return None
     return (
         f"'{version}' is a version range, and ranges are not supported: give an exact version, "

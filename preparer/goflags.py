@@ -43,7 +43,8 @@ def parse_bool(text: str) -> bool | None:
     return True if text in _TRUE else False if text in _FALSE else None
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+#: Compiled on first use (by ``re``'s cache), as few command lines give a duration.
+_DURATION = r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)"
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -52,7 +53,7 @@ def parse_duration(text: str) -> float | None:
     ``None`` when Go would reject ``text`` (or it is negative)."""
     if text == "0":
         return 0.0
-    parts = _DURATION.findall(text)
+    parts = re.findall(_DURATION, text)
     if not parts or "".join(n + u for n, u in parts) != text:
         return None
     return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)

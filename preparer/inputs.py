@@ -178,41 +178,44 @@ class Inputs:
         return replace(resolve_inputs({}, environ), **overrides)
 
 
-class InputsOverrides(TypedDict, total=False):
-    """The fields :meth:`Inputs.from_environ` takes as overrides, with their types (a misspelled one fails a type
-    checker; a test keeps this in step with :class:`Inputs`). ``environ`` is :meth:`Inputs.from_environ`'s first
-    argument."""
+# For type checkers only: made at run time, a TypedDict of thirty fields costs start-up its annotations' parsing.
+if TYPE_CHECKING:
 
-    app_dir: str | os.PathLike[str]
-    layers_dir: str | os.PathLike[str]
-    platform_dir: str | os.PathLike[str]
-    buildpacks_dir: str | os.PathLike[str]
-    order_path: str | os.PathLike[str]
-    project_descriptor: str | os.PathLike[str] | None
-    platform_namespace: str | None
-    platform_config: str | os.PathLike[str] | None
-    download_cache: str | os.PathLike[str] | None
-    prepare_report: str | os.PathLike[str] | None
-    project_metadata: str | os.PathLike[str] | None
-    write_project_metadata: bool
-    policy: str | os.PathLike[str] | None
-    lock: str | os.PathLike[str] | None
-    update_lock: bool
-    download_cache_repo: str | None
-    download_cache_repo_mode: str
-    download_cache_max_age: float
-    registry_hosts_dir: str | os.PathLike[str] | None
-    dry_run: bool
-    uid: int | None
-    gid: int | None
-    insecure_registries: tuple[str, ...]
-    exec_env: str
-    registry_index: str
-    target_platform: str
-    http_timeout: float
-    download_timeout: float
-    run_timeout: float
-    platform_api: APIVersion
+    class InputsOverrides(TypedDict, total=False):
+        """The fields :meth:`Inputs.from_environ` takes as overrides, with their types (a misspelled one fails a type
+        checker; a test keeps this in step with :class:`Inputs`). ``environ`` is :meth:`Inputs.from_environ`'s first
+        argument."""
+
+        app_dir: str | os.PathLike[str]
+        layers_dir: str | os.PathLike[str]
+        platform_dir: str | os.PathLike[str]
+        buildpacks_dir: str | os.PathLike[str]
+        order_path: str | os.PathLike[str]
+        project_descriptor: str | os.PathLike[str] | None
+        platform_namespace: str | None
+        platform_config: str | os.PathLike[str] | None
+        download_cache: str | os.PathLike[str] | None
+        prepare_report: str | os.PathLike[str] | None
+        project_metadata: str | os.PathLike[str] | None
+        write_project_metadata: bool
+        policy: str | os.PathLike[str] | None
+        lock: str | os.PathLike[str] | None
+        update_lock: bool
+        download_cache_repo: str | None
+        download_cache_repo_mode: str
+        download_cache_max_age: float
+        registry_hosts_dir: str | os.PathLike[str] | None
+        dry_run: bool
+        uid: int | None
+        gid: int | None
+        insecure_registries: tuple[str, ...]
+        exec_env: str
+        registry_index: str
+        target_platform: str
+        http_timeout: float
+        download_timeout: float
+        run_timeout: float
+        platform_api: APIVersion
 
 
 def _check_values(inputs: Inputs) -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-_SEMVER = re.compile(
+#: Compiled on first use (by ``re``'s cache): most runs compare no versions.
+_SEMVER = (
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
     r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
@@ -25,7 +26,7 @@ def semver_key(version: str) -> _Key | None:
     >>> semver_key("1.0.0-rc.1") < semver_key("1.0.0")
     True
     """
-    match = _SEMVER.match(version)
+    match = re.match(_SEMVER, version)
     if match is None:
         return None
     release = (int(match[1]), int(match[2]), int(match[3]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +109,16 @@ def test_parsing_leaves_the_document_alone() -> None:
     doc = tomllib.loads('[_]\nschema-version = "0.2"\n[[io.buildpacks.env.build]]\nname = "A"\nvalue = "1"\n')
     parse_descriptor(doc)
     assert doc["io"]["buildpacks"]["env"]["build"][0]["name"] == "A"
+
+
+def test_a_byte_order_mark_is_read_over_and_other_bytes_are_refused(tmp_path: Path) -> None:
+    from preparer.files._toml import load_toml_text
+
+    path = tmp_path / "project.toml"
+    path.write_bytes(b'\xef\xbb\xbf[_]\nschema-version = "0.2"\n')
+    document, text = load_toml_text(path, "project descriptor")
+    assert document == {"_": {"schema-version": "0.2"}}
+    assert text.startswith("[_]")
+    path.write_bytes(b'[_]\nschema-version = "0.\xff"\n')
+    with pytest.raises(DescriptorError, match="not UTF-8 text"):
+        load_toml_text(path, "project descriptor")
