@@ -19,6 +19,6 @@ def _restore_environment() -> None:
 if __name__ == "__main__":
     if getattr(sys, "frozen", False):
         _restore_environment()
-    from preparer.cli import entry
+    from preparer.__main__ import main
 
-    entry()
+    main()
