@@ -173,6 +173,7 @@ class _Signature:
                         if f.default_factory is not MISSING
                         else inspect.Parameter.empty
                     ),
+                    annotation=f.type,
                 )
                 for f in parameters
             ]

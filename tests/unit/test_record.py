@@ -1,0 +1,102 @@
+"""``@record``: what a caller of a frozen dataclass relies on holds for a record too."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import pickle
+from collections.abc import Callable
+
+import pytest
+
+from preparer._record import field, record
+from preparer.fetch.locator import BuilderLocator, IdLocator
+from preparer.report import BuildpackRecord, Report
+
+
+@record
+class Point:
+    """A point."""
+
+    x: int
+    y: int = 0
+    tags: list[str] = field(default_factory=list)
+    secret: str = field(default="", repr=False, compare=False)
+
+
+@record(kw_only=True)
+class Options:
+    """Keyword arguments only."""
+
+    name: str
+    level: int = 1
+
+
+@record(frozen=False)
+class Counter:
+    """Assignable."""
+
+    count: int = 0
+
+
+def test_built_compared_and_shown_as_a_dataclass_is() -> None:
+    assert Point(1) == Point(1, 0, [], "other secret")  # secret is not compared
+    assert Point(1) != Point(2)
+    assert repr(Point(1, 2, ["a"], "hunter2")) == "Point(x=1, y=2, tags=['a'])"  # repr=False is never shown
+    assert hash(Point(1, tags=())) == hash(Point(1, tags=()))  # type: ignore[arg-type]
+    assert Point(1).tags is not Point(1).tags  # a factory per instance
+    assert Options(name="a") == Options(name="a", level=1)
+
+
+def test_records_of_different_classes_with_equal_fields_differ() -> None:
+    installed: object = BuilderLocator("a/b", "1")
+    assert installed != IdLocator("a/b", "1")
+    assert len({BuilderLocator("a/b", "1"), IdLocator("a/b", "1")}) == 2
+
+
+def test_wrong_arguments_are_type_errors_as_python_words_them() -> None:
+    cases: list[tuple[Callable[[], object], str]] = [
+        (lambda: Point(), "missing required argument: 'x'"),  # type: ignore[call-arg]
+        (lambda: Point(1, 2, [], "", 5), "takes 4 positional arguments but 5 were given"),  # type: ignore[call-arg]
+        (lambda: Point(1, x=2), "got multiple values for argument 'x'"),  # type: ignore[misc]
+        (lambda: Point(1, z=2), "got an unexpected keyword argument 'z'"),  # type: ignore[call-arg]
+        (lambda: Options("a"), "takes 0 positional arguments"),  # type: ignore[call-arg]
+    ]
+    for make, words in cases:
+        with pytest.raises(TypeError, match=words):
+            make()
+
+
+def test_frozen_unless_asked_otherwise() -> None:
+    point = Point(1)
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'x'"):
+        point.x = 2  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'x'"):
+        del point.x
+    counter = Counter()
+    counter.count += 1
+    assert counter == Counter(1)
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(counter)
+
+
+def test_the_dataclasses_functions_pickle_and_match_work() -> None:
+    point = Point(1, 2, ["a"], "s")
+    assert dataclasses.is_dataclass(point)
+    assert [f.name for f in dataclasses.fields(point)] == ["x", "y", "tags", "secret"]
+    assert dataclasses.replace(point, y=3) == Point(1, 3, ["a"])
+    assert dataclasses.asdict(point) == {"x": 1, "y": 2, "tags": ["a"], "secret": "s"}
+    assert pickle.loads(pickle.dumps(point)) == point
+    match point:
+        case Point(x, y):
+            assert (x, y) == (1, 2)
+        case _:
+            pytest.fail("no match")
+    report = Report(buildpacks=(BuildpackRecord("a/b", "1", "/x", "installed"),))
+    assert pickle.loads(pickle.dumps(report)) == report
+
+
+def test_the_signature_help_shows_is_the_fields() -> None:
+    signature = "(x: 'int', y: 'int' = 0, tags: 'list[str]' = <factory>, secret: 'str' = '')"
+    assert str(inspect.signature(Point)) == signature
+    assert str(inspect.signature(Options)) == "(*, name: 'str', level: 'int' = 1)"
