@@ -18,7 +18,7 @@ import dataclasses
 import inspect  # dataclasses imports it anyway
 from collections.abc import Callable
 from dataclasses import MISSING, FrozenInstanceError, field
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 if TYPE_CHECKING:
     from typing_extensions import dataclass_transform
@@ -30,27 +30,39 @@ __all__ = ["field", "record"]
 T = TypeVar("T", bound=type)
 
 
-class _Field(NamedTuple):
-    name: str
-    keyword_only: bool
-    #: Its value when it is not given: a constant, or ``factory()``; both MISSING: required.
-    default: Any
-    factory: Any
+class _Field:
+    """One ``__init__`` parameter (or a field set without one)."""
+
+    __slots__ = ("default", "factory", "keyword_only", "name")
+
+    def __init__(self, f: dataclasses.Field[Any]) -> None:
+        self.name, self.keyword_only = f.name, bool(f.kw_only)
+        #: Its value when it is not given: a constant, or ``factory()``; both MISSING: required.
+        self.default: Any = f.default
+        self.factory: Any = f.default_factory
 
 
-class _Spec(NamedTuple):
-    """What the generic methods need of a record class, worked out once when the class is made."""
+class _Spec:
+    """What the generic methods need of a record class, worked out once when the class is made. (Plain classes
+    here: a NamedTuple costs start-up more than the record it describes.)"""
 
-    name: str
-    #: The ``__init__`` parameters, positional ones first, in the order of the fields.
-    init: tuple[_Field, ...]
-    positional: int
-    names: frozenset[str]
-    #: The fields set without a parameter (``field(init=False)``) that have a default.
-    derived: tuple[_Field, ...]
-    compared: tuple[str, ...]
-    hashed: tuple[str, ...]
-    shown: tuple[str, ...]
+    __slots__ = ("compared", "derived", "hashed", "init", "name", "names", "positional", "shown")
+
+    def __init__(self, cls: type) -> None:
+        fields = dataclasses.fields(cls)
+        parameters = sorted((f for f in fields if f.init), key=lambda f: bool(f.kw_only))  # Python's order
+        self.name = cls.__qualname__
+        #: The ``__init__`` parameters, positional ones first, in the order of the fields.
+        self.init = tuple(_Field(f) for f in parameters)
+        self.positional = sum(1 for f in parameters if not f.kw_only)
+        self.names = frozenset(f.name for f in parameters)
+        #: The fields set without a parameter (``field(init=False)``) that have a default.
+        self.derived = tuple(
+            _Field(f) for f in fields if not f.init and (f.default, f.default_factory) != (MISSING, MISSING)
+        )
+        self.compared = tuple(f.name for f in fields if f.compare)
+        self.hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
+        self.shown = tuple(f.name for f in fields if f.repr)
 
 
 @overload
@@ -65,23 +77,7 @@ def record(cls: T | None = None, /, *, kw_only: bool = False, frozen: bool = Tru
     def make(cls: T) -> T:
         cls.__signature__ = _SIGNATURE  # type: ignore[attr-defined]  # dataclass() asks for it without a docstring
         dataclasses.dataclass(cls, init=False, repr=False, eq=False, kw_only=kw_only)
-        fields = dataclasses.fields(cls)
-        parameters = [f for f in fields if f.init]
-        parameters.sort(key=lambda f: bool(f.kw_only))  # stable: Python's order of parameters
-        cls.__record__ = _Spec(  # type: ignore[attr-defined]
-            name=cls.__qualname__,
-            init=tuple(_field(f) for f in parameters),
-            positional=sum(1 for f in parameters if not f.kw_only),
-            names=frozenset(f.name for f in parameters),
-            derived=tuple(
-                _field(f)
-                for f in fields
-                if not f.init and (f.default, f.default_factory) != (MISSING, MISSING)
-            ),
-            compared=tuple(f.name for f in fields if f.compare),
-            hashed=tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash)),
-            shown=tuple(f.name for f in fields if f.repr),
-        )
+        cls.__record__ = _Spec(cls)  # type: ignore[attr-defined]
         if "__init__" not in cls.__dict__:
             cls.__init__ = _init  # type: ignore[misc]
         cls.__repr__ = _repr  # type: ignore[assignment]
@@ -95,10 +91,6 @@ def record(cls: T | None = None, /, *, kw_only: bool = False, frozen: bool = Tru
         return cls
 
     return make if cls is None else make(cls)
-
-
-def _field(f: dataclasses.Field[Any]) -> _Field:
-    return _Field(f.name, bool(f.kw_only), f.default, f.default_factory)
 
 
 def _init(self: Any, *args: Any, **kwargs: Any) -> None:

@@ -23,13 +23,14 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 from preparer._fs import open_dir, open_subdir
+from preparer._record import record
 from preparer.errors import ApplyError
 
 
-class Removal(NamedTuple):
+@record
+class Removal:
     """What the filter removes from ``<app>``: files (and symlinks) first, then directories, deepest first."""
 
     root: Path

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal
 
 from preparer import interrupt
 from preparer._logger import log
+from preparer._record import record
 from preparer.api import verify_buildpack_api
 from preparer.appfilter import Trash
 from preparer.files._toml import PendingWrites, dumps_toml
@@ -32,7 +34,8 @@ if TYPE_CHECKING:
     from preparer.progress import ProgressCallback
 
 
-class Outcome(NamedTuple):
+@record
+class Outcome:
     """What :func:`apply_plan` did."""
 
     buildpacks: tuple[BuildpackRecord, ...]
@@ -73,7 +76,7 @@ def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressCallback | N
         # Everything is fetched and checked: commit, while the staged buildpacks still exist.
         outcome = _commit(plan, inputs, dict(zip(map(id, to_fetch), fetched, strict=True)), warnings)
         ctx.store.commit()  # after the run's commit (the fleet's write-back): it can no longer change what it did
-        return outcome._replace(warnings=tuple(warnings))
+        return replace(outcome, warnings=tuple(warnings))
 
 
 def resolve_plan(plan: Plan, inputs: Inputs, progress: ProgressCallback | None = None) -> tuple[Locked, ...]:

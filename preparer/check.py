@@ -10,6 +10,7 @@ problem listed is the one the command prints first.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from preparer.config import config_problems, platform_layers
@@ -47,7 +48,7 @@ def check_descriptor(
     try:
         document, texts[str(name)] = _read(name, text, "project descriptor")
         try:
-            descriptor = parse_descriptor(document, name, platform_namespace)._replace(text=texts[str(name)])
+            descriptor = replace(parse_descriptor(document, name, platform_namespace), text=texts[str(name)])
         except DescriptorError as err:
             return (located(err, str(name), texts[str(name)]),)
         platform_file, config_name = None, Path("platform file")

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from preparer._near import closest
+from preparer._record import field, record
 from preparer._types import TOMLTable
 from preparer.api import APIVersion
 from preparer.descriptor import KeyPath, Layer, ProjectDescriptor, Unapplied, kind_of, lookup
@@ -24,7 +25,8 @@ from preparer.report import NOT_APPLIED
 T = TypeVar("T")
 
 
-class Script(NamedTuple):
+@record
+class Script:
     """An inline buildpack's ``script`` table."""
 
     api: str
@@ -32,7 +34,8 @@ class Script(NamedTuple):
     shell: str = "/bin/sh"
 
 
-class GroupEntry(NamedTuple):
+@record
+class GroupEntry:
     """One entry of ``group``, ``pre.group`` or ``post.group``."""
 
     #: Where the entry was written, e.g. ``io.buildpacks.group[1]``.
@@ -45,7 +48,8 @@ class GroupEntry(NamedTuple):
     file: str = "project.toml"
 
 
-class EnvEntry(NamedTuple):
+@record
+class EnvEntry:
     """One ``build.env`` variable."""
 
     key: str
@@ -53,11 +57,12 @@ class EnvEntry(NamedTuple):
     value: str
 
 
-class EffectiveConfig(NamedTuple):
+@record
+class EffectiveConfig:
     """What the preparer applies, and what it will not."""
 
     #: The merged properties, as written to the report's ``[effective]`` table.
-    properties: TOMLTable = {}  # noqa: RUF012 (never mutated: a new table is made for each run)
+    properties: TOMLTable = field(default_factory=dict)
     group: tuple[GroupEntry, ...] | None = None
     pre: tuple[GroupEntry, ...] | None = None
     post: tuple[GroupEntry, ...] | None = None

@@ -16,8 +16,9 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from preparer._near import closest
 from preparer._record import record
@@ -33,7 +34,8 @@ _VERSION = re.compile(r"^(0|[1-9]\d*)(?:\.(0|[1-9]\d*))?$")
 KeyPath = tuple[str | int, ...]
 
 
-class Layer(NamedTuple):
+@record
+class Layer:
     """One table that contributes properties to the effective configuration, and how its keys were written."""
 
     #: The table's properties in the ``io.buildpacks`` vocabulary (``group``, ``build.env``, ...).
@@ -65,7 +67,8 @@ class Layer(NamedTuple):
         return (*(self.prefix.split(".") if self.prefix else ()), *names)
 
 
-class ProjectDescriptor(NamedTuple):
+@record
+class ProjectDescriptor:
     """A parsed project descriptor: its schema and the tables that hold ``io.buildpacks`` properties."""
 
     #: The file read, or ``None`` when there was none.
@@ -377,7 +380,7 @@ def load_descriptor(
         return empty_descriptor()
     document, text = load_toml_text(path, "project descriptor")
     try:
-        return parse_descriptor(document, path, platform_namespace)._replace(text=text)
+        return replace(parse_descriptor(document, path, platform_namespace), text=text)
     except DescriptorError as err:
         raise located(err, str(path), text) from None
 

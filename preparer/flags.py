@@ -11,12 +11,15 @@ unchanged.
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import Literal
+
+from preparer._record import record
 
 Kind = Literal["string", "bool", "int", "list"]
 
 
-class Flag(NamedTuple):
+@record
+class Flag:
     """One setting: a flag (``name``), its environment variable, or both."""
 
     #: The flag's name without the dash; ``None`` for a setting read from the environment only.

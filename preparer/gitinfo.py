@@ -21,8 +21,10 @@ import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from preparer._record import record
 
 #: Bounds on what is read: small files, the refs, the history walk.
 MAX_SMALL_FILE = 4096
@@ -43,7 +45,8 @@ _OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _REF = re.compile(r"refs/[\x21-\x7e]+")
 
 
-class GitSource(NamedTuple):
+@record
+class GitSource:
     """The source as the repository tells it."""
 
     commit: str
@@ -228,7 +231,8 @@ def _resolve(
     return packed[name][0] if name in packed else None
 
 
-class _Tag(NamedTuple):
+@record
+class _Tag:
     name: str
     commit: str
     annotated: bool

@@ -15,6 +15,7 @@ the platform policy and its signature rules apply to what is locked exactly as t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,7 +51,8 @@ def freeze(
             entry = step.entry
             raise _stale(lock, f"{entry.key} ({shown(written_of(entry))}) is not in it")
         frozen[key] = _frozen(step, locked, lock, versions_of)
-    return plan._replace(
+    return replace(
+        plan,
         pre=tuple(frozen[id(s)] for s in plan.pre),
         group=None if plan.group is None else tuple(frozen[id(s)] for s in plan.group),
         post=tuple(frozen[id(s)] for s in plan.post),

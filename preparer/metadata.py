@@ -11,14 +11,16 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
+from preparer._record import record
 from preparer.descriptor import ProjectDescriptor
 
 log = logging.getLogger("preparer")
 
 
-class ProjectMetadata(NamedTuple):
+@record
+class ProjectMetadata:
     """The ``[source]`` of project-metadata.toml."""
 
     type: Literal["project", "git"]
@@ -35,7 +37,8 @@ class ProjectMetadata(NamedTuple):
         return {"source": source}
 
 
-class MetadataWrite(NamedTuple):
+@record
+class MetadataWrite:
     """What the run does about the file at ``path``."""
 
     path: Path

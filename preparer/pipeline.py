@@ -12,6 +12,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -306,7 +307,7 @@ def _plan_run(inputs: Inputs) -> Plan:
     if config.include is not None or config.exclude is not None:
         removal = plan_removal(inputs.app_dir, config.include, config.exclude, descriptor.path)
         interrupt.check()
-    plan = _make_plan(inputs, config, descriptor, removal, warnings)._replace(project_metadata=metadata)
+    plan = replace(_make_plan(inputs, config, descriptor, removal, warnings), project_metadata=metadata)
     for warning in plan.warnings[len(warnings) :]:
         log.warning("%s", warning)
     for step in plan.steps:
@@ -315,7 +316,7 @@ def _plan_run(inputs: Inputs) -> Plan:
                 "%s: %s is installed in %s: using %s@%s, no request made",
                 step.entry.key, step.entry.uri, inputs.buildpacks_dir, step.id, step.version,
             )  # fmt: skip
-    return _platform_decisions(plan, inputs, config.filter_key)._replace(inputs=inputs)
+    return replace(_platform_decisions(plan, inputs, config.filter_key), inputs=inputs)
 
 
 def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
@@ -328,11 +329,11 @@ def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
         plan = enforce(plan, load_policy(inputs.policy), inputs.download_cache)
     if plan.removal is not None:  # what the policy lets apply
         found = _check_removal(plan.removal, filter_key, plan.descriptor_path)
-        plan = plan._replace(warnings=(*plan.warnings, *found))
+        plan = replace(plan, warnings=(*plan.warnings, *found))
     if inputs.registry_hosts_dir is not None:
         from preparer.fetch.oci.hosts import load_hosts_dir  # deferred: only runs with mirrors read them
 
-        plan = plan._replace(registry_hosts=load_hosts_dir(inputs.registry_hosts_dir))
+        plan = replace(plan, registry_hosts=load_hosts_dir(inputs.registry_hosts_dir))
     if inputs.lock is not None:
         plan = _locked(plan, inputs)
     check_present([s for s in plan.steps if isinstance(s, Present)], inputs.buildpacks_dir)
@@ -349,18 +350,18 @@ def _locked(plan: Plan, inputs: Inputs) -> Plan:
     path = inputs.lock
     assert path is not None
     if not path.exists():
-        return plan._replace(lock=LockState(path, None, "update" if inputs.update_lock else "write"))
+        return replace(plan, lock=LockState(path, None, "update" if inputs.update_lock else "write"))
     if inputs.update_lock:
         try:
             before = read_lock(path)
         except PreparerError as err:  # rewritten anyway: what it locked is only shown
             log.warning("the lock file %s is rewritten: %s", path, err.cause)
             before = None
-        return plan._replace(lock=LockState(path, before, "update"))
+        return replace(plan, lock=LockState(path, before, "update"))
     entries = read_lock(path)
     frozen = freeze(plan, path, entries, lambda bp_id: installed_versions(inputs.buildpacks_dir, bp_id))
     log.info("Frozen to the lock file %s (%d entries)", path, len(entries))
-    return frozen._replace(lock=LockState(path, entries, "frozen"))
+    return replace(frozen, lock=LockState(path, entries, "frozen"))
 
 
 def _check_outputs(plan: Plan, inputs: Inputs) -> None:

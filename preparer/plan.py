@@ -12,8 +12,9 @@ import os
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal
 
+from preparer._record import record
 from preparer.config import EffectiveConfig, EnvEntry, GroupEntry, version_range_problem
 from preparer.errors import DescriptorError, FetchError, InvalidInputsError
 from preparer.files.order import Group, Order, OrderElement
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
     from preparer.policy.rules import Decision, Policy
 
 
-class Present(NamedTuple):
+@record
+class Present:
     """An entry naming a buildpack already in ``<buildpacks>``, resolved to a concrete version."""
 
     entry: GroupEntry
@@ -39,7 +41,8 @@ class Present(NamedTuple):
     resolved: str | None = None
 
 
-class Fetch(NamedTuple):
+@record
+class Fetch:
     """An entry whose buildpack comes from elsewhere: a path, archive, URL, image, registry, or inline script.
 
     ``locator`` is what the entry names (what the platform policy decides on); ``pinned``, when the run is frozen
@@ -54,7 +57,8 @@ class Fetch(NamedTuple):
 Step = Present | Fetch
 
 
-class EnvAction(NamedTuple):
+@record
+class EnvAction:
     """What happens to one build env variable, and the warning a user sees about it."""
 
     entry: EnvEntry
@@ -62,7 +66,8 @@ class EnvAction(NamedTuple):
     warning: str | None = None
 
 
-class Plan(NamedTuple):
+@record
+class Plan:
     """What a run will do, before any fetch or write."""
 
     config: EffectiveConfig

@@ -177,7 +177,7 @@ def fetch_steps(
     for step in steps:
         guard = _budget(policy, step, totals) if policy is not None and totals is not None else None
         downloads = None if progress is None else _downloads(step, progress)
-        sink = ctx.sink._replace(guard=guard, progress=downloads or ctx.sink.progress)
+        sink = replace(ctx.sink, guard=guard, progress=downloads or ctx.sink.progress)
         jobs.append(partial(_fetch, step, replace(ctx, sink=sink), downloads))
     return fetch_all(jobs)
 

@@ -15,11 +15,13 @@ import shutil
 import threading
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 from preparer import interrupt
 from preparer._fs import temp_file
+from preparer._record import record
 from preparer.errors import FetchError
 from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache, KnownTree
 from preparer.fetch.guard import LimitExceeded
@@ -43,14 +45,16 @@ T = TypeVar("T")
 Ask = Callable[[dict[str, str]], "bool | None"]
 
 
-class Known(NamedTuple):
+@record
+class Known:
     """What this pod's cache holds for a URL: the extracted tree, and the conditional headers to revalidate it."""
 
     tree: CachedTree
     headers: dict[str, str]
 
 
-class Shared(NamedTuple):
+@record
+class Shared:
     """An archive the fleet holds: how to read its blob, the digest its record promises (the reader checks it),
     and the validators to keep for the URL (only those that name the blob: see :meth:`ArchiveWay.shared`)."""
 
@@ -140,7 +144,8 @@ def conditional(validators: Mapping[str, str]) -> dict[str, str]:
     return headers
 
 
-class Origin(NamedTuple):
+@record
+class Origin:
     """Where an archive comes from when no tier has it: its URL, asked through the run's transport, every redirect
     decided by ``hop`` (the policy's ``http.allow``)."""
 
@@ -187,7 +192,8 @@ class Unpacker(Protocol):
         """:raises FetchError: the tree at ``root`` is not what the fetcher takes (before it is kept)."""
 
 
-class Archive(NamedTuple):
+@record
+class Archive:
     """An archive as the store hands it over: its tree in staging, the digest of its bytes, and the tier it came
     through (``None``: its origin, this run)."""
 
@@ -242,7 +248,7 @@ class ArchiveWay:
         if shared is not None:
             found = self._through_fleet(lambda: self._tree_attempt(unpacker, local, None, shared))
             if found is not None:
-                return found._replace(via="cache repository")
+                return replace(found, via="cache repository")
         if local is None:
             return self._retrying(lambda: self._tree_attempt(unpacker, None, None))
         if known is not None and self._current(known):

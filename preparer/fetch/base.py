@@ -8,7 +8,7 @@ Fetched`` for one kind of locator (:class:`Fetcher`); :mod:`preparer.fetch.sourc
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from preparer._record import field, record
 from preparer.fetch.guard import Verified
@@ -20,7 +20,8 @@ from preparer.fetch.tree import StagedBuildpack
 from preparer.files.buildpack import BuildpackDescriptor
 
 
-class Fetched(NamedTuple):
+@record
+class Fetched:
     """The result of fetching one ``uri``: the buildpack the order names and everything it carries."""
 
     #: The buildpack the order names (a buildpackage's top-level buildpack).

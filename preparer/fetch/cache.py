@@ -33,8 +33,8 @@ import stat
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
 
 from preparer import interrupt
 from preparer._fs import (
@@ -47,6 +47,7 @@ from preparer._fs import (
     sweep,
     temp_file,
 )
+from preparer._record import record
 from preparer.errors import FetchError
 
 #: The run directories in ``tmp/`` (:meth:`DownloadCache.claim`).
@@ -82,7 +83,8 @@ def _sha256(digest: str) -> bool:
     return algorithm == "sha256" and len(hexdigest) == 64 and all(c in "0123456789abcdef" for c in hexdigest)
 
 
-class CachedTree(NamedTuple):
+@record
+class CachedTree:
     """An extracted tree in the cache and its manifest, recorded when it entered the cache: for every directory
     ``(inode, mtime_ns, uid, mode)``, for every file ``(inode, size, mtime_ns, mode, uid)``, for every symbolic link
     its target; keys are paths relative to the tree (``""`` is the tree itself)."""
@@ -336,7 +338,7 @@ class DownloadCache:
                 os.rename(
                     entry, dest
                 )  # never over an existing entry: another run (or thread) may be installing it
-                return tree._replace(path=dest / "root")
+                return replace(tree, path=dest / "root")
             except OSError as err:
                 if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                     raise
@@ -434,7 +436,8 @@ class DownloadCache:
                 os.replace(tmp, path)
 
 
-class KnownTree(NamedTuple):
+@record
+class KnownTree:
     """What an extraction knows of the tree it wrote: the records of its files (as :class:`CachedTree` has them),
     the relative names of its directories (``""`` the root), and its symbolic links."""
 

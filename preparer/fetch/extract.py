@@ -29,10 +29,11 @@ import stat
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from preparer import interrupt
 from preparer._fs import PER_FILE_WORK, current_umask, file_record, is_inside
+from preparer._record import record
 from preparer.errors import FetchError
 from preparer.fetch.streams import MAX_TRAILING, Reader, TarStream, damage_ahead, damaged
 
@@ -52,7 +53,8 @@ _SPECIAL = {b"3": "character device", b"4": "block device", b"6": "fifo"}
 _WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class Extracted(NamedTuple):
+@record
+class Extracted:
     """What an extraction found: the names at the top of the archive (to tell buildpacks from OCI layouts), the
     number of entries written, and every symbolic link (relative name -> target). With ``record``, also what the
     download cache's manifest holds of every file (:class:`preparer.fetch.cache.CachedTree`) and the names of

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal
 
 from preparer import interrupt
 from preparer._record import field, record
@@ -139,7 +139,8 @@ def ref_tag(reference: str) -> str:
     return "ref-" + hashlib.sha256(reference.encode()).hexdigest()
 
 
-class Hit(NamedTuple):
+@record
+class Hit:
     """An archive the repository holds: its layer's digest and size, and the record's annotations."""
 
     digest: str

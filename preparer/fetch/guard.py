@@ -9,8 +9,9 @@ policy there is no guard, and nothing is asked.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, NamedTuple, Protocol
+from typing import Literal, Protocol
 
+from preparer._record import record
 from preparer.errors import FetchError, RunLimitReached
 
 
@@ -22,7 +23,8 @@ class RunLimitExceeded(LimitExceeded, RunLimitReached):
     """The fetches of the run together went past one of the policy's limits for the whole run."""
 
 
-class SignatureObject(NamedTuple):
+@record
+class SignatureObject:
     """One signature as a registry holds it, not yet interpreted: fetching finds these, the policy judges them.
 
     ``cosign``: a layer of the ``sha256-<hex>.sig`` manifest: ``payload`` its simple-signing blob, ``signature``
@@ -37,7 +39,8 @@ class SignatureObject(NamedTuple):
     signature: str | None = None
 
 
-class Verified(NamedTuple):
+@record
+class Verified:
     """A signature that satisfied one ``[[image.signed-by]]`` rule: its format, the digest it is for, the key's
     fingerprint, and where it was found."""
 

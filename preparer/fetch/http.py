@@ -10,6 +10,7 @@ policy allows that kind.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from preparer.fetch.base import FetchContext, Fetched
@@ -40,7 +41,7 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
     fetched, via = ctx.store.archive_file(
         origin, lambda path, digest: fetch_cnb(path, source=source, digest=digest, ctx=ctx), ctx.sink
     )
-    return fetched if via is None else fetched._replace(via=via)
+    return fetched if via is None else replace(fetched, via=via)
 
 
 class _Tar:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 from preparer._logger import log
+from preparer._record import record
 from preparer.fetch.guard import Guard
 from preparer.fetch.streams import ProgressFn
 
@@ -21,7 +21,8 @@ def log_warning(message: str) -> None:
     log.warning("%s", message)
 
 
-class Sink(NamedTuple):
+@record
+class Sink:
     """What one fetch writes to and reports to."""
 
     #: A private directory of the run: a fetch writes only in new directories below it.

@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from preparer._logger import log
+from preparer._record import record
 from preparer.errors import FetchError
 from preparer.fetch.archives import Archive, ArchiveWay, Origin, Revalidations, Unpacker, conditional
 from preparer.fetch.cache import CacheUnusable, DownloadCache, dumps_signature_record, signature_record
@@ -515,7 +516,8 @@ def _spooled(data: bytes, prefix: str, spool: Path) -> Path:
     return Path(name)
 
 
-class SharedFile(NamedTuple):
+@record
+class SharedFile:
     """A small file as the fleet holds it (:meth:`Store.small_file`)."""
 
     #: Its bytes, when they may be used without asking the origin.

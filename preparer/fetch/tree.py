@@ -17,7 +17,7 @@ import stat
 import threading
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from preparer import interrupt
 from preparer._fs import (
@@ -30,6 +30,7 @@ from preparer._fs import (
     open_dir,
     open_subdir,
 )
+from preparer._record import record
 from preparer.errors import ApplyError, FetchError
 from preparer.fetch.cache import CachedTree, CacheMismatch, changed_dir
 from preparer.files.buildpack import BuildpackDescriptor, buildpack_dir, read_buildpack_toml
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
     from preparer.fetch.guard import Guard
 
 
-class StagedBuildpack(NamedTuple):
+@record
+class StagedBuildpack:
     """One buildpack unpacked in staging, ``buildpack.toml`` at the top of ``path``."""
 
     descriptor: BuildpackDescriptor
@@ -150,11 +152,11 @@ def _copy_file(
     try:
         left = None
         if cached is not None:
-            name, record = cached
+            name, kept = cached
             info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or file_record(info) != record:
+            if not stat.S_ISREG(info.st_mode) or file_record(info) != kept:
                 raise CacheMismatch(f"{name} changed since it was cached")
-            left = record[1]
+            left = kept[1]
         out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
         try:
             copy = _copy_range
@@ -223,7 +225,7 @@ def install_cached(tree: CachedTree, dest: Path, *, link: bool, guard: Guard | N
     # little Python between them), so two threads at it gain; two children (the command's way) gain more.
     if guard is not None:  # the tree as extracted: held to the same limits as an extraction
         guard.entry(len(tree.files) + len(tree.dirs) + len(tree.links))
-        guard.extracted(sum(record[1] for record in tree.files.values()))
+        guard.extracted(sum(kept[1] for kept in tree.files.values()))
     with _INSTALLING:
         from preparer.fetch import workers  # deferred: a small module, for runs that install from the cache
 
@@ -261,10 +263,10 @@ def _install(tree: CachedTree, out: str, link: bool, masked: int) -> None:
             raise
         except OSError:  # another filesystem: copies instead (of what is not linked yet)
             pass
-    for rel, record in tree.files.items():
+    for rel, kept in tree.files.items():
         interrupt.check()
         if not os.path.lexists(f"{out}/{rel}"):
-            _copy_file(f"{base}/{rel}", f"{out}/{rel}", record[3], masked, (rel, record))
+            _copy_file(f"{base}/{rel}", f"{out}/{rel}", kept[3], masked, (rel, kept))
 
 
 def _link_files(tree: CachedTree, base: str, out: str) -> None:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from preparer._near import closest
+from preparer._record import record
 from preparer.errors import BuilderError, FetchError, PreparerError
 from preparer.files import MalformedError
 from preparer.files._toml import load_toml_text
@@ -21,7 +22,8 @@ _ID = re.compile(r"^[A-Za-z0-9./-]+$")
 _RESERVED_IDS = frozenset({"app", "config", "generated", "sbom"})
 
 
-class BuildpackDescriptor(NamedTuple):
+@record
+class BuildpackDescriptor:
     """What the preparer needs from a ``buildpack.toml``."""
 
     id: str

@@ -8,8 +8,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
+from preparer._record import record
 from preparer.config import GroupEntry
 from preparer.errors import DescriptorError, with_fields
 
@@ -25,7 +26,8 @@ Source = Literal["builder", "path", "http", "image", "registry", "inline"]
 Mode = Literal["frozen", "write", "update"]
 
 
-class Locked(NamedTuple):
+@record
+class Locked:
     """One entry of the lock.
 
     ``written`` is the entry as written (``uri`` without credentials, ``id``, ``version``, and a ``script``'s
@@ -43,7 +45,8 @@ class Locked(NamedTuple):
     digest: str | None = None
 
 
-class LockState(NamedTuple):
+@record
+class LockState:
     """The lock of a run: its file, the entries read from it (``None``: there was none), and what the run does
     with it: ``frozen`` to it, ``write`` it (there was none), ``update`` it (``-update-lock``)."""
 

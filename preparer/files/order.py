@@ -7,14 +7,16 @@ written only when true. ``[[order-extensions]]`` of the builder's order are carr
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+from preparer._record import record
 from preparer.errors import BuilderError
 from preparer.files import MalformedError
 from preparer.files._toml import dumps_toml, load_toml_text
 
 
-class OrderElement(NamedTuple):
+@record
+class OrderElement:
     """One buildpack of a group."""
 
     id: str
@@ -30,7 +32,8 @@ class OrderElement(NamedTuple):
 Group = tuple[OrderElement, ...]
 
 
-class Order(NamedTuple):
+@record
+class Order:
     """An order: groups of buildpacks, tried in turn, plus the extensions' order kept as read."""
 
     groups: tuple[Group, ...] = ()

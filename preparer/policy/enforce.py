@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,7 +37,7 @@ def enforce(plan: Plan, policy: Policy, cache_root: Path | None) -> Plan:
         )
         log.warning("%s", warning)
         warnings, removal = (*warnings, warning), None
-    return plan._replace(policy=tuple(decisions), rules=policy, removal=removal, warnings=warnings)
+    return replace(plan, policy=tuple(decisions), rules=policy, removal=removal, warnings=warnings)
 
 
 def describe_signatures(plan: Plan) -> list[str]:

@@ -11,7 +11,7 @@ import fnmatch
 import re
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import tomli
 
@@ -50,7 +50,8 @@ def _table(header: re.Match[str]) -> str:
     return header.group(1).replace(" ", "").replace('"', "")
 
 
-class Rule(NamedTuple):
+@record
+class Rule:
     """A value of the policy and the line where it is written (``None``: no line names it alone)."""
 
     key: str
@@ -407,7 +408,8 @@ class Budget:
 # Deciding each entry of the plan, before anything is fetched.
 
 
-class Decision(NamedTuple):
+@record
+class Decision:
     """One entry (a group entry or a build env variable) and what the policy says of it."""
 
     #: Where the entry is written: ``io.buildpacks.group[2]``.
@@ -438,7 +440,8 @@ def decide_source(policy: Policy, key: str, written: str, kinds: tuple[str, ...]
     return Decision(key, written, True, _allowed_by(policy, kinds, target))
 
 
-class Target(NamedTuple):
+@record
+class Target:
     """Where a source points: an http URL (with its pin and what the cache knows of it), or an image."""
 
     url: str | None = None

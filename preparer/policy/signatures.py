@@ -23,7 +23,7 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from preparer._record import record
 from preparer.errors import SignatureRefused, with_fields
@@ -51,7 +51,8 @@ class SignedBy:
     line: int | None
 
 
-class _Claim(NamedTuple):
+@record
+class _Claim:
     """What a signature object says, before any key is tried: the digests it is for, the message its signatures
     are over, and those signatures; or, in ``problem``, why it is no signature of an image."""
 

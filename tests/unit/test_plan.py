@@ -28,5 +28,5 @@ def test_ids_already_in_the_group_are_skipped_so_a_second_run_changes_nothing() 
 
 def test_env_actions() -> None:
     entries = [EnvEntry("k0", "CNB_X", "1"), EnvEntry("k1", "SET", "2"), EnvEntry("k2", "NEW", "3")]
-    actions = [(e.name, a) for e, a, _ in env_actions(entries, {"SET"})]
+    actions = [(each.entry.name, each.action) for each in env_actions(entries, {"SET"})]
     assert actions == [("CNB_X", "skipped"), ("SET", "kept"), ("NEW", "written")]

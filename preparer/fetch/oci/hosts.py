@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import urlsplit
 
 import tomli
 
+from preparer._record import field, record
 from preparer.errors import InvalidInputsError
 from preparer.goflags import parse_duration
 
@@ -25,7 +26,8 @@ MAX_HOSTS_FILE = 1 << 20
 _KEYS = frozenset({"capabilities", "ca", "skip_verify", "override_path", "header", "dial_timeout", "client"})
 
 
-class Host(NamedTuple):
+@record
+class Host:
     """One host to try for a registry."""
 
     url: str
@@ -33,7 +35,7 @@ class Host(NamedTuple):
     ca: tuple[str, ...] = ()
     skip_verify: bool = False
     override_path: bool = False
-    headers: Mapping[str, str] = {}
+    headers: Mapping[str, str] = field(default_factory=dict)
     dial_timeout: float | None = None
 
     @property
@@ -46,7 +48,8 @@ class Host(NamedTuple):
         return urlsplit(self.url).netloc
 
 
-class RegistryHosts(NamedTuple):
+@record
+class RegistryHosts:
     """A registry's hosts.toml: its mirrors in order, and its upstream when ``server`` names one."""
 
     hosts: tuple[Host, ...]

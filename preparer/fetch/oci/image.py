@@ -46,9 +46,9 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
     fetched, via = ctx.store.image(str(ref), ref.digest, pull, ctx.sink)
     pinned = f"{ref.registry}/{ref.repository}@{fetched.digest}" if fetched.digest else None
     return (
-        fetched._replace(image=pinned)
+        replace(fetched, image=pinned)
         if via is None
-        else fetched._replace(source=str(ref), via=via, image=pinned)
+        else replace(fetched, source=str(ref), via=via, image=pinned)
     )
 
 
@@ -73,9 +73,9 @@ def _pull(ref: Reference, ctx: FetchContext, signed: tuple[Reference, FetchConte
         ctx.store.image_unreadable(source, err.cause or "")
         return _pull(ref, ctx)
     if signatures:
-        fetched = fetched._replace(signatures=signatures)
+        fetched = replace(fetched, signatures=signatures)
     if blobs_from is not None:
-        return fetched._replace(via="cache repository")
+        return replace(fetched, via="cache repository")
     if not registry.used_credential:  # what credentials pulled is never shared
         ctx.store.keep_image(source, ref.digest, digest, manifest, str(config_descriptor["digest"]))
     return fetched

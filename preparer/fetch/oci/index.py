@@ -11,6 +11,7 @@ live under ``1``, ``2`` and ``3/<name[0:2]>``), one minified JSON object per lin
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from preparer._logger import log
 from preparer.errors import FetchError, NotFoundError
@@ -136,7 +137,7 @@ def _from_registry(bp_id: str, version: str, address: str, ctx: FetchContext) ->
             f"fetch urn:cnb:registry:{bp_id}@{version}",
             f"the image at {address} holds {fetched.top.ref} instead",
         )
-    return fetched._replace(source=f"urn:cnb:registry:{bp_id}@{version}", via=None)
+    return replace(fetched, source=f"urn:cnb:registry:{bp_id}@{version}", via=None)
 
 
 def fetch_id(locator: IdLocator, ctx: FetchContext) -> Fetched:
@@ -155,7 +156,7 @@ def fetch_id(locator: IdLocator, ctx: FetchContext) -> Fetched:
             "%s is not in %s; the buildpack registry %s has it: %s", wanted, buildpacks_dir, index, address
         )
         fetched = _from_registry(locator.id, version, address, ctx)
-        return fetched._replace(source=locator.id if locator.version is None else wanted,
+        return replace(fetched, source=locator.id if locator.version is None else wanted,
                                    resolved="registry")  # fmt: skip
     meant = similar_installed(ctx.buildpacks_dir, locator.id) if ctx.buildpacks_dir is not None else None
     hint = f" (did you mean {meant}?)" if meant else ""
@@ -170,7 +171,7 @@ def fetch_id(locator: IdLocator, ctx: FetchContext) -> Fetched:
         raise NotFoundError(action, f"{searched}, and there is no image {_normalised(locator.id)}") from None
     except FetchError as err:
         raise FetchError(action, f"{searched}, and pulling it as an image failed: {err.message}") from None
-    return fetched._replace(source=locator.id, resolved="image")
+    return replace(fetched, source=locator.id, resolved="image")
 
 
 def _normalised(reference: str) -> str:
