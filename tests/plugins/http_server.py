@@ -15,12 +15,14 @@ import hashlib
 import json
 import ssl
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -171,9 +173,19 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    """A threading server that keeps quiet when a client goes away or refuses the handshake: what the tests of cut
+    downloads, cancelled runs and untrusted certificates make the preparer do."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
 def _serve(server: FileServer, tls: ssl.SSLContext | None = None) -> Generator[FileServer, None, None]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(server))
-    httpd.daemon_threads = True
+    httpd = _Server(("127.0.0.1", 0), _handler(server))
     if tls is not None:
         httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
     server.port = httpd.server_address[1]
