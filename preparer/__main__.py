@@ -13,9 +13,8 @@ def main() -> None:
     """Import the command with the cycle collector paused, then run it (:func:`preparer.cli.entry` exits)."""
     gc.disable()
     try:
-        from preparer.cli import (
-            entry,
-        )  # deferred: imported with the collector paused, the reason for this module
+        # Deferred: imported with the collector paused, the reason for this module.
+        from preparer.cli import entry
     finally:
         gc.freeze()
         gc.enable()
