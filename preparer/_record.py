@@ -50,7 +50,7 @@ class _Spec:
 
     def __init__(self, cls: type) -> None:
         fields = dataclasses.fields(cls)
-        parameters = sorted((f for f in fields if f.init), key=lambda f: bool(f.kw_only))  # Python's order
+        parameters = _parameters(cls)
         self.name = cls.__qualname__
         #: The ``__init__`` parameters, positional ones first, in the order of the fields.
         self.init = tuple(_Field(f) for f in parameters)
@@ -63,6 +63,11 @@ class _Spec:
         self.compared = tuple(f.name for f in fields if f.compare)
         self.hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
         self.shown = tuple(f.name for f in fields if f.repr)
+
+
+def _parameters(cls: type) -> list[dataclasses.Field[Any]]:
+    """The fields ``__init__`` takes, in Python's order of parameters: positional ones first (a stable sort)."""
+    return sorted((f for f in dataclasses.fields(cls) if f.init), key=lambda f: bool(f.kw_only))
 
 
 @overload
@@ -152,7 +157,6 @@ class _Signature:
     parameters, worked out when asked."""
 
     def __get__(self, obj: object, owner: type) -> inspect.Signature:
-        parameters = sorted((f for f in dataclasses.fields(owner) if f.init), key=lambda f: bool(f.kw_only))
         return inspect.Signature(
             [
                 inspect.Parameter(
@@ -167,7 +171,7 @@ class _Signature:
                     ),
                     annotation=f.type,
                 )
-                for f in parameters
+                for f in _parameters(owner)
             ]
         )
 

@@ -7,7 +7,6 @@ written); :func:`run_plan` carries a plan out; :func:`prepare` does both, as the
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import functools
 import os
 import threading
@@ -433,7 +432,7 @@ def run_plan(
     with interrupt.run(cancel, deadline), named_run(run_id):
         outcome = apply_plan(plan, inputs, callers(progress))
     report = _report(plan, inputs, outcome.buildpacks, outcome.written, outcome.removed)
-    return dataclasses.replace(report, warnings=(*report.warnings, *outcome.warnings))
+    return replace(report, warnings=(*report.warnings, *outcome.warnings))
 
 
 def _report(
