@@ -1,4 +1,5 @@
 """Fixtures: a real HTTP server on 127.0.0.1 serving files, with faults injected per path; the same over TLS.
+It speaks HTTP/1.1 and keeps connections alive, as real servers do, so what a client leaves in its pools stays open.
 
 Every response carries an ``ETag`` (the body's sha256) and honours ``If-None-Match``. Faults are queued per path
 and used one per request: ``500``, ``404``, ``truncate`` (announce the whole length, send half, close),
@@ -77,6 +78,8 @@ RATE_LIMITED = (
 
 def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as real servers: a client's pooled connections stay open
+
         def log_message(self, format: str, *args: object) -> None:
             """Quiet: tests assert on `server.requests` instead."""
 
