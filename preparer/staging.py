@@ -77,15 +77,19 @@ def fetching(
                 link_installs=os.geteuid() == 0 and inputs.uid not in (None, 0),
             )
         )
-        yield FetchContext(
-            sink=Sink(staging, warn=warn),
-            store=store,
-            transport=Transport(
+        # The run's connections end with it: a service running many builds keeps no socket of a finished one.
+        transport = stack.enter_context(
+            Transport(
                 timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout),
                 deadline=inputs.download_timeout,
                 clock=clock,
                 environ=inputs.environ,
-            ),
+            )
+        )
+        yield FetchContext(
+            sink=Sink(staging, warn=warn),
+            store=store,
+            transport=transport,
             registries=Registries(
                 insecure=inputs.insecure_registries,
                 environ=inputs.environ,

@@ -78,12 +78,14 @@ def opened_store(
             from preparer.fetch import fleet  # deferred: only runs with a repository need its tier
 
             shared = fleet.FleetConfig(repo, _mode(mode), max_age)
-            transport = Transport(
-                timeouts=(fleet.CONNECT_SECONDS, fleet.READ_SECONDS),
-                retries=0,
-                deadline=download_timeout,
-                clock=clock or RunClock(),
-                environ=environ or {},
+            transport = stack.enter_context(
+                Transport(
+                    timeouts=(fleet.CONNECT_SECONDS, fleet.READ_SECONDS),
+                    retries=0,
+                    deadline=download_timeout,
+                    clock=clock or RunClock(),
+                    environ=environ or {},
+                )
             )
         store = Store(
             local, shared, environ=environ, insecure_registries=insecure_registries, warn=warn,

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 from urllib.parse import SplitResult, unquote, urlsplit
 
 from preparer import interrupt
@@ -222,14 +222,62 @@ class Transport:
     _tls: Any = field(default=None, init=False, repr=False)
     #: Servers that could not be connected to in any attempt of a request, and why: not asked again in the run.
     _down: dict[tuple[str, str, int | None], str] = field(default_factory=dict, init=False, repr=False)
+    #: What the session verifies TLS with instead of the environment's CA certificates (a hosts.toml host's CA
+    #: file, or ``False`` for its ``skip_verify``).
+    verify: str | bool | None = field(default=None, repr=False)
+    #: Transports made from this one (:meth:`variant`), closed with it.
+    _variants: list[Transport] = field(default_factory=list, init=False, repr=False)
+    _closed: bool = field(default=False, init=False, repr=False)
 
     def session(self) -> requests.Session:
         """The shared session: pooled connections and the CA certificates the run's environment names
-        (:func:`~preparer.fetch.environment.ca_source`). Every connection it opens is watched (:meth:`watch`)."""
+        (:func:`~preparer.fetch.environment.ca_source`). Every connection it opens is watched (:meth:`watch`).
+
+        :raises NetworkError: the transport is closed (its run is over): nothing is opened after :meth:`close`.
+        """
         with self._lock:
+            if self._closed:
+                raise NetworkError("the run is over: no request is sent after it", retry=False)
             if self._session is None:
-                self._session = _new_session(self.watch, ca_source(self.environ)[0])
+                self._session = _new_session(
+                    self, ca_source(self.environ)[0] if self.verify is None else self.verify
+                )
             return self._session
+
+    def variant(
+        self, timeouts: tuple[float, float], retries: int, verify: str | bool | None = None
+    ) -> Transport:
+        """A transport of the same run (its clock and environment) with other timeouts, retries and TLS trust, and
+        a session of its own: closed by :meth:`close` with this one."""
+        made = Transport(
+            timeouts=timeouts, retries=retries, backoff=self.backoff, deadline=self.deadline, clock=self.clock,
+            environ=self.environ, verify=verify,
+        )  # fmt: skip
+        with self._lock:
+            if self._closed:
+                made._closed = True
+            else:
+                self._variants.append(made)
+        return made
+
+    def close(self) -> None:
+        """End the run's use of the network: the session's pooled connections are closed, and those of every
+        :meth:`variant`. A session given with :meth:`use_session` is the giver's to close. Requests made after it
+        fail (:meth:`session`); closing twice does nothing more."""
+        with self._lock:
+            session = self._session if self.own_session else None
+            self._session, self._closed = None, True
+            variants, self._variants = self._variants, []
+        for variant in variants:
+            variant.close()
+        if session is not None:
+            session.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def tls_context(self) -> Any:
         """The run's TLS trust for requests made without the session (the warm probe): the CA certificates its
@@ -395,11 +443,23 @@ def _redirect(current: HttpUrl, location: str, action: str) -> HttpUrl:
     return following.with_userinfo("")
 
 
-def _new_session(on_connect: Callable[[Any], None], bundle: str) -> requests.Session:
+def _new_session(transport: Transport, verify: str | bool) -> requests.Session:
+    import weakref  # deferred with requests
+
     import requests  # deferred (heavy): made on the first request
     from requests.adapters import HTTPAdapter
     from urllib3.connection import HTTPConnection, HTTPSConnection
     from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+    # urllib3 keeps every pool's connections reachable from a process-wide finalizer: a hook that held the
+    # transport would keep the transport, its session and so every pool alive for as long as the process. The hook
+    # holds it weakly: a transport nobody closed is still collected, and its connections with it.
+    watching = weakref.WeakMethod(transport.watch)
+
+    def on_connect(sock: Any) -> None:
+        watch = watching()
+        if watch is not None:
+            watch(sock)
 
     class Plain(HTTPConnection):
         def connect(self) -> None:
@@ -435,7 +495,7 @@ def _new_session(on_connect: Callable[[Any], None], bundle: str) -> requests.Ses
     session = requests.Session()
     session.trust_env = False  # proxies, netrc and CA certificates come from the run's environment
     session.headers["User-Agent"] = f"cnb-preparer/{__version__}"
-    session.verify = bundle
+    session.verify = verify
     adapter = Watching(pool_connections=8, pool_maxsize=8, max_retries=0)
     session.mount("http://", adapter)
     session.mount("https://", adapter)

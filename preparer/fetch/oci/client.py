@@ -381,15 +381,9 @@ def registry_says(response: requests.Response) -> str:
 
 
 def _endpoint_transport(base: Transport, endpoint: Host) -> Transport:
-    """A transport for one hosts.toml host: its connect timeout, and its CA or ``skip_verify``."""
+    """A transport for one hosts.toml host: its connect timeout, and its CA or ``skip_verify``; closed with the
+    run's."""
     connect = endpoint.dial_timeout if endpoint.dial_timeout is not None else base.timeouts[0]
+    verify = False if endpoint.skip_verify else endpoint.ca[0] if endpoint.ca else None
     # No retries: a mirror that fails gives way to the next host at once.
-    transport = Transport(
-        timeouts=(connect, base.timeouts[1]), retries=0, deadline=base.deadline, clock=base.clock,
-        environ=base.environ,
-    )  # fmt: skip
-    if endpoint.skip_verify:
-        transport.session().verify = False
-    elif endpoint.ca:
-        transport.session().verify = endpoint.ca[0]
-    return transport
+    return base.variant((connect, base.timeouts[1]), retries=0, verify=verify)
