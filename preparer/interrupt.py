@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     import socket
+    import subprocess
     from types import FrameType
 
 #: ``socket.SHUT_RDWR``, without importing socket (a run that downloads nothing never needs it).
@@ -276,6 +277,37 @@ def sleep(seconds: float) -> None:
         if _stop.wait(min(left, 0.1)):
             raise Interrupted(_signum)
         check()
+
+
+def communicate(proc: subprocess.Popen[str], given: str, seconds: float) -> tuple[str, str]:
+    """``proc``'s standard output and error once it has read ``given`` and exited, waiting at most ``seconds`` and
+    only while the current run goes on: when the run is stopped (its handle, its deadline, :func:`stop`) or the time
+    is up, the process and its process group (``proc`` must lead a session of its own) are killed and reaped at once.
+
+    :raises subprocess.TimeoutExpired: ``seconds`` passed.
+    :raises Interrupted: the run is to stop (as :func:`check`).
+    """
+    import os  # deferred with subprocess: only runs that start a program wait for one
+    import subprocess
+
+    ends = time.monotonic() + seconds
+    first: str | None = given
+    try:
+        while True:
+            check()
+            try:
+                return proc.communicate(first, timeout=min(0.05, max(0.0, ends - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                first = None  # sent: the rest of the exchange goes on where it stopped
+                if time.monotonic() >= ends:
+                    raise
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            proc.kill()
+        proc.communicate()
+        raise
 
 
 def watch(sock: socket.socket | None) -> None:

@@ -21,6 +21,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from preparer import interrupt
 from preparer._record import field, record
 from preparer.errors import FetchError
 from preparer.fetch.failures import failure
@@ -186,33 +187,31 @@ def _from_helper(
 ) -> Credential | None:
     program = f"docker-credential-{helper}"
     try:
-        proc = subprocess.run(
-            [program, "get"],
-            input=server,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env=dict(environ),
-            check=False,
-        )
+        # A session of its own: a helper that is stopped is stopped with whatever it started.
+        proc = subprocess.Popen(
+            [program, "get"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(environ), start_new_session=True,
+        )  # fmt: skip
     except FileNotFoundError:
         if missing_ok:
             return None
         raise FetchError("get credentials", f"credential helper {program} is not installed") from None
-    except subprocess.TimeoutExpired:
-        raise FetchError(
-            "get credentials", f"credential helper {program} did not answer within 30 s"
-        ) from None
     except OSError as err:
         raise FetchError(
             "get credentials", f"credential helper {program} cannot be run: {err.strerror or err}"
         ) from None
+    try:
+        stdout, stderr = interrupt.communicate(proc, server, HELPER_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise FetchError(
+            "get credentials", f"credential helper {program} did not answer within {HELPER_SECONDS:g} s"
+        ) from None
     if proc.returncode != 0:
-        if "credentials not found" in proc.stdout.lower() + proc.stderr.lower():
+        if "credentials not found" in stdout.lower() + stderr.lower():
             return None
         raise FetchError("get credentials", f"credential helper {program} exited with {proc.returncode}")
     try:
-        answer = json.loads(proc.stdout)
+        answer = json.loads(stdout)
         username, secret = str(answer["Username"]), str(answer["Secret"])
     except (ValueError, KeyError, TypeError, RecursionError):
         raise FetchError(
@@ -223,6 +222,9 @@ def _from_helper(
         return Credential(source, identity_token=secret)
     return Credential.basic(source, username, secret)
 
+
+#: Seconds a credential helper has to answer.
+HELPER_SECONDS = 30.0
 
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 #: A token endpoint is named by the registry, so its answer is as untrusted as the registry: bounded.
