@@ -162,7 +162,9 @@ def _sct_problem(sct: Any, issuer_key_hash: bytes, tbs: bytes, root: TrustedRoot
         )
     log = next((log for log in logs if log.window.holds(millis // 1000)), None)
     if log is None:
-        return f"the certificate's SCT is from the CT log {logs[0].url or sct.log_id.hex()}, not trusted at its time {_when(millis // 1000)}"
+        name = logs[0].url or sct.log_id.hex()
+        return f"the certificate's SCT is from the CT log {name}, not trusted at its time {_when(millis // 1000)}"
+    name = log.url or log.log_id.hex()
     extensions = sct.extension_bytes
     signed = (
         struct.pack(">BBQH", 0, 0, millis, 1)
@@ -180,9 +182,10 @@ def _sct_problem(sct: Any, issuer_key_hash: bytes, tbs: bytes, root: TrustedRoot
         elif sct.signature_algorithm == SignatureAlgorithm.RSA and isinstance(log.key, rsa.RSAPublicKey):
             log.key.verify(sct.signature, signed, padding.PKCS1v15(), sct.signature_hash_algorithm)
         else:
-            return f"the certificate's SCT is signed with {sct.signature_algorithm.name}, not the CT log {log.url}'s key type"
+            algorithm = sct.signature_algorithm.name
+            return f"the certificate's SCT is signed with {algorithm}, which the key of the CT log {name} is not for"
     except InvalidSignature:
-        return f"the signature of the certificate's SCT does not verify with the key of the CT log {log.url or log.log_id.hex()}"
+        return f"the signature of the certificate's SCT does not verify with the key of the CT log {name}"
     return None
 
 
