@@ -88,6 +88,10 @@ def test_a_given_intermediate_serves_below_the_roots_anchor(sigstore: Sigstore, 
     with pytest.raises(KeylessProblem, match="does not chain"):
         chain_to_authority(leaf.der, (), root, T0)
     assert chain_to_authority(leaf.der, (der(sigstore.intermediate),), root, T0) == root.authorities[0]
+    # A bundle's x509CertificateChain lists the leaf first.
+    assert (
+        chain_to_authority(leaf.der, (leaf.der, der(sigstore.intermediate)), root, T0) == root.authorities[0]
+    )
     with pytest.raises(KeylessProblem, match=r"certificate 0 of the signature's chain is not a DER X.509"):
         chain_to_authority(leaf.der, (b"junk",), root, T0)
 
