@@ -206,7 +206,17 @@ def _records(
             "inline" if step.entry.script is not None else ("installed" if new else "present")
         )
         signatures = tuple(
-            SignatureRecord(step.entry.key, result.source, s.digest, s.format, s.key)
+            SignatureRecord(
+                step.entry.key,
+                result.source,
+                s.digest,
+                s.format,
+                s.key,
+                s.issuer,
+                s.subject,
+                s.log_index,
+                s.integrated_time,
+            )
             for s in result.signatures
         )
         records.append(

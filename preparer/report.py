@@ -62,7 +62,11 @@ class SignatureRecord:
         image: the image, as named (credentials removed).
         digest: the digest the signature is for (the platform manifest's, or the index's).
         format: ``cosign`` (the ``sha256-<hex>.sig`` tag) or ``bundle`` (a Sigstore bundle among its referrers).
-        key: the SHA-256 fingerprint of the key it verified with (hex of its DER SubjectPublicKeyInfo).
+        key: the SHA-256 fingerprint of the key it verified with (hex of its DER SubjectPublicKeyInfo); ``""`` for a
+            keyless signature.
+        issuer, subject: a keyless signature's certificate: its OIDC issuer and its subject (SAN).
+        log_index: a keyless signature's transparency log entry (its global ``logIndex``).
+        integrated_time: a keyless signature's verified signing time, seconds since the epoch.
     """
 
     entry: str
@@ -70,11 +74,25 @@ class SignatureRecord:
     digest: str
     format: str
     key: str
+    issuer: str = ""
+    subject: str = ""
+    log_index: int | None = None
+    integrated_time: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """As the report file has it."""
-        return {"entry": self.entry, "image": self.image, "digest": self.digest, "format": self.format,
-                "key": self.key}  # fmt: skip
+        """As the report file has it (a keyless signature's signing time in RFC 3339, UTC)."""
+        common = {"entry": self.entry, "image": self.image, "digest": self.digest, "format": self.format}
+        if not self.issuer:
+            return common | {"key": self.key}
+        keyless: dict[str, Any] = {"issuer": self.issuer, "subject": self.subject}
+        if self.log_index is not None:
+            keyless["log-index"] = self.log_index
+        if self.integrated_time is not None:
+            import datetime  # deferred: only keyless signatures are reported with a time
+
+            at = datetime.datetime.fromtimestamp(self.integrated_time, datetime.UTC)
+            keyless["integrated-time"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return common | keyless
 
 
 @record

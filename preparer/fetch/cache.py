@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from preparer import interrupt
 from preparer._fs import (
@@ -111,15 +112,16 @@ def changed_dir(tree: CachedTree) -> str | None:
     return None
 
 
-def dumps_signature_record(objects: list[dict[str, str]]) -> bytes:
+def dumps_signature_record(objects: list[dict[str, Any]]) -> bytes:
     """A signature record's bytes (read back by :func:`signature_record`)."""
     import json  # deferred, as in every method here: a run without a download cache never reads a record
 
     return json.dumps({"objects": objects}, sort_keys=True).encode()
 
 
-def signature_record(data: bytes) -> list[dict[str, str]] | None:
-    """The objects of a signature record (``{"objects": [{...}]}``, every value a string), or ``None``."""
+def signature_record(data: bytes) -> list[dict[str, Any]] | None:
+    """The objects of a signature record (``{"objects": [{...}]}``, every value a string but ``annotations``, a
+    table of strings), or ``None``."""
     import json  # deferred, as above
 
     try:
@@ -128,10 +130,18 @@ def signature_record(data: bytes) -> list[dict[str, str]] | None:
         return None
     objects = record.get("objects") if isinstance(record, dict) else None
     if not isinstance(objects, list) or not all(
-        isinstance(o, dict) and all(isinstance(v, str) for v in o.values()) for o in objects
+        isinstance(o, dict) and all(map(_recorded, o.items())) for o in objects
     ):
         return None
     return objects
+
+
+def _recorded(item: tuple[str, Any]) -> bool:
+    """Whether a signature record holds ``item`` as it writes it."""
+    key, value = item
+    if key == "annotations":
+        return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+    return isinstance(value, str)
 
 
 class DownloadCache:
@@ -398,7 +408,7 @@ class DownloadCache:
         name = hashlib.sha256(f"{repository}@{digest}".encode()).hexdigest()
         return self._dir("signatures") / (name + ".json")
 
-    def signatures(self, repository: str, digest: str) -> list[dict[str, str]] | None:
+    def signatures(self, repository: str, digest: str) -> list[dict[str, Any]] | None:
         """The signature objects recorded for the image ``digest`` of ``registry/repository``, or ``None``."""
         path = self._signatures_path(repository, digest)
         try:
@@ -408,7 +418,7 @@ class DownloadCache:
         except OSError:
             return None
 
-    def put_signatures(self, repository: str, digest: str, objects: list[dict[str, str]]) -> None:
+    def put_signatures(self, repository: str, digest: str, objects: list[dict[str, Any]]) -> None:
         """Record ``objects`` for the image ``digest`` of ``registry/repository`` atomically."""
         data = dumps_signature_record(objects)
         if len(data) > MAX_SIGNATURE_RECORD:

@@ -28,26 +28,34 @@ class SignatureObject:
     """One signature as a registry holds it, not yet interpreted: fetching finds these, the policy judges them.
 
     ``cosign``: a layer of the ``sha256-<hex>.sig`` manifest: ``payload`` its simple-signing blob, ``signature``
-    the layer's ``dev.cosignproject.cosign/signature`` annotation as written (base64). ``bundle``: a Sigstore
-    bundle attached as a referrer: ``payload`` the bundle's JSON, ``signature`` ``None``. ``found``: where it was,
-    for messages (``sha256-<hex>.sig layer 2``, ``referrer sha256:...``).
+    the layer's ``dev.cosignproject.cosign/signature`` annotation as written (base64), ``annotations`` the layer's
+    keyless material (``dev.sigstore.cosign/certificate``, ``…/chain``, ``…/bundle``) when it has any. ``bundle``:
+    a Sigstore bundle attached as a referrer: ``payload`` the bundle's JSON, ``signature`` ``None``. ``found``:
+    where it was, for messages (``sha256-<hex>.sig layer 2``, ``referrer sha256:...``).
     """
 
     format: Literal["cosign", "bundle"]
     found: str
     payload: bytes
     signature: str | None = None
+    annotations: tuple[tuple[str, str], ...] = ()
 
 
 @record
 class Verified:
     """A signature that satisfied one ``[[image.signed-by]]`` rule: its format, the digest it is for, the key's
-    fingerprint, and where it was found."""
+    fingerprint (``""`` for a keyless signature), and where it was found; for a keyless signature, the certificate's
+    ``issuer`` and ``subject``, the log entry's ``log_index`` and the verified signing time (``integrated_time``,
+    seconds since the epoch)."""
 
     format: str
     digest: str
     key: str
     found: str
+    issuer: str = ""
+    subject: str = ""
+    log_index: int | None = None
+    integrated_time: int | None = None
 
 
 class SignatureCheck(Protocol):

@@ -342,8 +342,11 @@ class Store:
             except ValueError:
                 return None
             found_at, signature = obj.get("found", ""), obj.get("signature")
+            annotations: dict[str, str] = obj.get("annotations", {})
+            if not isinstance(annotations, dict) or not all(isinstance(v, str) for v in annotations.values()):
+                return None
             if obj.get("format") == "cosign":
-                found.append(SignatureObject("cosign", found_at, data, signature))
+                found.append(SignatureObject("cosign", found_at, data, signature, tuple(annotations.items())))
             elif obj.get("format") == "bundle":
                 found.append(SignatureObject("bundle", found_at, data, signature))
             else:
@@ -361,9 +364,10 @@ class Store:
             return
         import base64  # deferred, as above
 
-        record = [
+        record: list[dict[str, Any]] = [
             {"format": o.format, "found": o.found, "payload": base64.b64encode(o.payload).decode()}
             | ({"signature": o.signature} if o.signature is not None else {})
+            | ({"annotations": dict(o.annotations)} if o.annotations else {})
             for o in objects
         ]
         if local is not None:

@@ -41,8 +41,9 @@ def enforce(plan: Plan, policy: Policy, cache_root: Path | None) -> Plan:
 
 
 def describe_signatures(plan: Plan) -> list[str]:
-    """The dry run's account of ``[[image.signed-by]]``: for each image entry, each rule that applies, its line and
-    its keys (file and fingerprint). Nothing is verified."""
+    """The dry run's account of ``[[image.signed-by]]``: for each image entry, each rule that applies, its line, its
+    keys (file and fingerprint), its identities (issuer, subject) and its trusted root (file and the SHA-256 of its
+    bytes). Nothing is verified."""
     policy = plan.rules
     if policy is None or not policy.signed_by:
         return []
@@ -63,9 +64,12 @@ def describe_signatures(plan: Plan) -> list[str]:
             continue
         for rule in policy.signed_by_rules(repository):
             where = f"line {rule.line} of {policy.path}" if rule.line else policy.path
-            keys = ", ".join(f"key {k.path} (sha256:{k.fingerprint})" for k in rule.keys)
+            trusted = [f"key {k.path} (sha256:{k.fingerprint})" for k in rule.keys]
+            trusted += [f"identity {i.shown}" for i in rule.identities]
+            if rule.root is not None:
+                trusted.append(f"trusted root {rule.root.path} (sha256:{rule.root.sha256})")
             lines.append(
-                f"  signatures: {step.entry.key} ({repository}{when}): image.signed-by, {where}: {keys}"
+                f"  signatures: {step.entry.key} ({repository}{when}): image.signed-by, {where}: {', '.join(trusted)}"
             )
     return lines
 

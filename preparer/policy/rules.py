@@ -21,14 +21,19 @@ from preparer.errors import InvalidInputsError, PolicyRefused, with_fields
 from preparer.fetch.guard import LimitExceeded, RunLimitExceeded
 
 if TYPE_CHECKING:
-    from preparer.policy.signatures import Check, SignedBy
+    from collections.abc import Iterator
+
+    from preparer.policy.keyless.model import TrustedRoot
+    from preparer.policy.keys import PublicKey
+    from preparer.policy.signatures import Check, Identity, SignedBy
 
 #: The kinds of source a policy names in ``sources.allow``.
 KINDS = ("builder", "path", "http", "image", "cnb", "registry", "inline")
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "kb": 1000, "mb": 10**6,
           "gb": 10**9, "tb": 10**12}  # fmt: skip
 _SCHEMA: dict[str, frozenset[str]] = {
-    "": frozenset({"sources", "http", "image", "limits", "env", "app"}),
+    "": frozenset({"sources", "http", "image", "limits", "env", "app", "sigstore"}),
+    "sigstore": frozenset({"trusted-root"}),
     "sources": frozenset({"allow"}),
     "http": frozenset({"allow", "require-pin"}),
     "image": frozenset({"allow", "require-pin", "signed-by"}),
@@ -236,26 +241,28 @@ class _Parser:
         )
 
     def signed_by(self, doc: dict[str, Any]) -> tuple[SignedBy, ...]:
-        """Every ``[[image.signed-by]]`` rule, its keys read now: a key that cannot be used stops the run before
-        any request (exit 3), naming the key file and the rule's line."""
+        """Every ``[[image.signed-by]]`` rule, its keys and the trusted root its identities need read now: a key or a
+        root that cannot be used stops the run before any request (exit 3), naming the file and the rule's line."""
         value = lookup(doc, "image.signed-by")
         if value is None:
             return ()
         key = "image.signed-by"
         if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
             raise self.fail(key, "must be an array of tables ([[image.signed-by]])")
-        from preparer.policy.keys import KeyProblem, load_key  # deferred: only policies that name keys
-        from preparer.policy.signatures import SignedBy
+        from preparer.policy.signatures import SignedBy  # deferred: only policies with signature rules
 
         headers = self.headers(key)
+        identity_lines = iter(self.headers(f"{key}.identities"))
+        root: TrustedRoot | None = None
         rules = []
         for index, table in enumerate(value):
             line = headers[index] if index < len(headers) else None
             where = f"line {line} of {self.path}" if line else self.path
-            unknown = sorted(set(table) - {"images", "keys"})
+            unknown = sorted(set(table) - {"images", "keys", "identities"})
             if unknown:
                 raise InvalidInputsError(
-                    self.action, f"{key} ({where}): unknown key '{unknown[0]}' (known here: images, keys)"
+                    self.action,
+                    f"{key} ({where}): unknown key '{unknown[0]}' (known here: images, keys, identities)",
                 )
             images = table.get("images", ["*"])
             if (
@@ -266,23 +273,110 @@ class _Parser:
                 raise InvalidInputsError(
                     self.action, f"{key} ({where}): images must be an array of non-empty strings"
                 )
-            paths = table.get("keys")
-            if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
-                raise InvalidInputsError(
-                    self.action,
-                    f"{key} ({where}): keys must be a non-empty array of key files (PEM public keys)",
-                )
-            keys = []
-            for written in paths:
-                path = Path(self.path).parent / written
-                try:
-                    keys.append(load_key(path))
-                except KeyProblem as problem:
-                    error = InvalidInputsError(self.action, f"{key} ({where}): key {path}: {problem}")
-                    raise with_fields(error, field="policy") from None
-            rules.append(SignedBy(tuple(images), tuple(keys), line))
+            keys = self.keys(table.get("keys"), "identities" in table, key, where)
+            identities = self.identities(table.get("identities"), identity_lines, where)
+            if identities and root is None:
+                root = self.trusted_root(doc, where)
+            rules.append(SignedBy(tuple(images), keys, line, identities, root if identities else None))
         self.rules[key] = Rule(key, headers[0] if headers else None)
         return tuple(rules)
+
+    def keys(self, paths: Any, optional: bool, key: str, where: str) -> tuple[PublicKey, ...]:
+        """The key files of one ``[[image.signed-by]]`` rule, read (none when the rule has identities instead)."""
+        if paths is None and optional:
+            return ()
+        if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
+            raise InvalidInputsError(
+                self.action,
+                f"{key} ({where}): keys must be a non-empty array of key files (PEM public keys)"
+                + ("" if optional else ", or the rule must have [[image.signed-by.identities]]"),
+            )
+        from preparer.policy.keys import KeyProblem, load_key  # deferred: only policies that name keys
+
+        keys = []
+        for written in paths:
+            path = Path(self.path).parent / written
+            try:
+                keys.append(load_key(path))
+            except KeyProblem as problem:
+                error = InvalidInputsError(self.action, f"{key} ({where}): key {path}: {problem}")
+                raise with_fields(error, field="policy") from None
+        return tuple(keys)
+
+    def identities(self, value: Any, lines: Iterator[int], rule: str) -> tuple[Identity, ...]:
+        """The ``[[image.signed-by.identities]]`` of one rule: each an issuer (``issuer`` or ``issuer-regexp``) and a
+        subject (``subject`` or ``subject-regexp``), as cosign requires both; a regexp must compile."""
+        if value is None:
+            return ()
+        key = "image.signed-by.identities"
+        if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
+            raise InvalidInputsError(
+                self.action, f"{key} (the rule at {rule}): must be an array of tables ([[{key}]])"
+            )
+        from preparer.policy.signatures import Identity  # deferred, as SignedBy
+
+        found = []
+        for table in value:
+            line = next(lines, None)
+            where = f"line {line} of {self.path}" if line else self.path
+            known = {"issuer", "issuer-regexp", "subject", "subject-regexp"}
+            unknown = sorted(set(table) - known)
+            if unknown:
+                raise InvalidInputsError(
+                    self.action,
+                    f"{key} ({where}): unknown key '{unknown[0]}' (known here: {', '.join(sorted(known))})",
+                )
+            for name, value_ in table.items():
+                if not isinstance(value_, str) or not value_:
+                    raise InvalidInputsError(
+                        self.action, f"{key} ({where}): {name} must be a non-empty string"
+                    )
+            for part in ("issuer", "subject"):
+                given = [k for k in (part, f"{part}-regexp") if k in table]
+                if len(given) != 1:
+                    problem = (
+                        f"an identity needs its {part}: {part} or {part}-regexp (cosign requires both an issuer "
+                        "and a subject)"
+                        if not given
+                        else f"give {part} or {part}-regexp, not both"
+                    )
+                    raise InvalidInputsError(self.action, f"{key} ({where}): {problem}")
+            for name in ("issuer-regexp", "subject-regexp"):
+                try:
+                    re.compile(table.get(name, ""))
+                except re.error as err:
+                    raise InvalidInputsError(
+                        self.action, f"{key} ({where}): {name} is not a valid regular expression ({err})"
+                    ) from None
+            issuer, issuer_regexp = table.get("issuer"), table.get("issuer-regexp")
+            found.append(
+                Identity(issuer, issuer_regexp, table.get("subject"), table.get("subject-regexp"), line)
+            )
+        return tuple(found)
+
+    def trusted_root(self, doc: dict[str, Any], rule: str) -> TrustedRoot:
+        """``[sigstore] trusted-root``, read: the trusted root that identity rules need (the rule at ``rule`` has
+        one)."""
+        key = "sigstore.trusted-root"
+        written = lookup(doc, key)
+        if written is None:
+            raise InvalidInputsError(
+                self.action,
+                f"image.signed-by.identities (the rule at {rule}): an identity rule needs [sigstore] trusted-root, "
+                "the platform's copy of Sigstore's trusted root (trusted_root.json)",
+            )
+        if not isinstance(written, str) or not written:
+            raise self.fail(key, "must be the path of a trusted_root.json file")
+        from preparer.policy.keyless.model import RootProblem  # deferred: only policies with identity rules
+        from preparer.policy.keyless.root import load_root
+
+        path = Path(self.path).parent / written
+        try:
+            return load_root(path)
+        except RootProblem as problem:
+            inside = f" (at {problem.where})" if problem.where else ""
+            error = self.fail(key, f"{path}{inside}: {problem}")
+            raise with_fields(error, field="policy") from None
 
     def headers(self, key: str) -> list[int]:
         """The lines of every ``[[key]]`` header, in order."""

@@ -23,15 +23,23 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from preparer._record import record
 from preparer.errors import SignatureRefused, with_fields
 from preparer.fetch.guard import SignatureObject, Verified
 from preparer.policy.keys import PublicKey
 
+if TYPE_CHECKING:
+    from preparer.policy.keyless.model import TrustedRoot, Verdict
+
 COSIGN_TYPE = "cosign container image signature"
 BUNDLE_V03 = "application/vnd.dev.sigstore.bundle.v0.3+json"
+#: Every spelling of a Sigstore bundle's media type (v0.1 and v0.2 bundles carry a certificate chain).
+BUNDLES = frozenset({
+    BUNDLE_V03, "application/vnd.dev.sigstore.bundle+json;version=0.3",
+    "application/vnd.dev.sigstore.bundle+json;version=0.2", "application/vnd.dev.sigstore.bundle+json;version=0.1",
+})  # fmt: skip
 COSIGN_PREDICATE = "https://sigstore.dev/cosign/sign/v1"
 IN_TOTO_PAYLOAD = "application/vnd.in-toto+json"
 _STATEMENTS = ("https://in-toto.io/Statement/v1", "https://in-toto.io/Statement/v0.1")
@@ -42,13 +50,59 @@ MAX_ENVELOPE_SIGNATURES = 16
 
 
 @record
+class Identity:
+    """A keyless signer a rule trusts: the certificate's OIDC issuer and its subject (the SAN: a URI or an email),
+    each given exactly or as a regular expression that must match the whole value (cosign's match is unanchored: a
+    pattern that relied on a partial match matches nothing here, never more)."""
+
+    issuer: str | None
+    issuer_regexp: str | None
+    subject: str | None
+    subject_regexp: str | None
+    #: The line of its ``[[image.signed-by.identities]]`` header.
+    line: int | None = None
+
+    def matches(self, issuer: str, subject: str) -> bool:
+        """Whether a certificate of ``issuer`` and ``subject`` is this identity's."""
+        return _one(issuer, self.issuer, self.issuer_regexp) and _one(
+            subject, self.subject, self.subject_regexp
+        )
+
+    @property
+    def shown(self) -> str:
+        """``issuer https://…, subject-regexp ^…$``, as the policy writes it."""
+        issuer = f"issuer {self.issuer}" if self.issuer is not None else f"issuer-regexp {self.issuer_regexp}"
+        subject = (
+            f"subject {self.subject}" if self.subject is not None else f"subject-regexp {self.subject_regexp}"
+        )
+        return f"{issuer}, {subject}"
+
+
+def _one(value: str, exact: str | None, pattern: str | None) -> bool:
+    if exact is not None:
+        return value == exact
+    import re  # deferred: only identity rules match patterns (re caches the compiled pattern)
+
+    return pattern is not None and re.fullmatch(pattern, value) is not None
+
+
+@record
 class SignedBy:
     """One ``[[image.signed-by]]`` rule: the images it covers (globs on ``registry/repository``, as
-    ``image.allow``), the keys it trusts, and the line of its ``[[image.signed-by]]`` header."""
+    ``image.allow``), the keys and the keyless identities it trusts (a signature of either kind satisfies it), the
+    line of its ``[[image.signed-by]]`` header, and the trusted root its identities are verified against."""
 
     images: tuple[str, ...]
     keys: tuple[PublicKey, ...]
     line: int | None
+    identities: tuple[Identity, ...] = ()
+    root: TrustedRoot | None = None
+
+    @property
+    def trusts(self) -> str:
+        """``a key``, ``an identity`` or ``a key or an identity``, for refusals."""
+        kinds = [kind for kind, has in (("a key", self.keys), ("an identity", self.identities)) if has]
+        return " or ".join(kinds)
 
 
 @record
@@ -86,9 +140,9 @@ def _cosign_claim(obj: SignatureObject) -> _Claim:
 
 def _bundle_claim(obj: SignatureObject) -> _Claim:
     bundle = _json(obj.payload)
-    if not isinstance(bundle, dict) or bundle.get("mediaType") != BUNDLE_V03:
+    if not isinstance(bundle, dict) or bundle.get("mediaType") not in BUNDLES:
         kind = str(bundle.get("mediaType"))[:100] if isinstance(bundle, dict) else "not JSON"
-        return _Claim(frozenset(), b"", (), f"it is not a Sigstore bundle v0.3 ({kind})")
+        return _Claim(frozenset(), b"", (), f"it is not a Sigstore bundle ({kind})")
     envelope = bundle.get("dsseEnvelope")
     if not isinstance(envelope, dict):
         return _Claim(frozenset(), b"", (), "the bundle holds no DSSE envelope")
@@ -197,18 +251,28 @@ class Check:
     def _first(
         rule: SignedBy, objects: Sequence[SignatureObject], claims: Sequence[_Claim], digests: Sequence[str]
     ) -> Verified | None:
-        """The first object that claims one of ``digests`` and verifies with one of the rule's keys."""
+        """The first object that claims one of ``digests`` and verifies with one of the rule's keys, or as a keyless
+        signature of one of its identities."""
         checks = 0
         for obj, said in zip(objects, claims, strict=True):
             if said.problem is not None or said.digests.isdisjoint(digests):
                 continue  # only what claims this image is worth a key's time
+            digest = next(d for d in digests if d in said.digests)
+            if rule.identities:
+                checks += 1
+                if checks > MAX_CHECKS:
+                    return None
+                verdict = _keyless(obj, rule)
+                if not isinstance(verdict, str) and any(i.matches(verdict.issuer, verdict.subject)
+                                                        for i in rule.identities):  # fmt: skip
+                    return Verified(obj.format, digest, "", obj.found, verdict.issuer, verdict.subject,
+                                    verdict.log_index, verdict.signed_at)  # fmt: skip
             for signature in said.signatures:
                 for key in rule.keys:
                     checks += 1
                     if checks > MAX_CHECKS:
                         return None
                     if key.verify(signature, said.message):
-                        digest = next(d for d in digests if d in said.digests)
                         return Verified(obj.format, digest, key.fingerprint, obj.found)
         return None
 
@@ -224,6 +288,8 @@ class Check:
         key that is no signature, or none verifies with the rule's keys (each named by its fingerprint)."""
         fingerprints = tuple(k.fingerprint for k in rule.keys)
         digest = digests[-1]
+        if rule.identities and not rule.keys:
+            return self._keyless_refusal(rule, objects, claims, digests, image)
         other, not_signature, checks = None, None, 0
         for said in claims:
             if said.problem is None and not said.digests.isdisjoint(digests):
@@ -253,15 +319,80 @@ class Check:
             why = "no signature found (no sha256-<hex>.sig tag, and no Sigstore bundle among its referrers)"
         return self._error(rule, image, digest, why, reason, signed)
 
+    def _keyless_refusal(
+        self,
+        rule: SignedBy,
+        objects: Sequence[SignatureObject],
+        claims: Sequence[_Claim],
+        digests: Sequence[str],
+        image: str,
+    ) -> SignatureRefused:
+        """Why no object satisfies an identity rule: none found; one whose certificate verified but names another
+        signer (its issuer and subject, so that the rule can be corrected); or none verifies, and why."""
+        digest = digests[-1]
+        verified, failed = None, None
+        for obj, said in list(zip(objects, claims, strict=True))[:MAX_CHECKS]:
+            if said.problem is not None or said.digests.isdisjoint(digests):
+                continue
+            verdict = _keyless(obj, rule)
+            if isinstance(verdict, str):
+                failed = failed or f"the keyless signature in {obj.found} does not verify: {verdict}"
+            else:
+                verified = verified or verdict
+        if verified is not None:
+            reason = "other-identity"
+            trusted = "; ".join(i.shown for i in rule.identities)
+            why = (
+                f"the signature for {digest} is by issuer {verified.issuer}, subject {verified.subject}, which no "
+                f"identity of the rule matches ({trusted})"
+            )
+        elif failed is not None:
+            reason, why = "unverified", failed
+        elif objects:
+            reason = "unverified"
+            count = f"{len(objects)} signature{'s' if len(objects) != 1 else ''}"
+            why = f"{count} found, none a keyless signature for {digest} ({_looked_at(digests)})"
+        else:
+            reason, why = "unsigned", f"no signature found for {digest} ({_looked_at(digests)})"
+        return self._error(rule, image, digest, why, reason, None)
+
     def _error(
         self, rule: SignedBy, image: str, digest: str, why: str, reason: str, signed: str | None
     ) -> SignatureRefused:
         where = f"line {rule.line} of {self.policy}" if rule.line else self.policy
         error = SignatureRefused(
             f"fetch {image}",
-            f"not signed by a key the platform policy trusts (image.signed-by, {where}): {why}",
+            f"not signed by {rule.trusts} the platform policy trusts (image.signed-by, {where}): {why}",
         )
         return with_fields(
             error, entry=self.entry or None, image=image, digest=digest, reason=reason,
             keys=tuple(k.fingerprint for k in rule.keys), signed_digest=signed, policy=self.policy, line=rule.line,
         )  # fmt: skip
+
+
+def _looked_at(digests: Sequence[str]) -> str:
+    """Where the signatures of ``digests`` were looked for: each one's ``.sig`` tag and its referrers."""
+    return "looked for in " + "; ".join(
+        f"the tag {d.replace(':', '-')}.sig and the referrers of {d}" for d in dict.fromkeys(digests)
+    )
+
+
+def _keyless(obj: SignatureObject, rule: SignedBy) -> Verdict | str:
+    """The keyless verdict on ``obj`` against the rule's trusted root, or why there is none (a keyed signature,
+    or a check that refused it)."""
+    # Deferred: only identity rules verify keyless signatures.
+    from preparer.policy.keyless.evidence import from_bundle, from_cosign_layer
+    from preparer.policy.keyless.model import KeylessProblem
+    from preparer.policy.keyless.verify import verify
+
+    assert rule.root is not None  # the policy reads it for every rule with identities
+    try:
+        if obj.format == "cosign":
+            found = from_cosign_layer(obj.payload, obj.signature or "", dict(obj.annotations), obj.found)
+            if found is None:
+                return "it is signed with a key, not keylessly (no certificate)"
+        else:
+            found = from_bundle(obj.payload, obj.found)
+        return verify(found, rule.root)
+    except KeylessProblem as problem:
+        return str(problem)

@@ -31,6 +31,12 @@ from preparer.fetch.streams import Reader, is_digest
 
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
 SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
+#: A keyless ``.sig`` layer's material: the Fulcio certificate, its chain, and the Rekor entry with its timestamp.
+KEYLESS_ANNOTATIONS = (
+    "dev.sigstore.cosign/certificate",
+    "dev.sigstore.cosign/chain",
+    "dev.sigstore.cosign/bundle",
+)
 BUNDLE_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 PREDICATE_ANNOTATION = "dev.sigstore.bundle.predicateType"
 COSIGN_PREDICATE = "https://sigstore.dev/cosign/sign/v1"
@@ -115,7 +121,12 @@ def _cosign_objects(source: Source, digest: str) -> list[SignatureObject]:
         if not isinstance(signature, str) or len(signature) > MAX_OBJECT:
             continue
         payload = _small_blob(source, layer, f"signature {number} of the tag {tag}")
-        found.append(SignatureObject("cosign", f"{tag} layer {number}", payload, signature))
+        keyless = tuple(
+            (name, value)
+            for name in KEYLESS_ANNOTATIONS
+            if isinstance(value := annotations.get(name), str) and len(value) <= MAX_OBJECT  # type: ignore[union-attr]
+        )
+        found.append(SignatureObject("cosign", f"{tag} layer {number}", payload, signature, keyless))
     return found
 
 
