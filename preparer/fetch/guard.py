@@ -8,7 +8,7 @@ policy there is no guard, and nothing is asked.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal, Protocol
 
 from preparer._record import record
@@ -58,6 +58,11 @@ class Verified:
     integrated_time: int | None = None
 
 
+def signature_tag(digest: str) -> str:
+    """The tag of cosign's tag scheme that holds the signatures of ``digest``: ``sha256-<hex>.sig``."""
+    return digest.replace(":", "-") + ".sig"
+
+
 class SignatureCheck(Protocol):
     """The ``[[image.signed-by]]`` rules that apply to one image."""
 
@@ -68,9 +73,15 @@ class SignatureCheck(Protocol):
         manifest's); ``None`` when a rule is not satisfied."""
 
     def verify(
-        self, objects: Sequence[SignatureObject], digests: Sequence[str], image: str
+        self,
+        objects: Iterable[SignatureObject],
+        digests: Sequence[str],
+        image: str,
+        keep: Callable[[SignatureObject], None] | None = None,
     ) -> tuple[Verified, ...]:
-        """The signature that satisfies each rule.
+        """The signature that satisfies each rule. ``objects`` are judged one at a time, as they come, and no
+        more is taken from them once every rule is satisfied; none is kept but those ``keep`` is given: each
+        object that satisfies a rule, when it does.
 
         :raises SignatureRefused: a rule that none satisfies, and why (exit 1).
         """

@@ -36,7 +36,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 #: What may follow an archive's end marker (tar pads to 10 KiB records; gzip adds its trailer): more is refused,
 #: so a body of endless zeros after an end marker ends instead of being read forever.
 MAX_TRAILING = 1 << 20
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _PROGRESS_EVERY = 0.25  # seconds between progress reports of one download
 
 #: Progress callback: ``(source, bytes_done, bytes_total or None)``; ``(source, 0, 0)`` is a cache hit.

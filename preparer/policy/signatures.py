@@ -15,20 +15,26 @@ its config or layers; this module judges them, as ``cosign verify --key`` does (
 A signature counts for an image when it verifies with one of the rule's keys and is for the digest being installed:
 the platform manifest's, or the index's that led to it (cosign signs whichever digest it was given). Every rule
 whose ``images`` match must be satisfied, each by its own keys.
+
+Every payload and bundle is read as cosign (Go) reads it, or is no signature (:func:`~preparer.policy.payload.
+read_json`), and a digest it names counts only in the one form a registry gives it (``sha256:`` and 64 lowercase
+hex digits). Objects are judged one at a time, as the registry's are fetched, and none is kept once judged.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from preparer._logger import log
 from preparer._record import record
 from preparer.errors import SignatureRefused, with_fields
-from preparer.fetch.guard import SignatureObject, Verified
+from preparer.fetch.guard import SignatureObject, Verified, signature_tag
+from preparer.fetch.streams import is_digest
 from preparer.policy.keys import PublicKey
+from preparer.policy.payload import PayloadProblem, read_json
 
 if TYPE_CHECKING:
     from preparer.policy.keyless.model import TrustedRoot, Verdict
@@ -123,25 +129,33 @@ def claim(obj: SignatureObject) -> _Claim:
 
 def _cosign_claim(obj: SignatureObject) -> _Claim:
     signature = _b64(obj.signature or "")
-    doc = _json(obj.payload)
+    signatures = (signature,) if signature else ()
+    doc, problem = _json(obj.payload)
+    if problem is not None:
+        return _Claim(frozenset(), obj.payload, signatures, f"its payload is refused: {problem}")
     critical = doc.get("critical") if isinstance(doc, dict) else None
     if not isinstance(critical, dict):
-        return _Claim(frozenset(), obj.payload, (), "its payload is not a simple-signing document")
+        return _Claim(frozenset(), obj.payload, signatures, "its payload is not a simple-signing document")
     image = critical.get("image")
     digest = image.get("docker-manifest-digest") if isinstance(image, dict) else None
-    signatures = (signature,) if signature else ()
     if critical.get("type") != COSIGN_TYPE:
-        kind = str(critical.get("type"))[:100]
+        kind = _shown(critical.get("type"))
         return _Claim(frozenset(), obj.payload, signatures, f"its payload's type is '{kind}', not cosign's")
     if not isinstance(digest, str):
         return _Claim(frozenset(), obj.payload, signatures, "its payload names no docker-manifest-digest")
+    if not is_digest(digest):
+        shown = _shown(digest)
+        why = f"its payload's docker-manifest-digest '{shown}' is not sha256: and 64 lowercase hex digits"
+        return _Claim(frozenset(), obj.payload, signatures, why)
     return _Claim(frozenset({digest}), obj.payload, signatures)
 
 
 def _bundle_claim(obj: SignatureObject) -> _Claim:
-    bundle = _json(obj.payload)
+    bundle, problem = _json(obj.payload)
+    if problem is not None:
+        return _Claim(frozenset(), b"", (), f"the bundle is refused: {problem}")
     if not isinstance(bundle, dict) or bundle.get("mediaType") not in BUNDLES:
-        kind = str(bundle.get("mediaType"))[:100] if isinstance(bundle, dict) else "not JSON"
+        kind = _shown(bundle.get("mediaType")) if isinstance(bundle, dict) else "not a JSON object"
         return _Claim(frozenset(), b"", (), f"it is not a Sigstore bundle ({kind})")
     envelope = bundle.get("dsseEnvelope")
     if not isinstance(envelope, dict):
@@ -158,7 +172,9 @@ def _bundle_claim(obj: SignatureObject) -> _Claim:
     if not isinstance(payload_type, str) or payload is None:
         return _Claim(frozenset(), b"", (), "its DSSE envelope has no payload or payload type")
     message = pae(payload_type, payload)
-    statement = _json(payload)
+    statement, problem = _json(payload)
+    if problem is not None:
+        return _Claim(frozenset(), message, signatures, f"its statement is refused: {problem}")
     if payload_type != IN_TOTO_PAYLOAD or not isinstance(statement, dict):
         return _Claim(
             frozenset(),
@@ -177,15 +193,19 @@ def _bundle_claim(obj: SignatureObject) -> _Claim:
             f"it is an attestation of {str(predicate)[:200]}, not a signature",
         )
     subjects = statement.get("subject")
-    digests = frozenset(
+    named = [
         "sha256:" + s["digest"]["sha256"]
         for s in (subjects if isinstance(subjects, list) else [])
         if isinstance(s, dict)
         and isinstance(s.get("digest"), dict)
         and isinstance(s["digest"].get("sha256"), str)
-    )
+    ]
+    digests = frozenset(d for d in named if is_digest(d))
     if not digests:
-        return _Claim(frozenset(), message, signatures, "its statement names no sha256 subject")
+        why = "its statement names no sha256 subject"
+        if named:
+            why += f" in 64 lowercase hex digits ('{_shown(named[0])}')"
+        return _Claim(frozenset(), message, signatures, why)
     return _Claim(digests, message, signatures)
 
 
@@ -204,13 +224,18 @@ def _b64(value: object) -> bytes | None:
         return None
 
 
-def _json(data: bytes | None) -> Any:
-    if data is None:
-        return None
+def _json(data: bytes) -> tuple[Any, str | None]:
+    """The JSON document ``data`` read strictly, or why it is refused."""
     try:
-        return json.loads(data)
-    except (ValueError, RecursionError):
-        return None
+        return read_json(data), None
+    except PayloadProblem as problem:
+        return None, str(problem)
+
+
+def _shown(value: object) -> str:
+    """``value`` as a message may show it: printable, at most 100 characters."""
+    text = "".join(c if c.isprintable() else "?" for c in str(value))
+    return text if len(text) <= 100 else text[:99] + "…"
 
 
 class Check:
@@ -222,24 +247,37 @@ class Check:
     def satisfying(
         self, objects: Sequence[SignatureObject], digests: Sequence[str]
     ) -> tuple[Verified, ...] | None:
-        found = self._search(objects, digests)[1]
-        return None if None in found else tuple(f for f in found if f is not None)
+        judging = self._judge(objects, digests)
+        return judging.found() if judging.done else None
 
     def verify(
-        self, objects: Sequence[SignatureObject], digests: Sequence[str], image: str
+        self,
+        objects: Iterable[SignatureObject],
+        digests: Sequence[str],
+        image: str,
+        keep: Callable[[SignatureObject], None] | None = None,
     ) -> tuple[Verified, ...]:
-        claims, found = self._search(objects, digests)
-        for rule, verified in zip(self.rules, found, strict=True):
-            if verified is None:
-                raise self._refusal(rule, objects, claims, digests, image)
-        return tuple(f for f in found if f is not None)
+        judging = self._judge(objects, digests, keep)
+        for progress in judging.progress:
+            if progress.verified is None:
+                raise self._refusal(progress, judging, image)
+        return judging.found()
 
-    def _search(
-        self, objects: Sequence[SignatureObject], digests: Sequence[str]
-    ) -> tuple[list[_Claim], list[Verified | None]]:
-        """What each object claims, and for each rule the first object that satisfies it (``None``: none)."""
-        claims = [claim(o) for o in objects]
-        return claims, [self._first(rule, objects, claims, digests) for rule in self.rules]
+    def _judge(
+        self,
+        objects: Iterable[SignatureObject],
+        digests: Sequence[str],
+        keep: Callable[[SignatureObject], None] | None = None,
+    ) -> _Judging:
+        """``objects`` judged one at a time until every rule is satisfied (``keep``: given each object that
+        satisfies a rule)."""
+        judging = _Judging(self.rules, digests)
+        for obj in objects:
+            if judging.judge(obj) and keep is not None:
+                keep(obj)
+            if judging.done:
+                break
+        return judging
 
     def refuse(self, image: str, digest: str, why: str) -> SignatureRefused:
         """The refusal of an image whose signature objects are past a bound (``why``): refused even if a valid
@@ -247,114 +285,43 @@ class Check:
         rule = self.rules[0]
         return self._error(rule, image, digest, why, "not-a-signature", None)
 
-    @staticmethod
-    def _first(
-        rule: SignedBy, objects: Sequence[SignatureObject], claims: Sequence[_Claim], digests: Sequence[str]
-    ) -> Verified | None:
-        """The first object that claims one of ``digests`` and verifies with one of the rule's keys, or as a keyless
-        signature of one of its identities."""
-        checks = 0
-        for obj, said in zip(objects, claims, strict=True):
-            if said.problem is not None or said.digests.isdisjoint(digests):
-                continue  # only what claims this image is worth a key's time
-            digest = next(d for d in digests if d in said.digests)
-            if rule.identities:
-                checks += 1
-                if checks > MAX_CHECKS:
-                    return None
-                verdict = _keyless(obj, rule)
-                if not isinstance(verdict, str) and any(i.matches(verdict.issuer, verdict.subject)
-                                                        for i in rule.identities):  # fmt: skip
-                    return Verified(obj.format, digest, "", obj.found, verdict.issuer, verdict.subject,
-                                    verdict.log_index, verdict.signed_at)  # fmt: skip
-            for signature in said.signatures:
-                for key in rule.keys:
-                    checks += 1
-                    if checks > MAX_CHECKS:
-                        return None
-                    if key.verify(signature, said.message):
-                        return Verified(obj.format, digest, key.fingerprint, obj.found)
-        return None
-
-    def _refusal(
-        self,
-        rule: SignedBy,
-        objects: Sequence[SignatureObject],
-        claims: Sequence[_Claim],
-        digests: Sequence[str],
-        image: str,
-    ) -> SignatureRefused:
-        """Why no object satisfies ``rule``: none found, one by a trusted key for another digest, one by a trusted
-        key that is no signature, or none verifies with the rule's keys (each named by its fingerprint)."""
+    def _refusal(self, progress: _Progress, judging: _Judging, image: str) -> SignatureRefused:
+        """Why no object satisfies ``progress``'s rule: none found, one by a trusted key for another digest, one
+        by a trusted key that is no signature, or none verifies with the rule's keys (each named by its
+        fingerprint); and where signatures of which digests were looked for."""
+        rule, digests = progress.rule, judging.digests
         fingerprints = tuple(k.fingerprint for k in rule.keys)
         digest = digests[-1]
-        if rule.identities and not rule.keys:
-            return self._keyless_refusal(rule, objects, claims, digests, image)
-        other, not_signature, checks = None, None, 0
-        for said in claims:
-            if said.problem is None and not said.digests.isdisjoint(digests):
-                continue  # tried already: it did not verify
-            for signature in said.signatures:
-                for key in rule.keys:
-                    checks += 1
-                    if checks > MAX_CHECKS or not key.verify(signature, said.message):
-                        continue
-                    if said.problem is None and other is None:
-                        other = (key.fingerprint, min(said.digests))
-                    elif said.problem is not None and not_signature is None:
-                        not_signature = (key.fingerprint, said.problem)
         keys = ", ".join(f"sha256:{f}" for f in fingerprints)
-        if other is not None:
-            reason, signed = "other-digest", other[1]
-            why = f"the signature by key sha256:{other[0]} is for {signed}, not for {digest}"
-        elif not_signature is not None:
+        trusted = "; ".join(i.shown for i in rule.identities)
+        if progress.other_signer is not None:
+            reason, signed = "other-identity", None
+            signer = progress.other_signer
+            why = (
+                f"the keyless signature for {digest} is by issuer {signer.issuer}, subject {signer.subject}, which "
+                f"no identity of the rule matches ({trusted})"
+            )
+        elif progress.keyless_problem is not None and not rule.keys:
+            reason, signed, why = "unverified", None, progress.keyless_problem
+        elif progress.other is not None:
+            reason, signed = "other-digest", progress.other[1]
+            why = f"the signature by key sha256:{progress.other[0]} is for {signed}, not for {digest}"
+        elif progress.not_signature is not None:
             reason, signed = "not-a-signature", None
-            why = f"what key sha256:{not_signature[0]} signed is no image signature: {not_signature[1]}"
-        elif objects:
+            fingerprint, problem = progress.not_signature
+            why = f"what key sha256:{fingerprint} signed is no image signature: {problem}"
+        elif judging.seen:
             reason, signed = "unverified", None
-            count = f"{len(objects)} signature{'s' if len(objects) != 1 else ''}"
-            why = f"{count} found, none verifies with the rule's key{'s' if len(fingerprints) != 1 else ''} ({keys})"
+            count = f"{judging.seen} signature{'s' if judging.seen != 1 else ''}"
+            with_keys = f"the rule's key{'s' if len(fingerprints) != 1 else ''} ({keys})"
+            trusting = " or ".join(
+                w for w, has in ((with_keys, keys), (f"its identities ({trusted})", trusted)) if has
+            )
+            why = f"{count} found, none verifies with {trusting}"
         else:
             reason, signed = "unsigned", None
-            why = "no signature found (no sha256-<hex>.sig tag, and no Sigstore bundle among its referrers)"
-        return self._error(rule, image, digest, why, reason, signed)
-
-    def _keyless_refusal(
-        self,
-        rule: SignedBy,
-        objects: Sequence[SignatureObject],
-        claims: Sequence[_Claim],
-        digests: Sequence[str],
-        image: str,
-    ) -> SignatureRefused:
-        """Why no object satisfies an identity rule: none found; one whose certificate verified but names another
-        signer (its issuer and subject, so that the rule can be corrected); or none verifies, and why."""
-        digest = digests[-1]
-        verified, failed = None, None
-        for obj, said in list(zip(objects, claims, strict=True))[:MAX_CHECKS]:
-            if said.problem is not None or said.digests.isdisjoint(digests):
-                continue
-            verdict = _keyless(obj, rule)
-            if isinstance(verdict, str):
-                failed = failed or f"the keyless signature in {obj.found} does not verify: {verdict}"
-            else:
-                verified = verified or verdict
-        if verified is not None:
-            reason = "other-identity"
-            trusted = "; ".join(i.shown for i in rule.identities)
-            why = (
-                f"the signature for {digest} is by issuer {verified.issuer}, subject {verified.subject}, which no "
-                f"identity of the rule matches ({trusted})"
-            )
-        elif failed is not None:
-            reason, why = "unverified", failed
-        elif objects:
-            reason = "unverified"
-            count = f"{len(objects)} signature{'s' if len(objects) != 1 else ''}"
-            why = f"{count} found, none a keyless signature for {digest} ({_looked_at(digests)})"
-        else:
-            reason, why = "unsigned", f"no signature found for {digest} ({_looked_at(digests)})"
-        return self._error(rule, image, digest, why, reason, None)
+            why = "no signature found"
+        return self._error(rule, image, digest, f"{why}; {looked_for(digests)}", reason, signed)
 
     def _error(
         self, rule: SignedBy, image: str, digest: str, why: str, reason: str, signed: str | None
@@ -370,11 +337,116 @@ class Check:
         )  # fmt: skip
 
 
-def _looked_at(digests: Sequence[str]) -> str:
-    """Where the signatures of ``digests`` were looked for: each one's ``.sig`` tag and its referrers."""
-    return "looked for in " + "; ".join(
-        f"the tag {d.replace(':', '-')}.sig and the referrers of {d}" for d in dict.fromkeys(digests)
+def looked_for(digests: Sequence[str]) -> str:
+    """Where the signatures of ``digests`` were looked for, in words: their ``.sig`` tags and their referrers."""
+    tags = " and ".join(signature_tag(d) for d in digests)
+    if len(digests) == 1:
+        return (
+            f"looked for signatures of {digests[0]} at the tag {tags} and among the referrers of {digests[0]}"
+        )
+    return (
+        f"looked for signatures of {' and '.join(digests)} at the tags {tags} and among the referrers of each"
     )
+
+
+class _Progress:
+    """What judging has found for one rule so far: the object that satisfies it, and for its refusal the first
+    signature by one of its keys for another digest (``other``: fingerprint, digest) and the first that is no
+    image signature (``not_signature``: fingerprint, problem). Each search tries at most :data:`MAX_CHECKS` keys."""
+
+    def __init__(self, rule: SignedBy) -> None:
+        self.rule = rule
+        self.verified: Verified | None = None
+        self.other: tuple[str, str] | None = None
+        self.not_signature: tuple[str, str] | None = None
+        #: A keyless signature for the image that verified but is another signer's; why the first one that did not
+        #: verify was refused.
+        self.other_signer: Verdict | None = None
+        self.keyless_problem: str | None = None
+        self.checks = self.evidence_checks = 0
+
+    def judge(self, obj: SignatureObject, said: _Claim, digests: Sequence[str]) -> bool:
+        """Whether ``obj`` (which claims ``said``) satisfies the rule; what it shows for a refusal is noted."""
+        if said.problem is None and not said.digests.isdisjoint(digests):
+            digest = next(d for d in digests if d in said.digests)
+            if self.rule.identities and self.checks < MAX_CHECKS:
+                self.checks += 1
+                if self._keyless(obj, digest):
+                    return True
+            fingerprint, self.checks = _verifying(self.rule, said, self.checks)
+            if fingerprint is None:
+                return False
+            self.verified = Verified(obj.format, digest, fingerprint, obj.found)
+            return True
+        # Only what claims this image is worth a key's time for the verdict; the rest, for the refusal's words.
+        if (self.other if said.problem is None else self.not_signature) is not None:
+            return False
+        fingerprint, self.evidence_checks = _verifying(self.rule, said, self.evidence_checks)
+        if fingerprint is not None and said.problem is None:
+            self.other = (fingerprint, min(said.digests))
+        elif fingerprint is not None and said.problem is not None:
+            self.not_signature = (fingerprint, said.problem)
+        return False
+
+    def _keyless(self, obj: SignatureObject, digest: str) -> bool:
+        """Whether ``obj`` is a keyless signature that verifies and names one of the rule's identities."""
+        verdict = _keyless(obj, self.rule)
+        if isinstance(verdict, str):
+            log.debug("Signature %s is no keyless signature the policy can use: %s", obj.found, verdict)
+            self.keyless_problem = (
+                self.keyless_problem or f"the keyless signature {obj.found} does not verify: {verdict}"
+            )
+            return False
+        if not any(identity.matches(verdict.issuer, verdict.subject) for identity in self.rule.identities):
+            self.other_signer = self.other_signer or verdict
+            return False
+        self.verified = Verified(obj.format, digest, "", obj.found, verdict.issuer, verdict.subject,
+                                 verdict.log_index, verdict.signed_at)  # fmt: skip
+        return True
+
+
+def _verifying(rule: SignedBy, said: _Claim, checks: int) -> tuple[str | None, int]:
+    """The fingerprint of the first of the rule's keys one of ``said``'s signatures verifies with (``None``:
+    none), and the checks made so far, ``checks`` included: none past :data:`MAX_CHECKS`."""
+    for signature in said.signatures:
+        for key in rule.keys:
+            if checks >= MAX_CHECKS:
+                return None, checks
+            checks += 1
+            if key.verify(signature, said.message):
+                return key.fingerprint, checks
+    return None, checks
+
+
+class _Judging:
+    """One image's rules judged against its signature objects, one at a time: what was found for each rule, and
+    how many objects were seen. No object is kept."""
+
+    def __init__(self, rules: Sequence[SignedBy], digests: Sequence[str]) -> None:
+        self.digests = tuple(digests)
+        self.progress = [_Progress(rule) for rule in rules]
+        self.seen = 0
+
+    @property
+    def done(self) -> bool:
+        """Whether every rule is satisfied."""
+        return all(p.verified is not None for p in self.progress)
+
+    def judge(self, obj: SignatureObject) -> bool:
+        """Judge ``obj`` for every rule not yet satisfied; whether it satisfies one."""
+        self.seen += 1
+        said = claim(obj)
+        if said.problem is not None:
+            log.debug("Signature object %s is no image signature: %s", obj.found, said.problem)
+        used = False
+        for progress in self.progress:
+            if progress.verified is None:
+                used = progress.judge(obj, said, self.digests) or used
+        return used
+
+    def found(self) -> tuple[Verified, ...]:
+        """The signature that satisfies each rule satisfied."""
+        return tuple(p.verified for p in self.progress if p.verified is not None)
 
 
 def _keyless(obj: SignatureObject, rule: SignedBy) -> Verdict | str:

@@ -43,6 +43,9 @@ INDEXES = (OCI_INDEX, DOCKER_LIST)
 _ACCEPT = ", ".join((*MANIFESTS, *INDEXES))
 #: Manifests and indexes are small; a larger answer is refused instead of being read into memory.
 MAX_MANIFEST = 4 << 20
+#: The answers of a registry without the referrers API to a request for it (OCI distribution-spec 1.1: a client
+#: falls back to the referrers tag schema on a 404; registries older than the API answer 400, 405 or 501 too).
+_NO_REFERRERS_API = (400, 404, 405, 501)
 T = TypeVar("T")
 
 
@@ -173,12 +176,14 @@ class Registry:
 
     # Manifests
 
-    def manifest(self, identifier: str) -> tuple[dict[str, Any], str, str]:
+    def manifest(self, identifier: str, size: int | None = None) -> tuple[dict[str, Any], str, str]:
         """The manifest or index named by a tag or digest: ``(document, "manifest" | "index", digest)``.
 
-        A digest is checked, and a manifest with a digest in the cache needs no request.
+        A digest is checked, and a manifest with a digest in the cache needs no request. ``size``: the bytes the
+        descriptor that names it gives; no more are read, and fewer are refused too.
 
-        :raises FetchError: missing, unauthorized, not JSON, too large, of an unsupported type, wrong digest.
+        :raises FetchError: missing, unauthorized, not JSON, too large, of an unsupported type, wrong digest or
+            size.
         """
         by_digest = identifier.startswith("sha256:")
         if by_digest:
@@ -186,8 +191,11 @@ class Registry:
             what = f"{self.ref} manifest {identifier}"
             cached = self.ctx.store.manifest(identifier, self.name, what, self.ctx.sink)
             if cached is not None:
+                self._check_size(identifier, len(cached), size)
                 return self._parse_manifest(cached, identifier)
-        data, digest = self._retrying(lambda: self._fetch_manifest(identifier))
+        limit = MAX_MANIFEST if size is None else min(size, MAX_MANIFEST)
+        data, digest = self._retrying(lambda: self._fetch_manifest(identifier, limit))
+        self._check_size(identifier, len(data), size)
         if by_digest:
             verify_digest(
                 digest,
@@ -199,12 +207,19 @@ class Registry:
         self.ctx.store.keep_manifest(data, digest, self.name, self.used_credential)
         return parsed
 
-    def _fetch_manifest(self, identifier: str) -> tuple[bytes, str]:
+    def _check_size(self, identifier: str, count: int, size: int | None) -> None:
+        if size is not None and count != size:
+            raise FetchError(
+                f"pull {self.ref}",
+                f"manifest '{identifier}' is {count} bytes, but its descriptor says {size}",
+            )
+
+    def _fetch_manifest(self, identifier: str, limit: int = MAX_MANIFEST) -> tuple[bytes, str]:
         response = self._get(f"{self.base}/manifests/{identifier}", {"Accept": _ACCEPT})
         self._check(response, f"manifest '{identifier}'")
         data = read_capped(
             response,
-            MAX_MANIFEST,
+            limit,
             f"pull {self.ref}",
             f"manifest '{identifier}'",
             self.transport.download_deadline(),
@@ -226,8 +241,9 @@ class Registry:
 
     def referrers(self, digest: str, artifact_type: str) -> dict[str, Any] | None:
         """The index of the manifests that refer to ``digest`` (OCI 1.1): the registry's referrers API, asked for
-        ``artifact_type`` (a registry may ignore the filter), or, when it answers 404 (no such API), the referrers
-        tag schema's index at tag ``sha256-<hex>``. ``None``: no referrers.
+        ``artifact_type`` (a registry may ignore the filter), or, when it answers that it has no such API (404,
+        or 400, 405 or 501 as registries without it variously do), the referrers tag schema's index at tag
+        ``sha256-<hex>``. ``None``: no referrers.
 
         :raises FetchError: the registry fails, or what it answers is not an index (exit 1).
         """
@@ -237,7 +253,7 @@ class Registry:
 
         def attempt() -> bytes | None:
             response = self._get(url, {"Accept": OCI_INDEX})
-            if response.status_code == 404:
+            if response.status_code in _NO_REFERRERS_API:
                 response.close()
                 return None
             self._check(response, f"the referrers of {digest}")

@@ -138,9 +138,9 @@ class _Hosts:
                 self.ctx.sink.warn(f"the mirror {url} is not used: {err.cause}; the next host is asked")
         return call(self.origin)
 
-    def manifest(self, identifier: str) -> tuple[dict[str, Any], str, str]:
+    def manifest(self, identifier: str, size: int | None = None) -> tuple[dict[str, Any], str, str]:
         capability = "pull" if identifier.startswith("sha256:") else "resolve"
-        return self._ask(capability, lambda r: r.manifest(identifier))
+        return self._ask(capability, lambda r: r.manifest(identifier, size))
 
     def document(self, digest: str, size: int | None, what: str) -> dict[str, Any]:
         return self._ask("pull", lambda r: r.document(digest, size, what))
