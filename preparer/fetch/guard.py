@@ -112,7 +112,8 @@ class Guard(Protocol):
         """The content shows the source to be of ``kind`` (``cnb``); ``what`` says how, for the refusal."""
 
     def image(self, reference: str, repository: str, digest: str | None) -> None:
-        """An image is about to be pulled: ``repository`` is ``registry/repository``, ``digest`` its pin if any."""
+        """An image is about to be pulled: ``repository`` is its ``registry/repository`` as the policy matches it
+        (:attr:`preparer.fetch.oci.reference.Reference.name`), ``digest`` its pin if any."""
 
     def signatures(self, repository: str) -> SignatureCheck | None:
-        """The signature rules the image ``repository`` (``registry/repository``) must meet; ``None``: none."""
+        """The signature rules the image ``repository`` (its ``Reference.name``) must meet; ``None``: none."""

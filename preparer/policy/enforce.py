@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from preparer._logger import log
+from preparer.errors import InvalidInputsError
 from preparer.plan import Fetch, Plan, Present, Step
 from preparer.policy.rules import Decision, Policy, Target, decide_env, decide_source, refusal, written_as
 
@@ -48,7 +49,7 @@ def describe_signatures(plan: Plan) -> list[str]:
     if policy is None or not policy.signed_by:
         return []
     from preparer.fetch.locator import IdLocator, ImageLocator  # deferred, as in _decide_step
-    from preparer.fetch.oci.reference import DOCKER_HUB, parse_reference
+    from preparer.fetch.oci.reference import parse_reference
 
     lines = []
     for step in plan.steps:
@@ -56,10 +57,9 @@ def describe_signatures(plan: Plan) -> list[str]:
             continue
         locator = step.locator
         if isinstance(locator, ImageLocator):
-            ref = parse_reference(locator.reference)
-            repository, when = f"{ref.registry}/{ref.repository}", ""
+            repository, when = parse_reference(locator.reference).name, ""
         elif isinstance(locator, IdLocator):
-            repository, when = f"{DOCKER_HUB}/{locator.id}", ", if it resolves to that image"
+            repository, when = _bare_id_image(locator.id), ", if it resolves to that image"
         else:
             continue
         for rule in policy.signed_by_rules(repository):
@@ -86,7 +86,7 @@ def _decide_step(step: Step, policy: Policy, store: Store | None) -> Decision:
         RegistryLocator,
         redact,
     )
-    from preparer.fetch.oci.reference import DOCKER_HUB, parse_reference
+    from preparer.fetch.oci.reference import parse_reference
 
     entry = step.entry
     written = written_as(entry.uri, entry.id, redact(entry.uri or ""))
@@ -111,14 +111,24 @@ def _decide_step(step: Step, policy: Policy, store: Store | None) -> Decision:
         return decide_source(policy, entry.key, written, kinds, target)
     if isinstance(locator, ImageLocator):
         ref = parse_reference(locator.reference)
-        target = Target(image=f"{ref.registry}/{ref.repository}", image_digest=ref.digest)
+        target = Target(image=ref.name, image_digest=ref.digest)
         return decide_source(policy, entry.key, written, ("image",), target)
     if isinstance(locator, IdLocator):
         # Not installed: the buildpack registry is asked first, then Docker Hub: both must be allowed.
-        target = Target(image=f"{DOCKER_HUB}/{locator.id}")
+        target = Target(image=_bare_id_image(locator.id))
         return decide_source(policy, entry.key, written, ("registry", "image"), target)
     assert isinstance(locator, RegistryLocator)
     return decide_source(policy, entry.key, written, ("registry",), Target())
+
+
+def _bare_id_image(bp_id: str) -> str:
+    """The image a bare id not installed would be pulled as, in the form the policy matches (``docker.io/<id>``)."""
+    from preparer.fetch.oci.reference import DOCKER_HUB_NAME, parse_reference  # deferred, as in _decide_step
+
+    try:
+        return parse_reference(bp_id).name
+    except InvalidInputsError:
+        return f"{DOCKER_HUB_NAME}/{bp_id}"  # never pulled as an image: the registry's answer decides
 
 
 def _store(root: Path | None) -> Store | None:

@@ -80,6 +80,7 @@ class Policy:
     kinds: tuple[str, ...] | None = None
     http_allow: tuple[str, ...] | None = None
     http_pin: bool = False
+    #: ``image.allow`` in canonical form (:func:`canonical_globs`), as the images it is matched against.
     image_allow: tuple[str, ...] | None = None
     image_pin: bool = False
     buildpack_limits: Limits = field(default_factory=Limits)
@@ -108,7 +109,8 @@ class Policy:
         return Budget(self, source, run, key, written or f'uri = "{source}"')
 
     def signed_by_rules(self, repository: str) -> tuple[SignedBy, ...]:
-        """The ``[[image.signed-by]]`` rules whose ``images`` match ``repository`` (``registry/repository``)."""
+        """The ``[[image.signed-by]]`` rules whose ``images`` match ``repository`` (``registry/repository`` in the
+        canonical form of :attr:`preparer.fetch.oci.reference.Reference.name`)."""
         return tuple(rule for rule in self.signed_by if matches(repository, rule.images) is not None)
 
 
@@ -188,6 +190,16 @@ class _Parser:
             raise self.fail(key, "must be an array of non-empty strings")
         return tuple(value)
 
+    def image_globs(self, doc: dict[str, Any], key: str) -> tuple[str, ...] | None:
+        """The image globs at ``key``, in the canonical form references are matched in."""
+        globs = self.globs(doc, key)
+        if globs is None:
+            return None
+        try:
+            return canonical_globs(globs)
+        except ValueError as err:
+            raise self.fail(key, str(err)) from None
+
     def flag(self, doc: dict[str, Any], key: str, default: bool) -> bool:
         value = lookup(doc, key)
         if value is None:
@@ -229,7 +241,7 @@ class _Parser:
             kinds=kinds,
             http_allow=self.globs(doc, "http.allow"),
             http_pin=self.flag(doc, "http.require-pin", False),
-            image_allow=self.globs(doc, "image.allow"),
+            image_allow=self.image_globs(doc, "image.allow"),
             image_pin=self.flag(doc, "image.require-pin", False),
             buildpack_limits=self.limits(doc, "limits.buildpack"),
             run_limits=self.limits(doc, "limits.run"),
@@ -273,6 +285,10 @@ class _Parser:
                 raise InvalidInputsError(
                     self.action, f"{key} ({where}): images must be an array of non-empty strings"
                 )
+            try:
+                images = canonical_globs(images)
+            except ValueError as err:
+                raise InvalidInputsError(self.action, f"{key} ({where}): images: {err}") from None
             keys = self.keys(table.get("keys"), "identities" in table, key, where)
             identities = self.identities(table.get("identities"), identity_lines, where)
             if identities and root is None:
@@ -386,6 +402,22 @@ class _Parser:
             if header and header.group(0).lstrip().startswith("[[") and _table(header) == key:
                 found.append(number)
         return found
+
+
+def canonical_globs(globs: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Image globs in the form :attr:`preparer.fetch.oci.reference.Reference.name` is (docs/policy.md, "Matching").
+
+    :raises ValueError: one can never match an image: ``'<glob>' can never match an image: <why>``.
+    """
+    from preparer.fetch.oci.reference import canonical_glob  # deferred: only policies with image globs
+
+    canonical = []
+    for glob in globs:
+        try:
+            canonical.append(canonical_glob(glob))
+        except ValueError as err:
+            raise ValueError(f"'{glob}' can never match an image: {err}") from None
+    return tuple(canonical)
 
 
 def _count(value: object) -> TypeGuard[int]:
@@ -562,7 +594,8 @@ def _check_http(policy: Policy, target: Target) -> tuple[str, str] | None:
 
 
 def check_image(policy: Policy, repository: str, digest: str | None) -> tuple[str, str] | None:
-    """Which key of ``policy`` refuses the image ``repository`` (``registry/repository``) and why, or ``None``."""
+    """Which key of ``policy`` refuses the image ``repository`` (``registry/repository`` in the canonical form of
+    :attr:`preparer.fetch.oci.reference.Reference.name`) and why, or ``None``."""
     if policy.image_allow is not None and matches(repository, policy.image_allow) is None:
         return "image.allow", f"{repository} matches no pattern of {policy.rule('image.allow')}"
     if policy.image_pin and not digest:

@@ -324,10 +324,7 @@ def test_an_image_found_through_a_bare_id_is_checked_before_it_is_pulled(
     policy.write_text('[image]\nallow = ["registry.example/*"]\n')
     result = preparer("-policy", str(policy), project=group("someone/unknown"))
     assert result.code == 3
-    assert (
-        f"index.docker.io/someone/unknown matches no pattern of image.allow, line 2 of {policy}"
-        in result.stderr
-    )
+    assert f"docker.io/someone/unknown matches no pattern of image.allow, line 2 of {policy}" in result.stderr
 
 
 # A property: for random policies and descriptors, a refused source is never requested, and an allowed run is the

@@ -32,7 +32,7 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
     ref = parse_reference(locator.reference)
     guard = ctx.sink.guard
     if guard is not None:  # an image found while fetching (a registry entry, a bare id) meets the rules too
-        guard.image(str(ref), f"{ref.registry}/{ref.repository}", ref.digest)
+        guard.image(str(ref), ref.name, ref.digest)
     memory.when_allowed()  # the command's process only
 
     def pull(copy: str | None, environ: Mapping[str, str]) -> Fetched:
@@ -89,7 +89,7 @@ def _signatures(
     ref, ctx = origin
     guard = ctx.sink.guard
     repository = f"{ref.registry}/{ref.repository}"
-    check = guard.signatures(repository) if guard is not None else None
+    check = guard.signatures(ref.name) if guard is not None else None
     if check is None:
         return ()
     from preparer.fetch.oci.signatures import (

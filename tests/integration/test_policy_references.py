@@ -1,0 +1,172 @@
+"""Image references and the policy's image globs compared in one canonical form (docs/policy.md, "Matching").
+
+The attack: the same registry named another way (its host in another case, its port with leading zeros, an
+IPv4-mapped IPv6 address) reaches the same images, so a rule that compared references as written was escaped by
+the other spelling. Real CLI and the suite's real registry; each spelling is first shown to reach the registry (a
+signed or allowed image is installed through it), so a refusal is the policy's and not an unreachable host's.
+Docker Hub's spellings cannot be fetched here (no network): tests/unit/test_image_names.py matches them.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.golden import Layout, listing
+from tests.plugins.cli import Result
+from tests.plugins.registry import Registry, buildpack_layer, push_package
+from tests.plugins.signing import Key, cosign_sign, make_key
+from tests.projects import group
+
+
+def push_image(registry: Registry, tmp_path: Path, namespace: str, name: str = "spelled") -> tuple[str, str]:
+    """A buildpackage of the one buildpack ``acme/<name>`` at ``<namespace>/<random>:latest``: ``(repository,
+    manifest digest)``."""
+    bp = (f"acme/{name}", "1.0.0")
+    repository = f"{namespace}/{uuid.uuid4().hex[:12]}"
+    layer = buildpack_layer(tmp_path / f"src-{uuid.uuid4().hex[:6]}", [(*bp, "")])
+    digest, _ = push_package(registry, repository, "latest", [(layer, [(*bp, "")])], bp)
+    return repository, digest
+
+
+def installed(layout: Layout, name: str = "spelled") -> bool:
+    return f"acme_{name}/1.0.0/" in listing(layout.buildpacks)
+
+
+def port(registry: Registry) -> str:
+    return registry.host.rpartition(":")[2]
+
+
+#: ``(the host the rule names, the host the project names)``, ``{port}`` the registry's: each pair is one registry.
+SPELLINGS = [
+    ("127.0.0.1:{port}", "127.0.0.1:0{port}"),
+    ("127.0.0.1:{port}", "127.0.0.1:000{port}"),
+    ("127.0.0.1:{port}", "[::ffff:127.0.0.1]:{port}"),
+    ("localhost:{port}", "LocalHost:{port}"),
+    ("localhost:{port}", "LOCALHOST:0{port}"),
+    ("127.0.0.1:0{port}", "127.0.0.1:{port}"),  # the rule in another spelling
+    ("LOCALHOST:{port}", "localhost:{port}"),
+]
+IDS = [f"rule {rule} ref {ref}" for rule, ref in SPELLINGS]
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> Key:
+    return make_key(tmp_path / "keys")
+
+
+def signed_by(tmp_path: Path, images: list[str], key: Key) -> Path:
+    path = tmp_path / "policy.toml"
+    keys = json.dumps([str(key.public.relative_to(tmp_path))])
+    path.write_text(f"# signatures\n\n[[image.signed-by]]\nimages = {json.dumps(images)}\nkeys = {keys}\n")
+    return path
+
+
+@pytest.mark.parametrize(("rule", "ref"), SPELLINGS, ids=IDS)
+def test_a_signature_rule_cannot_be_escaped_by_another_spelling_of_its_registry(
+    preparer: Callable[..., Result],
+    layout: Layout,
+    tmp_path: Path,
+    registry: Registry,
+    key: Key,
+    rule: str,
+    ref: str,
+) -> None:
+    rule, ref = rule.format(port=port(registry)), ref.format(port=port(registry))
+    pol = signed_by(tmp_path, [f"{rule}/corp/*"], key)
+    signed, digest = push_image(registry, tmp_path, "corp")
+    cosign_sign(registry, signed, digest, key)
+    reached = preparer("-policy", str(pol), project=group(f"docker://{ref}/{signed}"))
+    assert reached.code == 0, reached.stderr  # the spelling reaches the registry, and the rule applied to it
+    assert installed(layout)
+
+    unsigned, _ = push_image(registry, tmp_path, "corp", "unsigned")
+    result = preparer("-policy", str(pol), project=group(f"docker://{ref}/{unsigned}"))
+    assert result.code == 1, result.stderr
+    assert (
+        f"not signed by a key the platform policy trusts (image.signed-by, line 3 of {pol}): no signature found"
+        in result.stderr
+    )
+    assert not installed(layout, "unsigned")
+
+
+@pytest.mark.parametrize(("rule", "ref"), SPELLINGS, ids=IDS)
+def test_an_allow_rule_decides_every_spelling_of_its_registry_as_the_one_it_names(
+    preparer: Callable[..., Result],
+    layout: Layout,
+    tmp_path: Path,
+    registry: Registry,
+    rule: str,
+    ref: str,
+) -> None:
+    rule, ref = rule.format(port=port(registry)), ref.format(port=port(registry))
+    pol = tmp_path / "policy.toml"
+    pol.write_text(f'[image]\nallow = ["{rule}/corp/*"]\n')
+    allowed, _ = push_image(registry, tmp_path, "corp")
+    result = preparer("-policy", str(pol), project=group(f"docker://{ref}/{allowed}"))
+    assert result.code == 0, result.stderr
+    assert installed(layout)
+
+    other, _ = push_image(registry, tmp_path, "other", "other")
+    result = preparer("-policy", str(pol), project=group(f"docker://{ref}/{other}"))
+    assert result.code == 3
+    canonical = ref.lower().replace(f":0{port(registry)}", f":{port(registry)}").replace(":000", ":")
+    canonical = canonical.replace("[::ffff:127.0.0.1]", "127.0.0.1")
+    assert f"{canonical}/{other} matches no pattern of image.allow, line 2 of {pol}" in result.stderr, (
+        result.stderr
+    )
+
+
+@pytest.mark.parametrize("host", ["127.1", "0x7f.0.0.1", "0177.0.0.1", "2130706433"])
+def test_an_address_written_another_way_is_refused_before_any_request(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, key: Key, host: str
+) -> None:
+    """A resolver reads these as 127.0.0.1: no rule could name them all, so they are not references at all."""
+    pol = signed_by(tmp_path, [f"{registry.host}/corp/*"], key)
+    unsigned, _ = push_image(registry, tmp_path, "corp", "unsigned")
+    ref = f"{host}:{port(registry)}/{unsigned}"
+    result = preparer("-policy", str(pol), project=group(f"docker://{ref}"))
+    assert result.code == 3
+    assert (
+        f"'{host}:{port(registry)}' is an IPv4 address written another way: write it as 127.0.0.1"
+        in result.stderr
+    )
+    assert not installed(layout, "unsigned")
+
+
+TAG = "a tag (':v1') is never part of what is matched: name the repository"
+DIGEST = "a digest ('@sha256:...') is never part of what is matched: name the repository"
+EMPTY = "it has an empty path component ('//', or a '/' at its start or end)"
+
+
+@pytest.mark.parametrize(
+    ("table", "glob", "problem"),
+    [
+        ("image", "registry.example/corp/bp:v1", TAG),
+        ("image", "registry.example/corp/bp@sha256:" + "a" * 64, DIGEST),
+        ("image", "registry.example/Corp/*", "repository names are lower case"),
+        ("image", "registry.example//corp/*", EMPTY),
+        ("image", "registry.example:0/corp/*", "the port of 'registry.example:0' is not a number from 1 to 65535"),
+        ("signed-by", "corp/bp:latest", TAG),
+        ("signed-by", "registry.example/corp/", EMPTY),
+    ],
+)  # fmt: skip
+def test_a_glob_that_can_never_match_is_exit_3_naming_it_its_key_and_line(
+    preparer: Callable[..., Result], tmp_path: Path, key: Key, table: str, glob: str, problem: str
+) -> None:
+    if table == "image":
+        pol = tmp_path / "policy.toml"
+        pol.write_text(f'[sources]\nallow = ["image"]\n\n[image]\nallow = ["registry.example/*", "{glob}"]\n')
+        where = f"image.allow (line 5 of {pol})"
+    else:
+        pol = signed_by(tmp_path, ["registry.example/*", glob], key)
+        where = f"image.signed-by (line 3 of {pol}): images"
+    result = preparer("-policy", str(pol), project=group("docker://registry.example/corp/bp"))
+    assert result.code == 3
+    assert result.stderr == (
+        f"ERROR: failed to read policy {pol}: {where}: '{glob}' can never match an image: {problem}\n"
+    )
