@@ -317,25 +317,30 @@ class Store:
 
     # Signatures of images, by digest
 
-    def signatures(self, repository: str, digest: str) -> list[SignatureObject] | None:
-        """The signature objects this pod's cache recorded for the image ``digest`` of ``repository``; ``None``
-        without a record, or for a repository that asked for credentials (the registry must then answer the run's
-        own). What is returned is to be verified as if the registry had sent it."""
+    def signatures(self, repository: str, digest: str, max_age: float) -> list[SignatureObject] | None:
+        """The signature objects recorded for the image ``digest`` of ``repository`` at most ``max_age`` seconds
+        after the registry was asked for them: this pod's record, else the fleet's; ``None`` without such a record
+        (one without a time, written by an older preparer, is too old), or for a repository that asked for
+        credentials (the registry must then answer the run's own). What is returned is to be verified as if the
+        registry had sent it."""
         local, fleet = self._local, self._fleet
-        if local is not None and local.is_private(repository):
+        if max_age <= 0 or (local is not None and local.is_private(repository)):
             return None
+        import time  # deferred: only runs whose policy asks for signatures
+
+        now = time.time()
         recorded = local.signatures(repository, digest) if local is not None else None
-        if recorded is None and fleet is not None and fleet.usable:
+        if (recorded is None or not recorded.fresh(max_age, now)) and fleet is not None and fleet.usable:
             shared = fleet.signatures(repository, digest)
             recorded = signature_record(shared) if shared is not None else None
-        if recorded is None:
+        if recorded is None or not recorded.fresh(max_age, now):
             return None
-        import base64  # deferred: only runs whose policy asks for signatures
+        import base64  # deferred, as time
 
         from preparer.fetch.guard import SignatureObject  # deferred, as base64
 
         found = []
-        for obj in recorded:
+        for obj in recorded.objects:
             payload = obj.get("payload")
             try:
                 data = base64.b64decode(payload or "-", validate=True)
@@ -353,25 +358,27 @@ class Store:
     def keep_signatures(
         self, repository: str, digest: str, objects: Sequence[SignatureObject], private: bool, spool: Path
     ) -> None:
-        """Record the signature objects that satisfied the policy for the image ``digest`` of ``repository``, in
-        this pod's cache and (``spool``: where its file waits for the write-back) the fleet's (``private``: the
-        registry asked for credentials: never shared, and not used again without a request)."""
+        """Record the signature objects that satisfied the policy for the image ``digest`` of ``repository``, with
+        the time the registry was asked (now), in this pod's cache and (``spool``: where its file waits for the
+        write-back) the fleet's (``private``: the registry asked for credentials: never shared, and not used again
+        without a request)."""
         local, fleet = self._local, self._fleet
         if not objects or (local is None and fleet is None):
             return
         import base64  # deferred, as above
+        import time
 
-        record = [
+        objects_record = [
             {"format": o.format, "found": o.found, "payload": base64.b64encode(o.payload).decode()}
             | ({"signature": o.signature} if o.signature is not None else {})
             for o in objects
         ]
+        data = dumps_signature_record(objects_record, int(time.time()))
         if local is not None:
-            local.put_signatures(repository, digest, record)
+            local.put_signatures(repository, digest, data)
             if private:
                 local.mark_private(repository)
         if fleet is not None and not private:  # what credentials fetched is never shared
-            data = dumps_signature_record(record)
             fleet.remember_signatures(
                 _spooled(data, "signatures-", spool), sha256_of(data), repository, digest
             )

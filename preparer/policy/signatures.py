@@ -27,7 +27,7 @@ from typing import Any
 
 from preparer._record import record
 from preparer.errors import SignatureRefused, with_fields
-from preparer.fetch.guard import SignatureObject, Verified
+from preparer.fetch.guard import SIGNATURE_MAX_AGE, SignatureObject, Verified
 from preparer.policy.keys import PublicKey
 
 COSIGN_TYPE = "cosign container image signature"
@@ -160,10 +160,13 @@ def _json(data: bytes | None) -> Any:
 
 
 class Check:
-    """The rules of one policy that apply to one image (a :class:`~preparer.fetch.guard.SignatureCheck`)."""
+    """The rules of one policy that apply to one image (a :class:`~preparer.fetch.guard.SignatureCheck`);
+    ``max_age``: the policy's ``image.signature-max-age``, in seconds."""
 
-    def __init__(self, rules: Sequence[SignedBy], policy: str, entry: str) -> None:
-        self.rules, self.policy, self.entry = tuple(rules), policy, entry
+    def __init__(
+        self, rules: Sequence[SignedBy], policy: str, entry: str, max_age: float = SIGNATURE_MAX_AGE
+    ) -> None:
+        self.rules, self.policy, self.entry, self.max_age = tuple(rules), policy, entry, max_age
 
     def satisfying(
         self, objects: Sequence[SignatureObject], digests: Sequence[str]
