@@ -3,7 +3,8 @@
 A run with a lock that does not exist yet resolves as usual and writes it with the commit (docs/lock.md). A run
 with an existing lock is *frozen* to it before anything is fetched (:func:`freeze`): images are pulled by the
 locked digest, http archives must hash to the locked digest (a warm cache serves them with no request), registry
-ids use the locked image without asking the registry's index, a builder's buildpack stays at the locked version.
+ids use the locked image without asking the registry's index, a builder's buildpack stays at the locked version. An
+image locked through an index is pulled by the index's digest, and must lead to the locked manifest.
 An entry that no longer matches the lock is exit 3, before any request; bytes that differ from the locked digest are
 exit 1 (:func:`check_locked`). ``-update-lock`` resolves again and rewrites it.
 
@@ -90,7 +91,12 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
         assert locked.pinned is not None
         if locked.source == "image" and not _same_repository(locator, locked.pinned):
             raise _stale(lock, f"{entry.key} locks {locked.pinned}, which is not the image it names")
-        return Fetch(entry, locator, ImageLocator(locked.pinned))
+        # Through the locked index when there is one: its digest is signed as often as the manifest's (``cosign
+        # sign <multi-arch tag>``), and the manifest it leads to must be the locked one (check_locked).
+        frozen = (
+            locked.pinned if locked.index is None else f"{locked.pinned.rpartition('@')[0]}@{locked.index}"
+        )
+        return Fetch(entry, locator, ImageLocator(frozen))
     if locked.source == "http":
         assert locked.pinned is not None and locked.digest is not None
         if not isinstance(locator, HttpLocator) or locator.shown != locked.pinned:
@@ -184,7 +190,9 @@ def _resolved(step: Step, result: Fetched | None) -> Locked:
         return Locked(entry.key, written, top.id, top.version, "http", locator.shown, result.digest)
     if result.image is not None:
         source = "image" if isinstance(locator, ImageLocator) or result.resolved == "image" else "registry"
-        return Locked(entry.key, written, top.id, top.version, source, result.image, result.digest)
+        return Locked(
+            entry.key, written, top.id, top.version, source, result.image, result.digest, result.index
+        )
     if isinstance(locator, PathLocator):
         return Locked(entry.key, written, top.id, top.version, "path", None, result.digest)
     return Locked(entry.key, written, top.id, top.version, "inline")

@@ -40,6 +40,8 @@ class Fetched:
     signatures: tuple[Verified, ...] = ()
     #: The image pulled, by digest (``registry/repository@sha256:...``, normalised); ``None`` for other sources.
     image: str | None = None
+    #: The digest of the image index the image was pulled through (its platform manifest is ``digest``), if any.
+    index: str | None = None
 
 
 @record

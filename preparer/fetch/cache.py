@@ -8,7 +8,8 @@ Layout under the cache root (``-download-cache``)::
     http/<sha256(url)>.json            the ETag, Last-Modified and body digest a server gave for a URL
     private/<sha256(registry/repo)>    marks a repository that asked for credentials
     signatures/<sha256(repo@digest)>.json  the signatures that satisfied a policy for an image, as the registry
-                                       held them (verified again on every read, never trusted as verified)
+                                       held them, and when it was asked (verified again on every read, never
+                                       trusted as verified, used for the policy's signature-max-age only)
     tmp/run-<random>/                  one run's partial downloads and extractions, renamed into place after the
                                        checks; the run holds a lock on it, and a later run removes it if it died
     locks/<sha256(key)>.lock           inter-process locks (filelock), one per blob or URL being fetched
@@ -112,16 +113,32 @@ def changed_dir(tree: CachedTree) -> str | None:
     return None
 
 
-def dumps_signature_record(objects: list[dict[str, Any]]) -> bytes:
-    """A signature record's bytes (read back by :func:`signature_record`)."""
+@record
+class SignatureRecord:
+    """A record of the signature objects that satisfied a policy for an image: the objects as the registry held
+    them, and when the registry was asked for them (Unix seconds; ``None`` in a record an older preparer wrote)."""
+
+    objects: list[dict[str, Any]]
+    verified: int | None = None
+
+    def fresh(self, max_age: float, now: float) -> bool:
+        """Whether the record is at most ``max_age`` seconds old at ``now`` (0: never; one without a time, or from
+        the future, is not)."""
+        return self.verified is not None and max_age > 0 and 0 <= now - self.verified <= max_age
+
+
+def dumps_signature_record(objects: list[dict[str, Any]], verified: int) -> bytes:
+    """A signature record's bytes (read back by :func:`signature_record`): ``verified`` is when the registry was
+    asked (Unix seconds)."""
     import json  # deferred, as in every method here: a run without a download cache never reads a record
 
-    return json.dumps({"objects": objects}, sort_keys=True).encode()
+    return json.dumps({"objects": objects, "verified": verified}, sort_keys=True).encode()
 
 
-def signature_record(data: bytes) -> list[dict[str, Any]] | None:
-    """The objects of a signature record (``{"objects": [{...}]}``, every value a string but ``annotations``, a
-    table of strings), or ``None``."""
+def signature_record(data: bytes) -> SignatureRecord | None:
+    """The record in ``data`` (``{"objects": [{...}], "verified": <seconds>}``, every value of an object a string
+    but ``annotations``, a table of strings), or ``None``. A record without ``verified``, or with one that is no
+    whole number, has no time."""
     import json  # deferred, as above
 
     try:
@@ -133,7 +150,10 @@ def signature_record(data: bytes) -> list[dict[str, Any]] | None:
         isinstance(o, dict) and all(map(_recorded, o.items())) for o in objects
     ):
         return None
-    return objects
+    verified = record.get("verified")
+    if not isinstance(verified, int) or isinstance(verified, bool):
+        verified = None
+    return SignatureRecord(objects, verified)
 
 
 def _recorded(item: tuple[str, Any]) -> bool:
@@ -408,8 +428,8 @@ class DownloadCache:
         name = hashlib.sha256(f"{repository}@{digest}".encode()).hexdigest()
         return self._dir("signatures") / (name + ".json")
 
-    def signatures(self, repository: str, digest: str) -> list[dict[str, Any]] | None:
-        """The signature objects recorded for the image ``digest`` of ``registry/repository``, or ``None``."""
+    def signatures(self, repository: str, digest: str) -> SignatureRecord | None:
+        """The signature record of the image ``digest`` of ``registry/repository``, or ``None``."""
         path = self._signatures_path(repository, digest)
         try:
             if not _regular_file_of_ours(path) or path.stat().st_size > MAX_SIGNATURE_RECORD:
@@ -418,9 +438,9 @@ class DownloadCache:
         except OSError:
             return None
 
-    def put_signatures(self, repository: str, digest: str, objects: list[dict[str, Any]]) -> None:
-        """Record ``objects`` for the image ``digest`` of ``registry/repository`` atomically."""
-        data = dumps_signature_record(objects)
+    def put_signatures(self, repository: str, digest: str, data: bytes) -> None:
+        """Keep the signature record ``data`` (:func:`dumps_signature_record`) of the image ``digest`` of
+        ``registry/repository``, atomically."""
         if len(data) > MAX_SIGNATURE_RECORD:
             return
         path = self._signatures_path(repository, digest)

@@ -48,6 +48,11 @@ SIGNATURES_TYPE = "application/vnd.buildpacks.preparer.signatures.v1"
 SIGNATURES_LAYER = "application/vnd.buildpacks.preparer.signatures.v1+json"
 #: A signature record larger than this is not read.
 MAX_SIGNATURES_RECORD = 1 << 20
+#: A record of an image index an image was pulled through: its one layer is the index's bytes, unchanged.
+INDEX_TYPE = "application/vnd.buildpacks.preparer.index.v1"
+INDEX_LAYER = "application/vnd.buildpacks.preparer.index.v1+json"
+#: An index larger than this is not read (the registry client's bound on a manifest).
+MAX_INDEX = 4 << 20
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -134,6 +139,11 @@ def signatures_tag(repository: str, digest: str) -> str:
     return "sig-" + hashlib.sha256(f"{repository}@{digest}".encode()).hexdigest()
 
 
+def index_tag(digest: str) -> str:
+    """The tag of the record of the image index ``digest``."""
+    return "index-" + digest.removeprefix("sha256:")
+
+
 def ref_tag(reference: str) -> str:
     """The tag of the record of an image reference's digest (``registry/repository:tag``, normalised)."""
     return "ref-" + hashlib.sha256(reference.encode()).hexdigest()
@@ -160,7 +170,7 @@ class Hit:
 class _Pending:
     """Something to write back after the commit."""
 
-    kind: Literal["archive", "record", "image", "ref", "signatures"]
+    kind: Literal["archive", "record", "image", "ref", "signatures", "index"]
     digest: str
     url: str | None
     annotations: dict[str, str]
@@ -252,6 +262,31 @@ class Fleet:
             self._malformed(tag, "its layer has no sha256 digest")
             return None
         return self.small_blob(hit, MAX_SIGNATURES_RECORD)
+
+    def index(self, digest: str) -> bytes | None:
+        """The image index ``digest`` (its bytes, verified against the digest), when the repository records it."""
+        tag = index_tag(digest)
+        doc = self._record(tag, INDEX_TYPE)
+        if doc is None:
+            return None
+        try:
+            layer = doc["layers"][0]
+            hit = Hit(str(layer["digest"]), int(layer["size"]), {})
+        except (ValueError, KeyError, TypeError, IndexError):
+            self._malformed(tag, "not a preparer index record")
+            return None
+        if hit.digest != digest:
+            self._malformed(tag, "its layer is not the digest it is tagged with")
+            return None
+        return self.small_blob(hit, MAX_INDEX)
+
+    def remember_index(self, path: Path, digest: str, source: str) -> None:
+        """Write the image index at ``path`` (of digest ``digest``, pulled through ``source``) back after the
+        commit, as a record tagged :func:`index_tag`."""
+        if self.config.mode == "read-write":
+            annotations = {SOURCE: source}
+            size = path.stat().st_size
+            self.pending.append(_Pending("index", digest, index_tag(digest), annotations, path, size))
 
     def remember_signatures(self, path: Path, digest: str, repository: str, image: str) -> None:
         """Write the signature record at ``path`` (of digest ``digest``) for the image ``image`` of
@@ -358,7 +393,9 @@ class Fleet:
         except (ValueError, RecursionError):
             doc = None
         if not isinstance(doc, dict) or doc.get("artifactType") != artifact_type:
-            kind = "archive" if artifact_type == ARTIFACT_TYPE else "reference"
+            kind = {ARTIFACT_TYPE: "archive", INDEX_TYPE: "index", SIGNATURES_TYPE: "signature"}.get(
+                artifact_type, "reference"
+            )
             self._malformed(tag, f"not a preparer {kind} record")
             return None
         return doc
@@ -523,9 +560,14 @@ class Fleet:
         elif item.kind == "ref":
             manifest, media_type = _manifest(REF_TYPE, EMPTY_CONFIG, item.annotations), OCI_MANIFEST
             tags = [ref_tag(item.url or "")]
-        elif item.kind == "signatures":
-            layer = {"mediaType": SIGNATURES_LAYER, "digest": item.digest, "size": item.size}
-            manifest, media_type = _manifest(SIGNATURES_TYPE, layer, item.annotations), OCI_MANIFEST
+        elif item.kind in ("signatures", "index"):
+            kind, layer_type = (
+                (SIGNATURES_TYPE, SIGNATURES_LAYER)
+                if item.kind == "signatures"
+                else (INDEX_TYPE, INDEX_LAYER)
+            )
+            layer = {"mediaType": layer_type, "digest": item.digest, "size": item.size}
+            manifest, media_type = _manifest(kind, layer, item.annotations), OCI_MANIFEST
             tags = [item.url or ""]
         else:
             layer = {"mediaType": LAYER_TYPE, "digest": item.digest, "size": item.size}
@@ -542,7 +584,7 @@ class Fleet:
         uploads are most of the write-back's time, and mostly time in the kernel."""
         blobs: dict[str, Path | None] = {str(EMPTY_CONFIG["digest"]): None}
         for item in self.pending:
-            if item.kind in ("archive", "signatures") and item.path is not None:
+            if item.kind in ("archive", "signatures", "index") and item.path is not None:
                 blobs[item.digest] = item.path
             blobs.update(item.blobs)
         from concurrent.futures import ThreadPoolExecutor, wait  # deferred: only a write-back uploads

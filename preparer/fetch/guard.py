@@ -14,6 +14,9 @@ from typing import Literal, Protocol
 from preparer._record import record
 from preparer.errors import FetchError, RunLimitReached
 
+#: Seconds a recorded signature verdict is trusted by default: the policy's ``image.signature-max-age`` (24 h).
+SIGNATURE_MAX_AGE = 24 * 3600.0
+
 
 class LimitExceeded(FetchError):
     """A fetch went past one of the policy's limits: it stops at once (nothing more is read), exit 1."""
@@ -65,6 +68,9 @@ def signature_tag(digest: str) -> str:
 
 class SignatureCheck(Protocol):
     """The ``[[image.signed-by]]`` rules that apply to one image."""
+
+    #: Seconds after the registry was asked that a recorded verdict spares asking it again (0: never spares it).
+    max_age: float
 
     def satisfying(
         self, objects: Sequence[SignatureObject], digests: Sequence[str]

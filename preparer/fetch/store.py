@@ -149,6 +149,8 @@ class Store:
         self._fleet: Fleet | None = None
         #: The run's revalidation requests, sent together (:meth:`revalidate`).
         self._early = Revalidations()
+        #: The image indexes read from the fleet in this run, by digest (verified), for the registry client.
+        self._indexes: dict[str, bytes] = {}
         if fleet is not None:
             from preparer.fetch.fleet import Fleet  # deferred, as in opened_store
 
@@ -287,9 +289,13 @@ class Store:
         return path, cast(T, result)
 
     def manifest(self, digest: str, repository: str, what: str, sink: Sink) -> bytes | None:
-        """This pod's copy of the manifest ``digest`` of ``repository``, verified; ``None`` when absent, damaged
+        """This run's copy of the image index ``digest`` read from the fleet (:meth:`image`), or this pod's copy of
+        the manifest ``digest`` of ``repository``, verified; ``None`` when absent, damaged
         (then removed, with a warning naming ``what``), or from a repository that asked for credentials: the
         registry must then confirm this run's own (a request)."""
+        index = self._indexes.get(digest)
+        if index is not None and sha256_of(index) == digest:
+            return index
         local = self._local
         if local is None or local.is_private(repository):
             return None
@@ -317,25 +323,30 @@ class Store:
 
     # Signatures of images, by digest
 
-    def signatures(self, repository: str, digest: str) -> list[SignatureObject] | None:
-        """The signature objects this pod's cache recorded for the image ``digest`` of ``repository``; ``None``
-        without a record, or for a repository that asked for credentials (the registry must then answer the run's
-        own). What is returned is to be verified as if the registry had sent it."""
+    def signatures(self, repository: str, digest: str, max_age: float) -> list[SignatureObject] | None:
+        """The signature objects recorded for the image ``digest`` of ``repository`` at most ``max_age`` seconds
+        after the registry was asked for them: this pod's record, else the fleet's; ``None`` without such a record
+        (one without a time, written by an older preparer, is too old), or for a repository that asked for
+        credentials (the registry must then answer the run's own). What is returned is to be verified as if the
+        registry had sent it."""
         local, fleet = self._local, self._fleet
-        if local is not None and local.is_private(repository):
+        if max_age <= 0 or (local is not None and local.is_private(repository)):
             return None
+        import time  # deferred: only runs whose policy asks for signatures
+
+        now = time.time()
         recorded = local.signatures(repository, digest) if local is not None else None
-        if recorded is None and fleet is not None and fleet.usable:
+        if (recorded is None or not recorded.fresh(max_age, now)) and fleet is not None and fleet.usable:
             shared = fleet.signatures(repository, digest)
             recorded = signature_record(shared) if shared is not None else None
-        if recorded is None:
+        if recorded is None or not recorded.fresh(max_age, now):
             return None
-        import base64  # deferred: only runs whose policy asks for signatures
+        import base64  # deferred, as time
 
         from preparer.fetch.guard import SignatureObject  # deferred, as base64
 
         found = []
-        for obj in recorded:
+        for obj in recorded.objects:
             payload = obj.get("payload")
             try:
                 data = base64.b64decode(payload or "-", validate=True)
@@ -356,26 +367,28 @@ class Store:
     def keep_signatures(
         self, repository: str, digest: str, objects: Sequence[SignatureObject], private: bool, spool: Path
     ) -> None:
-        """Record the signature objects that satisfied the policy for the image ``digest`` of ``repository``, in
-        this pod's cache and (``spool``: where its file waits for the write-back) the fleet's (``private``: the
-        registry asked for credentials: never shared, and not used again without a request)."""
+        """Record the signature objects that satisfied the policy for the image ``digest`` of ``repository``, with
+        the time the registry was asked (now), in this pod's cache and (``spool``: where its file waits for the
+        write-back) the fleet's (``private``: the registry asked for credentials: never shared, and not used again
+        without a request)."""
         local, fleet = self._local, self._fleet
         if not objects or (local is None and fleet is None):
             return
         import base64  # deferred, as above
+        import time
 
-        record: list[dict[str, Any]] = [
+        objects_record: list[dict[str, Any]] = [
             {"format": o.format, "found": o.found, "payload": base64.b64encode(o.payload).decode()}
             | ({"signature": o.signature} if o.signature is not None else {})
             | ({"annotations": dict(o.annotations)} if o.annotations else {})
             for o in objects
         ]
+        data = dumps_signature_record(objects_record, int(time.time()))
         if local is not None:
-            local.put_signatures(repository, digest, record)
+            local.put_signatures(repository, digest, data)
             if private:
                 local.mark_private(repository)
         if fleet is not None and not private:  # what credentials fetched is never shared
-            data = dumps_signature_record(record)
             fleet.remember_signatures(
                 _spooled(data, "signatures-", spool), sha256_of(data), repository, digest
             )
@@ -440,16 +453,20 @@ class Store:
         sink: Sink,
     ) -> tuple[T, str | None]:
         """What ``pull`` makes of the image ``reference`` (which names ``digest``, or a tag) from the first tier
-        that has it: the fleet's copy of that digest (or, offline, of the digest recorded for the tag), read with
-        ``pull(copy, its credentials)`` and verified as from the origin, else its origin, ``pull(None, {})``. A copy
-        that fails is one warning, and the origin is asked. Returns what ``pull`` made and the tier it came
+        that has it: the fleet's copy of that digest, or of the platform manifest its recorded index names (or,
+        offline, of the digest recorded for the tag), read with ``pull(copy, its credentials)`` and verified as from
+        the origin, else its origin, ``pull(None, {})``. A copy that fails is one warning, and the origin is asked. Returns what ``pull`` made and the tier it came
         through (``None``: its origin).
 
         :raises FetchError: offline, and no tier has it (exit 1), naming the tag to seed; what ``pull`` raises.
         """
-        found = self._image_from_copy(reference, digest, pull, sink) if digest is not None else None
-        if found is None and self.offline and self._fleet is not None:
-            recorded = self._fleet.ref_digest(reference)  # a tag, or an index digest: its platform manifest
+        found = None
+        if digest is not None:  # a pin is resolved through its digest only, never through a record of a name
+            found = self._image_from_copy(reference, digest, pull, sink)
+            if found is None:
+                found = self._image_from_index(reference, digest, pull, sink)
+        elif self.offline and self._fleet is not None:
+            recorded = self._fleet.ref_digest(reference)  # a tag: the platform manifest it last named
             found = self._image_from_copy(reference, recorded, pull, sink) if recorded else None
         if found is not None:
             return found[0], "cache repository"
@@ -474,6 +491,24 @@ class Store:
             sink.warn(f"the download cache repository's copy of {reference} is not used: {err.cause}")
             return None
 
+    def _image_from_index(
+        self, reference: str, digest: str, pull: Callable[[str | None, Mapping[str, str]], T], sink: Sink
+    ) -> tuple[T] | None:
+        """What ``pull`` makes of the image index ``digest`` the fleet records (its bytes, verified against the
+        digest): ``pull`` reads it as the manifest ``digest`` of the fleet's repository (:meth:`manifest`), and
+        through it the platform manifest it names, whose digest the registry client checks; ``None`` when the fleet
+        records no such index."""
+        fleet = self._fleet
+        data = fleet.index(digest) if fleet is not None and fleet.usable else None
+        if fleet is None or data is None:
+            return None
+        self._indexes[digest] = data
+        try:
+            return (pull(f"{fleet.config.repo}@{digest}", fleet.environ),)
+        except FetchError as err:
+            sink.warn(f"the download cache repository's copy of {reference} is not used: {err.cause}")
+            return None
+
     def image_copy(self, digest: str) -> tuple[str, dict[str, str]] | None:
         """Where the fleet holds the image manifest ``digest``: its reference there, and the environment with the
         repository's credentials to pull it with."""
@@ -488,16 +523,26 @@ class Store:
             self._fleet.give_up(f"its copy of {reference} cannot be read: {cause}")
 
     def keep_image(
-        self, reference: str, named: str | None, digest: str, manifest: dict[str, Any], config_digest: str
+        self,
+        reference: str,
+        named: str | None,
+        digest: str,
+        manifest: dict[str, Any],
+        config_digest: str,
+        index: str | None = None,
     ) -> None:
         """The image ``digest`` was pulled from its origin, anonymously, by ``reference`` (which names the digest
-        ``named``, or a tag): shared (when this pod's cache kept every blob), and a tag or index digest that led to
-        it recorded (for offline runs)."""
+        ``named``, or a tag), through the image index ``index`` if any: shared (when this pod's cache kept every
+        blob), the index recorded (its bytes, read back by its digest), and a tag that led to it recorded (for
+        offline runs). A digest is never recorded as a name: a pin is resolved through its digest only."""
         fleet, local = self._fleet, self._local
         if fleet is None:
             return
-        if named != digest:
+        if named is None:
             fleet.remember_ref(reference, digest)
+        kept_index = local.blob_path(index) if local is not None and index is not None else None
+        if index is not None and kept_index is not None:
+            fleet.remember_index(kept_index, index, reference)
         kept = local.blob_path(digest) if local is not None else None
         if local is None or kept is None:
             return

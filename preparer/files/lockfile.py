@@ -33,7 +33,9 @@ class Locked:
     ``written`` is the entry as written (``uri`` without credentials, ``id``, ``version``, and a ``script``'s
     sha256): what tells a changed entry. ``pinned`` is what the entry is frozen to: an image by digest
     (``registry/repository@sha256:...``, for ``image`` and ``registry``), the URL (``http``); ``None`` for
-    ``builder``, ``path`` and ``inline``. ``digest`` is the content's: the image manifest's, the archive's.
+    ``builder``, ``path`` and ``inline``. ``digest`` is the content's: the image manifest's, the archive's. ``index``
+    is the digest of the image index the image was pulled through (``None``: none, or a lock written before it was
+    recorded).
     """
 
     entry: str
@@ -43,6 +45,7 @@ class Locked:
     source: Source
     pinned: str | None = None
     digest: str | None = None
+    index: str | None = None
 
 
 @record
@@ -118,14 +121,14 @@ def _locked(
     at: tuple[str | int, ...],
     fail: Callable[[tuple[str | int, ...], str], DescriptorError],
 ) -> Locked:
-    known = {"entry", "written", "id", "version", "source", "pinned", "digest"}
+    known = {"entry", "written", "id", "version", "source", "pinned", "digest", "index"}
     unknown = sorted(set(table) - known)
     if unknown:
         raise fail((*at, unknown[0]), "unknown key")
     for name in ("entry", "id", "version", "source"):
         if not isinstance(table.get(name), str) or not table[name]:
             raise fail((*at, name), "must be a non-empty string")
-    for name in ("pinned", "digest"):
+    for name in ("pinned", "digest", "index"):
         if name in table and not isinstance(table[name], str):
             raise fail((*at, name), "must be a string")
     written = table.get("written", {})
@@ -142,7 +145,10 @@ def _locked(
         raise fail(at, f"a {source} buildpack needs pinned and digest")
     if source in ("image", "registry") and not str(pinned).endswith("@" + str(digest)):
         raise fail((*at, "pinned"), "must name the image by its digest")
-    return Locked(table["entry"], dict(written), table["id"], table["version"], source, pinned, digest)
+    index = table.get("index")
+    if index is not None and (source not in ("image", "registry") or not _is_digest(index)):
+        raise fail((*at, "index"), "must be sha256:<64 hex digits>, for an image or registry buildpack")
+    return Locked(table["entry"], dict(written), table["id"], table["version"], source, pinned, digest, index)
 
 
 def _is_digest(value: str) -> bool:
@@ -161,6 +167,8 @@ def dumps_lock(entries: Sequence[Locked]) -> bytes:
             table["pinned"] = e.pinned
         if e.digest is not None:
             table["digest"] = e.digest
+        if e.index is not None:
+            table["index"] = e.index
         table["written"] = dict(sorted(e.written.items()))
         tables.append(table)
     return (HEADER + dumps_toml({"lock-version": LOCK_VERSION, "buildpack": tables})).encode()

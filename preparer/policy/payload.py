@@ -93,3 +93,9 @@ def _text(value: str) -> None:
 def _shown(key: str) -> str:
     printable = "".join(c if c.isprintable() else "?" for c in key)
     return printable if len(printable) <= 60 else printable[:59] + "…"
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE's pre-authentication encoding: ``DSSEv1 <len> <type> <len> <payload>``, lengths in ASCII decimal."""
+    kind = payload_type.encode()
+    return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)

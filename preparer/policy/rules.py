@@ -18,7 +18,7 @@ import tomli
 from preparer._record import field, record
 from preparer.descriptor import lookup
 from preparer.errors import InvalidInputsError, PolicyRefused, with_fields
-from preparer.fetch.guard import LimitExceeded, RunLimitExceeded
+from preparer.fetch.guard import SIGNATURE_MAX_AGE, LimitExceeded, RunLimitExceeded
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -36,7 +36,7 @@ _SCHEMA: dict[str, frozenset[str]] = {
     "sigstore": frozenset({"trusted-root"}),
     "sources": frozenset({"allow"}),
     "http": frozenset({"allow", "require-pin"}),
-    "image": frozenset({"allow", "require-pin", "signed-by"}),
+    "image": frozenset({"allow", "require-pin", "signed-by", "signature-max-age"}),
     "limits": frozenset({"buildpack", "run"}),
     "limits.buildpack": frozenset({"download-bytes", "extract-bytes", "entries"}),
     "limits.run": frozenset({"download-bytes", "extract-bytes", "entries"}),
@@ -90,6 +90,8 @@ class Policy:
     include_exclude: bool = True
     #: ``[[image.signed-by]]``: images that must carry a signature by a trusted key, in the file's order.
     signed_by: tuple[SignedBy, ...] = ()
+    #: ``image.signature-max-age``: seconds a recorded signature verdict spares asking the registry (0: never).
+    signature_max_age: float = SIGNATURE_MAX_AGE
     #: Where each key is written, for messages.
     rules: dict[str, Rule] = field(default_factory=dict)
 
@@ -217,6 +219,18 @@ class _Parser:
             return int(match.group(1)) * _UNITS[match.group(2).lower()]
         raise self.fail(key, 'must be a number of bytes (an integer, or a string such as "512MiB")')
 
+    def duration(self, doc: dict[str, Any], key: str, default: float) -> float:
+        """A Go duration, as ``-download-cache-max-age`` takes one (``"24h"``, ``"90m"``, ``"0"``), in seconds."""
+        from preparer.goflags import parse_duration  # deferred: only policies that set a duration
+
+        value = lookup(doc, key)
+        if value is None:
+            return default
+        seconds = parse_duration(value) if isinstance(value, str) else 0.0 if value == 0 else None
+        if seconds is None or isinstance(value, bool):
+            raise self.fail(key, 'must be a duration such as "24h", "90m" or "0" (units: h, m, s, ms)')
+        return seconds
+
     def count(self, doc: dict[str, Any], key: str) -> int | None:
         value = lookup(doc, key)
         if value is None or _count(value):
@@ -249,6 +263,7 @@ class _Parser:
             env_deny=self.globs(doc, "env.deny") or (),
             include_exclude=self.flag(doc, "app.include-exclude", True),
             signed_by=self.signed_by(doc),
+            signature_max_age=self.duration(doc, "image.signature-max-age", SIGNATURE_MAX_AGE),
             rules=self.rules,
         )
 
@@ -488,7 +503,8 @@ class Budget:
             return None
         from preparer.policy.signatures import Check  # deferred: only policies with signature rules
 
-        return Check(rules, self.policy.path, self.key if self.key != self.source else "")
+        entry = self.key if self.key != self.source else ""
+        return Check(rules, self.policy.path, entry, self.policy.signature_max_age)
 
     def revealed(self, kind: str, what: str) -> None:
         """The content shows the source to be of ``kind`` (``what`` says how): it must be allowed too.

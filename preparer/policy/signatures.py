@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 from preparer._logger import log
 from preparer._record import record
 from preparer.errors import SignatureRefused, with_fields
-from preparer.fetch.guard import SignatureObject, Verified, signature_tag
+from preparer.fetch.guard import SIGNATURE_MAX_AGE, SignatureObject, Verified, signature_tag
 from preparer.fetch.streams import is_digest
 from preparer.policy.keys import PublicKey
-from preparer.policy.payload import PayloadProblem, read_json
+from preparer.policy.payload import PayloadProblem, pae, read_json
 
 if TYPE_CHECKING:
     from preparer.policy.keyless.model import TrustedRoot, Verdict
@@ -209,12 +209,6 @@ def _bundle_claim(obj: SignatureObject) -> _Claim:
     return _Claim(digests, message, signatures)
 
 
-def pae(payload_type: str, payload: bytes) -> bytes:
-    """DSSE's pre-authentication encoding: ``DSSEv1 <len> <type> <len> <payload>``, lengths in ASCII decimal."""
-    kind = payload_type.encode()
-    return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
-
-
 def _b64(value: object) -> bytes | None:
     if not isinstance(value, str):
         return None
@@ -239,10 +233,13 @@ def _shown(value: object) -> str:
 
 
 class Check:
-    """The rules of one policy that apply to one image (a :class:`~preparer.fetch.guard.SignatureCheck`)."""
+    """The rules of one policy that apply to one image (a :class:`~preparer.fetch.guard.SignatureCheck`);
+    ``max_age``: the policy's ``image.signature-max-age``, in seconds."""
 
-    def __init__(self, rules: Sequence[SignedBy], policy: str, entry: str) -> None:
-        self.rules, self.policy, self.entry = tuple(rules), policy, entry
+    def __init__(
+        self, rules: Sequence[SignedBy], policy: str, entry: str, max_age: float = SIGNATURE_MAX_AGE
+    ) -> None:
+        self.rules, self.policy, self.entry, self.max_age = tuple(rules), policy, entry, max_age
 
     def satisfying(
         self, objects: Sequence[SignatureObject], digests: Sequence[str]

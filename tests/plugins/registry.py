@@ -486,17 +486,26 @@ def _front_server(registry: Registry) -> Iterator[Front]:
             """Quiet."""
 
         def do_GET(self) -> None:
+            self._answer("GET")
+
+        def do_HEAD(self) -> None:
+            self._answer("HEAD")
+
+        def _answer(self, method: str) -> None:
             front.requests.append(self.path)
             override = front.overrides.get(self.path)
             if override is not None:
                 status, headers, body = override
             else:
-                request = urllib.request.Request(f"http://{registry.host}{self.path}",
+                request = urllib.request.Request(f"http://{registry.host}{self.path}", method=method,
                                                  headers={"Accept": self.headers.get("Accept", "*/*")})  # fmt: skip
                 try:
                     with urllib.request.urlopen(request) as upstream:
                         body, status = upstream.read(), upstream.status
-                        headers = {k: v for k, v in upstream.headers.items() if k in ("Content-Type",)}
+                        kept = ("Content-Type", "Docker-Content-Digest")
+                        headers = {k: v for k, v in upstream.headers.items() if k in kept}
+                        if method == "HEAD":
+                            headers["Content-Length"] = upstream.headers.get("Content-Length", "0")
                 except urllib.error.HTTPError as err:
                     body, status, headers = err.read(), err.code, {}
             self.send_response(status)
@@ -505,7 +514,8 @@ def _front_server(registry: Registry) -> Iterator[Front]:
             if "Content-Length" not in headers:
                 self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            if method == "GET":
+                self.wfile.write(body)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True

@@ -12,7 +12,7 @@ import pytest
 
 from preparer.policy.keyless import evidence, tlog
 from preparer.policy.keyless.model import Evidence, KeylessProblem
-from preparer.policy.signatures import pae
+from preparer.policy.payload import pae
 from tests.keyless_log import DATA, Log, hashedrekord, pem, real_root
 
 

@@ -15,7 +15,8 @@ from preparer.errors import InvalidInputsError, SignatureRefused
 from preparer.fetch.guard import SignatureObject
 from preparer.policy import load_policy
 from preparer.policy.keys import KeyProblem, load_key
-from preparer.policy.signatures import MAX_CHECKS, Check, SignedBy, pae
+from preparer.policy.payload import pae
+from preparer.policy.signatures import MAX_CHECKS, Check, SignedBy
 from tests.plugins.signing import bundle, make_key, simple_signing, statement
 
 DIGEST = "sha256:" + "d" * 64

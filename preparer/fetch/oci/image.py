@@ -74,10 +74,13 @@ def _pull(ref: Reference, ctx: FetchContext, signed: tuple[Reference, FetchConte
         return _pull(ref, ctx)
     if signatures:
         fetched = replace(fetched, signatures=signatures)
+    if first[2] != digest:
+        fetched = replace(fetched, index=first[2])
     if blobs_from is not None:
         return replace(fetched, via="cache repository")
     if not registry.used_credential:  # what credentials pulled is never shared
-        ctx.store.keep_image(source, ref.digest, digest, manifest, str(config_descriptor["digest"]))
+        index = first[2] if first[2] != digest else None
+        ctx.store.keep_image(source, ref.digest, digest, manifest, str(config_descriptor["digest"]), index)
     return fetched
 
 

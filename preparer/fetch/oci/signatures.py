@@ -22,8 +22,10 @@ the image is refused, even if a valid signature is among what was read. One obje
 descriptor without a digest or size, one larger than :data:`MAX_OBJECT`, a missing or malformed manifest or blob, a
 digest or size that does not match) is skipped with a debug line: it never refuses an image another object proves.
 
-A run that finds every rule satisfied records the objects that satisfied them in the download cache; a later run of
-the same digest verifies those again and asks nothing (:meth:`~preparer.fetch.store.Store.signatures`).
+A run that finds every rule satisfied records the objects that satisfied them in the download cache, with the time;
+a later run of the same digest within the policy's ``signature-max-age`` verifies those again and asks nothing
+(:meth:`~preparer.fetch.store.Store.signatures`); after it, the registry is asked again, so a signature withdrawn
+there stops admitting the image.
 """
 
 from __future__ import annotations
@@ -87,14 +89,15 @@ def verify_signatures(
     private: Callable[[], bool],
 ) -> tuple[Verified, ...]:
     """The signatures of ``image`` that satisfy ``check``, for one of ``digests`` (the index's, then the platform
-    manifest's): from this pod's record of them when it still satisfies every rule (no request), else from the
-    registry (then recorded). ``private()``: whether the registry asked for credentials.
+    manifest's): from this pod's (or the fleet's) record of them when it is within the policy's
+    ``signature-max-age`` and still satisfies every rule (no request), else from the registry (then recorded, with
+    the time). ``private()``: whether the registry asked for credentials.
 
     :raises SignatureRefused: a rule that nothing satisfies, or objects past a bound (exit 1).
     :raises FetchError: the registry fails (exit 1).
     """
     shown = digests[-1]
-    recorded = ctx.store.signatures(repository, shown)
+    recorded = ctx.store.signatures(repository, shown, check.max_age)
     found = check.satisfying(recorded, digests) if recorded is not None else None
     if found is not None:
         return found

@@ -40,6 +40,7 @@ def chain_to_authority(leaf: bytes, given: tuple[bytes, ...], root: TrustedRoot,
     :raises KeylessProblem: the leaf does not parse, is not of the Sigstore profile, was not valid at ``at``, or
         does not chain to an authority of ``root`` valid at ``at``.
     """
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
     from cryptography import x509
     from cryptography.x509 import verification
 
@@ -93,6 +94,7 @@ def issued_by(leaf: bytes, candidates: tuple[bytes, ...]) -> bytes:
 
     :raises KeylessProblem: none of them issued it.
     """
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
     from cryptography.exceptions import InvalidSignature
 
     cert = _certificate(leaf, "the certificate")
@@ -119,6 +121,7 @@ def verify_sct(leaf: bytes, issuer: bytes, root: TrustedRoot) -> None:
     :raises KeylessProblem: no SCT, an SCT of a log the root does not name or does not trust at its time, or one
         whose signature does not verify.
     """
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
 
@@ -147,6 +150,7 @@ def verify_sct(leaf: bytes, issuer: bytes, root: TrustedRoot) -> None:
 
 def _sct_problem(sct: Any, issuer_key_hash: bytes, tbs: bytes, root: TrustedRoot) -> str | None:
     """Why one SCT does not verify, or ``None`` when it does."""
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
     from cryptography.x509.certificate_transparency import LogEntryType, SignatureAlgorithm, Version
@@ -195,6 +199,7 @@ def identity(leaf: bytes) -> tuple[str, str]:
 
     :raises KeylessProblem: the certificate names no OIDC issuer or no subject.
     """
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
     from cryptography import x509
 
     cert = _certificate(leaf, "the certificate")
@@ -231,6 +236,7 @@ def verify_signature(leaf: bytes, signature: bytes, message: bytes) -> None:
 
     :raises KeylessProblem: the signature does not verify, or the key is of a kind that is not supported.
     """
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec, ed25519
@@ -254,6 +260,7 @@ def verify_signature(leaf: bytes, signature: bytes, message: bytes) -> None:
 
 
 def _certificate(der: bytes, what: str) -> Any:
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
     from cryptography import x509
 
     try:
@@ -265,6 +272,7 @@ def _certificate(der: bytes, what: str) -> Any:
 def _check_profile(cert: Any) -> None:
     """The Sigstore X.509 profile of a leaf: no CA, key usage ``digitalSignature``, extended key usage
     ``codeSigning``."""
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
     from cryptography import x509
     from cryptography.x509.oid import ExtendedKeyUsageOID
 
@@ -314,6 +322,7 @@ def _decoded(data: bytes, what: str) -> str:
 
 
 def _key_kind(key: Any) -> str:
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
     if isinstance(key, ec.EllipticCurvePublicKey):
@@ -329,12 +338,14 @@ def _name(name: Any) -> str:
 
 def _seconds(moment: Any) -> int:
     """Whole seconds since the epoch of a ``datetime`` (naive ones are UTC, as cryptography's SCT times are)."""
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
     import calendar
 
     return calendar.timegm(moment.utctimetuple())
 
 
 def _datetime(at: int) -> Any:
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
     import datetime
 
     return datetime.datetime.fromtimestamp(at, datetime.UTC)

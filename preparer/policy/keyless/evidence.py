@@ -18,8 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from preparer.policy.keyless.model import Evidence, InclusionProof, KeylessProblem, LogEntry
-from preparer.policy.payload import PayloadProblem, read_json
-from preparer.policy.signatures import pae
+from preparer.policy.payload import PayloadProblem, pae, read_json
 
 BUNDLE_TYPES = {
     "application/vnd.dev.sigstore.bundle+json;version=0.1": 1,

@@ -81,6 +81,7 @@ def parse_root(data: bytes, path: str = "") -> TrustedRoot:
 
     :raises RootProblem: as :func:`load_root`.
     """
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
     from preparer.policy.payload import PayloadProblem, read_json
 
     try:
@@ -184,6 +185,7 @@ def _log(value: Any, where: str, origin: bool = False) -> LogKey:
 def _public_key(spki: bytes, details: str, where: str) -> Any:
     """The ``cryptography`` key of a DER SubjectPublicKeyInfo, of a kind that is supported and that ``keyDetails``
     (when given) names."""
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
     from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
     from cryptography.hazmat.primitives.serialization import load_der_public_key
@@ -218,6 +220,7 @@ def _public_key(spki: bytes, details: str, where: str) -> Any:
 
 
 def _describe(key: Any) -> str:
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
     if isinstance(key, ec.EllipticCurvePublicKey):
@@ -229,6 +232,7 @@ def _describe(key: Any) -> str:
 
 def _authority(value: Any, where: str) -> Authority:
     """A ``CertificateAuthority`` (Fulcio or a timestamp authority): its chain, leaf-most first, and its window."""
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
     from cryptography import x509
 
     authority = _object(value, where)
