@@ -8,6 +8,8 @@ import base64
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from preparer.policy.keys import KeyProblem, load_key
 from tests.plugins.signing import generate, make_key, pem_public_key, spki
@@ -179,3 +181,22 @@ def test_a_pem_block_of_cosign_s_real_key_rewrapped_reads_the_same(tmp_path: Pat
     one_line.write_text(f"-----BEGIN PUBLIC KEY-----\n{body}\n-----END PUBLIC KEY-----\n")
     assert base64.b64decode(body)
     assert load_key(one_line).fingerprint == load_key(REAL / "cosign.pub").fingerprint
+
+
+SPKIS = [spki(generate("p256")), spki(generate("p384")), spki(generate("ed25519"))]
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(SPKIS), st.integers(0, 200), st.binary(max_size=4), st.integers(0, 3))
+def test_any_damage_to_a_key_is_a_key_problem_or_a_key(
+    tmp_path: Path, der: bytes, at: int, insert: bytes, drop: int
+) -> None:
+    """Bytes changed, inserted or dropped anywhere: never an error of another kind (a traceback for the user)."""
+    at = at % len(der)
+    damaged = der[:at] + insert + der[at + drop :]
+    try:
+        key = load_key(write(tmp_path, damaged))
+    except KeyProblem as problem:
+        assert "Traceback" not in str(problem) and str(problem)
+    else:
+        assert key.verify(b"", b"m") is False
