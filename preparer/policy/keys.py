@@ -5,39 +5,47 @@ writes to ``cosign.pub``. A key is named everywhere by its fingerprint, the SHA-
 
 Supported, each with the hash sigstore pairs it with: ECDSA P-256 with SHA-256 (cosign's default), ECDSA P-384 with
 SHA-384, and pure Ed25519. ECDSA signatures are ASN.1 DER, as cosign writes them. Any other key (RSA, P-521, a
-certificate, a private key) is refused when the policy is read, naming the file: never ignored. The verification
-is the ``ecdsa`` library's (pure Python, imported only by runs whose policy names keys); nothing here is
-cryptography of its own.
+certificate, a private key) is refused when the policy is read, naming the file: never ignored.
+
+The PEM block and the algorithm of the key are read here, so that a refusal says what the file is (a private key,
+a certificate, an RSA key) rather than that a library could not read it. The key itself is read and every signature
+verified by ``cryptography``, the one library of the preparer's signature work (keyless verification uses it too),
+imported only by runs whose policy names keys; nothing here is cryptography of its own.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from preparer._record import field, record
 
 #: A key file is a few hundred bytes; a larger one is refused unread.
 MAX_KEY_BYTES = 64 << 10
 
-_EC_PUBLIC_KEY = (1, 2, 840, 10045, 2, 1)
+_EC_PUBLIC_KEY = "1.2.840.10045.2.1"
+#: The named curves supported: the algorithm's name, the curve's for messages, the hash sigstore pairs with it.
 _CURVES = {
-    (1, 2, 840, 10045, 3, 1, 7): ("ecdsa-p256-sha256", "NIST256p", "sha256"),
-    (1, 3, 132, 0, 34): ("ecdsa-p384-sha384", "NIST384p", "sha384"),
+    "1.2.840.10045.3.1.7": ("ecdsa-p256-sha256", "P-256", "SHA256"),
+    "1.3.132.0.34": ("ecdsa-p384-sha384", "P-384", "SHA384"),
 }
-_ED25519 = (1, 3, 101, 112)
+_ED25519 = "1.3.101.112"
 #: Algorithms recognised only to be named in the refusal.
 _NAMED = {
-    (1, 2, 840, 113549, 1, 1, 1): "RSA",
-    (1, 2, 840, 113549, 1, 1, 10): "RSA-PSS",
-    (1, 3, 101, 113): "Ed448",
-    (1, 3, 132, 0, 35): "ECDSA P-521",
-    (1, 3, 132, 0, 10): "ECDSA secp256k1",
+    "1.2.840.113549.1.1.1": "RSA",
+    "1.2.840.113549.1.1.10": "RSA-PSS",
+    "1.3.101.113": "Ed448",
+    "1.3.132.0.35": "ECDSA P-521",
+    "1.3.132.0.10": "ECDSA secp256k1",
 }
 SUPPORTED = "ECDSA P-256, ECDSA P-384, Ed25519"
+
+# DER tags (X.690) of what a SubjectPublicKeyInfo's algorithm is made of.
+_SEQUENCE, _OID = 0x30, 0x06
 
 
 class KeyProblem(ValueError):
@@ -57,21 +65,19 @@ class PublicKey:
     path: str
     fingerprint: str
     algorithm: str
-    _key: Any = field(repr=False, compare=False)
+    #: The ``verify(signature, message)`` of the ``cryptography`` key, with the signature scheme of ``algorithm``;
+    #: it raises ``InvalidSignature`` for a signature that is not this key's.
+    _verify: Callable[[bytes, bytes], None] = field(repr=False, compare=False)
 
     def verify(self, signature: bytes, message: bytes) -> bool:
         """Whether ``signature`` is this key's over ``message`` (a malformed signature is not)."""
-        from ecdsa import BadSignatureError  # deferred, as at load
-        from ecdsa.der import UnexpectedDER
-        from ecdsa.util import sigdecode_der
+        from cryptography.exceptions import InvalidSignature  # deferred: imported already, at load
 
         try:
-            if self.algorithm == "ed25519":
-                return bool(self._key.verify(signature, message))
-            hashfunc = getattr(hashlib, self.algorithm.rsplit("-", 1)[1])
-            return bool(self._key.verify(signature, message, hashfunc=hashfunc, sigdecode=sigdecode_der))
-        except (BadSignatureError, UnexpectedDER, ValueError, AssertionError):
+            self._verify(signature, message)
+        except InvalidSignature:
             return False
+        return True
 
 
 def load_key(path: Path) -> PublicKey:
@@ -88,8 +94,8 @@ def load_key(path: Path) -> PublicKey:
     if len(data) > MAX_KEY_BYTES:
         raise KeyProblem(f"larger than {MAX_KEY_BYTES} bytes: not a public key")
     der = _pem_public_key(data.decode("ascii", "replace"))
-    algorithm, key = _parse(der)
-    return PublicKey(str(path), hashlib.sha256(der).hexdigest(), algorithm, key)
+    algorithm, verify = _parse(der)
+    return PublicKey(str(path), hashlib.sha256(der).hexdigest(), algorithm, verify)
 
 
 def _pem_public_key(text: str) -> bytes:
@@ -125,35 +131,94 @@ def _pem_public_key(text: str) -> bytes:
         raise KeyProblem("the PEM block is not base64") from None
 
 
-def _parse(der: bytes) -> tuple[str, Any]:
-    """The algorithm of a DER SubjectPublicKeyInfo and the library's key for it."""
-    import ecdsa  # deferred: only runs whose policy names keys verify signatures
-    from ecdsa import der as asn1
+def _parse(der: bytes) -> tuple[str, Callable[[bytes, bytes], None]]:
+    """The algorithm of a DER SubjectPublicKeyInfo, and the verifier of the key it holds."""
+    algorithm, curve_oid = _algorithm(der)
+    if algorithm == _EC_PUBLIC_KEY:
+        if curve_oid is None:
+            raise KeyProblem("an ECDSA key without a named curve is not supported")
+        if curve_oid not in _CURVES:
+            name = _NAMED.get(curve_oid, "ECDSA on curve " + curve_oid)
+            raise KeyProblem(f"{name} keys are not supported (supported: {SUPPORTED})")
+        name, curve, hash_name = _CURVES[curve_oid]
+    elif algorithm == _ED25519:
+        name, curve, hash_name = "ed25519", "Ed25519", ""
+    else:
+        what = f"{_NAMED[algorithm]} keys" if algorithm in _NAMED else f"keys of algorithm {algorithm}"
+        raise KeyProblem(f"{what} are not supported (supported: {SUPPORTED})")
+    return name, _verifier(der, curve, hash_name)
+
+
+def _verifier(der: bytes, curve: str, hash_name: str) -> Callable[[bytes, bytes], None]:
+    """The ``cryptography`` key of ``der`` (of the algorithm :func:`_parse` found), as a ``verify(signature,
+    message)``: ECDSA over ``hash_name`` with a DER signature, or pure Ed25519 (``hash_name`` empty)."""
+    # Deferred: only runs whose policy names keys load one; the others never import cryptography.
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+    from cryptography.hazmat.primitives.serialization import load_der_public_key
 
     try:
-        spki, rest = asn1.remove_sequence(der)
-        algorithm, _ = asn1.remove_sequence(spki)
-        oid, params = asn1.remove_object(algorithm)
-        if rest:
-            raise asn1.UnexpectedDER("trailing data")
-    except asn1.UnexpectedDER as err:
-        raise KeyProblem(f"not a DER SubjectPublicKeyInfo ({err})") from None
-    if oid == _EC_PUBLIC_KEY:
-        try:
-            curve_oid, _ = asn1.remove_object(params)
-        except asn1.UnexpectedDER:
-            raise KeyProblem("an ECDSA key without a named curve is not supported") from None
-        if curve_oid not in _CURVES:
-            name = _NAMED.get(curve_oid, "ECDSA on curve " + ".".join(map(str, curve_oid)))
-            raise KeyProblem(f"{name} keys are not supported (supported: {SUPPORTED})")
-        name, curve, _ = _CURVES[curve_oid]
-    elif oid == _ED25519:
-        name, curve = "ed25519", "Ed25519"
-    else:
-        what = _NAMED.get(oid, "keys of algorithm " + ".".join(map(str, oid)))
-        raise KeyProblem(f"{what} keys are not supported (supported: {SUPPORTED})")
+        key = load_der_public_key(der)
+    except ValueError as err:  # a point off the curve, a BIT STRING that is not one, ...
+        cause = str(err).rpartition("Details: ")[2]
+        raise KeyProblem(f"not a valid {curve} public key ({cause})") from None
+    if isinstance(key, ec.EllipticCurvePublicKey) and hash_name:
+        scheme = ec.ECDSA(getattr(hashes, hash_name)())
+        return functools.partial(key.verify, signature_algorithm=scheme)
+    if isinstance(key, ed25519.Ed25519PublicKey) and not hash_name:
+        return key.verify
+    raise KeyProblem(f"not a valid {curve} public key")  # the library read another kind of key
+
+
+def _algorithm(der: bytes) -> tuple[str, str | None]:
+    """The dotted OIDs of the algorithm of a DER SubjectPublicKeyInfo (RFC 5280, 4.1) and of its parameters when
+    they are one (an ECDSA key's named curve, RFC 5480); ``None`` when they are absent or something else.
+
+    Only the ``algorithm`` is read: the key is ``cryptography``'s to read, once the algorithm is known to be one
+    supported (an unsupported one is named in the refusal, which the library's error would not do).
+    """
     try:
-        key = ecdsa.VerifyingKey.from_der(der, valid_encodings=None)
-    except (ecdsa.der.UnexpectedDER, ecdsa.errors.MalformedPointError, ValueError, AssertionError) as err:
-        raise KeyProblem(f"not a valid {curve} public key ({err})") from None
-    return name, key
+        spki, end = _element(der, 0, _SEQUENCE)
+        if end != len(der):
+            raise KeyProblem(f"{len(der) - end} bytes after it")
+        identifier, _ = _element(spki, 0, _SEQUENCE)
+        oid, at = _element(identifier, 0, _OID)
+        algorithm = _dotted(oid)
+        parameters = (
+            _dotted(_element(identifier, at, _OID)[0]) if identifier[at : at + 1] == b"\x06" else None
+        )
+    except KeyProblem as problem:
+        raise KeyProblem(f"not a DER SubjectPublicKeyInfo ({problem})") from None
+    return algorithm, parameters
+
+
+def _element(data: bytes, at: int, tag: int) -> tuple[bytes, int]:
+    """The contents of the DER element of ``tag`` starting at ``at`` in ``data``, and where the next one starts."""
+    if at >= len(data) or data[at] != tag:
+        found = f"tag 0x{data[at]:02x}" if at < len(data) else "the end"
+        raise KeyProblem(f"expected tag 0x{tag:02x} at byte {at}, found {found}")
+    if at + 1 >= len(data):
+        raise KeyProblem(f"no length at byte {at + 1}")
+    length, start = data[at + 1], at + 2
+    if length & 0x80:  # the long form: the next (length & 0x7f) bytes are the length
+        size = length & 0x7F
+        if not 1 <= size <= 4 or start + size > len(data):
+            raise KeyProblem(f"a length of {size} bytes at byte {at + 1}")
+        length, start = int.from_bytes(data[start : start + size], "big"), start + size
+    if start + length > len(data):
+        raise KeyProblem(f"the element at byte {at} runs past the end ({length} bytes)")
+    return data[start : start + length], start + length
+
+
+def _dotted(oid: bytes) -> str:
+    """An OBJECT IDENTIFIER's contents in dotted form: base-128 arcs, the first two in one (X.690, 8.19)."""
+    if not oid or oid[-1] & 0x80:
+        raise KeyProblem("an OBJECT IDENTIFIER that ends inside an arc")
+    arcs, value = [], 0
+    for byte in oid:
+        value = value << 7 | byte & 0x7F
+        if not byte & 0x80:
+            arcs.append(value)
+            value = 0
+    first = min(arcs[0] // 40, 2)
+    return ".".join(map(str, [first, arcs[0] - 40 * first, *arcs[1:]]))

@@ -18,9 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import ecdsa
-from ecdsa.util import sigencode_der
-
 from tests.plugins.registry import Registry, put_manifest, upload_blob
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -39,28 +36,71 @@ class Key:
     curve: str
 
     @property
+    def der(self) -> bytes:
+        """The public key's DER SubjectPublicKeyInfo."""
+        return spki(self.signing)
+
+    @property
     def fingerprint(self) -> str:
-        return hashlib.sha256(self.signing.get_verifying_key().to_der()).hexdigest()
+        return hashlib.sha256(self.der).hexdigest()
 
     def sign(self, message: bytes) -> bytes:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+
         if self.curve == "ed25519":
             return bytes(self.signing.sign(message))
-        hashfunc = hashlib.sha384 if self.curve == "p384" else hashlib.sha256
-        return bytes(self.signing.sign(message, hashfunc=hashfunc, sigencode=sigencode_der))
+        hashed = hashes.SHA384() if self.curve == "p384" else hashes.SHA256()
+        return bytes(self.signing.sign(message, ec.ECDSA(hashed)))  # DER, as cosign writes it
+
+
+def spki(private: Any) -> bytes:
+    """The DER SubjectPublicKeyInfo of the public half of ``private`` (a ``cryptography`` private key)."""
+    from cryptography.hazmat.primitives import serialization
+
+    return bytes(
+        private.public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+
+
+def generate(curve: str) -> Any:
+    """A new ``cryptography`` private key: ``p256``, ``p384``, ``p521``, ``secp256k1``, ``ed25519`` or ``rsa``."""
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+    if curve == "ed25519":
+        return ed25519.Ed25519PrivateKey.generate()
+    if curve == "rsa":
+        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    curves = {
+        "p256": ec.SECP256R1(),
+        "p384": ec.SECP384R1(),
+        "p521": ec.SECP521R1(),
+        "secp256k1": ec.SECP256K1(),
+    }
+    return ec.generate_private_key(curves[curve])
+
+
+def pem_public_key(der: bytes) -> str:
+    """``der`` as ``cosign.pub`` holds it: one PEM ``PUBLIC KEY`` block, 64 characters a line."""
+    body = base64.b64encode(der).decode()
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    return "-----BEGIN PUBLIC KEY-----\n" + "\n".join(lines) + "\n-----END PUBLIC KEY-----\n"
 
 
 def make_key(directory: Path, name: str = "cosign", curve: str = "p256") -> Key:
     """A new key; its public half written to ``directory/<name>.pub``, its private half to ``<name>.key``."""
-    curves = {"p256": ecdsa.NIST256p, "p384": ecdsa.NIST384p, "ed25519": ecdsa.Ed25519}
-    signing = ecdsa.SigningKey.generate(curve=curves[curve])
+    from cryptography.hazmat.primitives import serialization
+
+    signing = generate(curve)
     directory.mkdir(parents=True, exist_ok=True)
     public = directory / f"{name}.pub"
-    verifying = signing.get_verifying_key()
-    der = verifying.to_der()
-    body = base64.encodebytes(der).decode().replace("\n", "")
-    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
-    public.write_text("-----BEGIN PUBLIC KEY-----\n" + "\n".join(lines) + "\n-----END PUBLIC KEY-----\n")
-    (directory / f"{name}.key").write_bytes(signing.to_pem(format="pkcs8"))
+    public.write_text(pem_public_key(spki(signing)))
+    private = signing.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    (directory / f"{name}.key").write_bytes(private)
     return Key(signing, public, curve)
 
 

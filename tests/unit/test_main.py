@@ -5,11 +5,16 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 import preparer.__main__
 import preparer.cli
+from tests.plugins.cli import Result
+from tests.plugins.signing import make_key
+from tests.projects import HEAD
 
 
 def test_the_command_runs_with_the_collector_on_and_start_up_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -27,3 +32,28 @@ def test_python_m_preparer_is_the_command() -> None:
     command = [sys.executable, "-m", "preparer", "-version"]
     done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout.strip()) == (0, preparer.__version__)
+
+
+def imported(result: Result) -> set[str]:
+    """The modules a run imported, from the lines ``PYTHONPROFILEIMPORTTIME`` has Python write to stderr."""
+    lines = result.stderr.splitlines()
+    return {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:")} - {"package"}
+
+
+def test_only_a_run_whose_policy_names_keys_imports_cryptography(
+    preparer: Callable[..., Result], tmp_path: Path
+) -> None:
+    """cryptography (18 ms to import) is the signature verifier's: a run that verifies nothing never loads it."""
+    project = HEAD + '[[io.buildpacks.build.env]]\nname = "NODE_ENV"\nvalue = "production"\n'
+    profile = {"PYTHONPROFILEIMPORTTIME": "1"}
+    plain = preparer(project=project, env=profile)
+    assert plain.code == 0, plain.stderr
+    assert {"preparer.cli", "preparer.pipeline"} <= imported(plain)  # the profile shows the run's imports
+    assert sorted(m for m in imported(plain) if m.startswith("cryptography")) == []
+
+    make_key(tmp_path / "keys")
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[image]\nallow = ["*"]\n\n[[image.signed-by]]\nkeys = ["keys/cosign.pub"]\n')
+    keyed = preparer("-policy", str(policy), project=project, env=profile)
+    assert keyed.code == 0, keyed.stderr
+    assert "cryptography.hazmat.primitives.serialization" in imported(keyed)
