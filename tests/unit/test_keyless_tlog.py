@@ -174,6 +174,33 @@ def test_a_rekor_v2_checkpoint_names_the_log_s_origin() -> None:
         KeylessProblem, match=r"checkpoint's origin is 'other.example', not the log's 'log2030"
     ):
         tlog.verify_inclusion(_with_checkpoint(entry, elsewhere), log.root())
+    # Rekor v1's form, the origin and the tree ID, names the log too; other suffixes do not.
+    v1_style = log.checkpoint(
+        entry.proof.tree_size,
+        entry.proof.root_hash,
+        origin="log2030.rekor.test.example - 1193050959916656506",
+    )
+    tlog.verify_inclusion(_with_checkpoint(entry, v1_style), log.root())
+    for origin in (
+        "log2030.rekor.test.example - ",
+        "log2030.rekor.test.example - 12x",
+        "log2030.rekor.test.examplex",
+    ):
+        other = log.checkpoint(entry.proof.tree_size, entry.proof.root_hash, origin=origin)
+        with pytest.raises(KeylessProblem, match=r"checkpoint's origin is .*, not the log's 'log2030"):
+            tlog.verify_inclusion(_with_checkpoint(entry, other), log.root())
+
+
+@pytest.mark.parametrize(("bundle", "artifact", "root", "time"), REAL)
+def test_real_entries_verify_with_the_root_as_root_py_reads_it(
+    bundle: str, artifact: str | None, root: str, time: int | None
+) -> None:
+    # root.py gives every log its baseUrl host as origin; a Rekor v1 checkpoint's origin adds the tree ID.
+    from preparer.policy.keyless.root import parse_root
+
+    doc = json.loads((DATA / root).read_bytes())
+    found = real(bundle, artifact)
+    tlog.verify_inclusion(found.entries[0], parse_root(json.dumps(doc.get("trustedRoot", doc)).encode()))
 
 
 @pytest.mark.parametrize(

@@ -174,8 +174,16 @@ def verify_inclusion(entry: LogEntry, root: TrustedRoot, *, at: int | None = Non
             f"{hash_.hex()}) than its inclusion proof (size {proof.tree_size}, root hash {proof.root_hash.hex()})"
         )
     for key in keys:
-        if key.origin and origin != key.origin:
+        if key.origin and not _same_origin(origin, key.origin):
             raise KeylessProblem(f"the checkpoint's origin is '{origin[:100]}', not the log's '{key.origin}'")
+
+
+def _same_origin(origin: str, expected: str) -> bool:
+    """Whether a checkpoint's ``origin`` line names the log whose origin is ``expected`` (its ``baseUrl`` host):
+    exactly, as Rekor v2 writes it, or followed by `` - `` and the tree ID, as Rekor v1 writes it
+    (``rekor.sigstore.dev - 1193050959916656506``)."""
+    tree = origin.removeprefix(expected + " - ")
+    return origin == expected or (tree != origin and tree.isascii() and tree.isdigit())
 
 
 def key_name(key: LogKey) -> str:

@@ -1,10 +1,12 @@
 """A keyless signature checked whole, offline, in the order sigstore's verifiers check it.
 
-1. **A verified signing time.** Each transparency log entry must be for this signature, this certificate and
-   this artifact; its signed entry timestamp (Rekor v1) proves its integrated time, and its inclusion proof with its
-   signed checkpoint, when it has one, must verify too (it proves no time). An RFC 3161 timestamp from a timestamp
-   authority of the trusted root proves a time as well. A signature without a log entry, or without any verified
-   time, is refused.
+1. **A verified signing time.** Each RFC 3161 timestamp from a timestamp authority of the trusted root proves a
+   time (:mod:`.tsa`); one that does not verify proves nothing and is not counted, as sigstore's verifiers do (a
+   real bundle may carry a timestamp of another message beside a good one). Each transparency log entry must be
+   for this signature, this certificate and this artifact; its signed entry timestamp (Rekor v1) proves its
+   integrated time, and its inclusion proof with its signed checkpoint, when it has one, must verify too (it proves
+   no time; the log's key must be valid at the integrated time, or, for a Rekor v2 entry, which has none, at the
+   earliest verified timestamp). A signature without a log entry, or without any verified time, is refused.
 2. **The certificate at that time.** At every verified time, the leaf chains to a certificate authority of the
    trusted root valid then, and the leaf itself was valid then; its embedded SCT verifies with a CT log of the root.
 3. **The signature** verifies with the leaf's key over what was signed.
@@ -23,30 +25,34 @@ def verify(evidence: Evidence, root: TrustedRoot) -> Verdict:
 
     :raises KeylessProblem: the first check that refuses it.
     """
-    from preparer.policy.keyless import certs, tlog  # deferred: cryptography is imported by them
+    from preparer.policy.keyless import certs, tlog, tsa  # deferred: cryptography is imported by them
 
     if not evidence.entries:
         raise KeylessProblem(
             "it has no transparency log entry (the keyless signature was not logged in Rekor)"
         )
-    times = []
+    stamped, refused = [], []
+    for number, token in enumerate(evidence.timestamps, 1):
+        try:
+            stamped.append(tsa.verify_timestamp(token, evidence.signature, root))
+        except KeylessProblem as problem:
+            refused.append(f"its RFC 3161 timestamp {number} is refused: {problem}")
+    times = list(stamped)
     for entry in evidence.entries:
         tlog.check_entry(entry, evidence)
         if entry.proof is not None:
-            tlog.verify_inclusion(entry, root)
+            logged = entry.integrated_time
+            tlog.verify_inclusion(entry, root, at=min(stamped) if logged is None and stamped else logged)
         if entry.promise is not None:
             times.append(tlog.verify_promise(entry, root))
         elif entry.proof is None:
             raise KeylessProblem(
                 f"its log entry {entry.log_index} has neither an inclusion promise nor a proof"
             )
-    if not times and evidence.timestamps:
-        raise KeylessProblem(
-            "its signing time is proven only by an RFC 3161 timestamp, which this preparer does not verify yet"
-        )
     if not times:
+        timestamps = "; ".join(refused) if refused else "no RFC 3161 timestamp"
         raise KeylessProblem(
-            "no verified signing time: no signed entry timestamp from Rekor and no RFC 3161 timestamp"
+            f"no verified signing time: no signed entry timestamp from Rekor, and {timestamps}"
         )
     for at in sorted(set(times)):
         authority = certs.chain_to_authority(evidence.leaf, evidence.chain, root, at)
