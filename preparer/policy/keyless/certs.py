@@ -232,7 +232,7 @@ def identity(leaf: bytes) -> tuple[str, str]:
 
 def verify_signature(leaf: bytes, signature: bytes, message: bytes) -> None:
     """Check that ``signature`` is over ``message`` by the key of the certificate ``leaf`` (DER): ECDSA P-256 with
-    SHA-256 or P-384 with SHA-384 (DER signatures, as Sigstore writes them), or Ed25519.
+    SHA-256 or P-384 with SHA-384 or SHA-256 (DER signatures, as Sigstore writes them), or Ed25519.
 
     :raises KeylessProblem: the signature does not verify, or the key is of a kind that is not supported.
     """
@@ -246,7 +246,12 @@ def verify_signature(leaf: bytes, signature: bytes, message: bytes) -> None:
         if isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name == "secp256r1":
             key.verify(signature, message, ec.ECDSA(hashes.SHA256()))
         elif isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name == "secp384r1":
-            key.verify(signature, message, ec.ECDSA(hashes.SHA384()))
+            # SHA-384 is the curve's own; Sigstore's clients have signed with SHA-256 on any curve (the hash the
+            # log records), and sigstore's verifiers take it.
+            try:
+                key.verify(signature, message, ec.ECDSA(hashes.SHA384()))
+            except InvalidSignature:
+                key.verify(signature, message, ec.ECDSA(hashes.SHA256()))
         elif isinstance(key, ed25519.Ed25519PublicKey):
             key.verify(signature, message)
         else:
