@@ -118,17 +118,20 @@ def sign_tag_scheme(
     repository: str,
     digest: str,
     signatures: list[tuple[bytes, bytes | str]],
+    annotations: list[dict[str, str]] | None = None,
 ) -> str:
     """Write the manifest at tag ``sha256-<hex>.sig`` with one layer per ``(payload, signature)`` (a signature
-    given as bytes is base64-encoded as cosign does; a str is written as it is); return its digest."""
+    given as bytes is base64-encoded as cosign does; a str is written as it is), each layer with the extra
+    ``annotations`` given for it (a keyless signature's certificate and Rekor bundle); return its digest."""
     config = json.dumps({"architecture": "", "os": "", "config": {}, "rootfs": {"type": "layers",
                          "diff_ids": [_sha(p) for p, _ in signatures]}}).encode()  # fmt: skip
     layers = []
-    for payload, signature in signatures:
+    extra = annotations or [{} for _ in signatures]
+    for (payload, signature), more in zip(signatures, extra, strict=True):
         encoded = base64.b64encode(signature).decode() if isinstance(signature, bytes) else signature
         layers.append({"mediaType": SIMPLE_SIGNING, "size": len(payload),
                        "digest": upload_blob(registry, repository, payload),
-                       "annotations": {"dev.cosignproject.cosign/signature": encoded}})  # fmt: skip
+                       "annotations": {"dev.cosignproject.cosign/signature": encoded, **more}})  # fmt: skip
     manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
                 "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "size": len(config),
                            "digest": upload_blob(registry, repository, config)},
