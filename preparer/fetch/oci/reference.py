@@ -4,6 +4,8 @@
 - Docker Hub's API is at ``registry-1.docker.io`` while its credentials are keyed ``index.docker.io``, and a
   one-component repository there is ``library/<name>``.
 - No tag and no digest means ``latest``.
+- A registry is a host name or a bracketed IPv6 address, with a port from 1 to 65535: a malformed one is refused
+  with the rest of the reference, before any request.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _REPOSITORY = re.compile(rf"^{_COMPONENT}(?:/{_COMPONENT})*$")
 _TAG = re.compile(r"^[\w][\w.-]{0,127}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+#: A registry: a host name (dot-separated labels of letters, digits and inner ``-``) or a bracketed IPv6 address,
+#: then an optional ``:<port>`` (the distribution project's reference grammar).
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_REGISTRY = re.compile(rf"^(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:.]+\])(?::([0-9]+))?$")
 
 
 @record
@@ -59,6 +65,13 @@ def parse_reference(text: str) -> Reference:
     first, slash, remainder = rest.partition("/")
     if slash and ("." in first or ":" in first or first == "localhost" or first.startswith("[")):
         registry, path = first, remainder
+        host = _REGISTRY.match(registry)
+        if host is None:
+            raise InvalidInputsError(action, f"'{registry}' is not a registry host name or address")
+        if host[1] is not None and not 0 < int(host[1]) < 65536:
+            raise InvalidInputsError(
+                action, f"registry '{registry}': its port is not a number from 1 to 65535"
+            )
     else:
         registry, path = DOCKER_HUB, rest
     name, colon, tag = path.rpartition(":") if ":" in path.rsplit("/", 1)[-1] else (path, "", "")
