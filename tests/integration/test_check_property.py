@@ -1,6 +1,7 @@
 """check_descriptor finds a problem exactly when planning refuses the descriptor: random descriptors that mix
 valid and invalid uris, image references, registry URNs, ports, ids, versions, env names and patterns (and, now
-and then, bytes that are not UTF-8 or nesting too deep), each checked and planned on a real directory.
+and then, bytes that are not UTF-8 or nesting too deep), some with a platform file that overlays more of them,
+each checked and planned on a real directory.
 
 Planning (:func:`preparer.plan_run`) fetches nothing: it reads the files and ``<buildpacks>`` and decides every
 entry as far as its text and the disk allow; downloads start only when a plan is run. No stub is needed, then:
@@ -91,14 +92,22 @@ def _text(parts: dict[str, Any], damage: str | None) -> bytes:
     return data
 
 
+def _platform_text(parts: dict[str, Any] | None) -> bytes | None:
+    """A platform file (``-platform-config``) whose ``[pack]`` table overlays ``parts`` as schema 0.2 reads them."""
+    if parts is None:
+        return None
+    table = _document({**parts, "schema": "0.2"})["io"]["buildpacks"]
+    return tomli_w.dumps({"pack": table}).encode()
+
+
 def _offline(*_: object, **__: object) -> None:
     raise AssertionError("planning made a connection or looked a name up")
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(parts=PARTS, damage=DAMAGE)
+@given(parts=PARTS, damage=DAMAGE, platform=st.one_of(st.none(), st.none(), PARTS))
 def test_check_descriptor_finds_a_problem_exactly_when_planning_refuses(
-    tmp_path: Path, parts: dict[str, Any], damage: str | None
+    tmp_path: Path, parts: dict[str, Any], damage: str | None, platform: dict[str, Any] | None
 ) -> None:
     if not (tmp_path / "cnb").exists():
         shutil.copytree(BUILDER, tmp_path / "cnb")
@@ -108,10 +117,15 @@ def test_check_descriptor_finds_a_problem_exactly_when_planning_refuses(
     descriptor = app / "project.toml"
     data = _text(parts, damage)
     descriptor.write_bytes(data)
+    pack, pack_data = tmp_path / "pack.toml", _platform_text(platform)
+    overlay: dict[str, Any] = {}
+    if pack_data is not None:
+        pack.write_bytes(pack_data)
+        overlay = {"platform_namespace": "io.buildpacks.pack", "platform_config": pack}
     inputs = Inputs(
         app_dir=app, layers_dir=tmp_path / "layers", platform_dir=tmp_path / "platform",
         buildpacks_dir=tmp_path / "cnb" / "buildpacks", order_path=tmp_path / "cnb" / "order.toml",
-        exec_env="production",
+        exec_env="production", **overlay,
     )  # fmt: skip
 
     refused: InvalidInputsError | None = None
@@ -125,18 +139,19 @@ def test_check_descriptor_finds_a_problem_exactly_when_planning_refuses(
             refused = err
         except PreparerError:
             pass  # what only <buildpacks> or the disk tells: an id not installed, a path that is not there
-    from_file = check_descriptor(descriptor)
-    from_text = check_descriptor(text=data)
+    from_file = check_descriptor(descriptor, **overlay)
+    texts = {} if pack_data is None else {"platform_config": "pack.toml", "platform_config_text": pack_data}
+    from_text = check_descriptor(text=data, platform_namespace=overlay.get("platform_namespace"), **texts)
 
     event("refused" if refused else "planned")  # both kinds come often (--hypothesis-show-statistics)
     assert (from_file == ()) == (refused is None), (data, refused, from_file)
     assert (from_text == ()) == (refused is None), (data, refused, from_text)
     if refused is None:
         return
-    assert isinstance(refused, DescriptorError) and refused.path == str(descriptor)
+    assert isinstance(refused, DescriptorError) and refused.path in (str(descriptor), str(pack))
     expected = [str(p) for p in (refused.problems or (refused,))]
     assert [str(p) for p in from_file] == expected
-    named = [m.replace(str(descriptor), "project.toml") for m in expected]
+    named = [m.replace(str(descriptor), "project.toml").replace(str(pack), "pack.toml") for m in expected]
     assert [str(p) for p in from_text] == named
     for problems in (from_file, from_text):
         places = [(p.key, p.line, p.column) for p in problems]
