@@ -140,8 +140,12 @@ def test_check_descriptor_finds_a_problem_exactly_when_planning_refuses(
         except PreparerError:
             pass  # what only <buildpacks> or the disk tells: an id not installed, a path that is not there
     from_file = check_descriptor(descriptor, **overlay)
-    texts = {} if pack_data is None else {"platform_config": "pack.toml", "platform_config_text": pack_data}
-    from_text = check_descriptor(text=data, platform_namespace=overlay.get("platform_namespace"), **texts)
+    from_text = check_descriptor(
+        text=data,
+        platform_namespace=overlay.get("platform_namespace"),
+        platform_config=None if pack_data is None else "pack.toml",
+        platform_config_text=pack_data,
+    )
 
     event("refused" if refused else "planned")  # both kinds come often (--hypothesis-show-statistics)
     assert (from_file == ()) == (refused is None), (data, refused, from_file)
