@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from preparer._near import closest
 from preparer._record import field, record
 from preparer._types import TOMLTable
 from preparer.api import APIVersion
-from preparer.descriptor import KeyPath, Layer, ProjectDescriptor, Unapplied, kind_of, lookup
+from preparer.descriptor import KeyPath, Layer, ProjectDescriptor, Unapplied, kind_of, located, lookup
 from preparer.errors import DescriptorError, InvalidInputsError, with_fields
 from preparer.files.buildpack import check_id, version_problem
 from preparer.overlay import merge, nulls_from_empty_tables
 from preparer.report import NOT_APPLIED
+
+if TYPE_CHECKING:
+    from preparer.fetch.locator import Locator
 
 T = TypeVar("T")
 
@@ -87,10 +91,13 @@ def platform_layers(
     namespace: str | None,
     platform_file: TOMLTable | None = None,
     platform_file_name: str = "platform file",
+    texts: Mapping[str, str] | None = None,
 ) -> tuple[list[Layer], list[str]]:
     """The patches laid over the defaults, as layers: the namespace table of project.toml, then the platform
     file's table (``[pack]`` for ``io.buildpacks.pack``, or the whole dotted name); and warnings about them.
 
+    :param texts: the platform file's text, by its name: where a namespace that is not a table is written (the
+        descriptor's is its own).
     :raises InvalidInputsError: a platform file without a namespace, or a namespace that is not a table (exit 3).
     """
     layers: list[Layer] = []
@@ -99,15 +106,18 @@ def platform_layers(
         if platform_file is not None:
             raise InvalidInputsError("read platform config", "-platform-config needs -platform-namespace")
         return layers, warnings
+    known = dict(texts or {})
+    if descriptor.text is not None:
+        known[str(descriptor.path or "project.toml")] = descriptor.text
     table = lookup(descriptor.document, namespace)
     if table is not None:
-        layers.append(_patch_layer(table, namespace, str(descriptor.path or "project.toml")))
+        layers.append(_patch_layer(table, namespace, str(descriptor.path or "project.toml"), known))
     if platform_file is not None:
         short = namespace.rsplit(".", 1)[-1]
         for name in (short, namespace):
             table = lookup(platform_file, name)
             if table is not None:
-                layers.append(_patch_layer(table, name, platform_file_name))
+                layers.append(_patch_layer(table, name, platform_file_name, known))
                 break
         else:
             warnings.append(
@@ -116,9 +126,10 @@ def platform_layers(
     return layers, warnings
 
 
-def _patch_layer(table: object, prefix: str, origin: str) -> Layer:
+def _patch_layer(table: object, prefix: str, origin: str, texts: Mapping[str, str]) -> Layer:
     if not isinstance(table, dict):
-        raise DescriptorError(f"read {origin}", f"{prefix} must be a table")
+        error = with_fields(DescriptorError(f"read {origin}", f"{prefix} must be a table"), key=prefix)
+        raise located(error, origin, texts[origin]) if origin in texts else with_fields(error, path=origin)
     # The table's own schema-version is its version, not a property.
     properties = {k: v for k, v in table.items() if k != "schema-version"}
     return Layer(nulls_from_empty_tables(properties) or {}, prefix, origin)
@@ -129,16 +140,22 @@ def effective_config(
     patches: Sequence[Layer] = (),
     exec_env: str = "production",
     texts: Mapping[str, str] | None = None,
+    *,
+    base_dir: Path | None = None,
+    exists: Callable[[Path], bool] | None = None,
 ) -> EffectiveConfig:
     """Overlay ``patches`` onto the descriptor's defaults, then check and type the result.
 
     :param exec_env: the build's execution environment; schema 0.3 entries whose ``exec-env`` lacks it are left out.
     :param texts: the text of each file a patch comes from, by its name (the descriptor's is its own): where
         each key is written, for the line and column of a problem.
+    :param base_dir: where relative ``uri`` paths resolve (the descriptor's directory by default).
+    :param exists: whether a path is there: a ``uri`` without a scheme names a path when one of its name is in
+        ``base_dir`` (:func:`preparer.fetch.locator.parse_locator`). By default none is: nothing is read.
     :raises DescriptorError: the first problem in the files' order (the descriptor's, then the platform file's),
         line by line, with every problem found in ``problems`` (exit 3).
     """
-    config, reader = _read(descriptor, patches, exec_env, texts)
+    config, reader = _read(descriptor, patches, exec_env, texts, base_dir, exists)
     if reader.problems:
         problems = reader.in_file_order()
         raise with_fields(problems[0], problems=problems)
@@ -150,20 +167,34 @@ def config_problems(
     patches: Sequence[Layer] = (),
     exec_env: str = "production",
     texts: Mapping[str, str] | None = None,
+    *,
+    base_dir: Path | None = None,
+    exists: Callable[[Path], bool] | None = None,
 ) -> tuple[DescriptorError, ...]:
     """Every problem of the effective configuration (:func:`effective_config`), in the files' order."""
-    return _read(descriptor, patches, exec_env, texts)[1].in_file_order()
+    return _read(descriptor, patches, exec_env, texts, base_dir, exists)[1].in_file_order()
+
+
+def _nothing_exists(_: Path) -> bool:
+    return False
 
 
 def _read(
-    descriptor: ProjectDescriptor, patches: Sequence[Layer], exec_env: str, texts: Mapping[str, str] | None
+    descriptor: ProjectDescriptor,
+    patches: Sequence[Layer],
+    exec_env: str,
+    texts: Mapping[str, str] | None,
+    base_dir: Path | None,
+    exists: Callable[[Path], bool] | None,
 ) -> tuple[EffectiveConfig, _Reader]:
     layers = (*descriptor.layers, *patches)
     properties: TOMLTable = merge({}, *(layer.properties for layer in layers)) if layers else {}
     known = dict(texts or {})
     if descriptor.text is not None:
         known[str(descriptor.path or "project.toml")] = descriptor.text
-    reader = _Reader(layers, descriptor.exec_env, exec_env, known)
+    if base_dir is None:
+        base_dir = descriptor.path.parent if descriptor.path is not None else Path()
+    reader = _Reader(layers, descriptor.exec_env, exec_env, known, base_dir, exists or _nothing_exists)
     config = reader.read(properties)
     return EffectiveConfig(
         properties=properties,
@@ -201,9 +232,16 @@ class _Reader:
     (each entry, key and pattern is checked on its own, so one problem hides no other)."""
 
     def __init__(
-        self, layers: Sequence[Layer], exec_env_supported: bool, exec_env: str, texts: Mapping[str, str]
+        self,
+        layers: Sequence[Layer],
+        exec_env_supported: bool,
+        exec_env: str,
+        texts: Mapping[str, str],
+        base_dir: Path,
+        exists: Callable[[Path], bool],
     ) -> None:
         self.layers = layers
+        self.base_dir, self.exists = base_dir, exists
         self.exec_env_supported = exec_env_supported
         self.exec_env = exec_env
         self.texts = texts
@@ -429,6 +467,11 @@ class _Reader:
             problem = version_range_problem(version) or version_problem(version)
             if problem:
                 raise self.fail((*path, "version"), problem)
+        if uri is not None:
+            found = entry_locator(uri, bp_id, self.base_dir, self.exists)
+            if isinstance(found, UriProblem):
+                where = (*path, "uri") if found.on_uri else path
+                raise self.fail(where, f"{self.spell(path)}{found.detail}", keyed=False)
         return GroupEntry(self.spell(path), bp_id, version, uri, script, self.origin(path))
 
     def script(self, value: object, path: KeyPath) -> Script:
@@ -512,6 +555,42 @@ _RANGE = r"^\s*[~^<>=!]|\|\||\s-\s|,"
 #: ``x``, ``X`` or ``*`` as one of the three numeric parts (``1.x``, ``1.2.*``); in a prerelease or build part
 #: (``1.0.0+build.x``) it is an ordinary identifier, as the lifecycle reads it.
 _WILDCARD = r"(^|\.)[xX*](\.|$)"
+
+
+@record
+class UriProblem:
+    """Why a group entry's ``uri`` is refused, from its text alone: said after the entry's key."""
+
+    #: Whether the ``uri`` is at fault (else the entry as a whole: an ``id`` that contradicts it).
+    on_uri: bool
+    #: What follows the entry's key in the message: ``.uri 'ftp://h/x': unsupported protocol 'ftp'``.
+    detail: str
+
+
+def entry_locator(
+    uri: str, bp_id: str | None, base_dir: Path, exists: Callable[[Path], bool]
+) -> Locator | UriProblem:
+    """What a group entry's ``uri`` names, or why it is refused (its form, scheme, URN, URL, port, image reference,
+    digest pin; a version range; an ``id`` that is not the bare id it names). The one check of a ``uri``: the
+    configuration is checked with it, and the plan makes its steps with it.
+
+    :param bp_id: the entry's ``id``, when it has one.
+    :param exists: whether a path is there; a ``uri`` without a scheme names a path when ``base_dir/<uri>`` is.
+    """
+    # Deferred: the fetch package (and what it imports) stays off runs whose entries name no uri.
+    from preparer.fetch.locator import BuilderLocator, IdLocator, parse_locator, redact
+
+    try:
+        locator = parse_locator(uri, base_dir, exists)
+    except InvalidInputsError as err:
+        return UriProblem(True, f".uri '{redact(uri)}': {err.cause}")
+    if isinstance(locator, BuilderLocator | IdLocator):
+        problem = None if locator.version is None else version_range_problem(locator.version)
+        if problem:
+            return UriProblem(True, f".uri: {problem}")
+        if isinstance(locator, IdLocator) and bp_id is not None and bp_id != locator.id:
+            return UriProblem(False, f": id '{bp_id}' does not match uri '{uri}'")
+    return locator
 
 
 def version_range_problem(version: str) -> str | None:

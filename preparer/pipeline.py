@@ -207,9 +207,12 @@ def read_inputs(inputs: Inputs) -> tuple[ProjectDescriptor, EffectiveConfig, lis
             inputs.platform_config, "platform config"
         )
     patches, platform_warnings = platform_layers(
-        descriptor, inputs.platform_namespace, platform_file, str(inputs.platform_config)
+        descriptor, inputs.platform_namespace, platform_file, str(inputs.platform_config), texts
     )
-    config = effective_config(descriptor, patches, inputs.exec_env, texts)
+    base_dir = descriptor.path.parent if descriptor.path else inputs.app_dir  # as the plan resolves paths
+    config = effective_config(
+        descriptor, patches, inputs.exec_env, texts, base_dir=base_dir, exists=os.path.exists
+    )
     warnings = [
         *config.warnings[: len(descriptor.warnings)],
         *platform_warnings,

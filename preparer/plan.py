@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from preparer._record import record
-from preparer.config import EffectiveConfig, EnvEntry, GroupEntry, version_range_problem
-from preparer.errors import DescriptorError, FetchError, InvalidInputsError
+from preparer.config import EffectiveConfig, EnvEntry, GroupEntry, UriProblem, entry_locator
+from preparer.errors import DescriptorError, FetchError
 from preparer.files.order import Group, Order, OrderElement
 from preparer.semver import highest
 
@@ -126,7 +126,8 @@ def make_plan(
     :param builder_order: the builder's order; needed when pre/post wrap it (``config.writes_order`` and no group).
     :param existing_env: names of the files already in ``<platform>/env``.
     :param warnings: the warnings found reading the descriptor and the platform file; the plan's own follow.
-    :raises InvalidInputsError: a malformed ``uri``, an id that contradicts its ``uri``, a version range (exit 3).
+    :raises DescriptorError: a malformed ``uri``, an id that contradicts its ``uri``, a version range (exit 3):
+        what :func:`preparer.config.effective_config` finds first, when it is given the same ``exists``.
     :raises FetchError: an id not in ``<buildpacks>``, no usable version of it, a missing local path (exit 1).
     """
 
@@ -157,14 +158,7 @@ def _step(
     exists: Callable[[Path], bool],
 ) -> Step:
     # Deferred: the fetch package (and what it imports) stays off runs whose entries name no uri or script.
-    from preparer.fetch.locator import (
-        BuilderLocator,
-        IdLocator,
-        InlineLocator,
-        PathLocator,
-        parse_locator,
-        redact,
-    )
+    from preparer.fetch.locator import BuilderLocator, IdLocator, InlineLocator, PathLocator, redact
 
     if entry.script is not None:
         assert entry.id is not None  # checked by config: a script entry has an id
@@ -174,28 +168,20 @@ def _step(
         assert entry.id is not None  # checked by config: an entry has an id, a uri or a script
         version = None if entry.version in (None, "latest") else entry.version
         return Present(entry, entry.id, _resolve(entry.id, version, entry, buildpacks_dir, versions_of))
-    try:
-        locator = parse_locator(entry.uri, base_dir, exists)
-    except InvalidInputsError as err:
-        raise DescriptorError(
-            f"validate {entry.file}", f"{entry.key}.uri '{redact(entry.uri)}': {err.cause}"
-        ) from err
+    locator = entry_locator(entry.uri, entry.id, base_dir, exists)
+    if isinstance(
+        locator, UriProblem
+    ):  # found by the configuration's check first, when it was given ``exists``
+        raise DescriptorError(f"validate {entry.file}", f"{entry.key}{locator.detail}")
     if isinstance(locator, PathLocator) and not exists(locator.path):
         raise FetchError(
             f"resolve {entry.key} ({redact(entry.uri)})", f"{locator.path}: no such file or directory"
         )
     if not isinstance(locator, BuilderLocator | IdLocator):
         return Fetch(entry, locator)
-    problem = None if locator.version is None else version_range_problem(locator.version)
-    if problem:
-        raise DescriptorError(f"validate {entry.file}", f"{entry.key}.uri: {problem}")
     if isinstance(locator, BuilderLocator):
         version = _resolve(locator.id, locator.version, entry, buildpacks_dir, versions_of)
         return Present(entry, locator.id, version)
-    if entry.id is not None and entry.id != locator.id:
-        raise DescriptorError(
-            f"validate {entry.file}", f"{entry.key}: id '{entry.id}' does not match uri '{entry.uri}'"
-        )
     # A bare id: the buildpack installed in <buildpacks> when it is there (no request at all), else fetched.
     installed = versions_of(locator.id)
     if installed and (locator.version is None or locator.version in installed):

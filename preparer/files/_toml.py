@@ -90,26 +90,117 @@ def load_toml_text(
         raise fail("read", f"{where}{err.strerror or err}") from err
     except ValueError as why:
         raise fail("read", f"{where}{why}") from why
-    try:
-        # A byte order mark is read over, as pack does (without the utf-8-sig codec: one module less to import).
-        text = data.removeprefix(b"\xef\xbb\xbf").decode()
-    except UnicodeDecodeError as err:
-        raise fail("parse", f"{where}not UTF-8 text ({err.reason})") from err
+    text = decode_toml(data, fail, where)
     return parse_toml(text, fail, where), text
 
 
+def decode_toml(data: bytes, fail: Callable[[str, str], PreparerError], where: str = "") -> str:
+    """``data`` as text: UTF-8, a byte order mark read over (as pack does). ``fail(verb, cause)`` makes the error of
+    bytes that are not UTF-8 (where the first such byte is, for a descriptor's)."""
+    data = data.removeprefix(b"\xef\xbb\xbf")  # without the utf-8-sig codec: one module less to import
+    try:
+        return data.decode()
+    except UnicodeDecodeError as err:
+        line_start = data.rfind(b"\n", 0, err.start) + 1
+        column = len(data[line_start : err.start].decode()) + 1
+        failed = fail("parse", f"{where}not UTF-8 text ({err.reason})")
+        raise _at(failed, data.count(b"\n", 0, err.start) + 1, column) from err
+
+
+#: How deep arrays and inline tables may be in one another: TOML's recommended minimum a parser supports. A bound
+#: of its own, so that what is refused does not depend on how deep the stack is where the file is read.
+MAX_NESTING = 100
+
+
 def parse_toml(text: str, fail: Callable[[str, str], PreparerError], where: str = "") -> TOMLTable:
-    """The document ``text``; ``fail(verb, cause)`` makes the error of one that is not TOML (its line and column
-    set, for a descriptor's)."""
+    """The document ``text``; ``fail(verb, cause)`` makes the error of one that is not TOML, or nests arrays and
+    inline tables more than :data:`MAX_NESTING` deep (its line and column set, for a descriptor's)."""
+    deep = too_deep(text)
+    if deep is not None:
+        too = f"{where}nested too deeply: more than {MAX_NESTING} arrays or inline tables in one another"
+        raise _at(fail("parse", too), *position(text, deep))
     try:
         return tomli.loads(text)
     except tomli.TOMLDecodeError as err:
-        failed = fail("parse", f"{where}{err}")
-        if isinstance(failed, DescriptorError):
-            with_fields(failed, line=err.lineno, column=err.colno)
-        raise failed from err
-    except RecursionError:
-        raise fail("parse", f"{where}nested too deeply") from None
+        raise _at(fail("parse", f"{where}{err}"), err.lineno, err.colno) from err
+    except RecursionError:  # a key of more parts than the recursion limit: where tomli gives up
+        raise _at(fail("parse", f"{where}nested too deeply"), *position(text, _recursion_at(text))) from None
+
+
+def _at(error: PreparerError, line: int, column: int) -> PreparerError:
+    """``error`` with its line and column when it is a descriptor's (other files' errors name no place)."""
+    return with_fields(error, line=line, column=column) if isinstance(error, DescriptorError) else error
+
+
+def position(text: str, at: int) -> tuple[int, int]:
+    """The line and column (both from 1) of the offset ``at`` of ``text``."""
+    return text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+
+
+#: What the nesting scan stops at: a quote, a comment, or a bracket.
+_NESTING_TOKEN = re.compile(r"[\"'#\[\]{}]")
+
+
+def too_deep(text: str, limit: int = MAX_NESTING) -> int | None:
+    """The offset of the first ``[`` or ``{`` that opens more than ``limit`` levels deep, outside strings and
+    comments, or ``None``. A table header counts as the array or table it looks like, closed on its line."""
+    if text.count("[") + text.count("{") <= limit:  # the common case, without a scan
+        return None
+    depth, at = 0, 0
+    while (token := _NESTING_TOKEN.search(text, at)) is not None:
+        char, at = token[0], token.end()
+        if char == "#":
+            end = text.find("\n", at)
+            at = len(text) if end < 0 else end
+        elif char in "\"'":
+            at = _string_end(text, token.start())
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return token.start()
+        else:
+            depth = max(0, depth - 1)
+    return None
+
+
+def _string_end(text: str, start: int) -> int:
+    """The offset just past the string that opens at ``start`` (its end, or the line's, when it is not closed)."""
+    quote = text[start]
+    delimiter = quote * 3 if text.startswith(quote * 3, start) else quote
+    at = start + len(delimiter)
+    while at < len(text):
+        char = text[at]
+        if char == "\\" and quote == '"':
+            at += 2
+        elif text.startswith(delimiter, at):
+            end = at + len(delimiter)
+            while len(delimiter) == 3 and text.startswith(quote, end) and end - at < 5:
+                end += 1  # up to two quotes of the content may come before a multi-line string's end
+            return end
+        elif char == "\n" and len(delimiter) == 1:
+            return at
+        else:
+            at += 1
+    return at
+
+
+def _recursion_at(text: str) -> int:
+    """Where parsing ``text`` gives up for recursion: the shortest prefix that still does ends there."""
+    low, high = (
+        0,
+        len(text),
+    )  # the prefix of ``high`` characters recurses too deeply, that of ``low`` does not
+    while high - low > 1:
+        middle = (low + high) // 2
+        try:
+            tomli.loads(text[:middle])
+        except RecursionError:
+            high = middle
+        except tomli.TOMLDecodeError:
+            low = middle
+        else:
+            low = middle
+    return high - 1
 
 
 def dumps_toml(doc: dict[str, Any]) -> str:

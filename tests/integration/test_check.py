@@ -118,3 +118,42 @@ def test_a_valid_descriptor_has_no_problem() -> None:
     assert check_descriptor(text='[_]\nschema-version = "0.2"\n[[io.buildpacks.group]]\nid = "a/b"\n') == ()
     with pytest.raises(TypeError):
         check_descriptor()
+
+
+def test_a_text_over_the_bound_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    from preparer.files._toml import MAX_TOML
+
+    # Not TOML from its first line: parsed first, it would be refused as such, with a place.
+    text = "[[[\n" + "x" * MAX_TOML
+    wide = "# " + "é" * (MAX_TOML // 2)  # fewer characters than the bound, more bytes
+    path = tmp_path / "project.toml"
+    path.write_text(text)
+    for problems, name in (
+        (check_descriptor(text=text), "project.toml"),
+        (check_descriptor(text=text.encode()), "project.toml"),
+        (check_descriptor(text=wide), "project.toml"),
+        (check_descriptor(path), str(path)),
+    ):
+        assert [(str(p), p.line, p.column) for p in problems] == [
+            (f"failed to read project descriptor: {name}: larger than {MAX_TOML} bytes", None, None)
+        ]
+
+
+def test_bytes_that_are_not_utf8_and_nesting_too_deep_have_their_place() -> None:
+    head = '[_]\nschema-version = "0.2"\n'
+    cases: list[tuple[str | bytes, int, int, str]] = [
+        ((head + 'x = "ok"\ny = "caf').encode() + b"\xe9\"\n", 4, 9, "not UTF-8 text (invalid continuation byte)"),
+        (head + 'x = "ok"\ny = "caf\udce9"\n', 4, 9, "not UTF-8 text (surrogates not allowed)"),
+        (head + "a = [{ b = " + "[" * 99 + "]" * 99 + " }]\n", 3, 110,
+         "nested too deeply: more than 100 arrays or inline tables in one another"),
+    ]  # fmt: skip
+    for text, line, column, cause in cases:
+        (problem,) = check_descriptor(text=text)
+        assert (problem.path, problem.line, problem.column, problem.cause) == (
+            "project.toml",
+            line,
+            column,
+            f"project.toml: {cause}",
+        )
+    # One level less is read, and checked as a run checks it.
+    assert check_descriptor(text=head + "[io.buildpacks]\nx = " + "[" * 100 + "]" * 100 + "\n") == ()

@@ -51,6 +51,39 @@ def verify_timestamp(token: bytes, signature: bytes, root: TrustedRoot) -> int:
     :raises KeylessProblem: a token that does not parse, was not granted, is for another signature, is not signed
         by a timestamp authority of ``root``, or whose authority was not valid at its time.
     """
+    response, gen_time = _granted(token, signature)
+    at = calendar.timegm(gen_time.utctimetuple())
+    if not root.timestamp_authorities:
+        raise KeylessProblem(
+            f"it carries an RFC 3161 timestamp, and the trusted root {root.path} names no timestamp authority "
+            "(timestampAuthorities is empty)"
+        )
+    reasons, outside = [], []
+    for authority in root.timestamp_authorities:
+        reason = _signed_by(response, signature, authority)
+        if reason:
+            reasons.append(f"{_name(authority)}: {reason}")
+        elif authority.window.holds(at):
+            return at
+        else:
+            outside.append(authority)
+    if outside:
+        window = outside[0].window
+        end = "still in use" if window.end is None else _when(window.end)
+        raise KeylessProblem(
+            f"the RFC 3161 timestamp's authority {_name(outside[0])} was not valid at its time {_when(at)} (the "
+            f"trusted root's validFor: from {_when(window.start)}, to {end})"
+        )
+    raise KeylessProblem(
+        f"the RFC 3161 timestamp of {_when(at)} is not signed by a timestamp authority of the trusted root "
+        f"{root.path} ({'; '.join(dict.fromkeys(reasons))})"
+    )
+
+
+def _granted(token: bytes, signature: bytes) -> tuple[Any, Any]:
+    """The decoded response of ``token`` and its ``genTime``, once it is known to be a granted timestamp of
+    ``signature`` (nothing is verified of its signer yet)."""
+    # Deferred: rfc3161_client is loaded only by signatures that carry a timestamp.
     from rfc3161_client import VerificationError, decode_timestamp_response
 
     if len(token) > MAX_TIMESTAMP_BYTES:
@@ -83,36 +116,12 @@ def verify_timestamp(token: bytes, signature: bytes, root: TrustedRoot) -> int:
             f"the RFC 3161 timestamp is for another signature (its message imprint is not the {name.upper()} of "
             "this signature)"
         )
-    at = calendar.timegm(gen_time.utctimetuple())
-    if not root.timestamp_authorities:
-        raise KeylessProblem(
-            f"it carries an RFC 3161 timestamp, and the trusted root {root.path} names no timestamp authority "
-            "(timestampAuthorities is empty)"
-        )
-    reasons, outside = [], []
-    for authority in root.timestamp_authorities:
-        reason = _signed_by(response, signature, authority)
-        if reason:
-            reasons.append(f"{_name(authority)}: {reason}")
-        elif authority.window.holds(at):
-            return at
-        else:
-            outside.append(authority)
-    if outside:
-        window = outside[0].window
-        end = "still in use" if window.end is None else _when(window.end)
-        raise KeylessProblem(
-            f"the RFC 3161 timestamp's authority {_name(outside[0])} was not valid at its time {_when(at)} (the "
-            f"trusted root's validFor: from {_when(window.start)}, to {end})"
-        )
-    raise KeylessProblem(
-        f"the RFC 3161 timestamp of {_when(at)} is not signed by a timestamp authority of the trusted root "
-        f"{root.path} ({'; '.join(dict.fromkeys(reasons))})"
-    )
+    return response, gen_time
 
 
 def _signed_by(response: Any, signature: bytes, authority: Authority) -> str:
     """Why ``response`` is not signed by ``authority``, or ``""`` when it is (steps 1 to 3 of the module docstring)."""
+    # Deferred: cryptography and rfc3161_client are loaded only by signatures that carry a timestamp.
     from cryptography import x509
     from rfc3161_client import VerificationError, VerifierBuilder
 
@@ -178,7 +187,7 @@ def _name(authority: Authority) -> str:
     """The authority's ``uri``, or its leaf's subject when the trusted root gives none."""
     if authority.uri:
         return authority.uri
-    from cryptography import x509
+    from cryptography import x509  # deferred, as in _signed_by
 
     return str(x509.load_der_x509_certificate(authority.chain[0]).subject.rfc4514_string()) or "(unnamed)"
 
