@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         FetchError,
         FetchErrors,
         InvalidInputsError,
+        NoSpaceError,
         NotFoundError,
         PlatformAPIError,
         PolicyRefused,
@@ -53,6 +54,7 @@ __all__ = [
     "FetchErrors",
     "Inputs",
     "InvalidInputsError",
+    "NoSpaceError",
     "NotFoundError",
     "Plan",
     "PlatformAPIError",
@@ -77,7 +79,7 @@ __all__ = [
 _HOMES = {
     **dict.fromkeys(
         ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "FetchError", "FetchErrors", "InvalidInputsError",
-         "NotFoundError", "PlatformAPIError", "PolicyRefused", "PreparerError", "SignatureRefused", "UnexpectedError"),
+         "NoSpaceError", "NotFoundError", "PlatformAPIError", "PolicyRefused", "PreparerError", "SignatureRefused", "UnexpectedError"),
         "preparer.errors",
     ),
     "Inputs": "preparer.inputs",

@@ -117,7 +117,9 @@ def _owner(inputs: Inputs) -> tuple[int, int] | None:
 def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: list[str]) -> Outcome:
     """Write everything, each step undone if a later one fails (see the module's docstring)."""
     owner = _owner(inputs)
-    pending = PendingWrites()
+    pending = PendingWrites(
+        (("<layers>", inputs.layers_dir), ("<platform>", inputs.platform_dir), ("<app>", inputs.app_dir))
+    )
     trash = Trash(inputs.app_dir)
     installation = _installation(inputs.buildpacks_dir) if results else None
     installed: list[Path] = []

@@ -203,3 +203,18 @@ class Cancelled(PreparerError):
 
 class ApplyError(PreparerError):
     """Writing the prepared outputs failed."""
+
+
+class NoSpaceError(PreparerError):
+    """A file system the run writes to is full (``ENOSPC``), or the user's disk quota on it is used up
+    (``EDQUOT``): exit 1, and nothing was changed. Never read as damage: a cached copy stays in the cache.
+
+    Attributes:
+        place: the directory's role, as the docs name it: ``<buildpacks>``, ``<layers>``, ``<platform>``,
+            ``<app>``, ``staging`` (``$TMPDIR``, when ``<buildpacks>`` cannot be staged in) or ``the download
+            cache``.
+        directory: that directory.
+    """
+
+    place: str | None = None
+    directory: str | None = None

@@ -16,19 +16,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from preparer import interrupt
+from preparer._fs import full_disk, no_space
 from preparer._logger import log, named_run
 from preparer.appfilter import Removal, plan_removal
 from preparer.apply import apply_plan, check_present
 from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
-from preparer.errors import Cancelled, InvalidInputsError, PreparerError, UnexpectedError
+from preparer.errors import (
+    Cancelled,
+    InvalidInputsError,
+    NoSpaceError,
+    PreparerError,
+    UnexpectedError,
+    with_fields,
+)
 from preparer.files._toml import load_toml_text
 from preparer.files.buildpack import installed_versions, similar_installed
 from preparer.files.order import Order, read_order
 from preparer.inputs import Inputs
 from preparer.interrupt import Cancel, Interrupted
 from preparer.metadata import MetadataWrite, describe_metadata, plan_metadata
-from preparer.plan import NotInstalled, Plan, Present, Step, make_plan
+from preparer.plan import Fetch, NotInstalled, Plan, Present, Step, make_plan
 from preparer.report import EnvRecord, MetadataRecord, Report, unapplied_message, write_report
 
 if TYPE_CHECKING:
@@ -101,6 +109,11 @@ def typed(function: Callable[P, R]) -> Callable[P, R]:
         except interrupt.Stopped as stopped:  # the run's handle, or its deadline
             raise stopped.error from None
         except Exception as err:
+            full = full_disk(err)
+            if full is not None:  # a write that no edge named: its file's directory is
+                where = str(Path(full.filename).parent) if isinstance(full.filename, str) else None
+                cause = no_space(full, "the directory", where) if where else "no space left on device"
+                raise with_fields(NoSpaceError("prepare", cause), directory=where) from err
             raise UnexpectedError(
                 "prepare", f"an error the preparer does not foresee ({err or 'no words'})"
             ) from err
@@ -385,6 +398,25 @@ def _check_outputs(plan: Plan, inputs: Inputs) -> None:
         problem = None if path is None else _unwritable(path)
         if problem is not None:
             raise InvalidInputsError("resolve inputs", f"{flag} {path}: {problem}")
+    if any(isinstance(step, Fetch) for step in plan.steps):
+        problem = _unwritable_dir(inputs.buildpacks_dir)
+        if problem is not None:
+            raise InvalidInputsError(
+                "resolve inputs",
+                f"-buildpacks {inputs.buildpacks_dir}: {problem}, and the buildpacks the run fetches are "
+                "installed there",
+            )
+
+
+def _unwritable_dir(directory: Path) -> str | None:
+    """Why files cannot be made in ``directory`` (or, when it is missing, in the directory it would be made in),
+    or ``None``."""
+    existing = next(p for p in (directory, *directory.parents) if p.exists() or p == p.parent)
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} cannot be written"
+    return None
 
 
 def _unwritable(path: Path) -> str | None:

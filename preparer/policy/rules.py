@@ -319,18 +319,26 @@ class _Parser:
         if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
             raise InvalidInputsError(
                 self.action,
-                f"{key} ({where}): keys must be a non-empty array of key files (PEM public keys)"
+                f"{key} ({where}): keys must be a non-empty array of key files (PEM public keys) or PEM blocks"
                 + ("" if optional else ", or the rule must have [[image.signed-by.identities]]"),
             )
-        from preparer.policy.keys import KeyProblem, load_key  # deferred: only policies that name keys
+        from preparer.policy.keys import KeyProblem, load_key, parse_key, service_key  # deferred: keys only
 
         keys = []
-        for written in paths:
-            path = Path(self.path).parent / written
+        for number, written in enumerate(paths, 1):
+            refused = service_key(written)
+            if refused is not None:
+                error = InvalidInputsError(self.action, f"{key} ({where}): key {written.strip()}: {refused}")
+                raise with_fields(error, field="policy")
+            inline = written.lstrip().startswith("-----BEGIN ")
+            path = f"key {number} (inline PEM)" if inline else f"key {Path(self.path).parent / written}"
             try:
-                keys.append(load_key(path))
+                if inline:
+                    keys.append(parse_key(written, f"inline key {number} of the rule at {where}"))
+                else:
+                    keys.append(load_key(Path(self.path).parent / written))
             except KeyProblem as problem:
-                error = InvalidInputsError(self.action, f"{key} ({where}): key {path}: {problem}")
+                error = InvalidInputsError(self.action, f"{key} ({where}): {path}: {problem}")
                 raise with_fields(error, field="policy") from None
         return tuple(keys)
 
