@@ -6,7 +6,8 @@ locked digest, http archives must hash to the locked digest (a warm cache serves
 ids use the locked image without asking the registry's index, a builder's buildpack stays at the locked version. An
 image locked through an index is pulled by the index's digest, and must lead to the locked manifest.
 An entry that no longer matches the lock is exit 3, before any request; bytes that differ from the locked digest are
-exit 1 (:func:`check_locked`). ``-update-lock`` resolves again and rewrites it.
+exit 1 (:func:`check_locked`), said as the lock's decision (:func:`locked_failure`). ``-update-lock`` rewrites it,
+resolving again only what the project changed and the entries named (:func:`update`), as ``uv lock`` does.
 
 A lock is the app's input, like ``project.toml``: it narrows what an entry may resolve to and never widens what the
 platform allows. A locked image must be in the repository the entry names, a locked URL must be the URL it names;
