@@ -81,19 +81,21 @@ def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressCallback | N
 
 def resolve_plan(plan: Plan, inputs: Inputs, progress: ProgressCallback | None = None) -> tuple[Locked, ...]:
     """What every entry of ``plan`` resolves to now, as a lock keeps it: fetched into staging (and the download
-    cache) and checked as a run does, and nothing committed."""
-    from preparer.lock import resolved  # deferred, as the fetchers
+    cache) and checked as a run does, and nothing committed. The entries an update keeps as locked are not fetched:
+    they are what the lock says."""
+    from preparer.lock import updated  # deferred, as the fetchers
 
+    kept = plan.lock.kept if plan.lock is not None else frozenset()
     with interrupt.run():
-        to_fetch = [s for s in plan.steps if isinstance(s, Fetch)]
+        to_fetch = [s for s in plan.steps if isinstance(s, Fetch) and s.entry.key not in kept]
         if not to_fetch:
-            return resolved(plan.steps, {})
+            return updated(plan.lock, plan.steps, {})
         from preparer.staging import check_fetched, fetch_steps, fetching  # deferred, as resolved
 
         with fetching(inputs, log.warning, plan.registry_hosts) as ctx:
             fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
             check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
-            return resolved(plan.steps, dict(zip(map(id, to_fetch), fetched, strict=True)))
+            return updated(plan.lock, plan.steps, dict(zip(map(id, to_fetch), fetched, strict=True)))
 
 
 def check_present(steps: Sequence[Present], buildpacks_dir: Path) -> None:
@@ -296,9 +298,9 @@ def _stage_lock(
     if state is None or state.mode == "frozen":
         return None
     from preparer.files.lockfile import dumps_lock  # deferred: only runs with a lock
-    from preparer.lock import changes, resolved
+    from preparer.lock import changes, updated
 
-    entries = resolved(plan.steps, results)
+    entries = updated(state, plan.steps, results)
     for line in changes(state.entries, entries) if state.mode == "update" else ():
         log.info("Lock: %s", line)
     if state.path.parent.is_relative_to(app_dir):

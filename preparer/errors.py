@@ -123,6 +123,18 @@ class FetchError(PreparerError):
     transient: bool = False
 
 
+class DigestMismatch(FetchError):
+    """Bytes that do not hash to the digest they must have (a pin, a lock, a manifest's).
+
+    Attributes:
+        expected: the digest they must have (``sha256:...``).
+        got: the digest they have.
+    """
+
+    expected: str = ""
+    got: str = ""
+
+
 class SignatureRefused(FetchError):
     """An image is not signed as the platform policy's ``[[image.signed-by]]`` requires (exit 1); nothing of it was
     pulled past its manifest.

@@ -118,8 +118,15 @@ class Inputs:
     policy: _OptionalPathField = _OptionalPathField()
     #: The lock file (docs/lock.md): written after a run when missing, else the run is frozen to it.
     lock: _OptionalPathField = _OptionalPathField()
-    #: With :attr:`lock`: resolve every entry again and rewrite the lock.
+    #: With :attr:`lock`: rewrite the lock, resolving again the entries the project changed (added, edited,
+    #: removed) and keeping every other as locked.
     update_lock: bool = False
+    #: With :attr:`update_lock`: the entries resolved again as well, each named by buildpack id (``acme/bp``) or
+    #: by key (``io.buildpacks.group[0]``); ``("all",)``: every entry.
+    update_lock_names: tuple[str, ...] = ()
+    #: Refuse to run unless frozen to a lock: :attr:`lock` (else ``<app>/preparer.lock``) must exist, and
+    #: :attr:`update_lock` is refused.
+    require_lock: bool = False
     #: The fleet's download cache repository, ``<registry>/<repository>`` (docs/fleet.md); ``None``: none.
     download_cache_repo: str | None = None
     #: ``read-write``, ``read`` or ``offline``.
@@ -201,6 +208,8 @@ if TYPE_CHECKING:
         policy: str | os.PathLike[str] | None
         lock: str | os.PathLike[str] | None
         update_lock: bool
+        update_lock_names: tuple[str, ...]
+        require_lock: bool
         download_cache_repo: str | None
         download_cache_repo_mode: str
         download_cache_max_age: float
@@ -235,6 +244,14 @@ def _check_values(inputs: Inputs) -> None:
             raise refuse(name, f"is not a user or group id (0 to {MAX_ID - 1})")
     if inputs.update_lock and inputs.lock is None:
         raise refuse("update_lock", "needs Inputs.lock (the lock file to rewrite)")
+    if inputs.update_lock and inputs.require_lock:
+        raise refuse(
+            "update_lock", "resolves entries unfrozen, and Inputs.require_lock requires a frozen run"
+        )
+    if inputs.update_lock_names and not inputs.update_lock:
+        raise refuse("update_lock_names", "needs Inputs.update_lock (the names are entries it moves)")
+    if not all(isinstance(name, str) and name for name in inputs.update_lock_names):
+        raise refuse("update_lock_names", "must hold buildpack ids or entry keys")
     if inputs.download_cache_repo_mode not in ("read-write", "read", "offline"):
         raise refuse("download_cache_repo_mode", "must be read-write, read or offline")
     if inputs.download_cache_repo is not None:
@@ -264,6 +281,8 @@ def _check_types(inputs: Inputs) -> None:
         "platform_namespace": (str, type(None)),
         "dry_run": (bool,),
         "update_lock": (bool,),
+        "update_lock_names": (tuple, list),
+        "require_lock": (bool,),
         "uid": (int, type(None)),
         "gid": (int, type(None)),
         "insecure_registries": (tuple, list),
@@ -283,9 +302,10 @@ def _check_types(inputs: Inputs) -> None:
                 "resolve inputs", f"Inputs.{name} must be {' or '.join(t.__name__ for t in types)}, not "
                 f"{type(value).__name__}",
             )  # fmt: skip
-    registries: object = inputs.insecure_registries
-    if isinstance(registries, list):  # a list is what callers often pass: kept as the tuple the field is
-        object.__setattr__(inputs, "insecure_registries", tuple(registries))
+    for name in ("insecure_registries", "update_lock_names"):
+        listed: object = getattr(inputs, name)
+        if isinstance(listed, list):  # a list is what callers often pass: kept as the tuple the field is
+            object.__setattr__(inputs, name, tuple(listed))
 
 
 def _env_bool(
@@ -401,17 +421,53 @@ def _insecure_registries(flags: Mapping[str, object], environ: Mapping[str, str]
 
 
 def _lock_settings(given: _Given, flags: Mapping[str, object], environ: Mapping[str, str]) -> dict[str, Any]:
-    """``-lock`` and ``-update-lock``, which needs it."""
-    update = (
-        flags["update-lock"]
-        if "update-lock" in flags
-        else _env_bool(environ, env_of("update-lock"), strict=True)
+    """``-lock``, ``-update-lock`` (which needs it) and ``-require-lock`` (which refuses it)."""
+    if "update-lock" in flags:
+        values = flags["update-lock"]
+        assert isinstance(values, list)
+        update, names = _update_lock([str(v) for v in values])
+    else:
+        env = env_of("update-lock")
+        value = environ.get(env, "")
+        if parse_bool(value) is not None or not value:
+            update, names = parse_bool(value) is True, ()
+        else:  # names, comma-separated, as CNB_INSECURE_REGISTRIES lists registries
+            update, names = _update_lock([n.strip() for n in value.split(",") if n.strip()] or ["false"])
+    require = (
+        flags["require-lock"]
+        if "require-lock" in flags
+        else _env_bool(environ, env_of("require-lock"), strict=True)
     )
     lock = given.path("lock")
     if update and lock is None:
         error = InvalidInputsError("resolve inputs", "-update-lock needs -lock FILE")
         raise with_fields(error, field="update_lock")
-    return {"lock": lock, "update_lock": bool(update)}
+    if update and require:
+        error = InvalidInputsError(
+            "resolve inputs",
+            "-update-lock resolves entries unfrozen, and the platform requires a frozen run (-require-lock, "
+            "CNB_PREPARER_REQUIRE_LOCK): update the lock where it is written (a run of your own, without "
+            "-require-lock) and commit it with the app",
+        )
+        raise with_fields(error, field="update_lock")
+    return {"lock": lock, "update_lock": update, "update_lock_names": names, "require_lock": bool(require)}
+
+
+def _update_lock(values: list[str]) -> tuple[bool, tuple[str, ...]]:
+    """``-update-lock`` given ``values`` (``true`` for each given bare): whether the lock is rewritten, and the
+    entries named to move as well. A bool spelling turns it on or, false, off (forgetting the names before it);
+    anything else names an entry."""
+    update, names = False, []
+    for value in values:
+        flag = parse_bool(value)
+        if flag is None:
+            update = True
+            names.append(value)
+        else:
+            update = flag
+            if not flag:
+                names.clear()
+    return update, tuple(dict.fromkeys(names))
 
 
 class _Given:

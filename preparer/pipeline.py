@@ -40,6 +40,7 @@ from preparer.plan import Fetch, NotInstalled, Plan, Present, Step, make_plan
 from preparer.report import EnvRecord, MetadataRecord, Report, unapplied_message, write_report
 
 if TYPE_CHECKING:
+    from preparer.files.lockfile import Locked
     from preparer.progress import Download, ProgressCallback
 
 
@@ -160,10 +161,17 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
     try:
         plan = plan_run(inputs)
         if inputs.dry_run:
-            log.info("Dry run: nothing is fetched, written or removed")
+            updating = plan.lock is not None and plan.lock.mode == "update"
+            if updating:
+                log.info(
+                    "Dry run: nothing is installed, written or removed; -update-lock fetches the entries it "
+                    "resolves again (into a temporary directory and the download cache), to say what would change"
+                )
+            else:
+                log.info("Dry run: nothing is fetched, written or removed")
             for line in describe_plan(plan, inputs):
                 log.info("%s", line)
-            if plan.lock is not None and plan.lock.mode == "update":
+            if updating:
                 _show_lock_changes(plan, inputs, progress)
             report = _report(plan, inputs)
         else:
@@ -185,6 +193,10 @@ def _show_lock_changes(plan: Plan, inputs: Inputs, progress: ProgressCallback | 
     from preparer.lock import changes
 
     assert plan.lock is not None
+    moved = [step for step in plan.steps if step.entry.key not in plan.lock.kept]
+    for step in moved:
+        if not isinstance(step, Present):
+            log.info("Fetching %s (%s) to resolve it again", step.entry.key, source_of(step))
     lines = changes(plan.lock.entries, resolve_plan(plan, inputs, progress))
     log.info("The lock file %s would %s", plan.lock.path, "change:" if lines else "not change")
     for line in lines:
@@ -315,12 +327,16 @@ def _plan_run(inputs: Inputs) -> Plan:
     # Before anything in <app> changes: excluding .git must not lose what it says.
     metadata, metadata_warnings = plan_metadata(descriptor, inputs.app_dir, inputs.project_metadata_path)
     interrupt.check()
+    unused = _unused_lock(inputs)
+    if unused is not None:
+        metadata_warnings.append(unused)
     for warning in metadata_warnings:
         log.warning("%s", warning)
     warnings += metadata_warnings
     removal = None
     if config.include is not None or config.exclude is not None:
-        removal = plan_removal(inputs.app_dir, config.include, config.exclude, descriptor.path)
+        keep = (descriptor.path, lock_path(inputs))  # as buildpacks read the one, the run reads the other
+        removal = plan_removal(inputs.app_dir, config.include, config.exclude, *keep)
         interrupt.check()
     plan = replace(_make_plan(inputs, config, descriptor, removal, warnings), project_metadata=metadata)
     for warning in plan.warnings[len(warnings) :]:
@@ -349,32 +365,79 @@ def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
         from preparer.fetch.oci.hosts import load_hosts_dir  # deferred: only runs with mirrors read them
 
         plan = replace(plan, registry_hosts=load_hosts_dir(inputs.registry_hosts_dir))
-    if inputs.lock is not None:
+    if inputs.lock is not None or inputs.require_lock:
         plan = _locked(plan, inputs)
     check_present([s for s in plan.steps if isinstance(s, Present)], inputs.buildpacks_dir)
     _check_outputs(plan, inputs)
     return plan
 
 
+def lock_path(inputs: Inputs) -> Path | None:
+    """The lock file the run reads or writes: ``-lock``, else, when a lock is required, ``<app>/preparer.lock``;
+    ``None`` without one."""
+    from preparer.files.lockfile import DEFAULT_LOCK_NAME  # deferred: only runs with a lock read one
+
+    if inputs.lock is not None:
+        return inputs.lock
+    return inputs.app_dir / DEFAULT_LOCK_NAME if inputs.require_lock else None
+
+
+def _unused_lock(inputs: Inputs) -> str | None:
+    """The warning for a lock at the documented place that this run does not use (no ``-lock``), or ``None``."""
+    if inputs.lock is not None or inputs.require_lock:
+        return None
+    unused = inputs.app_dir / "preparer.lock"  # lockfile.DEFAULT_LOCK_NAME, without importing the module
+    if not unused.is_file():
+        return None
+    return (
+        f"{unused} is not used: this run is not frozen to it, since -lock is not given; to install what it "
+        f"locks, add -lock {unused} (CNB_PREPARER_LOCK)"
+    )
+
+
 def _locked(plan: Plan, inputs: Inputs) -> Plan:
     """``plan`` with its lock: frozen to it when the file exists (and ``-update-lock`` is not given), else with
-    the lock to write after the run (and, to update, what it locked before)."""
-    from preparer.files.lockfile import LockState, read_lock  # deferred: only runs with a lock read one
-    from preparer.lock import freeze
+    the lock to write after the run (and, to update, what it locked before and the entries it keeps)."""
+    from preparer.files.lockfile import (
+        LockState,
+        NewerLockError,
+        read_lock,
+    )  # deferred: only runs with a lock
+    from preparer.lock import freeze, update
 
-    path = inputs.lock
+    path = lock_path(inputs)
     assert path is not None
     if not path.exists():
+        if inputs.require_lock:
+            error = InvalidInputsError(
+                "apply lock file",
+                f"{path} does not exist, and the platform requires a lock (-require-lock, CNB_PREPARER_REQUIRE_LOCK): "
+                f"nothing is resolved without one. Write it with a run of your own (-lock {path.name}, without "
+                "-require-lock) and commit it with the app",
+            )
+            raise with_fields(error, field="lock")
         return replace(plan, lock=LockState(path, None, "update" if inputs.update_lock else "write"))
+
+    def versions_of(bp_id: str) -> list[str]:
+        return installed_versions(inputs.buildpacks_dir, bp_id)
+
     if inputs.update_lock:
         try:
-            before = read_lock(path)
-        except PreparerError as err:  # rewritten anyway: what it locked is only shown
-            log.warning("the lock file %s is rewritten: %s", path, err.cause)
+            before: tuple[Locked, ...] | None = read_lock(path)
+        except NewerLockError:
+            raise  # never rewritten in the old format
+        except PreparerError as err:  # rewritten anyway: every entry is resolved again
+            log.warning("the lock file %s is rewritten, every entry resolved again: %s", path, err.cause)
             before = None
-        return replace(plan, lock=LockState(path, before, "update"))
+        updating = update(plan, path, before, inputs.update_lock_names, versions_of)
+        if before is not None and updating.lock is not None:
+            log.info(
+                "Updating the lock file %s: %d entries kept as locked, %d resolved again",
+                path, len(updating.lock.kept), len(plan.steps) - len(updating.lock.kept),
+            )  # fmt: skip
+        return updating
     entries = read_lock(path)
-    frozen = freeze(plan, path, entries, lambda bp_id: installed_versions(inputs.buildpacks_dir, bp_id))
+    frozen = freeze(plan, path, entries, versions_of)
     log.info("Frozen to the lock file %s (%d entries)", path, len(entries))
     return replace(frozen, lock=LockState(path, entries, "frozen"))
 
