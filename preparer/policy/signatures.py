@@ -180,7 +180,7 @@ def _bundle_claim(obj: SignatureObject) -> _Claim:
             frozenset(),
             message,
             signatures,
-            f"its payload is not an in-toto statement ({payload_type[:100]})",
+            f"its payload is not an in-toto statement ({_shown(payload_type)})",
         )
     if statement.get("_type") not in _STATEMENTS:
         return _Claim(frozenset(), message, signatures, "its payload is not an in-toto statement")
@@ -190,7 +190,7 @@ def _bundle_claim(obj: SignatureObject) -> _Claim:
             frozenset(),
             message,
             signatures,
-            f"it is an attestation of {str(predicate)[:200]}, not a signature",
+            f"it is an attestation of {_shown(predicate)}, not a signature",
         )
     subjects = statement.get("subject")
     named = [
@@ -305,8 +305,8 @@ class Check:
             why = f"the signature by key sha256:{progress.other[0]} is for {signed}, not for {digest}"
         elif progress.not_signature is not None:
             reason, signed = "not-a-signature", None
-            fingerprint, problem = progress.not_signature
-            why = f"what key sha256:{fingerprint} signed is no image signature: {problem}"
+            named, problem = progress.not_signature
+            why = f"what {named} signed is no image signature: {problem}"
         elif judging.seen:
             reason, signed = "unverified", None
             count = f"{judging.seen} signature{'s' if judging.seen != 1 else ''}"
@@ -348,8 +348,9 @@ def looked_for(digests: Sequence[str]) -> str:
 
 class _Progress:
     """What judging has found for one rule so far: the object that satisfies it, and for its refusal the first
-    signature by one of its keys for another digest (``other``: fingerprint, digest) and the first that is no
-    image signature (``not_signature``: fingerprint, problem). Each search tries at most :data:`MAX_CHECKS` keys."""
+    signature by one of its keys for another digest (``other``: fingerprint, digest) and the first by one of its keys
+    or identities that is no image signature (``not_signature``: the signer in words, the problem). Each search tries
+    at most :data:`MAX_CHECKS` keys."""
 
     def __init__(self, rule: SignedBy) -> None:
         self.rule = rule
@@ -382,7 +383,13 @@ class _Progress:
         if fingerprint is not None and said.problem is None:
             self.other = (fingerprint, min(said.digests))
         elif fingerprint is not None and said.problem is not None:
-            self.not_signature = (fingerprint, said.problem)
+            self.not_signature = (f"key sha256:{fingerprint}", said.problem)
+        elif said.problem is not None and self.rule.identities and self.evidence_checks < MAX_CHECKS:
+            self.evidence_checks += 1  # a trusted signer's attestation is worth naming as such
+            verdict = _keyless(obj, self.rule)
+            if not isinstance(verdict, str) and any(i.matches(verdict.issuer, verdict.subject)
+                                                    for i in self.rule.identities):  # fmt: skip
+                self.not_signature = (f"issuer {verdict.issuer}, subject {verdict.subject}", said.problem)
         return False
 
     def _keyless(self, obj: SignatureObject, digest: str) -> bool:
