@@ -132,7 +132,9 @@ async def _stopped(waiting: asyncio.Future[R]) -> None:
         waiting.exception()  # seen: what the run raised once cancelled is not the caller's news
 
 
-def _start(work: Callable[[], R], executor: concurrent.futures.Executor | None) -> concurrent.futures.Future[R]:
+def _start(
+    work: Callable[[], R], executor: concurrent.futures.Executor | None
+) -> concurrent.futures.Future[R]:
     """``work`` begun in ``executor``, or in a thread of its own."""
     if executor is not None:
         return executor.submit(work)
