@@ -258,3 +258,89 @@ def test_a_cancel_stops_a_wait_for_the_cache_lock_another_process_holds(
     finally:
         holder.kill()
         holder.wait()
+
+
+#: Run in a namespace of its own (:func:`test_a_cancel_stops_a_name_lookup_that_is_never_answered`): a name server
+#: on 127.0.0.1:53 that reads every query and answers none, and a run whose entry's host must be looked up.
+NAME_LOOKUP = """
+import json, socket, sys, threading, time
+from preparer import Cancel, Inputs, prepare
+
+server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+server.bind(("127.0.0.1", 53))
+queries = []
+
+def listen():
+    while True:
+        queries.append(server.recvfrom(512)[0])
+
+threading.Thread(target=listen, daemon=True).start()
+inputs = Inputs(**json.loads(sys.argv[1]))
+handle, outcome = Cancel(), []
+
+def build():
+    try:
+        prepare(inputs, cancel=handle)
+    except BaseException as err:
+        outcome.append(f"{type(err).__name__}: {err}")
+
+run = threading.Thread(target=build)
+run.start()
+ends = time.monotonic() + 10
+while not queries and time.monotonic() < ends:
+    time.sleep(0.01)
+time.sleep(0.2)
+cancelled = time.monotonic()
+handle.set()
+run.join(10)
+took = time.monotonic() - cancelled
+
+def lookups():
+    return [t.name for t in threading.enumerate() if t.name == "preparer-resolve"]
+
+left = lookups()
+while lookups() and time.monotonic() < cancelled + 10:
+    time.sleep(0.05)
+print(json.dumps({"queries": len(queries), "outcome": outcome, "took": took, "left": left,
+                  "gone_after": time.monotonic() - cancelled, "still": lookups()}))
+"""
+
+
+def test_a_cancel_stops_a_name_lookup_that_is_never_answered(tmp_path: Path) -> None:
+    """``getaddrinfo`` cannot be interrupted: the run stops waiting for it, and the thread it ran in ends when the
+    resolver gives up (here after 1 s: ``options timeout:1 attempts:1``). The machine's resolver cannot be pointed
+    elsewhere from here, so the run is in a user, mount and network namespace of its own, where its
+    ``/etc/resolv.conf`` names the silent server."""
+    import shutil
+    import subprocess
+    import sys
+
+    unshare = shutil.which("unshare")
+    tried = (
+        None
+        if unshare is None
+        else subprocess.run([unshare, "-rmn", "true"], check=False, capture_output=True)
+    )
+    if tried is None or tried.returncode != 0:
+        pytest.skip("user namespaces are not available here: a resolver cannot be given to the run")
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+    inputs = http_build(tmp_path / "build", "https://buildpacks.example/bp.tgz")
+    fields: dict[str, str | None] = {
+        name: str(getattr(inputs, name))
+        for name in ("app_dir", "layers_dir", "platform_dir", "buildpacks_dir", "order_path")
+    }
+    fields["download_cache"] = None
+    script = 'ip link set lo up && mount --bind "$0" /etc/resolv.conf && exec "$@"'
+    done = subprocess.run(
+        [unshare, "-rmn", "sh", "-c", script, str(resolv), sys.executable, "-c", NAME_LOOKUP, json.dumps(fields)],
+        check=False, capture_output=True, text=True, timeout=60, env=os.environ,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["queries"] >= 1  # the run asked the silent server
+    assert seen["outcome"] == ["Cancelled: failed to prepare: cancelled"]
+    assert seen["took"] < 0.5, seen  # 12 ms measured (a lookup is watched every 20 ms)
+    assert seen["left"] == ["preparer-resolve"]  # the lookup left behind, in its own thread...
+    assert seen["still"] == [] and seen["gone_after"] < 3, seen  # ...ends when the resolver gives up
+    assert list(inputs.layers_dir.iterdir()) == []
