@@ -69,7 +69,7 @@ async def plan_run_async(
     executor: concurrent.futures.Executor | None = None,
 ) -> Plan:
     """:func:`preparer.plan_run`, awaited, cancelled with its task as :func:`prepare_async` is."""
-    from preparer.pipeline import plan_run
+    from preparer.pipeline import plan_run  # deferred, as in prepare_async
 
     def run() -> Plan:
         return plan_run(inputs, cancel=cancel, deadline=deadline, run_id=run_id)
@@ -88,7 +88,7 @@ async def run_plan_async(
     executor: concurrent.futures.Executor | None = None,
 ) -> Report:
     """:func:`preparer.run_plan`, awaited, cancelled with its task as :func:`prepare_async` is."""
-    from preparer.pipeline import run_plan
+    from preparer.pipeline import run_plan  # deferred, as in prepare_async
 
     def run() -> Report:
         return run_plan(plan, inputs, progress, cancel=cancel, deadline=deadline, run_id=run_id)

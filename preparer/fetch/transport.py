@@ -448,10 +448,6 @@ def _new_session(transport: Transport, verify: str | bool) -> requests.Session:
 
     import requests  # deferred (heavy): made on the first request
     from requests.adapters import HTTPAdapter
-    from urllib3.connection import HTTPConnection, HTTPSConnection
-    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-
-    from preparer.fetch import dial
 
     # urllib3 keeps every pool's connections reachable from a process-wide finalizer: a hook that held the
     # transport would keep the transport, its session and so every pool alive for as long as the process. The hook
@@ -463,6 +459,39 @@ def _new_session(transport: Transport, verify: str | bool) -> requests.Session:
         if watch is not None:
             watch(sock)
 
+    watched = _watched_pools(on_connect)
+
+    class Watching(HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = watched
+
+        def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
+            manager = super().proxy_manager_for(proxy, **kwargs)
+            if not proxy.lower().startswith("socks"):
+                manager.pool_classes_by_scheme = watched
+            return manager
+
+    session = requests.Session()
+    session.trust_env = False  # proxies, netrc and CA certificates come from the run's environment
+    session.headers["User-Agent"] = f"cnb-preparer/{__version__}"
+    session.verify = verify
+    adapter = Watching(pool_connections=8, pool_maxsize=8, max_retries=0)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def _watched_pools(on_connect: Callable[[Any], None]) -> dict[str, Any]:
+    """urllib3's connection pool classes, by scheme, whose connections ``on_connect`` is given to watch."""
+    from urllib3.connection import HTTPConnection, HTTPSConnection  # deferred with requests
+    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+    from preparer.fetch import dial  # deferred with requests
+
+    # Every connection is watched from before it connects (a proxy can stall on CONNECT, a server in the TLS
+    # handshake or before its first byte), also through an http(s) proxy. (A SOCKS proxy's connections are
+    # urllib3's own kind: bounded by the timeouts only.)
     class Plain(HTTPConnection):
         _guard: Any = None
 
@@ -495,29 +524,7 @@ def _new_session(transport: Transport, verify: str | bool) -> requests.Session:
     class SecurePool(HTTPSConnectionPool):
         ConnectionCls = Secure
 
-    # Every connection is watched from before it connects (a proxy can stall on CONNECT, a server in the TLS
-    # handshake or before its first byte), also through an http(s) proxy. (A SOCKS proxy's connections are urllib3's own kind: bounded by the timeouts only.)
-    watched = {"http": PlainPool, "https": SecurePool}
-
-    class Watching(HTTPAdapter):
-        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-            super().init_poolmanager(*args, **kwargs)
-            self.poolmanager.pool_classes_by_scheme = watched
-
-        def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
-            manager = super().proxy_manager_for(proxy, **kwargs)
-            if not proxy.lower().startswith("socks"):
-                manager.pool_classes_by_scheme = watched
-            return manager
-
-    session = requests.Session()
-    session.trust_env = False  # proxies, netrc and CA certificates come from the run's environment
-    session.headers["User-Agent"] = f"cnb-preparer/{__version__}"
-    session.verify = verify
-    adapter = Watching(pool_connections=8, pool_maxsize=8, max_retries=0)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    return session
+    return {"http": PlainPool, "https": SecurePool}
 
 
 def _dial(connection: Any, on_connect: Callable[[Any], None]) -> Any:
@@ -525,10 +532,14 @@ def _dial(connection: Any, on_connect: Callable[[Any], None]) -> Any:
     watched by the run from before it connects, its name looked up as the run can leave it (:mod:`.dial`)."""
     import socket  # deferred with requests and urllib3
 
-    from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+    from urllib3.exceptions import (  # deferred, as socket
+        ConnectTimeoutError,
+        NameResolutionError,
+        NewConnectionError,
+    )
     from urllib3.util.connection import allowed_gai_family
 
-    from preparer.fetch import dial
+    from preparer.fetch import dial  # deferred with requests
 
     timeout = connection.timeout if isinstance(connection.timeout, (int, float)) else None
     try:
