@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from preparer._version import __version__
 
 if TYPE_CHECKING:
+    from preparer.aio import plan_run_async, prepare_async, run_plan_async
     from preparer.check import check_descriptor
     from preparer.descriptor import Unapplied
     from preparer.errors import (
@@ -69,8 +70,11 @@ __all__ = [
     "check_descriptor",
     "describe_plan",
     "plan_run",
+    "plan_run_async",
     "prepare",
+    "prepare_async",
     "run_plan",
+    "run_plan_async",
 ]
 
 #: Where each public name is defined. They are imported on first use, so that the command pays only for what a
@@ -85,6 +89,7 @@ _HOMES = {
     "Inputs": "preparer.inputs",
     "Cancel": "preparer.interrupt",
     **dict.fromkeys(("describe_plan", "plan_run", "prepare", "run_plan"), "preparer.pipeline"),
+    **dict.fromkeys(("plan_run_async", "prepare_async", "run_plan_async"), "preparer.aio"),
     "Plan": "preparer.plan",
     "Download": "preparer.progress",
     **dict.fromkeys(("BuildpackRecord", "EnvRecord", "Report", "SignatureRecord"), "preparer.report"),

@@ -46,6 +46,7 @@ __all__ = [
     "current",
     "in_context",
     "armed",
+    "called_off",
     "check",
     "deferred",
     "handle_signals",
@@ -265,6 +266,13 @@ def check() -> None:
     scope = _scope.get()
     if scope is not None and scope.called_off:
         raise scope.stopped()
+
+
+def called_off() -> bool:
+    """Whether :func:`check` would raise: for a wait in someone else's loop that asks whether to give up (a lock's
+    ``cancel_check``), which then calls :func:`check`."""
+    scope = _scope.get()
+    return _stop.is_set() or (scope is not None and scope.called_off)
 
 
 def sleep(seconds: float) -> None:

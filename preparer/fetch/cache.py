@@ -31,7 +31,6 @@ import hashlib
 import os
 import shutil
 import stat
-import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
@@ -284,16 +283,12 @@ class DownloadCache:
 
         name = hashlib.sha256(key.encode()).hexdigest()
         lock = FileLock(str(self._dir("locks") / f"{name}.lock"), mode=0o600)
-        ends = time.monotonic() + timeout
-        while True:  # in short waits, so that a request to stop is seen
-            try:
-                lock.acquire(timeout=min(0.25, max(0.0, ends - time.monotonic())))
-                break
-            except Timeout:
-                interrupt.check()
-                if time.monotonic() >= ends:
-                    yield False
-                    return
+        try:  # tried every 20 ms, and given up at once when the run is called off
+            lock.acquire(timeout=timeout, poll_interval=0.02, cancel_check=interrupt.called_off)
+        except Timeout:
+            interrupt.check()
+            yield False
+            return
         try:
             yield True
         finally:

@@ -448,8 +448,6 @@ def _new_session(transport: Transport, verify: str | bool) -> requests.Session:
 
     import requests  # deferred (heavy): made on the first request
     from requests.adapters import HTTPAdapter
-    from urllib3.connection import HTTPConnection, HTTPSConnection
-    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
     # urllib3 keeps every pool's connections reachable from a process-wide finalizer: a hook that held the
     # transport would keep the transport, its session and so every pool alive for as long as the process. The hook
@@ -461,25 +459,7 @@ def _new_session(transport: Transport, verify: str | bool) -> requests.Session:
         if watch is not None:
             watch(sock)
 
-    class Plain(HTTPConnection):
-        def connect(self) -> None:
-            super().connect()
-            on_connect(self.sock)
-
-    class Secure(HTTPSConnection):
-        def connect(self) -> None:
-            super().connect()
-            on_connect(self.sock)
-
-    class PlainPool(HTTPConnectionPool):
-        ConnectionCls = Plain
-
-    class SecurePool(HTTPSConnectionPool):
-        ConnectionCls = Secure
-
-    # Every connection is watched from the moment it is made (a server can stall before its first byte too), also
-    # through an http(s) proxy. (A SOCKS proxy's connections are urllib3's own kind: bounded by the timeouts only.)
-    watched = {"http": PlainPool, "https": SecurePool}
+    watched = _watched_pools(on_connect)
 
     class Watching(HTTPAdapter):
         def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
@@ -500,6 +480,83 @@ def _new_session(transport: Transport, verify: str | bool) -> requests.Session:
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
+
+
+def _watched_pools(on_connect: Callable[[Any], None]) -> dict[str, Any]:
+    """urllib3's connection pool classes, by scheme, whose connections ``on_connect`` is given to watch."""
+    from urllib3.connection import HTTPConnection, HTTPSConnection  # deferred with requests
+    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+    from preparer.fetch import dial  # deferred with requests
+
+    # Every connection is watched from before it connects (a proxy can stall on CONNECT, a server in the TLS
+    # handshake or before its first byte), also through an http(s) proxy. (A SOCKS proxy's connections are
+    # urllib3's own kind: bounded by the timeouts only.)
+    class Plain(HTTPConnection):
+        _guard: Any = None
+
+        def _new_conn(self) -> Any:
+            return _dial(self, on_connect)
+
+        def connect(self) -> None:
+            try:
+                super().connect()
+                on_connect(self.sock)
+            finally:
+                dial.release(self._guard)
+
+    class Secure(HTTPSConnection):
+        _guard: Any = None
+
+        def _new_conn(self) -> Any:
+            return _dial(self, on_connect)
+
+        def connect(self) -> None:
+            try:
+                super().connect()
+                on_connect(self.sock)  # the TLS socket now, watched as itself
+            finally:
+                dial.release(self._guard)
+
+    class PlainPool(HTTPConnectionPool):
+        ConnectionCls = Plain
+
+    class SecurePool(HTTPSConnectionPool):
+        ConnectionCls = Secure
+
+    return {"http": PlainPool, "https": SecurePool}
+
+
+def _dial(connection: Any, on_connect: Callable[[Any], None]) -> Any:
+    """A new socket for the urllib3 ``connection``, as its own ``_new_conn`` makes one (the same errors), but
+    watched by the run from before it connects, its name looked up as the run can leave it (:mod:`.dial`)."""
+    import socket  # deferred with requests and urllib3
+
+    from urllib3.exceptions import (  # deferred, as socket
+        ConnectTimeoutError,
+        NameResolutionError,
+        NewConnectionError,
+    )
+    from urllib3.util.connection import allowed_gai_family
+
+    from preparer.fetch import dial  # deferred with requests
+
+    timeout = connection.timeout if isinstance(connection.timeout, (int, float)) else None
+    try:
+        sock, connection._guard = dial.connect(
+            (connection._dns_host, connection.port), timeout, on_connect,
+            source_address=connection.source_address, options=connection.socket_options,
+            family=allowed_gai_family(),
+        )  # fmt: skip
+    except socket.gaierror as err:
+        raise NameResolutionError(connection.host, connection, err) from err
+    except TimeoutError as err:
+        raise ConnectTimeoutError(
+            connection, f"Connection to {connection.host} timed out. (connect timeout={timeout})"
+        ) from err
+    except OSError as err:
+        raise NewConnectionError(connection, f"Failed to establish a new connection: {err}") from err
+    return sock
 
 
 def _tls_context(bundle: str) -> Any:
@@ -529,7 +586,7 @@ def probe_unchanged(url: str, headers: dict[str, str], transport: Transport) -> 
     request = _probe_request(parts, headers)
     if request is None:
         return None
-    import socket  # deferred: only warm runs probe
+    from preparer.fetch import dial  # deferred: only warm runs probe
 
     connect, read = transport.request_timeouts()
     ends = time.monotonic() + read  # the whole probe, however slowly its answer trickles in
@@ -538,9 +595,10 @@ def probe_unchanged(url: str, headers: dict[str, str], transport: Transport) -> 
         # As bytes: a name given as str is encoded with the idna codec, whose import (stringprep, unicodedata)
         # costs a tenth of a warm run's revalidation, for a name that is ASCII (fetch/url.py refuses any other).
         host = parts.hostname.encode("ascii")
-        sock = socket.create_connection((host, port), timeout=connect)  # type: ignore[arg-type]  # (bytes too)
+        # Watched from before it connects, through the TLS handshake; the run's time bounds it below, without a
+        # watchdog thread.
+        sock, guard = dial.connect((host, port), connect, interrupt.watch)
         try:
-            interrupt.watch(sock)  # the run's time bounds it below, without a watchdog thread
             if parts.scheme == "https":
                 sock = transport.tls_context().wrap_socket(sock, server_hostname=parts.hostname)
             sock.settimeout(read)
@@ -548,6 +606,7 @@ def probe_unchanged(url: str, headers: dict[str, str], transport: Transport) -> 
             status = _status_line(sock, ends)
         finally:
             sock.close()
+            dial.release(guard)
     except (OSError, ValueError):  # the regular path retries and reports it
         return None
     if status == 304:
