@@ -109,7 +109,7 @@ async def _awaited(work: Callable[[], R], executor: concurrent.futures.Executor 
         with interrupt.run(handle):
             return work()
 
-    future = _start(lambda: context.run(in_run), executor)
+    future, thread = _start(lambda: context.run(in_run), executor)
     waiting = asyncio.wrap_future(future)
     try:
         return await asyncio.shield(waiting)
@@ -118,6 +118,9 @@ async def _awaited(work: Callable[[], R], executor: concurrent.futures.Executor 
         if not future.cancel():  # it has begun: it stops within a tenth of a second, and is waited for
             await _stopped(waiting)
         raise
+    finally:
+        if thread is not None and future.done():
+            thread.join()  # past its last line already (the result is set): a thread of the run outlives no await
 
 
 async def _stopped(waiting: asyncio.Future[R]) -> None:
@@ -134,10 +137,10 @@ async def _stopped(waiting: asyncio.Future[R]) -> None:
 
 def _start(
     work: Callable[[], R], executor: concurrent.futures.Executor | None
-) -> concurrent.futures.Future[R]:
-    """``work`` begun in ``executor``, or in a thread of its own."""
+) -> tuple[concurrent.futures.Future[R], threading.Thread | None]:
+    """``work`` begun in ``executor``, or in a thread of its own (returned with it)."""
     if executor is not None:
-        return executor.submit(work)
+        return executor.submit(work), None
     future: concurrent.futures.Future[R] = concurrent.futures.Future()
 
     def run() -> None:
@@ -148,5 +151,6 @@ def _start(
         except BaseException as err:  # noqa: BLE001 - the awaiting task's to raise
             future.set_exception(err)
 
-    threading.Thread(target=run, name="preparer-run").start()
-    return future
+    thread = threading.Thread(target=run, name="preparer-run")
+    thread.start()
+    return future, thread
