@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from _util import PYTHON, ROOT, Timing, peak_rss_mib, preparer_env, report
+from _util import PYTHON, ROOT, Timing, peak_tree_mib, preparer_env, report
 
 RUNS = 15
 GOAL = 1.2
@@ -102,9 +102,9 @@ def main() -> None:
         report("image (env-only project.toml)", median["image (env-only project.toml)"], "s",
                median["python (env-only project.toml)"], "python -m preparer", GOAL)  # fmt: skip
         shutil.rmtree(rootfs / "platform", ignore_errors=True)
-        rss = peak_rss_mib(commands["image (env-only project.toml)"], env=env)
+        rss = peak_tree_mib(commands["image (env-only project.toml)"], env=env)
         report(
-            "image (env-only project.toml): peak RSS",
+            "image (env-only project.toml): peak memory of the process tree",
             rss,
             "MiB",
             RSS_GOAL_MIB,

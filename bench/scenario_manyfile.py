@@ -3,6 +3,8 @@
 - http cold: eight from a local server, vs ``xargs -P4 sh -c 'curl | tar -xz'``. Goal <= 1.0 x (aim 0.7).
 - scaling: the eight against eight times one. Goal <= 0.6 x.
 - warm: the eight again, the download cache populated, a fresh <buildpacks>. Goal <= 0.15 x the http baseline.
+  The paths that copy are headline rows too: as root without a build user, and run by the build user itself (its
+  own cache: as root, the bench becomes user 1000 for it). Goal <= 1.05 x ``cp -a`` of the cached trees.
 - local .tgz: one such archive from disk, vs ``tar -xzf``. Goal <= 1.3 x.
 - registry cold: the same eight as buildpackages in a local registry, vs ``xargs -P4`` of ``skopeo copy`` + ``tar
   -xzf`` of the layer. Goal <= 0.8 x (aim 0.6).
@@ -109,6 +111,30 @@ def preparer_side(
     return setup, action
 
 
+#: The build user, as pack runs the phase for it; its own runs are started as it with setpriv(1).
+BUILD_USER = 1000
+
+
+def own_side(work: Path, project: str) -> Side:
+    """A warm preparer run by the build user itself (not root acting for it): its installs are copies, from its own
+    download cache (``<work>/user/cache``, filled by a first run). Only as root, which can become the user."""
+    home = work / "user"
+    as_user = ["setpriv", f"--reuid={BUILD_USER}", f"--regid={BUILD_USER}", "--clear-groups"]
+    command: list[str] = []
+
+    def setup() -> None:
+        work.chmod(0o711)  # the user passes through the run's directory to its own
+        command[:] = [*as_user, *build_layout(home / "run", project), "-download-cache", str(home / "cache")]
+        subprocess.run(["chown", "-R", f"{BUILD_USER}:{BUILD_USER}", str(home)], check=True)
+
+    def action() -> None:
+        subprocess.run(command, env=preparer_env(HOME=str(home)), check=True, stdout=subprocess.DEVNULL)
+
+    setup()
+    action()  # its download cache, filled
+    return setup, action
+
+
 def http_part(work: Path, sources: list[Path]) -> float:
     www = work / "www"
     www.mkdir()
@@ -146,18 +172,23 @@ def http_part(work: Path, sources: list[Path]) -> float:
         def floor_links() -> None:  # bench/floor_warm.py: the interpreter, typer and the links, nothing else
             subprocess.run([PYTHON, str(HERE / "floor_warm.py"), str(cache), str(linked)], check=True)
 
-        warm_time, copies_time, cp_time, floor_time = alternate(
+        own = [own_side(work, group(urls))] if os.geteuid() == 0 else []
+        warm_time, copies_time, cp_time, floor_time, *own_time = alternate(
             ROUNDS,
             preparer_side(work, group(urls), cache, cold=False),
             preparer_side(work, group(urls), cache, cold=False, build_user=False),
             (fresh(copied), cp_a),
             (fresh(linked), floor_links),
+            *own,
         )
         report("manyfile http warm (8, cache populated)", warm_time, "s", base, "the http cold baseline", 0.1)
         floor("manyfile http warm floor (interpreter, typer, manifests and links only)", floor_time, base,
               "the http cold baseline")  # fmt: skip
         report("manyfile warm copying (8, no build user)", copies_time, "s", cp_time, "cp -a of the cached trees",
                1.05)  # fmt: skip
+        for own_copies in own_time:
+            report("manyfile warm copying (8, as the build user itself)", own_copies, "s", cp_time,
+                   "cp -a of the cached trees", 1.05)  # fmt: skip
         shutil.rmtree(out, ignore_errors=True)
         return base
 
