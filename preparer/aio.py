@@ -68,7 +68,11 @@ async def plan_run_async(
     run_id: str | None = None,
     executor: concurrent.futures.Executor | None = None,
 ) -> Plan:
-    """:func:`preparer.plan_run`, awaited, cancelled with its task as :func:`prepare_async` is."""
+    """:func:`preparer.plan_run`, awaited, cancelled with its task as :func:`prepare_async` is.
+
+    :raises asyncio.CancelledError: the awaiting task was cancelled; the run has stopped.
+    :raises PreparerError: as :func:`preparer.plan_run`.
+    """
     from preparer.pipeline import plan_run  # deferred, as in prepare_async
 
     def run() -> Plan:
@@ -87,7 +91,11 @@ async def run_plan_async(
     run_id: str | None = None,
     executor: concurrent.futures.Executor | None = None,
 ) -> Report:
-    """:func:`preparer.run_plan`, awaited, cancelled with its task as :func:`prepare_async` is."""
+    """:func:`preparer.run_plan`, awaited, cancelled with its task as :func:`prepare_async` is.
+
+    :raises asyncio.CancelledError: the awaiting task was cancelled; the run has stopped.
+    :raises PreparerError: as :func:`preparer.run_plan`.
+    """
     from preparer.pipeline import run_plan  # deferred, as in prepare_async
 
     def run() -> Report:
