@@ -94,6 +94,24 @@ class PolicyRefused(InvalidInputsError):
     line: int | None = None
 
 
+class PolicyError(InvalidInputsError):
+    """The platform policy cannot be read or breaks its schema (exit 3): the platform's file, not the user's.
+
+    Attributes:
+        path: the policy file (``policy data`` for a policy given as text).
+        key: the policy's key at fault, dotted (``limits.run.entries``), when one is.
+        line: the line (from 1) where it is written, when known.
+        problems: every problem of the policy, in the file's order (this one first), one message each, as the
+            command prints them.
+    """
+
+    field = "policy"
+    path: str | None = None
+    key: str | None = None
+    line: int | None = None
+    problems: tuple[PolicyError, ...] = ()
+
+
 class PlatformAPIError(PreparerError):
     """``CNB_PLATFORM_API`` is unset, unparsable or unsupported."""
 

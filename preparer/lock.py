@@ -27,6 +27,7 @@ from preparer.plan import Fetch, Plan, Present, Step
 if TYPE_CHECKING:
     from preparer.fetch.base import Fetched
     from preparer.fetch.locator import Locator
+    from preparer.report import LockChange
 
 # Freezing a plan to its lock
 
@@ -198,23 +199,43 @@ def _resolved(step: Step, result: Fetched | None) -> Locked:
     return Locked(entry.key, written, top.id, top.version, "inline")
 
 
-def changes(old: Sequence[Locked] | None, new: Sequence[Locked]) -> list[str]:
-    """What rewriting the lock would change, a line per entry: ``entry: old -> new``."""
+def lock_changes(old: Sequence[Locked] | None, new: Sequence[Locked]) -> tuple[LockChange, ...]:
+    """What rewriting the lock changes, entry by entry: the entries of ``new`` that differ (added or changed), in
+    its order, then those only ``old`` has (removed)."""
+    from preparer.report import LockChange  # deferred: report imports what a run reports
+
     before = {e.entry: e for e in old or ()}
-    lines = []
+    found = []
     for e in new:
         was = before.pop(e.entry, None)
-        if was is None:
-            lines.append(f"{e.entry}: (not locked) -> {_state(e)}")
-        elif _state(was) != _state(e) or was.written != e.written:
-            lines.append(f"{e.entry}: {_state(was)} -> {_state(e)}")
-    lines += [f"{key}: {_state(e)} -> (removed)" for key, e in before.items()]
-    return lines
+        if was is None or describe_locked(was) != describe_locked(e) or was.written != e.written:
+            found.append(LockChange(e.entry, was, e))
+    found += [LockChange(key, e, None) for key, e in before.items()]
+    return tuple(found)
 
 
-def _state(e: Locked) -> str:
+def changes(old: Sequence[Locked] | None, new: Sequence[Locked]) -> list[str]:
+    """What rewriting the lock would change, a line per entry: ``entry: old -> new``."""
+    return [
+        f"{c.entry}: {describe_locked(c.old) if c.old else '(not locked)'} -> "
+        f"{describe_locked(c.new) if c.new else '(removed)'}"
+        for c in lock_changes(old, new)
+    ]
+
+
+def describe_locked(e: Locked) -> str:
+    """What an entry locks, for people: ``id@version (where, digest)``."""
     where = e.pinned or e.source
     return f"{e.id}@{e.version} ({where}{', ' + e.digest if e.digest and e.digest not in where else ''})"
 
 
-__all__ = ["LockState", "Locked", "changes", "check_locked", "freeze", "resolved"]
+__all__ = [
+    "LockState",
+    "Locked",
+    "changes",
+    "check_locked",
+    "describe_locked",
+    "freeze",
+    "lock_changes",
+    "resolved",
+]

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from preparer import interrupt
 from preparer._logger import log, named_run
@@ -29,9 +29,11 @@ from preparer.inputs import Inputs
 from preparer.interrupt import Cancel, Interrupted
 from preparer.metadata import MetadataWrite, describe_metadata, plan_metadata
 from preparer.plan import NotInstalled, Plan, Present, Step, make_plan
-from preparer.report import EnvRecord, MetadataRecord, Report, unapplied_message, write_report
+from preparer.report import EnvRecord, LockRecord, MetadataRecord, Report, unapplied_message, write_report
 
 if TYPE_CHECKING:
+    from preparer.files.lockfile import Locked
+    from preparer.policy.rules import Policy
     from preparer.progress import Download, ProgressCallback
 
 
@@ -150,9 +152,7 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
             log.info("Dry run: nothing is fetched, written or removed")
             for line in describe_plan(plan, inputs):
                 log.info("%s", line)
-            if plan.lock is not None and plan.lock.mode == "update":
-                _show_lock_changes(plan, inputs, progress)
-            report = _report(plan, inputs)
+            report = replace(_report(plan, inputs), lock=_dry_lock(plan, inputs, progress))
         else:
             report = run_plan(plan, inputs, progress)
     except (PreparerError, Interrupted, interrupt.Stopped) as err:
@@ -165,17 +165,30 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
     return report
 
 
-def _show_lock_changes(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> None:
-    """A dry run with ``-update-lock``: every entry resolved again (into staging and the download cache, as a run
-    fetches), and what the lock would change said, a line per entry; nothing else is written."""
-    from preparer.apply import resolve_plan  # deferred: a dry run fetches only to update a lock
-    from preparer.lock import changes
+def _dry_lock(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> LockRecord | None:
+    """A dry run's lock: the one it is frozen to; with ``-update-lock``, every entry resolved again (into staging
+    and the download cache, as a run fetches), and what the lock would change said, a line per entry, and
+    returned; nothing else is written. A lock that would be written for the first time is not resolved."""
+    state = plan.lock
+    if state is None:
+        return None
+    from preparer.files.lockfile import dumps_lock  # deferred: only runs with a lock
+    from preparer.lock import changes, lock_changes
 
-    assert plan.lock is not None
-    lines = changes(plan.lock.entries, resolve_plan(plan, inputs, progress))
-    log.info("The lock file %s would %s", plan.lock.path, "change:" if lines else "not change")
+    shown = None if state.in_memory else str(state.path)
+    if state.mode == "frozen":
+        assert state.entries is not None
+        return LockRecord(shown, "frozen", state.data or dumps_lock(state.entries))
+    if state.mode != "update":
+        return LockRecord(shown, "not written")
+    from preparer.apply import resolve_plan  # deferred: a dry run fetches only to update a lock
+
+    entries = resolve_plan(plan, inputs, progress)
+    lines = changes(state.entries, entries)
+    log.info("The lock file %s would %s", state.path, "change:" if lines else "not change")
     for line in lines:
         log.info("  lock: %s", line)
+    return LockRecord(shown, "would write", dumps_lock(entries), lock_changes(state.entries, entries))
 
 
 def _check_app_dir(app_dir: Path) -> None:
@@ -324,11 +337,10 @@ def _plan_run(inputs: Inputs) -> Plan:
 def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
     """``plan`` as the platform lets it run: its policy's decisions, include/exclude's checks on what it still
     removes, its registry mirrors, and the Buildpack API of what the builder has."""
-    if inputs.policy is not None:
+    if inputs.policy is not None or inputs.policy_data is not None:
         from preparer.policy.enforce import enforce  # deferred: only runs with a policy need it
-        from preparer.policy.rules import load_policy
 
-        plan = enforce(plan, load_policy(inputs.policy), inputs.download_cache)
+        plan = enforce(plan, _policy(inputs), inputs.download_cache)
     if plan.removal is not None:  # what the policy lets apply
         found = _check_removal(plan.removal, filter_key, plan.descriptor_path)
         plan = replace(plan, warnings=(*plan.warnings, *found))
@@ -343,27 +355,52 @@ def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
     return plan
 
 
+def _policy(inputs: Inputs) -> Policy:
+    """The run's policy: its file read, its text parsed, or the :class:`~preparer.policy.rules.Policy` given."""
+    from preparer.policy.rules import load_policy, parse_policy  # deferred: only runs with a policy need it
+
+    if inputs.policy is not None:
+        return load_policy(inputs.policy)
+    given = inputs.policy_data
+    if isinstance(given, str | bytes):
+        return parse_policy(given, base=inputs.policy_base)
+    assert given is not None
+    return given
+
+
 def _locked(plan: Plan, inputs: Inputs) -> Plan:
     """``plan`` with its lock: frozen to it when the file exists (and ``-update-lock`` is not given), else with
-    the lock to write after the run (and, to update, what it locked before)."""
-    from preparer.files.lockfile import LockState, read_lock  # deferred: only runs with a lock read one
+    the lock to write after the run (and, to update, what it locked before). A lock given as bytes
+    (``Inputs.lock_data``) is read the same way; ``b""`` is a lock that does not exist yet."""
+    from preparer.files.lockfile import (  # deferred: only runs with a lock read one
+        LOCK_DATA_NAME,
+        LockState,
+        parse_lock,
+        read_lock,
+    )
     from preparer.lock import freeze
 
-    path = inputs.lock
-    assert path is not None
-    if not path.exists():
-        return replace(plan, lock=LockState(path, None, "update" if inputs.update_lock else "write"))
+    in_memory = inputs.lock_data is not None
+    path = LOCK_DATA_NAME if inputs.lock is None else inputs.lock
+    data = inputs.lock_data
+    if (not data) if in_memory else not path.exists():
+        mode: Literal["update", "write"] = "update" if inputs.update_lock else "write"
+        return replace(plan, lock=LockState(path, None, mode, in_memory))
+
+    def read() -> tuple[Locked, ...]:
+        return parse_lock(data, path) if data is not None else read_lock(path)
+
     if inputs.update_lock:
         try:
-            before = read_lock(path)
+            before: tuple[Locked, ...] | None = read()
         except PreparerError as err:  # rewritten anyway: what it locked is only shown
             log.warning("the lock file %s is rewritten: %s", path, err.cause)
             before = None
-        return replace(plan, lock=LockState(path, before, "update"))
-    entries = read_lock(path)
+        return replace(plan, lock=LockState(path, before, "update", in_memory, data))
+    entries = read()
     frozen = freeze(plan, path, entries, lambda bp_id: installed_versions(inputs.buildpacks_dir, bp_id))
     log.info("Frozen to the lock file %s (%d entries)", path, len(entries))
-    return replace(frozen, lock=LockState(path, entries, "frozen"))
+    return replace(frozen, lock=LockState(path, entries, "frozen", in_memory, data))
 
 
 def _check_outputs(plan: Plan, inputs: Inputs) -> None:
@@ -373,7 +410,7 @@ def _check_outputs(plan: Plan, inputs: Inputs) -> None:
     :raises InvalidInputsError: naming the flag and why (exit 3).
     """
     outputs = [("-prepare-report", inputs.prepare_report)]
-    if plan.lock is not None and plan.lock.mode != "frozen":
+    if plan.lock is not None and plan.lock.mode != "frozen" and not plan.lock.in_memory:
         outputs.append(("-lock", plan.lock.path))
     if plan.config.writes_order:
         outputs.append(("-layers", inputs.layers_dir / "order.toml"))
@@ -435,7 +472,7 @@ def run_plan(
     with interrupt.run(cancel, deadline), named_run(run_id):
         outcome = apply_plan(plan, inputs, callers(progress))
     report = _report(plan, inputs, outcome.buildpacks, outcome.written, outcome.removed)
-    return replace(report, warnings=(*report.warnings, *outcome.warnings))
+    return replace(report, warnings=(*report.warnings, *outcome.warnings), lock=outcome.lock)
 
 
 def _report(

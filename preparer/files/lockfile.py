@@ -51,11 +51,20 @@ class Locked:
 @record
 class LockState:
     """The lock of a run: its file, the entries read from it (``None``: there was none), and what the run does
-    with it: ``frozen`` to it, ``write`` it (there was none), ``update`` it (``-update-lock``)."""
+    with it: ``frozen`` to it, ``write`` it (there was none), ``update`` it (``-update-lock``). A lock given as
+    bytes (``Inputs.lock_data``) is ``in_memory``: ``path`` only names it, and nothing is written to disk; the
+    report carries the lock instead."""
 
     path: Path
     entries: tuple[Locked, ...] | None
     mode: Mode
+    in_memory: bool = False
+    #: The bytes the lock was read from, when it was.
+    data: bytes | None = None
+
+
+#: How a lock given as bytes is named in messages.
+LOCK_DATA_NAME = Path("Inputs.lock_data")
 
 
 def written_of(entry: GroupEntry) -> dict[str, str]:
@@ -86,10 +95,33 @@ def read_lock(path: Path) -> tuple[Locked, ...]:
     :raises DescriptorError: not TOML, an unknown ``lock-version``, a missing or malformed key (exit 3), naming the
         file, line and key.
     """
-    from preparer.files._positions import key_positions  # deferred: only runs with a lock read one
-    from preparer.files._toml import load_toml_text
+    from preparer.files._toml import load_toml_text  # deferred: only runs with a lock read one
 
     doc, text = load_toml_text(path, "lock file", limit=MAX_LOCK_BYTES)
+    return _entries(doc, text, path)
+
+
+def parse_lock(data: bytes, name: Path) -> tuple[Locked, ...]:
+    """The entries of the lock whose bytes are ``data`` (``Inputs.lock_data``), read as a lock file is; ``name``
+    names it in messages.
+
+    :raises DescriptorError: as :func:`read_lock`.
+    """
+    from preparer.files._toml import decode_toml, parse_toml  # deferred, as read_lock's
+
+    def fail(verb: str, cause: str) -> DescriptorError:
+        return with_fields(DescriptorError(f"{verb} lock file", cause), path=str(name))
+
+    where = f"{name}: "
+    if len(data) > MAX_LOCK_BYTES:
+        raise fail("read", f"{where}larger than {MAX_LOCK_BYTES} bytes")
+    text = decode_toml(data, fail, where)
+    return _entries(parse_toml(text, fail, where), text, name)
+
+
+def _entries(doc: Mapping[str, Any], text: str, path: Path) -> tuple[Locked, ...]:
+    from preparer.files._positions import key_positions  # deferred, as read_lock's
+
     positions = key_positions(text)
 
     def fail(at: tuple[str | int, ...], problem: str) -> DescriptorError:

@@ -91,11 +91,19 @@ def load_key(path: Path) -> PublicKey:
             data = f.read(MAX_KEY_BYTES + 1)
     except OSError as err:
         raise KeyProblem(err.strerror or str(err)) from None
+    return parse_key(data, str(path))
+
+
+def parse_key(data: bytes, name: str) -> PublicKey:
+    """The public key whose PEM bytes are ``data`` (``name`` names it, as a key file's path does).
+
+    :raises KeyProblem: as :func:`load_key`.
+    """
     if len(data) > MAX_KEY_BYTES:
         raise KeyProblem(f"larger than {MAX_KEY_BYTES} bytes: not a public key")
     der = _pem_public_key(data.decode("ascii", "replace"))
     algorithm, verify = _parse(der)
-    return PublicKey(str(path), hashlib.sha256(der).hexdigest(), algorithm, verify)
+    return PublicKey(name, hashlib.sha256(der).hexdigest(), algorithm, verify)
 
 
 def _pem_public_key(text: str) -> bytes:
