@@ -30,7 +30,7 @@ from preparer.report import BuildpackRecord, LockRecord, SignatureRecord
 if TYPE_CHECKING:
     from preparer.fetch.base import Fetched
     from preparer.fetch.tree import Installation
-    from preparer.files.lockfile import Locked
+    from preparer.files.locked import Locked
     from preparer.progress import ProgressCallback
 
 

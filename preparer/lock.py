@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from preparer.errors import FetchError, InvalidInputsError, with_fields
-from preparer.files.lockfile import Locked, LockState, Source, shown, written_of
+from preparer.files.locked import Locked, Source, describe_locked
+from preparer.files.lockfile import LockState, shown, written_of
 from preparer.plan import Fetch, Plan, Present, Step
 
 if TYPE_CHECKING:
@@ -221,12 +222,6 @@ def changes(old: Sequence[Locked] | None, new: Sequence[Locked]) -> list[str]:
         f"{describe_locked(c.new) if c.new else '(removed)'}"
         for c in lock_changes(old, new)
     ]
-
-
-def describe_locked(e: Locked) -> str:
-    """What an entry locks, for people: ``id@version (where, digest)``."""
-    where = e.pinned or e.source
-    return f"{e.id}@{e.version} ({where}{', ' + e.digest if e.digest and e.digest not in where else ''})"
 
 
 __all__ = [

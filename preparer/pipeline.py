@@ -32,7 +32,7 @@ from preparer.plan import NotInstalled, Plan, Present, Step, make_plan
 from preparer.report import EnvRecord, LockRecord, MetadataRecord, Report, unapplied_message, write_report
 
 if TYPE_CHECKING:
-    from preparer.files.lockfile import Locked
+    from preparer.files.locked import Locked
     from preparer.policy.rules import Policy
     from preparer.progress import Download, ProgressCallback
 
@@ -348,7 +348,7 @@ def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
         from preparer.fetch.oci.hosts import load_hosts_dir  # deferred: only runs with mirrors read them
 
         plan = replace(plan, registry_hosts=load_hosts_dir(inputs.registry_hosts_dir))
-    if inputs.lock is not None:
+    if inputs.lock is not None or inputs.lock_data is not None:
         plan = _locked(plan, inputs)
     check_present([s for s in plan.steps if isinstance(s, Present)], inputs.buildpacks_dir)
     _check_outputs(plan, inputs)

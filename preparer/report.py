@@ -18,7 +18,7 @@ from preparer.descriptor import Unapplied
 from preparer.files._toml import dumps_toml, write_atomic
 
 if TYPE_CHECKING:
-    from preparer.files.lockfile import Locked
+    from preparer.files.locked import Locked
     from preparer.policy.rules import Decision
 
 
@@ -148,7 +148,7 @@ class LockChange:
 
     def to_dict(self) -> dict[str, Any]:
         """As the report file has it: each side as ``id@version (where)``, or left out."""
-        from preparer.lock import describe_locked  # deferred: only runs with a lock
+        from preparer.files.locked import describe_locked  # deferred: only runs with a lock
 
         return {"entry": self.entry} | {
             side: describe_locked(value) for side, value in (("old", self.old), ("new", self.new)) if value

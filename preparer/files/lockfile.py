@@ -13,6 +13,7 @@ from typing import Any, Literal
 from preparer._record import record
 from preparer.config import GroupEntry
 from preparer.errors import DescriptorError, with_fields
+from preparer.files.locked import Locked
 
 LOCK_VERSION = 1
 #: A lock is a few hundred bytes per entry; a larger file is refused unread.
@@ -22,30 +23,7 @@ HEADER = (
     "# The buildpacks each entry of project.toml resolved to, written by the preparer: commit it with the app.\n"
     "# A run with -lock installs exactly these; to resolve again and rewrite it, add -update-lock.\n"
 )
-Source = Literal["builder", "path", "http", "image", "registry", "inline"]
 Mode = Literal["frozen", "write", "update"]
-
-
-@record
-class Locked:
-    """One entry of the lock.
-
-    ``written`` is the entry as written (``uri`` without credentials, ``id``, ``version``, and a ``script``'s
-    sha256): what tells a changed entry. ``pinned`` is what the entry is frozen to: an image by digest
-    (``registry/repository@sha256:...``, for ``image`` and ``registry``), the URL (``http``); ``None`` for
-    ``builder``, ``path`` and ``inline``. ``digest`` is the content's: the image manifest's, the archive's. ``index``
-    is the digest of the image index the image was pulled through (``None``: none, or a lock written before it was
-    recorded).
-    """
-
-    entry: str
-    written: dict[str, str]
-    id: str
-    version: str
-    source: Source
-    pinned: str | None = None
-    digest: str | None = None
-    index: str | None = None
 
 
 @record

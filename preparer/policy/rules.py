@@ -154,7 +154,7 @@ def parse_policy(
     :param keys: PEM public keys by the name the policy's ``keys`` arrays give them (``keys = ["team.pub"]``);
         a name found here is never read from disk.
     :param name: names the policy in messages.
-    :raises PolicyError: as :func:`load_policy`.
+    :raises PreparerError: a :class:`~preparer.errors.PolicyError`, as :func:`load_policy` (exit 3).
     """
     data = text.encode(errors="surrogatepass") if isinstance(text, str) else text
     return _parse(data, name, f"read policy {name}", None if base is None else Path(base), dict(keys or {}))
