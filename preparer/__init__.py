@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         FetchError,
         FetchErrors,
         InvalidInputsError,
+        LockMismatch,
         NotFoundError,
         PlatformAPIError,
         PolicyError,
@@ -64,6 +65,7 @@ __all__ = [
     "InvalidInputsError",
     "LimitExceeded",
     "LockChange",
+    "LockMismatch",
     "LockRecord",
     "Locked",
     "NotFoundError",
@@ -98,7 +100,7 @@ __all__ = [
 _HOMES = {
     **dict.fromkeys(
         ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "FetchError", "FetchErrors", "InvalidInputsError",
-         "NotFoundError", "PlatformAPIError", "PolicyError", "PolicyRefused", "PreparerError", "RunLimitReached",
+         "LockMismatch", "NotFoundError", "PlatformAPIError", "PolicyError", "PolicyRefused", "PreparerError", "RunLimitReached",
          "SignatureRefused", "UnexpectedError"),
         "preparer.errors",
     ),

@@ -20,6 +20,7 @@ from preparer._logger import log
 from preparer._record import record
 from preparer.api import verify_buildpack_api
 from preparer.appfilter import Trash
+from preparer.errors import PreparerError
 from preparer.files._toml import PendingWrites, dumps_toml
 from preparer.files.buildpack import buildpack_dir, read_buildpack_toml
 from preparer.files.order import Order, OrderElement, dumps_order
@@ -69,7 +70,14 @@ def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressCallback | N
 
     warnings: list[str] = []
     with fetching(inputs, warnings.append, plan.registry_hosts) as ctx:
-        fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
+        try:
+            fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
+        except PreparerError as err:
+            if plan.lock is None:
+                raise
+            from preparer.lock import as_lock_mismatch  # deferred: only runs with a lock
+
+            raise as_lock_mismatch(err, to_fetch, plan.lock) from err.__cause__
         check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
         if plan.lock is not None:
             from preparer.lock import check_locked  # deferred: only runs with a lock

@@ -168,6 +168,23 @@ class SignatureRefused(FetchError):
     line: int | None = None
 
 
+class LockMismatch(FetchError):
+    """What a run frozen to its lock fetched is not what the lock locks (exit 1): other bytes, or another
+    buildpack; nothing was installed.
+
+    Attributes:
+        lock: the lock file (``Inputs.lock_data`` for a lock given as bytes).
+        entry: the entry (``io.buildpacks.group[0]``).
+        locked: what the lock locks: a digest (``sha256:...``), or ``id@version``.
+        actual: what was fetched, in the same form.
+    """
+
+    lock: str | None = None
+    entry: str | None = None
+    locked: str | None = None
+    actual: str | None = None
+
+
 class RunLimitReached(FetchError):
     """A limit of the whole run (its time, or the platform policy's totals) was reached: said once for the run,
     not once for each buildpack it stopped."""

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from preparer.errors import FetchError, InvalidInputsError, with_fields
+from preparer.errors import FetchErrors, InvalidInputsError, LockMismatch, PreparerError, with_fields
 from preparer.files.locked import Locked, Source, describe_locked
 from preparer.files.lockfile import LockState, shown, written_of
 from preparer.plan import Fetch, Plan, Present, Step
@@ -163,14 +163,41 @@ def check_locked(steps: Sequence[Fetch], fetched: Sequence[Fetched], state: Lock
             continue
         action = f"fetch {step.entry.key} ({result.source})"
         if locked.digest is not None and result.digest != locked.digest:
-            raise FetchError(
-                action, f"its bytes are {result.digest}, but the lock {state.path} locks {locked.digest}"
-            )
+            raise mismatch(state, step.entry.key, action, locked.digest, str(result.digest), "its bytes are")
         if (result.top.id, result.top.version) != (locked.id, locked.version):
-            raise FetchError(
-                action,
-                f"it holds {result.top.ref}, but the lock {state.path} locks {locked.id}@{locked.version}",
+            raise mismatch(
+                state, step.entry.key, action, f"{locked.id}@{locked.version}", result.top.ref, "it holds"
             )
+
+
+def mismatch(state: LockState, entry: str, action: str, locked: str, actual: str, what: str) -> LockMismatch:
+    """The error of a frozen entry that fetched ``actual`` where the lock locks ``locked``."""
+    cause = f"{what} {actual}, but the lock {state.path} locks {locked}"
+    error = LockMismatch(action, cause)
+    return with_fields(
+        error, lock=str(state.path), entry=entry, locked=locked, actual=actual, transient=False
+    )
+
+
+def as_lock_mismatch(error: PreparerError, steps: Sequence[Fetch], state: LockState) -> PreparerError:
+    """``error`` of fetching ``steps``, said as the lock's when it is a frozen entry's digest mismatch (its pin
+    is the lock's, not one written in the uri); other errors as they are."""
+    if isinstance(error, FetchErrors):
+        errors = tuple(as_lock_mismatch(e, steps, state) for e in error.errors)
+        return error if errors == error.errors else FetchErrors(errors)
+    digests = getattr(error, "digests", None)
+    if state.mode != "frozen" or digests is None or isinstance(error, LockMismatch):
+        return error
+    from preparer.fetch.locator import redact  # deferred, as everywhere a uri is shown
+
+    source = getattr(error, "source", None)
+    for step in steps:
+        if step.pinned is not None and redact(step.entry.uri or step.entry.id or "") == source:
+            expected, got = digests
+            key = step.entry.key
+            found = mismatch(state, key, f"fetch {key} ({source})", expected, got, "its bytes are")
+            return with_fields(found, source=source, url=getattr(error, "url", None))
+    return error
 
 
 def resolved(steps: Sequence[Step], results: Mapping[int, Fetched]) -> tuple[Locked, ...]:

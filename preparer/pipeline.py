@@ -71,12 +71,20 @@ def callers(progress: ProgressCallback | None) -> ProgressCallback | None:
     return called
 
 
-def _check_arguments(inputs: object, plan: object = None) -> None:
+def _check_arguments(
+    inputs: object, plan: object = None, cancel: object = None, deadline: object = None, run_id: object = None
+) -> None:
     """:raises TypeError: an argument that is not what the function takes (the caller's mistake, not a run's)."""
     if not isinstance(inputs, Inputs) and inputs is not None:
         raise TypeError_(f"expected preparer.Inputs, got {type(inputs).__name__}: build one with Inputs(...)")
     if plan is not None and not isinstance(plan, Plan):
         raise TypeError_(f"expected a preparer.Plan (from plan_run), got {type(plan).__name__}")
+    if cancel is not None and not isinstance(cancel, Cancel):
+        raise TypeError_(f"cancel= takes a preparer.Cancel, not {type(cancel).__name__}")
+    if deadline is not None and (not isinstance(deadline, int | float) or isinstance(deadline, bool)):
+        raise TypeError_(f"deadline= takes a number of seconds, not {type(deadline).__name__}")
+    if run_id is not None and not isinstance(run_id, str):
+        raise TypeError_(f"run_id= takes a str, not {type(run_id).__name__}")
 
 
 def typed(function: Callable[P, R]) -> Callable[P, R]:
@@ -140,7 +148,9 @@ def prepare(
     :raises preparer.errors.Cancelled: the run was stopped (its handle, its deadline, SIGINT, SIGTERM, or
         :func:`preparer.interrupt.stop`); see :func:`preparer.apply.apply_plan`.
     """
-    _check_arguments(inputs)
+    _check_arguments(inputs, None, cancel, deadline, run_id)
+    if progress is not None and not callable(progress):
+        raise TypeError_(f"progress= takes a callable, not {type(progress).__name__}")
     with interrupt.run(cancel, deadline), named_run(run_id):
         return _prepare(inputs, callers(progress))
 
@@ -295,7 +305,7 @@ def plan_run(
     :raises PreparerError: invalid inputs (exit 3), missing buildpacks or paths (exit 1), an unsupported Buildpack
         API (exit 12); :class:`~preparer.errors.Cancelled` when it was stopped.
     """
-    _check_arguments(inputs)
+    _check_arguments(inputs, None, cancel, deadline, run_id)
     with interrupt.run(cancel, deadline), named_run(run_id):
         return _plan_run(inputs)
 
@@ -458,7 +468,7 @@ def run_plan(
     :raises PreparerError: any failure; nothing has changed on disk then.
     :raises preparer.errors.Cancelled: the run was stopped; see :func:`preparer.apply.apply_plan`.
     """
-    _check_arguments(inputs, plan)
+    _check_arguments(inputs, plan, cancel, deadline, run_id)
     made_for = plan.inputs
     if inputs is None:
         if made_for is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import shutil
 import tarfile
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -71,9 +72,21 @@ def test_a_lock_kept_as_bytes_is_made_then_frozen_to_and_never_written(
     # The archive changes at its URL; a run frozen to the stored lock refuses the new bytes.
     make_tgz(tmp_path / "v2.tgz", "svc/locked", "2.0.0").replace(http_server.root / "bp.tgz")
     _, frozen = build(tmp_path / "b", group(http_server.url("bp.tgz")), lock_data=first.lock.data)
-    with pytest.raises(preparer.FetchError) as refused:
+    with pytest.raises(preparer.LockMismatch) as refused:
         prepare(frozen)
-    assert refused.value.exit_code == 1
+    mismatch = refused.value
+    assert mismatch.exit_code == 1 and not mismatch.transient
+    assert (mismatch.lock, mismatch.entry) == ("Inputs.lock_data", "io.buildpacks.group[0]")
+    assert mismatch.locked == first.lock.changes[0].new.digest  # type: ignore[union-attr]
+    assert (
+        mismatch.actual is not None
+        and mismatch.actual.startswith("sha256:")
+        and mismatch.actual != mismatch.locked
+    )
+    assert (
+        "uri pins" not in mismatch.message
+        and f"the lock Inputs.lock_data locks {mismatch.locked}" in mismatch.message
+    )
 
     # Updating reports what changed, entry by entry, and gives the new lock; a dry run says the same.
     dry = prepare(replace(frozen, update_lock=True, dry_run=True))
@@ -254,3 +267,24 @@ def test_every_wrong_inputs_value_names_its_field(
     assert wrong.value.field == field
     assert wrong.value.exit_code == 3
     assert f"Inputs.{field}" in wrong.value.message
+
+
+# Errors as data at the call
+
+
+def test_a_wrong_cancel_is_the_callers_type_error_before_anything_runs(tmp_path: Path) -> None:
+    layout, inputs = build(tmp_path, group("urn:cnb:builder:examples/node"))
+    for call in (prepare, preparer.plan_run):
+        with pytest.raises(TypeError, match=r"cancel= takes a preparer\.Cancel, not Event"):
+            call(inputs, cancel=threading.Event())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="deadline= takes a number of seconds, not str"):
+        prepare(inputs, deadline="60")  # type: ignore[arg-type]
+    assert not (layout.layers / "order.toml").exists()
+
+
+def test_interrupted_is_kept_as_a_deprecated_name_of_cancelled() -> None:
+    with pytest.warns(
+        DeprecationWarning, match="preparer.Interrupted is deprecated: it is preparer.Cancelled"
+    ):
+        old = preparer.Interrupted
+    assert old is preparer.Cancelled
