@@ -312,6 +312,7 @@ def plan_run(
 
 def _plan_run(inputs: Inputs) -> Plan:
     interrupt.check()  # a handle set before the run began
+    made_from = _fingerprints(inputs)  # before they are read: a change while planning is seen when it runs
     descriptor, config, warnings = read_inputs(inputs)
     interrupt.check()
     if descriptor.path is None:
@@ -341,7 +342,46 @@ def _plan_run(inputs: Inputs) -> Plan:
                 "%s: %s is installed in %s: using %s@%s, no request made",
                 step.entry.key, step.entry.uri, inputs.buildpacks_dir, step.id, step.version,
             )  # fmt: skip
-    return replace(_platform_decisions(plan, inputs, config.filter_key), inputs=inputs)
+    return replace(_platform_decisions(plan, inputs, config.filter_key), inputs=inputs, made_from=made_from)
+
+
+def _fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
+    """The SHA-256 of each file a plan is made from (``None``: it does not exist, or is not a file)."""
+    import hashlib  # deferred: only plans are fingerprinted
+
+    paths = (inputs.descriptor_path, inputs.platform_config, inputs.policy, inputs.lock, inputs.order_path)
+    found = []
+    for path in paths:
+        if path is None:
+            continue
+        try:
+            digest: str | None = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            digest = None
+        found.append((str(path), digest))
+    return tuple(found)
+
+
+def _check_not_stale(plan: Plan, inputs: Inputs) -> None:
+    """``plan`` still says what its files say: none of them changed since :func:`plan_run` read them, and
+    include/exclude selects the same files of the app. A saved plan is refused otherwise, as ``terraform apply``
+    refuses a stale one: carrying out what the files no longer say would surprise.
+
+    :raises InvalidInputsError: naming what changed (exit 3); nothing has changed on disk.
+    """
+    if plan.inputs is None:
+        return
+    changed = [path for (path, digest), (_, now) in zip(plan.made_from, _fingerprints(inputs), strict=False)
+               if digest != now]  # fmt: skip
+    if not changed and plan.removal is not None:
+        config = plan.config
+        now_removed = plan_removal(inputs.app_dir, config.include, config.exclude, plan.descriptor_path)
+        if (now_removed.files, now_removed.dirs) != (plan.removal.files, plan.removal.dirs):
+            changed.append(f"the files of {inputs.app_dir} that {config.filter_key} selects")
+    if changed:
+        raise InvalidInputsError(
+            "run the plan", f"{', '.join(changed)} changed since it was made: make a new plan with plan_run"
+        )
 
 
 def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
@@ -480,6 +520,8 @@ def run_plan(
             "make a plan for these with plan_run",
         )  # fmt: skip
     with interrupt.run(cancel, deadline), named_run(run_id):
+        if _entered.get() == 1:  # a saved plan (prepare's own was made a moment ago, in the same call)
+            _check_not_stale(plan, inputs)
         outcome = apply_plan(plan, inputs, callers(progress))
     report = _report(plan, inputs, outcome.buildpacks, outcome.written, outcome.removed)
     return replace(report, warnings=(*report.warnings, *outcome.warnings), lock=outcome.lock)

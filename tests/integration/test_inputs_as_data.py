@@ -8,6 +8,7 @@ public API only. The in-memory transport is itself the thing under test where it
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import shutil
 import tarfile
@@ -288,3 +289,51 @@ def test_interrupted_is_kept_as_a_deprecated_name_of_cancelled() -> None:
     ):
         old = preparer.Interrupted
     assert old is preparer.Cancelled
+
+
+# A saved plan, applied later
+
+
+def test_a_plan_whose_files_changed_is_refused_naming_them(tmp_path: Path) -> None:
+    project = group("urn:cnb:builder:examples/node") + '[io.buildpacks]\nexclude = ["*.log"]\n'
+    layout, inputs = build(tmp_path, project)
+    (layout.app / "debug.log").write_text("x")
+    (layout.app / "main.py").write_text("print()")
+
+    saved = preparer.plan_run(inputs)
+    (layout.app / "project.toml").write_text(project.replace("examples/node", "examples/java"))
+    with pytest.raises(InvalidInputsError) as stale:
+        preparer.run_plan(saved)
+    assert stale.value.exit_code == 3
+    assert stale.value.message == (
+        f"failed to run the plan: {layout.app / 'project.toml'} changed since it was made: make a new plan with "
+        "plan_run"
+    )
+    assert not (layout.layers / "order.toml").exists() and (layout.app / "debug.log").exists()
+
+    (layout.app / "project.toml").write_text(project)
+    saved = preparer.plan_run(inputs)
+    (layout.app / "trace.log").write_text("y")  # include/exclude now selects another file
+    with pytest.raises(
+        InvalidInputsError, match=r"the files of .* that io\.buildpacks\.exclude selects changed"
+    ):
+        preparer.run_plan(saved)
+
+    saved = preparer.plan_run(inputs)
+    assert preparer.run_plan(saved).app_removed == 2
+    with pytest.raises(InvalidInputsError, match="changed since it was made"):  # applied twice
+        preparer.run_plan(saved)
+
+
+def test_a_report_counts_only_the_removals_its_run_made(tmp_path: Path) -> None:
+    project = group("urn:cnb:builder:examples/node") + '[io.buildpacks]\nexclude = ["*.log"]\n'
+    layout, inputs = build(tmp_path, project)
+    for name in ("a.log", "b.log", "main.py"):
+        (layout.app / name).write_text(name)
+    plan = preparer.plan_run(inputs)
+    (layout.app / "a.log").unlink()  # gone before the run: another process removed it
+    # The plan is made to be carried out as it is (a service that owns the app knows): its own inputs, no check
+    # of staleness asked by prepare's own path; run through run_plan with the removal already half done.
+    report = preparer.run_plan(dataclasses.replace(plan, made_from=(), inputs=None), inputs)
+    assert report.app_removed == 1
+    assert sorted(p.name for p in layout.app.iterdir()) == ["main.py", "project.toml"]
