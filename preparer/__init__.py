@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         FetchErrors,
         InvalidInputsError,
         LockMismatch,
+        NoSpaceError,
         NotFoundError,
         PlatformAPIError,
         PolicyError,
@@ -68,6 +69,7 @@ __all__ = [
     "LockMismatch",
     "LockRecord",
     "Locked",
+    "NoSpaceError",
     "NotFoundError",
     "NotInstalled",
     "Plan",
@@ -100,8 +102,8 @@ __all__ = [
 _HOMES = {
     **dict.fromkeys(
         ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "FetchError", "FetchErrors", "InvalidInputsError",
-         "LockMismatch", "NotFoundError", "PlatformAPIError", "PolicyError", "PolicyRefused", "PreparerError", "RunLimitReached",
-         "SignatureRefused", "UnexpectedError"),
+         "LockMismatch", "NoSpaceError", "NotFoundError", "PlatformAPIError", "PolicyError", "PolicyRefused",
+         "PreparerError", "RunLimitReached", "SignatureRefused", "UnexpectedError"),
         "preparer.errors",
     ),
     **dict.fromkeys(("LimitExceeded", "RunLimitExceeded"), "preparer.fetch.guard"),

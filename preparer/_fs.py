@@ -265,3 +265,26 @@ def shared_with_others(directory: Path) -> tuple[Path, str] | None:
         if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
             return current, "is writable by others and not sticky"
     return None
+
+
+#: The errors of a file system with no room left for this process: out of blocks or inodes, or out of quota.
+FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def full_disk(err: BaseException | None) -> OSError | None:
+    """The ``ENOSPC`` or ``EDQUOT`` error behind ``err`` (itself, or what it was raised from), or ``None``."""
+    seen = 0
+    while err is not None and seen < 10:
+        if isinstance(err, OSError) and err.errno in FULL:
+            return err
+        err, seen = err.__cause__ or err.__context__, seen + 1
+    return None
+
+
+def no_space(err: OSError, place: str, directory: Path | str) -> str:
+    """The cause of a full file system, naming the directory the run could not write in and its role
+    (``<buildpacks>``, ``<layers>``...): ``no space left on device in <layers> (/layers)``."""
+    cause = f"no space left on device in {place} ({directory})"
+    if err.errno == errno.EDQUOT:
+        cause += f": the disk quota of uid {os.geteuid()} is used up"
+    return cause

@@ -43,16 +43,18 @@ class Removal:
 
 
 def plan_removal(
-    app_dir: Path, include: Sequence[str] | None, exclude: Sequence[str] | None, keep: Path | None = None
+    app_dir: Path, include: Sequence[str] | None, exclude: Sequence[str] | None, *keep: Path | None
 ) -> Removal:
     """List what ``include`` or ``exclude`` removes from ``app_dir``; nothing is changed.
 
-    :param keep: a path never removed (the descriptor), nor the directories holding it.
+    :param keep: paths never removed (the descriptor, the lock file the run reads or writes), nor the directories
+        holding them; ``None`` stands for none.
     :raises ApplyError: when ``app_dir`` cannot be read (exit 1).
     """
     if include is None and exclude is None:
         return Removal(app_dir)
-    planner = _Planner(include, exclude, _relative(keep, app_dir))
+    kept = (_relative(path, app_dir) for path in keep)
+    planner = _Planner(include, exclude, tuple(path for path in kept if path is not None))
     planner.walk(app_dir, "")
     unmatched = tuple(
         str(pattern.pattern)
@@ -66,7 +68,7 @@ class _Planner:
     """One walk of the app tree, deciding each path by the last pattern that matches it."""
 
     def __init__(
-        self, include: Sequence[str] | None, exclude: Sequence[str] | None, keep: str | None
+        self, include: Sequence[str] | None, exclude: Sequence[str] | None, keep: tuple[str, ...]
     ) -> None:
         import pathspec  # deferred: only runs with include/exclude need it
 
@@ -96,7 +98,7 @@ class _Planner:
         return index is not None and index > self.last_negation
 
     def holds_keep(self, child: str) -> bool:
-        return self.keep is not None and (self.keep == child or self.keep.startswith(child + "/"))
+        return any(keep == child or keep.startswith(child + "/") for keep in self.keep)
 
     def walk(self, directory: Path, prefix: str) -> bool:
         """Plan ``directory`` (``prefix`` is its path relative to the app, with a trailing ``/``); return whether

@@ -20,7 +20,6 @@ from preparer._logger import log
 from preparer._record import record
 from preparer.api import verify_buildpack_api
 from preparer.appfilter import Trash
-from preparer.errors import PreparerError
 from preparer.files._toml import PendingWrites, dumps_toml
 from preparer.files.buildpack import buildpack_dir, read_buildpack_toml
 from preparer.files.order import Order, OrderElement, dumps_order
@@ -70,14 +69,8 @@ def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressCallback | N
 
     warnings: list[str] = []
     with fetching(inputs, warnings.append, plan.registry_hosts) as ctx:
-        try:
-            fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
-        except PreparerError as err:
-            if plan.lock is None:
-                raise
-            from preparer.lock import as_lock_mismatch  # deferred: only runs with a lock
-
-            raise as_lock_mismatch(err, to_fetch, plan.lock) from err.__cause__
+        # A frozen entry's bytes that are not the locked ones fail as the lock's (preparer.lock.locked_failure).
+        fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
         check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
         if plan.lock is not None:
             from preparer.lock import check_locked  # deferred: only runs with a lock
@@ -91,19 +84,21 @@ def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressCallback | N
 
 def resolve_plan(plan: Plan, inputs: Inputs, progress: ProgressCallback | None = None) -> tuple[Locked, ...]:
     """What every entry of ``plan`` resolves to now, as a lock keeps it: fetched into staging (and the download
-    cache) and checked as a run does, and nothing committed."""
-    from preparer.lock import resolved  # deferred, as the fetchers
+    cache) and checked as a run does, and nothing committed. The entries an update keeps as locked are not fetched:
+    they are what the lock says."""
+    from preparer.lock import updated  # deferred, as the fetchers
 
+    kept = plan.lock.kept if plan.lock is not None else frozenset()
     with interrupt.run():
-        to_fetch = [s for s in plan.steps if isinstance(s, Fetch)]
+        to_fetch = [s for s in plan.steps if isinstance(s, Fetch) and s.entry.key not in kept]
         if not to_fetch:
-            return resolved(plan.steps, {})
+            return updated(plan.lock, plan.steps, {})
         from preparer.staging import check_fetched, fetch_steps, fetching  # deferred, as resolved
 
         with fetching(inputs, log.warning, plan.registry_hosts) as ctx:
             fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
             check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
-            return resolved(plan.steps, dict(zip(map(id, to_fetch), fetched, strict=True)))
+            return updated(plan.lock, plan.steps, dict(zip(map(id, to_fetch), fetched, strict=True)))
 
 
 def check_present(steps: Sequence[Present], buildpacks_dir: Path) -> None:
@@ -127,7 +122,9 @@ def _owner(inputs: Inputs) -> tuple[int, int] | None:
 def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: list[str]) -> Outcome:
     """Write everything, each step undone if a later one fails (see the module's docstring)."""
     owner = _owner(inputs)
-    pending = PendingWrites()
+    pending = PendingWrites(
+        (("<layers>", inputs.layers_dir), ("<platform>", inputs.platform_dir), ("<app>", inputs.app_dir))
+    )
     trash = Trash(inputs.app_dir)
     installation = _installation(inputs.buildpacks_dir) if results else None
     installed: list[Path] = []
@@ -305,13 +302,13 @@ def _stage_lock(
     if state is None:
         return None, None
     from preparer.files.lockfile import dumps_lock  # deferred: only runs with a lock
-    from preparer.lock import changes, lock_changes, resolved
+    from preparer.lock import changes, lock_changes, updated
 
     shown = None if state.in_memory else str(state.path)
     if state.mode == "frozen":
         assert state.entries is not None
         return None, LockRecord(shown, "frozen", state.data or dumps_lock(state.entries))
-    entries = resolved(plan.steps, results)
+    entries = updated(state, plan.steps, results)
     for line in changes(state.entries, entries) if state.mode == "update" else ():
         log.info("Lock: %s", line)
     data = dumps_lock(entries)

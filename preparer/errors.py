@@ -141,6 +141,18 @@ class FetchError(PreparerError):
     transient: bool = False
 
 
+class DigestMismatch(FetchError):
+    """Bytes that do not hash to the digest they must have (a pin, a lock, a manifest's).
+
+    Attributes:
+        expected: the digest they must have (``sha256:...``).
+        got: the digest they have.
+    """
+
+    expected: str = ""
+    got: str = ""
+
+
 class SignatureRefused(FetchError):
     """An image is not signed as the platform policy's ``[[image.signed-by]]`` requires (exit 1); nothing of it was
     pulled past its manifest.
@@ -238,3 +250,18 @@ class Cancelled(PreparerError):
 
 class ApplyError(PreparerError):
     """Writing the prepared outputs failed."""
+
+
+class NoSpaceError(PreparerError):
+    """A file system the run writes to is full (``ENOSPC``), or the user's disk quota on it is used up
+    (``EDQUOT``): exit 1, and nothing was changed. Never read as damage: a cached copy stays in the cache.
+
+    Attributes:
+        place: the directory's role, as the docs name it: ``<buildpacks>``, ``<layers>``, ``<platform>``,
+            ``<app>``, ``staging`` (``$TMPDIR``, when ``<buildpacks>`` cannot be staged in) or ``the download
+            cache``.
+        directory: that directory.
+    """
+
+    place: str | None = None
+    directory: str | None = None

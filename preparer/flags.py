@@ -15,7 +15,9 @@ from typing import Literal
 
 from preparer._record import record
 
-Kind = Literal["string", "bool", "int", "list"]
+#: ``optional`` is a flag that takes no value (as a bool) or ``=value``, and repeats: ``-update-lock``,
+#: ``-update-lock=acme/bp -update-lock=io.buildpacks.group[2]`` (a Go ``flag.Value`` whose ``IsBoolFlag`` is true).
+Kind = Literal["string", "bool", "int", "list", "optional"]
 
 
 @record
@@ -130,7 +132,19 @@ FLAGS: tuple[Flag, ...] = (
         "lock file: written after a run when missing, else every buildpack is frozen to it (docs/lock.md)",
         "CNB_PREPARER_LOCK",
     ),
-    Flag("update-lock", "bool", "with -lock: resolve every buildpack again and rewrite the lock", "CNB_PREPARER_UPDATE_LOCK"),
+    Flag(
+        "update-lock",
+        "optional",
+        "with -lock: rewrite the lock, resolving again what the project changed; =<id> or =<entry> moves that "
+        "one too (repeatable), =all moves every entry",
+        "CNB_PREPARER_UPDATE_LOCK",
+    ),
+    Flag(
+        "require-lock",
+        "bool",
+        "refuse to run unless frozen to a lock: -lock, else <app>/preparer.lock, must exist (docs/lock.md)",
+        "CNB_PREPARER_REQUIRE_LOCK",
+    ),
     Flag(
         "buildpack-registry-index",
         "string",

@@ -5,6 +5,7 @@ does:
 
 - ``-name value``, ``-name=value``, ``--name value`` and ``--name=value`` are the same;
 - a bool flag takes ``-name`` or ``-name=<bool>`` only: in ``-name false`` the ``false`` is a positional argument;
+  so does a flag that may take a value (``-update-lock``, ``-update-lock=acme/bp``), which also repeats;
 - repeatable flags (``-tag``, ``-insecure-registry``) append;
 - parsing stops at the first positional argument or at ``--``.
 """
@@ -96,11 +97,13 @@ def parse(argv: Sequence[str]) -> Parsed:
     """
     parsed = Parsed()
     args = list(argv)
+    bare = None  # the flag that may take a value, given last and without one
     while args:
         arg = args[0]
         if len(arg) < 2 or not arg.startswith("-"):
             break
         args.pop(0)
+        bare = None
         if arg == "--":
             break
         name = arg[2:] if arg.startswith("--") else arg[1:]
@@ -114,16 +117,9 @@ def parse(argv: Sequence[str]) -> Parsed:
         flag = BY_NAME.get(name)
         if flag is None:
             raise FlagError(f"flag provided but not defined: -{name}")
-        if flag.kind == "bool":
-            if not has_value:
-                parsed.values[name] = True
-                continue
-            result = parse_bool(value)
-            if result is None:
-                raise FlagError(
-                    f'invalid boolean value "{value}" for -{name}: parse error (use {BOOL_SPELLINGS})'
-                )
-            parsed.values[name] = result
+        if flag.kind in ("bool", "optional"):
+            _set_bool_like(parsed, flag, bool(has_value), value)
+            bare = name if flag.kind == "optional" and not has_value else None
             continue
         if not has_value:
             if not args:
@@ -147,7 +143,31 @@ def parse(argv: Sequence[str]) -> Parsed:
         for arg in args
         if arg.startswith("-")
     ]
+    if bare is not None and args and not args[0].startswith("-"):
+        parsed.warnings.insert(
+            0,
+            f"-{bare} {args[0]}: '{args[0]}' is an argument, not the flag's value (as in Go, a flag that may take "
+            f"no value takes one only after '='): write -{bare}={args[0]}",
+        )
     return parsed
+
+
+def _set_bool_like(parsed: Parsed, flag: Flag, has_value: bool, value: str) -> None:
+    """A bool flag's value, or a value of a flag that may take none (kept in a list, ``true`` when bare)."""
+    name = flag.name
+    assert name is not None
+    if flag.kind == "optional":
+        listed = parsed.values.setdefault(name, [])
+        assert isinstance(listed, list)
+        listed.append(value if has_value else "true")
+        return
+    if not has_value:
+        parsed.values[name] = True
+        return
+    result = parse_bool(value)
+    if result is None:
+        raise FlagError(f'invalid boolean value "{value}" for -{name}: parse error (use {BOOL_SPELLINGS})')
+    parsed.values[name] = result
 
 
 def usage(program: str = "preparer") -> str:
@@ -156,7 +176,9 @@ def usage(program: str = "preparer") -> str:
     lines = [f"Usage: {program} [flags] [<image>]", ""]
     for flag in FLAGS:
         if flag.name is not None:
-            arg = {"string": " string", "int": " int", "list": " value", "bool": ""}[flag.kind]
+            arg = {"string": " string", "int": " int", "list": " value", "bool": "", "optional": "[=value]"}[
+                flag.kind
+            ]
             lines.append(f"  -{flag.name}{arg}")
             lines.append(f"    \t{flag.help}{_notes(flag)}")
     lines += ["", "Environment only:"]

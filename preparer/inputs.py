@@ -128,8 +128,15 @@ class Inputs:
     #: The lock as bytes, instead of :attr:`lock` (``b""``: none yet): the run is frozen to it, nothing is written to
     #: disk, and :attr:`Report.lock <preparer.report.Report.lock>` holds the lock to keep.
     lock_data: bytes | None = None
-    #: With :attr:`lock` or :attr:`lock_data`: resolve every entry again and rewrite the lock.
+    #: With :attr:`lock` or :attr:`lock_data`: rewrite the lock, resolving again the entries the project changed
+    #: (added, edited, removed) and keeping every other as locked.
     update_lock: bool = False
+    #: With :attr:`update_lock`: the entries resolved again as well, each named by buildpack id (``acme/bp``) or
+    #: by key (``io.buildpacks.group[0]``); ``("all",)``: every entry.
+    update_lock_names: tuple[str, ...] = ()
+    #: Refuse to run unless frozen to a lock: :attr:`lock` (else ``<app>/preparer.lock``) must exist, and
+    #: :attr:`update_lock` is refused.
+    require_lock: bool = False
     #: The fleet's download cache repository, ``<registry>/<repository>`` (docs/fleet.md); ``None``: none.
     download_cache_repo: str | None = None
     #: ``read-write``, ``read`` or ``offline``.
@@ -217,6 +224,8 @@ if TYPE_CHECKING:
         lock: str | os.PathLike[str] | None
         lock_data: bytes | None
         update_lock: bool
+        update_lock_names: tuple[str, ...]
+        require_lock: bool
         download_cache_repo: str | None
         download_cache_repo_mode: str
         download_cache_max_age: float
@@ -254,6 +263,14 @@ def _check_values(inputs: Inputs) -> None:
         raise refuse("lock_data", "and Inputs.lock cannot both be given: the lock is one or the other")
     if inputs.update_lock and inputs.lock is None and inputs.lock_data is None:
         raise refuse("update_lock", "needs Inputs.lock (the lock file to rewrite) or Inputs.lock_data")
+    if inputs.update_lock and inputs.require_lock:
+        raise refuse(
+            "update_lock", "resolves entries unfrozen, and Inputs.require_lock requires a frozen run"
+        )
+    if inputs.update_lock_names and not inputs.update_lock:
+        raise refuse("update_lock_names", "needs Inputs.update_lock (the names are entries it moves)")
+    if not all(isinstance(name, str) and name for name in inputs.update_lock_names):
+        raise refuse("update_lock_names", "must hold buildpack ids or entry keys")
     if inputs.policy is not None and inputs.policy_data is not None:
         raise refuse("policy_data", "and Inputs.policy cannot both be given: the policy is one or the other")
     if inputs.policy_base is not None and inputs.policy_data is None:
@@ -295,6 +312,8 @@ def _check_types(inputs: Inputs) -> None:
         "platform_namespace": (str, type(None)),
         "dry_run": (bool,),
         "update_lock": (bool,),
+        "update_lock_names": (tuple, list),
+        "require_lock": (bool,),
         "uid": (int, type(None)),
         "gid": (int, type(None)),
         "insecure_registries": (tuple, list),
@@ -341,9 +360,10 @@ def _check_types(inputs: Inputs) -> None:
                 f" makes one), not {type(transport).__name__}",
             )
             raise with_fields(error, field="transport")
-    registries: object = inputs.insecure_registries
-    if isinstance(registries, list):  # a list is what callers often pass: kept as the tuple the field is
-        object.__setattr__(inputs, "insecure_registries", tuple(registries))
+    for name in ("insecure_registries", "update_lock_names"):
+        listed: object = getattr(inputs, name)
+        if isinstance(listed, list):  # a list is what callers often pass: kept as the tuple the field is
+            object.__setattr__(inputs, name, tuple(listed))
 
 
 def _env_bool(
@@ -459,17 +479,53 @@ def _insecure_registries(flags: Mapping[str, object], environ: Mapping[str, str]
 
 
 def _lock_settings(given: _Given, flags: Mapping[str, object], environ: Mapping[str, str]) -> dict[str, Any]:
-    """``-lock`` and ``-update-lock``, which needs it."""
-    update = (
-        flags["update-lock"]
-        if "update-lock" in flags
-        else _env_bool(environ, env_of("update-lock"), strict=True)
+    """``-lock``, ``-update-lock`` (which needs it) and ``-require-lock`` (which refuses it)."""
+    if "update-lock" in flags:
+        values = flags["update-lock"]
+        assert isinstance(values, list)
+        update, names = _update_lock([str(v) for v in values])
+    else:
+        env = env_of("update-lock")
+        value = environ.get(env, "")
+        if parse_bool(value) is not None or not value:
+            update, names = parse_bool(value) is True, ()
+        else:  # names, comma-separated, as CNB_INSECURE_REGISTRIES lists registries
+            update, names = _update_lock([n.strip() for n in value.split(",") if n.strip()] or ["false"])
+    require = (
+        flags["require-lock"]
+        if "require-lock" in flags
+        else _env_bool(environ, env_of("require-lock"), strict=True)
     )
     lock = given.path("lock")
     if update and lock is None:
         error = InvalidInputsError("resolve inputs", "-update-lock needs -lock FILE")
         raise with_fields(error, field="update_lock")
-    return {"lock": lock, "update_lock": bool(update)}
+    if update and require:
+        error = InvalidInputsError(
+            "resolve inputs",
+            "-update-lock resolves entries unfrozen, and the platform requires a frozen run (-require-lock, "
+            "CNB_PREPARER_REQUIRE_LOCK): update the lock where it is written (a run of your own, without "
+            "-require-lock) and commit it with the app",
+        )
+        raise with_fields(error, field="update_lock")
+    return {"lock": lock, "update_lock": update, "update_lock_names": names, "require_lock": bool(require)}
+
+
+def _update_lock(values: list[str]) -> tuple[bool, tuple[str, ...]]:
+    """``-update-lock`` given ``values`` (``true`` for each given bare): whether the lock is rewritten, and the
+    entries named to move as well. A bool spelling turns it on or, false, off (forgetting the names before it);
+    anything else names an entry."""
+    update, names = False, []
+    for value in values:
+        flag = parse_bool(value)
+        if flag is None:
+            update = True
+            names.append(value)
+        else:
+            update = flag
+            if not flag:
+                names.clear()
+    return update, tuple(dict.fromkeys(names))
 
 
 class _Given:

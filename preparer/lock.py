@@ -6,7 +6,8 @@ locked digest, http archives must hash to the locked digest (a warm cache serves
 ids use the locked image without asking the registry's index, a builder's buildpack stays at the locked version. An
 image locked through an index is pulled by the index's digest, and must lead to the locked manifest.
 An entry that no longer matches the lock is exit 3, before any request; bytes that differ from the locked digest are
-exit 1 (:func:`check_locked`). ``-update-lock`` resolves again and rewrites it.
+exit 1 (:func:`check_locked`), said as the lock's decision (:func:`locked_failure`). ``-update-lock`` rewrites it,
+resolving again only what the project changed and the entries named (:func:`update`), as ``uv lock`` does.
 
 A lock is the app's input, like ``project.toml``: it narrows what an entry may resolve to and never widens what the
 platform allows. A locked image must be in the repository the entry names, a locked URL must be the URL it names;
@@ -20,9 +21,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from preparer.errors import FetchErrors, InvalidInputsError, LockMismatch, PreparerError, with_fields
+from preparer.errors import FetchError, InvalidInputsError, LockMismatch, with_fields
 from preparer.files.locked import Locked, Source, describe_locked
-from preparer.files.lockfile import LockState, shown, written_of
+from preparer.files.lockfile import LOCK_DATA_NAME, LockState, shown, written_of
 from preparer.plan import Fetch, Plan, Present, Step
 
 if TYPE_CHECKING:
@@ -42,23 +43,84 @@ def freeze(
         is not what the entry names, a locked builder version the builder no longer has (exit 3).
     """
     by_key = {e.entry: e for e in entries}
-    steps = {id(s): s for s in plan.steps}
-    planned = {s.entry.key for s in steps.values()}
+    planned = {s.entry.key for s in plan.steps}
     for e in entries:
         if e.entry not in planned:
             raise _stale(lock, f"it locks {e.entry} ({shown(e.written)}), which the project no longer has")
     frozen: dict[int, Step] = {}
-    for key, step in steps.items():
+    for step in plan.steps:
         locked = by_key.get(step.entry.key)
         if locked is None:
             entry = step.entry
             raise _stale(lock, f"{entry.key} ({shown(written_of(entry))}) is not in it")
-        frozen[key] = _frozen(step, locked, lock, versions_of)
+        frozen[id(step)] = _frozen(step, locked, lock, versions_of)
+    return _with_steps(plan, frozen)
+
+
+def update(
+    plan: Plan,
+    lock: Path,
+    entries: Sequence[Locked] | None,
+    names: Sequence[str],
+    versions_of: Callable[[str], Sequence[str]],
+) -> Plan:
+    """``plan`` for ``-update-lock``: the entries the project changed (added, edited; a removed one is dropped)
+    and those ``names`` names (a buildpack id or an entry key; ``all``: every one) are resolved again, every other
+    is frozen to ``entries``, as a frozen run is, and written back unchanged (:func:`updated`).
+
+    :raises InvalidInputsError: a name that names no entry (exit 3), before any request.
+    """
+    state = LockState(lock, None if entries is None else tuple(entries), "update")
+    if entries is None or "all" in names:
+        return replace(plan, lock=state)
+    by_key = {e.entry: e for e in entries}
+    _check_names(plan, lock, entries, names)
+    frozen: dict[int, Step] = {}
+    for step in plan.steps:
+        locked = by_key.get(step.entry.key)
+        if locked is None or _named(step, locked, names):
+            continue
+        try:
+            frozen[id(step)] = _frozen(step, locked, lock, versions_of)
+        except InvalidInputsError:  # changed since it was locked (or the builder moved on): resolved again
+            continue
+    kept = frozenset(s.entry.key for s in plan.steps if id(s) in frozen)
+    return replace(_with_steps(plan, frozen), lock=replace(state, kept=kept))
+
+
+def _named(step: Step, locked: Locked | None, names: Sequence[str]) -> bool:
+    """Whether ``names`` names the entry of ``step``: its key, the id written, or the id it resolved to."""
+    ids = {step.entry.id, locked.id if locked else None, step.id if isinstance(step, Present) else None}
+    return step.entry.key in names or bool(ids.intersection(names))
+
+
+def _check_names(plan: Plan, lock: Path, entries: Sequence[Locked], names: Sequence[str]) -> None:
+    by_key = {e.entry: e for e in entries}
+    for name in names:
+        if not any(_named(step, by_key.get(step.entry.key), (name,)) for step in plan.steps):
+            known = ", ".join(
+                f"{s.entry.key} ({by_key[s.entry.key].id})" if s.entry.key in by_key else s.entry.key
+                for s in plan.steps
+            )
+            error = InvalidInputsError(
+                f"update lock file {lock}",
+                f"-update-lock={name} names no entry of the project: name a buildpack id or an entry "
+                f"({known or 'none'}), or all",
+            )
+            raise with_fields(error, field="update_lock_names")
+
+
+def _with_steps(plan: Plan, frozen: Mapping[int, Step]) -> Plan:
+    """``plan`` with the steps of ``frozen`` (by the ``id`` of the step they replace) in place of theirs."""
+
+    def swapped(steps: Sequence[Step]) -> tuple[Step, ...]:
+        return tuple(frozen.get(id(s), s) for s in steps)
+
     return replace(
         plan,
-        pre=tuple(frozen[id(s)] for s in plan.pre),
-        group=None if plan.group is None else tuple(frozen[id(s)] for s in plan.group),
-        post=tuple(frozen[id(s)] for s in plan.post),
+        pre=swapped(plan.pre),
+        group=None if plan.group is None else swapped(plan.group),
+        post=swapped(plan.post),
     )
 
 
@@ -98,12 +160,12 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
         frozen = (
             locked.pinned if locked.index is None else f"{locked.pinned.rpartition('@')[0]}@{locked.index}"
         )
-        return Fetch(entry, locator, ImageLocator(frozen))
+        return Fetch(entry, locator, ImageLocator(frozen), lock)
     if locked.source == "http":
         assert locked.pinned is not None and locked.digest is not None
         if not isinstance(locator, HttpLocator) or locator.shown != locked.pinned:
             raise _stale(lock, f"{entry.key} locks {locked.pinned}, which is not the URL it names")
-        return Fetch(entry, locator, HttpLocator(locator.url, locked.digest.removeprefix("sha256:")))
+        return Fetch(entry, locator, HttpLocator(locator.url, locked.digest.removeprefix("sha256:")), lock)
     # Path and inline: what is written is what is fetched; a local archive's digest is checked after.
     return step
 
@@ -150,59 +212,97 @@ def _same_repository(locator: Locator, pinned: str) -> bool:
 
 
 def check_locked(steps: Sequence[Fetch], fetched: Sequence[Fetched], state: LockState) -> None:
-    """What a frozen run fetched is what the lock says: the same digest, id and version.
+    """What a frozen run (or the entries an update keeps) fetched is what the lock says: the same digest, id and
+    version.
 
-    :raises FetchError: naming both digests (exit 1).
+    :raises LockMismatch: naming the lock, the entry, both digests (or both buildpacks) and the ways out (exit 1).
     """
-    if state.mode != "frozen" or state.entries is None:
+    if state.entries is None or state.mode == "write":
         return
-    by_key = {e.entry: e for e in state.entries}
+    by_key = {e.entry: e for e in state.entries if state.mode == "frozen" or e.entry in state.kept}
     for step, result in zip(steps, fetched, strict=True):
         locked = by_key.get(step.entry.key)
         if locked is None:
             continue
-        action = f"fetch {step.entry.key} ({result.source})"
+        key = step.entry.key
+        action = f"fetch {key} ({result.source})"
         if locked.digest is not None and result.digest != locked.digest:
-            raise mismatch(state, step.entry.key, action, locked.digest, str(result.digest), "its bytes are")
+            raise mismatch(state.path, key, action, locked.digest, str(result.digest), "its bytes are")
         if (result.top.id, result.top.version) != (locked.id, locked.version):
             raise mismatch(
-                state, step.entry.key, action, f"{locked.id}@{locked.version}", result.top.ref, "it holds"
+                state.path, key, action, f"{locked.id}@{locked.version}", result.top.ref, "it holds"
             )
 
 
-def mismatch(state: LockState, entry: str, action: str, locked: str, actual: str, what: str) -> LockMismatch:
-    """The error of a frozen entry that fetched ``actual`` where the lock locks ``locked``."""
-    cause = f"{what} {actual}, but the lock {state.path} locks {locked}"
-    error = LockMismatch(action, cause)
-    return with_fields(
-        error, lock=str(state.path), entry=entry, locked=locked, actual=actual, transient=False
+def _ways_out(key: str) -> str:
+    """The two ways out of bytes that are not the locked ones (as pip's ``--require-hashes`` gives them)."""
+    return (
+        f"if the source was changed on purpose, rerun with -update-lock={key}; if not, examine the source "
+        "before trusting it: what was locked is not what it serves now"
     )
 
 
-def as_lock_mismatch(error: PreparerError, steps: Sequence[Fetch], state: LockState) -> PreparerError:
-    """``error`` of fetching ``steps``, said as the lock's when it is a frozen entry's digest mismatch (its pin
-    is the lock's, not one written in the uri); other errors as they are."""
-    if isinstance(error, FetchErrors):
-        errors = tuple(as_lock_mismatch(e, steps, state) for e in error.errors)
-        return error if errors == error.errors else FetchErrors(errors)
-    digests = getattr(error, "digests", None)
-    if state.mode != "frozen" or digests is None or isinstance(error, LockMismatch):
-        return error
-    from preparer.fetch.locator import redact  # deferred, as everywhere a uri is shown
+def the_lock(lock: Path) -> str:
+    """The lock as messages name it: ``the lock file F``, or ``the lock Inputs.lock_data`` for one given as bytes."""
+    return f"the lock {lock}" if lock == LOCK_DATA_NAME else f"the lock file {lock}"
 
-    source = getattr(error, "source", None)
-    for step in steps:
-        if step.pinned is not None and redact(step.entry.uri or step.entry.id or "") == source:
-            expected, got = digests
-            key = step.entry.key
-            found = mismatch(state, key, f"fetch {key} ({source})", expected, got, "its bytes are")
-            return with_fields(found, source=source, url=getattr(error, "url", None))
-    return error
+
+def mismatch(
+    lock: Path, entry: str, action: str, locked: str, actual: str, what: str, written: str | None = None
+) -> LockMismatch:
+    """The error of a frozen entry (or one an update keeps) that fetched ``actual`` where ``lock`` locks
+    ``locked``: ``what`` says what ``actual`` is (``its bytes are``), ``written`` the entry as written."""
+    spot = f" ({written})" if written else ""
+    cause = f"{what} {actual}, but {the_lock(lock)} locks {locked} for {entry}{spot}: {_ways_out(entry)}"
+    error = LockMismatch(action, cause)
+    return with_fields(error, lock=str(lock), entry=entry, locked=locked, actual=actual, transient=False)
+
+
+def locked_failure(step: Fetch, error: FetchError) -> FetchError:
+    """``error`` from fetching a frozen step, said as the lock's decision when the lock decided it: bytes that are
+    not the locked digest (a :class:`~preparer.errors.DigestMismatch` of the locked pin becomes a
+    :class:`~preparer.errors.LockMismatch`, from its ``expected`` and ``got``), a locked image the registry no
+    longer has. Other errors are returned as they are."""
+    from preparer.errors import DigestMismatch, NotFoundError
+    from preparer.fetch.locator import HttpLocator, ImageLocator  # deferred, as above
+
+    lock, pinned, key = step.locked_in, step.pinned, step.entry.key
+    if lock is None or pinned is None:
+        return error
+    written = shown(written_of(step.entry))
+    failed: FetchError
+    if isinstance(pinned, HttpLocator) and isinstance(error, DigestMismatch):
+        if error.expected != f"sha256:{pinned.sha256}":
+            return error
+        action = f"fetch {key} ({pinned.shown})"
+        failed = mismatch(lock, key, action, error.expected, error.got, "the download is", written)
+    elif isinstance(pinned, ImageLocator) and isinstance(error, NotFoundError):
+        failed = NotFoundError(
+            f"fetch {key} ({written})",
+            f"{the_lock(lock)} locks it to {pinned.reference}, which the registry no longer has "
+            f"({error.cause}): to lock what {written} names now, rerun with -update-lock={key}",
+        )
+    else:
+        return error
+    failed.source, failed.url, failed.status = error.source, error.url, error.status
+    return failed
 
 
 def resolved(steps: Sequence[Step], results: Mapping[int, Fetched]) -> tuple[Locked, ...]:
     """What each entry resolved to in this run, as the lock keeps it."""
     return tuple(_resolved(step, results.get(id(step))) for step in steps)
+
+
+def updated(
+    state: LockState | None, steps: Sequence[Step], results: Mapping[int, Fetched]
+) -> tuple[Locked, ...]:
+    """The entries of the lock a run writes: those an update keeps exactly as they were locked, the others as
+    they resolved in this run (``results``, by the ``id`` of their step)."""
+    before = {e.entry: e for e in state.entries or ()} if state is not None else {}
+    kept = state.kept if state is not None else frozenset()
+    return tuple(
+        before[s.entry.key] if s.entry.key in kept else _resolved(s, results.get(id(s))) for s in steps
+    )
 
 
 def _resolved(step: Step, result: Fetched | None) -> Locked:
@@ -259,5 +359,8 @@ __all__ = [
     "describe_locked",
     "freeze",
     "lock_changes",
+    "locked_failure",
     "resolved",
+    "update",
+    "updated",
 ]

@@ -16,19 +16,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from preparer import interrupt
+from preparer._fs import full_disk, no_space
 from preparer._logger import log, named_run
 from preparer.appfilter import Removal, plan_removal
 from preparer.apply import apply_plan, check_present
 from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
-from preparer.errors import Cancelled, InvalidInputsError, PreparerError, UnexpectedError
+from preparer.errors import (
+    Cancelled,
+    InvalidInputsError,
+    NoSpaceError,
+    PreparerError,
+    UnexpectedError,
+    with_fields,
+)
 from preparer.files._toml import load_toml_text
 from preparer.files.buildpack import installed_versions, similar_installed
 from preparer.files.order import Order, read_order
 from preparer.inputs import Inputs
 from preparer.interrupt import Cancel, Interrupted
 from preparer.metadata import MetadataWrite, describe_metadata, plan_metadata
-from preparer.plan import NotInstalled, Plan, Present, Step, make_plan
+from preparer.plan import Fetch, NotInstalled, Plan, Present, Step, make_plan
 from preparer.report import EnvRecord, LockRecord, MetadataRecord, Report, unapplied_message, write_report
 
 if TYPE_CHECKING:
@@ -111,6 +119,11 @@ def typed(function: Callable[P, R]) -> Callable[P, R]:
         except interrupt.Stopped as stopped:  # the run's handle, or its deadline
             raise stopped.error from None
         except Exception as err:
+            full = full_disk(err)
+            if full is not None:  # a write that no edge named: its file's directory is
+                where = str(Path(full.filename).parent) if isinstance(full.filename, str) else None
+                cause = no_space(full, "the directory", where) if where else "no space left on device"
+                raise with_fields(NoSpaceError("prepare", cause), directory=where) from err
             raise UnexpectedError(
                 "prepare", f"an error the preparer does not foresee ({err or 'no words'})"
             ) from err
@@ -159,7 +172,14 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
     try:
         plan = plan_run(inputs)
         if inputs.dry_run:
-            log.info("Dry run: nothing is fetched, written or removed")
+            updating = plan.lock is not None and plan.lock.mode == "update"
+            if updating:
+                log.info(
+                    "Dry run: nothing is installed, written or removed; -update-lock fetches the entries it "
+                    "resolves again (into a temporary directory and the download cache), to say what would change"
+                )
+            else:
+                log.info("Dry run: nothing is fetched, written or removed")
             for line in describe_plan(plan, inputs):
                 log.info("%s", line)
             report = replace(_report(plan, inputs), lock=_dry_lock(plan, inputs, progress))
@@ -176,8 +196,8 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
 
 
 def _dry_lock(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> LockRecord | None:
-    """A dry run's lock: the one it is frozen to; with ``-update-lock``, every entry resolved again (into staging
-    and the download cache, as a run fetches), and what the lock would change said, a line per entry, and
+    """A dry run's lock: the one it is frozen to; with ``-update-lock``, the entries it moves resolved again (into
+    staging and the download cache, as a run fetches), and what the lock would change said, a line per entry, and
     returned; nothing else is written. A lock that would be written for the first time is not resolved."""
     state = plan.lock
     if state is None:
@@ -193,6 +213,9 @@ def _dry_lock(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> 
         return LockRecord(shown, "not written")
     from preparer.apply import resolve_plan  # deferred: a dry run fetches only to update a lock
 
+    for step in plan.steps:
+        if step.entry.key not in state.kept and not isinstance(step, Present):
+            log.info("Fetching %s (%s) to resolve it again", step.entry.key, source_of(step))
     entries = resolve_plan(plan, inputs, progress)
     lines = changes(state.entries, entries)
     log.info("The lock file %s would %s", state.path, "change:" if lines else "not change")
@@ -326,12 +349,16 @@ def _plan_run(inputs: Inputs) -> Plan:
     # Before anything in <app> changes: excluding .git must not lose what it says.
     metadata, metadata_warnings = plan_metadata(descriptor, inputs.app_dir, inputs.project_metadata_path)
     interrupt.check()
+    unused = _unused_lock(inputs)
+    if unused is not None:
+        metadata_warnings.append(unused)
     for warning in metadata_warnings:
         log.warning("%s", warning)
     warnings += metadata_warnings
     removal = None
     if config.include is not None or config.exclude is not None:
-        removal = plan_removal(inputs.app_dir, config.include, config.exclude, descriptor.path)
+        keep = (descriptor.path, lock_path(inputs))  # as buildpacks read the one, the run reads the other
+        removal = plan_removal(inputs.app_dir, config.include, config.exclude, *keep)
         interrupt.check()
     plan = replace(_make_plan(inputs, config, descriptor, removal, warnings), project_metadata=metadata)
     for warning in plan.warnings[len(warnings) :]:
@@ -349,7 +376,13 @@ def _fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
     """The SHA-256 of each file a plan is made from (``None``: it does not exist, or is not a file)."""
     import hashlib  # deferred: only plans are fingerprinted
 
-    paths = (inputs.descriptor_path, inputs.platform_config, inputs.policy, inputs.lock, inputs.order_path)
+    paths = (
+        inputs.descriptor_path,
+        inputs.platform_config,
+        inputs.policy,
+        lock_path(inputs),
+        inputs.order_path,
+    )
     found = []
     for path in paths:
         if path is None:
@@ -375,7 +408,8 @@ def _check_not_stale(plan: Plan, inputs: Inputs) -> None:
                if digest != now]  # fmt: skip
     if not changed and plan.removal is not None:
         config = plan.config
-        now_removed = plan_removal(inputs.app_dir, config.include, config.exclude, plan.descriptor_path)
+        keep = (plan.descriptor_path, lock_path(inputs))  # as _plan_run keeps them
+        now_removed = plan_removal(inputs.app_dir, config.include, config.exclude, *keep)
         if (now_removed.files, now_removed.dirs) != (plan.removal.files, plan.removal.dirs):
             changed.append(f"the files of {inputs.app_dir} that {config.filter_key} selects")
     if changed:
@@ -398,7 +432,7 @@ def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
         from preparer.fetch.oci.hosts import load_hosts_dir  # deferred: only runs with mirrors read them
 
         plan = replace(plan, registry_hosts=load_hosts_dir(inputs.registry_hosts_dir))
-    if inputs.lock is not None or inputs.lock_data is not None:
+    if inputs.lock is not None or inputs.lock_data is not None or inputs.require_lock:
         plan = _locked(plan, inputs)
     check_present([s for s in plan.steps if isinstance(s, Present)], inputs.buildpacks_dir)
     _check_outputs(plan, inputs)
@@ -418,37 +452,100 @@ def _policy(inputs: Inputs) -> Policy:
     return given
 
 
+def lock_path(inputs: Inputs) -> Path | None:
+    """The lock file the run reads or writes: ``-lock``, else, when a lock is required, ``<app>/preparer.lock``;
+    ``None`` without one, or with a lock given as bytes (``Inputs.lock_data``: none on disk)."""
+    from preparer.files.lockfile import DEFAULT_LOCK_NAME  # deferred: only runs with a lock read one
+
+    if inputs.lock is not None:
+        return inputs.lock
+    if inputs.lock_data is not None:
+        return None
+    return inputs.app_dir / DEFAULT_LOCK_NAME if inputs.require_lock else None
+
+
+def _unused_lock(inputs: Inputs) -> str | None:
+    """The warning for a lock at the documented place that this run does not use (no ``-lock``), or ``None``. A
+    run given its lock as bytes (``Inputs.lock_data``) uses that one: it says nothing of a file."""
+    if inputs.lock is not None or inputs.lock_data is not None or inputs.require_lock:
+        return None
+    unused = inputs.app_dir / "preparer.lock"  # lockfile.DEFAULT_LOCK_NAME, without importing the module
+    if not unused.is_file():
+        return None
+    return (
+        f"{unused} is not used: this run is not frozen to it, since -lock is not given; to install what it "
+        f"locks, add -lock {unused} (CNB_PREPARER_LOCK)"
+    )
+
+
+def _no_lock(path: Path, in_memory: bool) -> InvalidInputsError:
+    """The error of a run that requires a lock (``-require-lock``) and has none: no file at ``path``, or an
+    empty ``Inputs.lock_data``."""
+    if in_memory:
+        error = InvalidInputsError(
+            "apply lock",
+            "Inputs.lock_data is empty (no lock yet), and the platform requires a lock (Inputs.require_lock): "
+            "nothing is resolved without one. Make it with a run without require_lock (Report.lock.data) and "
+            "keep it",
+        )
+        return with_fields(error, field="lock_data")
+    error = InvalidInputsError(
+        "apply lock file",
+        f"{path} does not exist, and the platform requires a lock (-require-lock, CNB_PREPARER_REQUIRE_LOCK): "
+        f"nothing is resolved without one. Write it with a run of your own (-lock {path.name}, without "
+        "-require-lock) and commit it with the app",
+    )
+    return with_fields(error, field="lock")
+
+
 def _locked(plan: Plan, inputs: Inputs) -> Plan:
     """``plan`` with its lock: frozen to it when the file exists (and ``-update-lock`` is not given), else with
-    the lock to write after the run (and, to update, what it locked before). A lock given as bytes
-    (``Inputs.lock_data``) is read the same way; ``b""`` is a lock that does not exist yet."""
+    the lock to write after the run (and, to update, what it locked before and the entries it keeps). A lock
+    given as bytes (``Inputs.lock_data``) is read the same way; ``b""`` is a lock that does not exist yet."""
     from preparer.files.lockfile import (  # deferred: only runs with a lock read one
         LOCK_DATA_NAME,
         LockState,
+        NewerLockError,
         parse_lock,
         read_lock,
     )
-    from preparer.lock import freeze
+    from preparer.lock import freeze, update
 
     in_memory = inputs.lock_data is not None
-    path = LOCK_DATA_NAME if inputs.lock is None else inputs.lock
     data = inputs.lock_data
+    path = LOCK_DATA_NAME if in_memory else lock_path(inputs)
+    assert path is not None
     if (not data) if in_memory else not path.exists():
+        if inputs.require_lock:
+            raise _no_lock(path, in_memory)
         mode: Literal["update", "write"] = "update" if inputs.update_lock else "write"
         return replace(plan, lock=LockState(path, None, mode, in_memory))
 
     def read() -> tuple[Locked, ...]:
-        return parse_lock(data, path) if data is not None else read_lock(path)
+        return parse_lock(data, str(path)) if data is not None else read_lock(path)
+
+    def versions_of(bp_id: str) -> list[str]:
+        return installed_versions(inputs.buildpacks_dir, bp_id)
 
     if inputs.update_lock:
         try:
             before: tuple[Locked, ...] | None = read()
-        except PreparerError as err:  # rewritten anyway: what it locked is only shown
-            log.warning("the lock file %s is rewritten: %s", path, err.cause)
+        except NewerLockError:
+            raise  # never rewritten in the old format
+        except PreparerError as err:  # rewritten anyway: every entry is resolved again
+            log.warning("the lock file %s is rewritten, every entry resolved again: %s", path, err.cause)
             before = None
-        return replace(plan, lock=LockState(path, before, "update", in_memory, data))
+        updating = update(plan, path, before, inputs.update_lock_names, versions_of)
+        if updating.lock is not None:
+            updating = replace(updating, lock=replace(updating.lock, in_memory=in_memory, data=data))
+        if before is not None and updating.lock is not None:
+            log.info(
+                "Updating the lock file %s: %d entries kept as locked, %d resolved again",
+                path, len(updating.lock.kept), len(plan.steps) - len(updating.lock.kept),
+            )  # fmt: skip
+        return updating
     entries = read()
-    frozen = freeze(plan, path, entries, lambda bp_id: installed_versions(inputs.buildpacks_dir, bp_id))
+    frozen = freeze(plan, path, entries, versions_of)
     log.info("Frozen to the lock file %s (%d entries)", path, len(entries))
     return replace(frozen, lock=LockState(path, entries, "frozen", in_memory, data))
 
@@ -472,6 +569,25 @@ def _check_outputs(plan: Plan, inputs: Inputs) -> None:
         problem = None if path is None else _unwritable(path)
         if problem is not None:
             raise InvalidInputsError("resolve inputs", f"{flag} {path}: {problem}")
+    if any(isinstance(step, Fetch) for step in plan.steps):
+        problem = _unwritable_dir(inputs.buildpacks_dir)
+        if problem is not None:
+            raise InvalidInputsError(
+                "resolve inputs",
+                f"-buildpacks {inputs.buildpacks_dir}: {problem}, and the buildpacks the run fetches are "
+                "installed there",
+            )
+
+
+def _unwritable_dir(directory: Path) -> str | None:
+    """Why files cannot be made in ``directory`` (or, when it is missing, in the directory it would be made in),
+    or ``None``."""
+    existing = next(p for p in (directory, *directory.parents) if p.exists() or p == p.parent)
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} cannot be written"
+    return None
 
 
 def _unwritable(path: Path) -> str | None:

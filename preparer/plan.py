@@ -52,6 +52,8 @@ class Fetch:
     entry: GroupEntry
     locator: Locator
     pinned: Locator | None = None
+    #: The lock file ``pinned`` comes from: a failure to fetch it says that the lock decided it.
+    locked_in: Path | None = None
 
 
 Step = Present | Fetch

@@ -213,6 +213,12 @@ def _fetch(step: Fetch, ctx: FetchContext, downloads: EntryDownloads | None) -> 
                 err.source = redact(step.entry.uri or step.entry.id or "")
             if err.url is None and isinstance(step.locator, HttpLocator):
                 err.url = step.locator.target.shown
+            if step.locked_in is not None:
+                from preparer.lock import locked_failure  # deferred: only frozen runs fetch what a lock pins
+
+                said = locked_failure(step, err)
+                if said is not err:
+                    raise said from err
         raise
 
 

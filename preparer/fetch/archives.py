@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 from preparer import interrupt
-from preparer._fs import temp_file
+from preparer._fs import full_disk, no_space, temp_file
 from preparer._record import record
-from preparer.errors import FetchError
+from preparer.errors import FetchError, NoSpaceError, with_fields
 from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache, KnownTree
 from preparer.fetch.guard import LimitExceeded
 from preparer.fetch.sink import Sink
@@ -128,6 +128,14 @@ class _Answer:
         if self._error is not None:
             raise self._error
         return self._value
+
+
+class CacheFull(Exception):
+    """The download cache's file system is full (or the quota on it used up): the download goes on without it."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class NotShared(Exception):
@@ -274,6 +282,12 @@ class ArchiveWay:
             known = self._known(self.locator.url)
             try:
                 return self._retrying(lambda: self._tree_attempt(unpacker, local, known))
+            except CacheFull as full:  # the cache's disk: a cache that cannot be used is not used
+                self.sink.warn(
+                    f"{no_space(full.error, 'the download cache', local.root)}: {self.source} is downloaded "
+                    "without it"
+                )
+                return self._retrying(lambda: self._tree_attempt(unpacker, None, None))
             except Unreachable as err:
                 stand_in = self._installed(local, known.tree) if known is not None else None
                 if stand_in is None:
@@ -296,9 +310,21 @@ class ArchiveWay:
             response.close()
             again = self._unchanged(local, known)
             return again if again is not None else self._tree_attempt(unpacker, local, None)
-        dest = local.new_tree() if local is not None else new_root(self.sink.staging, "http-")
+        try:
+            dest = local.new_tree() if local is not None else new_root(self.sink.staging, "http-")
+        except OSError as err:
+            response.close()
+            full = self._full(err, local)
+            if full is None:
+                raise
+            raise full from err
         try:
             return self._receive_tree(unpacker, local, dest, response, shared)
+        except (FetchError, OSError) as err:
+            full = self._full(err, local)
+            if full is None:
+                raise
+            raise full from err
         finally:
             # A tree that is neither the result nor in the cache (a failure, or handed over) is removed.
             if local is not None and dest.exists():
@@ -338,8 +364,13 @@ class ArchiveWay:
         if local is None:
             return Archive(dest, digest)
         written = None if outcome.records is None else KnownTree(outcome.records, outcome.dirs, outcome.links)
-        tree = local.add_tree(dest, digest, written)
-        local.put_http_meta(self.locator.url, validators | {"digest": digest})
+        try:
+            tree = local.add_tree(dest, digest, written)
+            local.put_http_meta(self.locator.url, validators | {"digest": digest})
+        except OSError as err:
+            if full_disk(err) is None:
+                raise
+            raise CacheFull(err) from err
         found = self._installed(local, tree, via=None)
         if found is None:
             raise FetchError(self.origin.action, "the download cache did not keep what was just put in it")
@@ -361,6 +392,9 @@ class ArchiveWay:
             install_cached(tree, root, link=self.link, guard=self.sink.guard)
         except (CacheMismatch, OSError) as err:
             shutil.rmtree(root, ignore_errors=True)
+            full = self._full(err, None)
+            if full is not None:  # staging's disk is full, not the copy damaged: it is kept
+                raise full from err
             local.discard_tree(tree.digest)
             self.sink.warn(
                 f"the download cache's copy of {self.source} was removed: {err}; downloading it again"
@@ -504,7 +538,7 @@ class ArchiveWay:
         """What ``receive`` makes of the fleet's blob; ``None``: the origin is to be used."""
         try:
             found = receive()
-        except NotShared:
+        except (NotShared, CacheFull):  # a full cache: the origin's download says so, and goes on without it
             return None
         except LimitExceeded:
             raise
@@ -512,6 +546,20 @@ class ArchiveWay:
             self.sink.warn(f"the download cache repository's copy of {self.source} is not used: {err.cause}")
             return None
         return found
+
+    def _full(self, err: BaseException, local: DownloadCache | None) -> Exception | None:
+        """What a full disk met while writing a download is: the cache's (:class:`CacheFull`, when the tree was
+        written there) or staging's (:class:`~preparer.errors.NoSpaceError`); ``None`` for any other error."""
+        full = full_disk(err)
+        if full is None or isinstance(err, (CacheFull, NoSpaceError)):
+            return None
+        if local is not None:
+            return CacheFull(full)
+        place, directory = self.sink.staging_place()
+        return with_fields(
+            NoSpaceError(f"install {self.source}", no_space(full, place, directory)),
+            place=place, directory=str(directory),
+        )  # fmt: skip
 
     def _retrying(self, attempt: Callable[[], T]) -> T:
         return self.origin.transport.retrying(self.origin.action, attempt)

@@ -33,3 +33,9 @@ class Sink:
     warn: Callable[[str], None] = log_warning
     #: The platform policy's limits and decisions for this fetch (``None``: no policy).
     guard: Guard | None = None
+
+    def staging_place(self) -> tuple[str, Path]:
+        """Where staging is, as a full disk names it: ``<buildpacks>``, beside which it is made (hidden), or
+        ``staging`` (``$TMPDIR``, when ``<buildpacks>`` cannot be written); and that directory."""
+        hidden = self.staging.name.startswith(".")
+        return ("<buildpacks>" if hidden else "staging"), self.staging.parent

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from preparer import interrupt
-from preparer.errors import FetchError, with_fields
+from preparer.errors import DigestMismatch, FetchError
 from preparer.fetch.failures import Where, closed_early, failure
 from preparer.fetch.transport import Deadline
 
@@ -62,9 +62,9 @@ def verify_digest(got: str, expected: str, action: str, mismatch: str | None = N
     """
     if got != expected:
         template = mismatch or "digest mismatch: expected {expected}, got {got}"
-        error = FetchError(action, template.format(expected=expected, got=got))
-        # Kept for a caller that knows where ``expected`` came from (a lock: preparer.lock.as_lock_mismatch).
-        raise with_fields(error, digests=(expected, got))
+        error = DigestMismatch(action, template.format(expected=expected, got=got))
+        error.expected, error.got = expected, got
+        raise error
 
 
 def verify_file(path: Path, digest: str) -> bool:

@@ -14,9 +14,9 @@ from typing import Any
 
 import tomli
 
-from preparer._fs import make_dirs, open_dir, open_subdir
+from preparer._fs import full_disk, make_dirs, no_space, open_dir, open_subdir
 from preparer._types import TOMLTable
-from preparer.errors import ApplyError, DescriptorError, PreparerError, with_fields
+from preparer.errors import ApplyError, DescriptorError, NoSpaceError, PreparerError, with_fields
 
 _COUNTER = itertools.count()
 
@@ -228,7 +228,9 @@ class PendingWrites:
     a link (:mod:`preparer._fs`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, places: tuple[tuple[str, Path], ...] = ()) -> None:
+        #: The platform's directories by role (``("<layers>", path)``...), as a full disk names them.
+        self.places = places
         #: ``(directory descriptor, temporary name, final name, final path)`` of each file written.
         self.files: list[tuple[int, str, str, Path]] = []
         self.fds: list[int] = []
@@ -261,7 +263,7 @@ class PendingWrites:
                 if made:
                     self.created.append((self.dirs[current.parent], name))
         except OSError as err:
-            raise ApplyError(f"create {current}", err.strerror or err) from err
+            raise self._failed(f"create {current}", err, current) from err
         _sweep_pending(fd)
         return path
 
@@ -271,7 +273,7 @@ class PendingWrites:
         try:
             fd, tmp = _locked_temp(directory, path.name)
         except OSError as err:
-            raise ApplyError(f"write {path}", err.strerror or err) from err
+            raise self._failed(f"write {path}", err, path.parent) from err
         self.files.append((directory, tmp, path.name, path))
         self.fds.append(fd)
         try:
@@ -280,9 +282,21 @@ class PendingWrites:
                 view = view[os.write(fd, view) :]
             os.fchmod(fd, mode)
         except OSError as err:
-            raise ApplyError(f"write {path}", err.strerror or err) from err
+            raise self._failed(f"write {path}", err, path.parent) from err
         if owner is not None:
             _give(fd, path, owner)
+
+    def _failed(self, action: str, err: OSError, directory: Path) -> ApplyError | NoSpaceError:
+        """The error of a write in ``directory`` that failed: a full disk names the directory the platform gave."""
+        if full_disk(err) is None:
+            return ApplyError(action, err.strerror or err)
+        place, where = next(
+            ((name, base) for name, base in self.places if directory == base or base in directory.parents),
+            ("the directory", directory),
+        )
+        return with_fields(
+            NoSpaceError(action, no_space(err, place, where)), place=place, directory=str(where)
+        )
 
     def commit(self) -> None:
         """Rename every file into place."""
@@ -290,7 +304,7 @@ class PendingWrites:
             try:
                 os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
             except OSError as err:
-                raise ApplyError(f"write {path}", err.strerror or err) from err
+                raise self._failed(f"write {path}", err, path.parent) from err
         self.files, self.created = [], []
         self._close()
 

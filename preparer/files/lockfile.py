@@ -6,16 +6,20 @@ What a lock does to a run (freezing it, checking what was fetched) is :mod:`prep
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from preparer._record import record
 from preparer.config import GroupEntry
-from preparer.errors import DescriptorError, with_fields
+from preparer.errors import DescriptorError, PreparerError, with_fields
 from preparer.files.locked import Locked
 
 LOCK_VERSION = 1
+#: Where a lock is looked for when no ``-lock`` is given: the documented place, ``<app>/preparer.lock``. A run
+#: without ``-lock`` warns when a file is there (it is not used); ``-require-lock`` reads it.
+DEFAULT_LOCK_NAME = "preparer.lock"
 #: A lock is a few hundred bytes per entry; a larger file is refused unread.
 MAX_LOCK_BYTES = 1 << 20
 SOURCES = ("builder", "path", "http", "image", "registry", "inline")
@@ -31,7 +35,11 @@ class LockState:
     """The lock of a run: its file, the entries read from it (``None``: there was none), and what the run does
     with it: ``frozen`` to it, ``write`` it (there was none), ``update`` it (``-update-lock``). A lock given as
     bytes (``Inputs.lock_data``) is ``in_memory``: ``path`` only names it, and nothing is written to disk; the
-    report carries the lock instead."""
+    report carries the lock instead.
+
+    ``kept`` are the keys of the entries an update keeps exactly as locked (the run is frozen to them, and they
+    are written back unchanged); the others are resolved again.
+    """
 
     path: Path
     entries: tuple[Locked, ...] | None
@@ -39,10 +47,16 @@ class LockState:
     in_memory: bool = False
     #: The bytes the lock was read from, when it was.
     data: bytes | None = None
+    kept: frozenset[str] = frozenset()
 
 
 #: How a lock given as bytes is named in messages.
 LOCK_DATA_NAME = Path("Inputs.lock_data")
+
+
+class NewerLockError(DescriptorError):
+    """A lock written by a newer preparer (its ``lock-version`` is higher than this one reads): never rewritten in
+    the old format, even with ``-update-lock``."""
 
 
 def written_of(entry: GroupEntry) -> dict[str, str]:
@@ -68,62 +82,132 @@ def shown(written: Mapping[str, str]) -> str:
 
 
 def read_lock(path: Path) -> tuple[Locked, ...]:
-    """The entries of the lock at ``path``.
+    """The entries of the lock file at ``path``: its bytes read, then :func:`parse_lock`.
 
-    :raises DescriptorError: not TOML, an unknown ``lock-version``, a missing or malformed key (exit 3), naming the
-        file, line and key.
+    :raises DescriptorError: as :func:`parse_lock`, or a file that cannot be read (exit 3).
     """
-    from preparer.files._toml import load_toml_text  # deferred: only runs with a lock read one
+    from preparer.files._toml import read_regular  # deferred: only runs with a lock read one
 
-    doc, text = load_toml_text(path, "lock file", limit=MAX_LOCK_BYTES)
-    return _entries(doc, text, path)
+    try:
+        data = read_regular(path, MAX_LOCK_BYTES)
+    except FileNotFoundError:
+        raise _read_error(path, f"{path} does not exist") from None
+    except IsADirectoryError:
+        raise _read_error(path, f"{path} is a directory") from None
+    except OSError as err:
+        raise _read_error(path, f"{path}: {err.strerror or err}") from err
+    except ValueError as why:
+        raise _read_error(path, f"{path}: {why}") from why
+    return parse_lock(data, str(path))
 
 
-def parse_lock(data: bytes, name: Path) -> tuple[Locked, ...]:
-    """The entries of the lock whose bytes are ``data`` (``Inputs.lock_data``), read as a lock file is; ``name``
-    names it in messages.
+def _read_error(path: Path, cause: str) -> DescriptorError:
+    return with_fields(DescriptorError("read lock file", cause), path=str(path))
 
-    :raises DescriptorError: as :func:`read_lock`.
+
+def parse_lock(data: bytes, name: str) -> tuple[Locked, ...]:
+    """The entries of a lock file, from its bytes; ``name`` names it in messages (its path, as the user knows it).
+
+    Everything a hand edit can break is refused here, before any request: git's conflict markers, a
+    ``lock-version`` this preparer does not read, unknown keys, an id or version that cannot be one, a digest that
+    is not one, the same entry twice.
+
+    :raises NewerLockError: a lock written by a newer preparer (exit 3, advising to upgrade).
+    :raises DescriptorError: anything else that is not a lock this preparer wrote (exit 3), naming the file, line
+        and key.
     """
-    from preparer.files._toml import decode_toml, parse_toml  # deferred, as read_lock's
+    from preparer.files._positions import key_positions  # deferred: only runs with a lock read one
+    from preparer.files._toml import decode_toml, parse_toml
 
-    def fail(verb: str, cause: str) -> DescriptorError:
-        return with_fields(DescriptorError(f"{verb} lock file", cause), path=str(name))
+    def failed(verb: str, cause: str) -> PreparerError:
+        return with_fields(DescriptorError(f"{verb} lock file", cause), path=name)
 
     where = f"{name}: "
-    if len(data) > MAX_LOCK_BYTES:
-        raise fail("read", f"{where}larger than {MAX_LOCK_BYTES} bytes")
-    text = decode_toml(data, fail, where)
-    return _entries(parse_toml(text, fail, where), text, name)
-
-
-def _entries(doc: Mapping[str, Any], text: str, path: Path) -> tuple[Locked, ...]:
-    from preparer.files._positions import key_positions  # deferred, as read_lock's
-
+    if len(data) > MAX_LOCK_BYTES:  # read_lock reads no more; bytes given (Inputs.lock_data) are checked here
+        raise failed("read", f"{where}larger than {MAX_LOCK_BYTES} bytes")
+    text = decode_toml(data, failed, where)
+    _check_conflicts(text, name)
+    doc = parse_toml(text, failed, where)
     positions = key_positions(text)
 
-    def fail(at: tuple[str | int, ...], problem: str) -> DescriptorError:
+    def fail(
+        at: tuple[str | int, ...], problem: str, advice: str = "rerun with -update-lock"
+    ) -> DescriptorError:
         key = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in at).lstrip(".")
         line = positions.get(at, (None, None))[0]
-        where = f" (line {line})" if line else ""
-        error = DescriptorError(f"read lock file {path}", f"{key}{where}: {problem}; rerun with -update-lock")
-        return with_fields(error, path=str(path), key=key, line=line)
+        spot = f" (line {line})" if line else ""
+        error = DescriptorError(f"read lock file {name}", f"{key}{spot}: {problem}; {advice}")
+        return with_fields(error, path=name, key=key, line=line)
 
-    version = doc.get("lock-version")
-    if version is None:
-        raise fail(
-            ("lock-version",),
-            f"missing: not a lock file the preparer wrote (it writes lock-version = {LOCK_VERSION})",
-        )
-    if version != LOCK_VERSION:
-        raise fail(("lock-version",), f"unknown version {version!r} (this preparer reads {LOCK_VERSION})")
+    _check_version(doc.get("lock-version"), fail)
     unknown = sorted(set(doc) - {"lock-version", "buildpack"})
     if unknown:
         raise fail((unknown[0],), "unknown key")
     tables = doc.get("buildpack", [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         raise fail(("buildpack",), "must be an array of tables ([[buildpack]])")
-    return tuple(_locked(table, ("buildpack", n), fail) for n, table in enumerate(tables))
+    entries = tuple(_locked(table, ("buildpack", n), fail) for n, table in enumerate(tables))
+    first: dict[str, int] = {}
+    for n, e in enumerate(entries):
+        if e.entry in first:
+            again = positions.get(("buildpack", first[e.entry], "entry"), (None, None))[0]
+            twice = (
+                f"{e.entry} is locked twice (first at line {again or '?'}): a lock has one table per entry"
+            )
+            raise fail(("buildpack", n, "entry"), twice)
+        first[e.entry] = n
+    return entries
+
+
+def _check_conflicts(text: str, name: str) -> None:
+    """:raises DescriptorError: ``text`` holds a git conflict marker: it is named as such, with the way out."""
+    marker = _conflict_marker(text)
+    if marker is None:
+        return
+    line, sign = marker
+    error = DescriptorError(
+        f"read lock file {name}",
+        f"line {line}: a git merge conflict marker ({sign}): the lock was merged with a conflict. Take either "
+        f"side (git checkout --theirs {name}), then rerun with -update-lock: it resolves again only the entries "
+        "the project changed",
+    )
+    raise with_fields(error, path=name, line=line)
+
+
+def _check_version(version: object, fail: Callable[..., DescriptorError]) -> None:
+    """:raises NewerLockError: ``version`` is higher than this preparer reads; DescriptorError: not one it reads."""
+    if version is None:
+        raise fail(
+            ("lock-version",),
+            f"missing: not a lock file the preparer wrote (it writes lock-version = {LOCK_VERSION})",
+        )
+    if isinstance(version, int) and not isinstance(version, bool) and version > LOCK_VERSION:
+        newer = fail(
+            ("lock-version",),
+            f"{version} is newer than this preparer reads ({LOCK_VERSION}): the lock was written by a newer "
+            "preparer",
+            "upgrade the preparer (rewriting the lock in the old format would lose what it records)",
+        )
+        raise with_fields(NewerLockError(newer.action, newer.cause), **_fields_of(newer))
+    if version != LOCK_VERSION:
+        raise fail(("lock-version",), f"unknown version {version!r} (this preparer reads {LOCK_VERSION})")
+
+
+def _fields_of(error: DescriptorError) -> dict[str, object]:
+    return {"path": error.path, "key": error.key, "line": error.line}
+
+
+#: The lines git writes around a conflict (``merge.conflictStyle`` diff3 and zdiff3 add ``|||||||``).
+_MARKERS = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")
+
+
+def _conflict_marker(text: str) -> tuple[int, str] | None:
+    """The line and the marker of the first git conflict marker in ``text``, or ``None``."""
+    for number, line in enumerate(text.splitlines(), 1):
+        for sign in _MARKERS:
+            if line.startswith(sign) and (len(line) == len(sign) or line[len(sign)] in " \t"):
+                return number, sign
+    return None
 
 
 def _locked(
@@ -144,6 +228,17 @@ def _locked(
     written = table.get("written", {})
     if not isinstance(written, dict) or not all(isinstance(v, str) for v in written.values()):
         raise fail((*at, "written"), "must be a table of strings")
+    from preparer.files.buildpack import check_id, version_problem  # deferred, as in parse_lock
+
+    if not _ENTRY.fullmatch(table["entry"]):
+        raise fail(
+            (*at, "entry"), "must name an entry as io.buildpacks.group[0] (or pre.group, post.group) does"
+        )
+    if not check_id(table["id"]):
+        raise fail((*at, "id"), f"{table['id'][:80]!r} is not a buildpack id")
+    problem = version_problem(table["version"])
+    if problem is not None:
+        raise fail((*at, "version"), problem[:120])
     source = table["source"]
     if source not in SOURCES:
         raise fail((*at, "source"), f"unknown source '{source[:40]}' (one of {', '.join(SOURCES)})")
@@ -159,6 +254,10 @@ def _locked(
     if index is not None and (source not in ("image", "registry") or not _is_digest(index)):
         raise fail((*at, "index"), "must be sha256:<64 hex digits>, for an image or registry buildpack")
     return Locked(table["entry"], dict(written), table["id"], table["version"], source, pinned, digest, index)
+
+
+#: The key of an entry in the effective configuration, as the lock names it.
+_ENTRY = re.compile(r"io\.buildpacks\.(?:pre\.|post\.)?group\[(?:0|[1-9][0-9]{0,5})\]")
 
 
 def _is_digest(value: str) -> bool:

@@ -94,16 +94,45 @@ def load_key(path: Path) -> PublicKey:
     return parse_key(data, str(path))
 
 
-def parse_key(data: bytes, name: str) -> PublicKey:
-    """The public key whose PEM bytes are ``data`` (``name`` names it, as a key file's path does).
+def parse_key(text: str | bytes, name: str) -> PublicKey:
+    """The public key in the PEM ``text``: a key file's bytes, a key given as bytes by name
+    (:func:`preparer.parse_policy`'s ``keys``), or a PEM block written in the policy itself (as
+    containers-policy.json's ``keyData``), named ``name``. Every key is read here.
 
     :raises KeyProblem: as :func:`load_key`.
     """
+    data = text.encode("utf-8", "replace") if isinstance(text, str) else text
     if len(data) > MAX_KEY_BYTES:
         raise KeyProblem(f"larger than {MAX_KEY_BYTES} bytes: not a public key")
-    der = _pem_public_key(data.decode("ascii", "replace"))
+    if isinstance(text, bytes):
+        text = data.decode("ascii", "replace")
+    der = _pem_public_key(text)
     algorithm, verify = _parse(der)
     return PublicKey(name, hashlib.sha256(der).hexdigest(), algorithm, verify)
+
+
+#: Key references cosign resolves through a service, which the preparer does not reach: the scheme and what it is.
+SERVICE_KEYS = {
+    "awskms": "an AWS KMS key",
+    "gcpkms": "a Google Cloud KMS key",
+    "azurekms": "an Azure Key Vault key",
+    "hashivault": "a HashiCorp Vault key",
+    "k8s": "a Kubernetes secret",
+}
+
+
+def service_key(written: str) -> str | None:
+    """Why the key ``written`` as a KMS or Kubernetes URI (``awskms://...``) is refused, with the way out; ``None``
+    for any other text."""
+    scheme, sep, _ = written.strip().partition("://")
+    what = SERVICE_KEYS.get(scheme.lower()) if sep else None
+    if what is None:
+        return None
+    return (
+        f"{what} ({scheme}://) is not read by the preparer, which reaches no key service: export its public key "
+        f"with `cosign public-key --key {written.strip()} > cosign.pub` and name that file, or write the PEM block "
+        "in keys"
+    )
 
 
 def _pem_public_key(text: str) -> bytes:

@@ -429,32 +429,39 @@ class _Parser:
             raise self.error(
                 key,
                 line,
-                f"{key} ({where}): keys must be a non-empty array of key files (PEM public keys)"
+                f"{key} ({where}): keys must be a non-empty array of key files (PEM public keys) or PEM blocks"
                 + ("" if optional else ", or the rule must have [[image.signed-by.identities]]"),
             )
-        # deferred: only policies that name keys
-        from preparer.policy.keys import KeyProblem, load_key, parse_key
+        from preparer.policy.keys import KeyProblem, load_key, parse_key, service_key  # deferred: keys only
 
         keys = []
-        for written in paths:
-            named = (
-                written if written in self.given_keys or written.lstrip().startswith("-----BEGIN") else None
-            )
-            path = self.resolve(written)
+        for number, written in enumerate(paths, 1):
+            refused = service_key(written)
+            if refused is not None:
+                self.problems.append(
+                    self.error(key, line, f"{key} ({where}): key {written.strip()}: {refused}")
+                )
+                continue
+            # One way to a key from its PEM: written in the policy, or given as bytes by name (parse_policy's keys).
+            inline = written.lstrip().startswith("-----BEGIN ")
+            given = None if inline else self.given_keys.get(written)
+            path = None if inline or given is not None else self.resolve(written)
+            if inline:
+                shown = f"key {number} (inline PEM)"
+            else:
+                shown = f"key {written if given is not None or path is None else path}"
             try:
-                if named is not None:
-                    keys.append(parse_key(self.given_keys.get(named) or named.encode(), self.key_name(named)))
+                if inline:
+                    keys.append(parse_key(written, f"inline key {number} of the rule at {where}"))
+                elif given is not None:
+                    keys.append(parse_key(given, written))
                 elif path is None:
                     raise KeyProblem("a relative path, and the policy was given without a base directory")
                 else:
                     keys.append(load_key(path))
             except KeyProblem as problem:
-                shown = self.key_name(named) if named is not None else path or written
-                self.problems.append(self.error(key, line, f"{key} ({where}): key {shown}: {problem}"))
+                self.problems.append(self.error(key, line, f"{key} ({where}): {shown}: {problem}"))
         return tuple(keys)
-
-    def key_name(self, written: str) -> str:
-        return written if written in self.given_keys else "(PEM in the policy)"
 
     def resolve(self, written: str) -> Path | None:
         """The path ``written`` in the policy names: relative to the policy's directory (``None``: it has none)."""

@@ -89,10 +89,17 @@ def test_a_lock_kept_as_bytes_is_made_then_frozen_to_and_never_written(
         and f"the lock Inputs.lock_data locks {mismatch.locked}" in mismatch.message
     )
 
-    # Updating reports what changed, entry by entry, and gives the new lock; a dry run says the same.
-    dry = prepare(replace(frozen, update_lock=True, dry_run=True))
+    # A bare update keeps what the project did not change: still frozen to the locked bytes, it refuses them too.
+    with pytest.raises(preparer.LockMismatch) as kept:
+        prepare(replace(frozen, update_lock=True))
+    assert kept.value.entry == "io.buildpacks.group[0]"
+    assert "rerun with -update-lock=io.buildpacks.group[0]" in kept.value.message
+
+    # Updating the entry named reports what changed, entry by entry, and gives the new lock; a dry run says the same.
+    moving = replace(frozen, update_lock=True, update_lock_names=("io.buildpacks.group[0]",))
+    dry = prepare(replace(moving, dry_run=True))
     assert dry.lock is not None and dry.lock.action == "would write"
-    updated = prepare(replace(frozen, update_lock=True))
+    updated = prepare(moving)
     assert updated.lock is not None and updated.lock.action == "written"
     for report in (dry, updated):
         assert report.lock is not None
@@ -117,6 +124,39 @@ def test_a_lock_given_as_bytes_is_checked_as_a_file_is(tmp_path: Path) -> None:
     assert bad.value.message.startswith(
         "failed to read lock file Inputs.lock_data: buildpack[0].entry (line 3)"
     )
+
+
+def test_a_lock_given_as_bytes_is_read_as_the_lock_file_reader_reads_one(tmp_path: Path) -> None:
+    """The hand-edit checks of lock files (conflict markers, a newer lock-version) hold for bytes as well."""
+    project = HEAD + '[[io.buildpacks.group]]\nuri = "urn:cnb:builder:examples/node"\n'
+    merged = b"lock-version = 1\n<<<<<<< ours\n[[buildpack]]\n=======\n>>>>>>> theirs\n"
+    _, conflicted = build(tmp_path / "a", project, lock_data=merged)
+    with pytest.raises(preparer.DescriptorError) as marker:
+        prepare(conflicted)
+    assert (marker.value.path, marker.value.line) == ("Inputs.lock_data", 2)
+    assert "a git merge conflict marker (<<<<<<<)" in marker.value.message
+    _, newer = build(tmp_path / "b", project, lock_data=b"lock-version = 99\n", update_lock=True)
+    with pytest.raises(preparer.DescriptorError, match="newer than this preparer reads"):
+        prepare(newer)  # never rewritten in the old format, even to update it
+
+
+def test_a_lock_given_as_bytes_is_the_runs_lock_and_can_be_required(tmp_path: Path) -> None:
+    project = HEAD + '[[io.buildpacks.group]]\nuri = "urn:cnb:builder:examples/node"\n'
+    layout, inputs = build(tmp_path / "a", project, lock_data=b"")
+    (layout.app / "preparer.lock").write_text(
+        "lock-version = 1\n"
+    )  # a file the run does not use, said otherwise
+    report = prepare(inputs)
+    assert not [w for w in report.warnings if "is not used" in w]
+    assert report.lock is not None and report.lock.data is not None
+    assert (layout.app / "preparer.lock").read_text() == "lock-version = 1\n"
+
+    _, required = build(tmp_path / "b", project, lock_data=b"", require_lock=True)
+    with pytest.raises(InvalidInputsError) as none_yet:
+        prepare(required)
+    assert none_yet.value.field == "lock_data" and "requires a lock" in none_yet.value.message
+    _, frozen = build(tmp_path / "c", project, lock_data=report.lock.data, require_lock=True)
+    assert prepare(frozen).lock.action == "frozen"  # type: ignore[union-attr]
 
 
 # The policy as text, or parsed once

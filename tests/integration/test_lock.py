@@ -115,7 +115,7 @@ def test_a_moved_tag_changes_nothing_and_update_lock_picks_it_up(
         layout.buildpacks
     )
     fresh(layout)
-    updated = preparer("-lock", str(lock), "-update-lock", project=project)
+    updated = preparer("-lock", str(lock), "-update-lock=all", project=project)
     assert updated.code == 0, updated.stderr
     assert order(layout) == [("acme/img", "1.1.0")]
     assert tomllib.loads(lock.read_text())["buildpack"][0]["digest"] == moved
@@ -248,10 +248,10 @@ def test_latest_from_the_builder_stays_the_locked_version(
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ("lock-version = 9\n", "lock-version (line 1): unknown version 9 (this preparer reads 1)"),
+        ("lock-version = 0\n", "lock-version (line 1): unknown version 0 (this preparer reads 1)"),
         (('lock-version = 1\n[[buildpack]]\nentry = "io.buildpacks.group[0]"\nid = "a/b"\nversion = "1"\n'
           'source = "http"\n'), "buildpack[0] (line 2): a http buildpack needs pinned and digest"),
-        ('lock-version = 1\n[[buildpack]]\nentry = "x"\nid = "a/b"\nversion = "1"\nsource = "ftp"\n',
+        ('lock-version = 1\n[[buildpack]]\nentry = "io.buildpacks.group[0]"\nid = "a/b"\nversion = "1"\nsource = "ftp"\n',
          "buildpack[0].source (line 6): unknown source 'ftp'"),
         ("lock-version = 1\nextra = true\n", "extra (line 2): unknown key"),
         ("lock-version = 1\n= 2\n", "line 2"),
@@ -310,7 +310,7 @@ def test_a_dry_run_with_update_lock_says_what_would_change_and_writes_nothing(
         make_tgz(http_server.root / "v2" / "bp.tgz", "acme/http", "1.1.0"), http_server.root / "bp.tgz"
     )
     fresh(layout)
-    result = preparer("-lock", str(lock), "-update-lock", "-dry-run", project=project)
+    result = preparer("-lock", str(lock), "-update-lock=acme/http", "-dry-run", project=project)
     assert result.code == 0, result.stderr
     assert f"The lock file {lock} would change:" in result.stdout
     assert (

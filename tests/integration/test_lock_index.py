@@ -58,7 +58,9 @@ def test_a_locked_index_must_lead_to_the_locked_manifest(
     fresh(layout)
     arm = preparer("-lock", str(lock), project=project, env={"CNB_PREPARER_PLATFORM": "linux/arm64"})
     assert arm.code == 1
-    assert re.search(rf"its bytes are sha256:[0-9a-f]{{64}}, but the lock {lock} locks {amd}", arm.stderr)
+    assert re.search(
+        rf"its bytes are sha256:[0-9a-f]{{64}}, but the lock file {lock} locks {amd}", arm.stderr
+    )
 
 
 def test_a_lock_without_an_index_is_read_as_before(

@@ -169,7 +169,7 @@ def test_every_creator_flag_is_accepted() -> None:
         "no-color",
         "dry-run",
         "version",
-        "update-lock",
+        "require-lock",
     }
 
 

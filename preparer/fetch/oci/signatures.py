@@ -150,6 +150,7 @@ def _objects(
 def _cosign_objects(source: Source, digest: str, budget: _Budget) -> Iterator[SignatureObject]:
     tag = signature_tag(digest)
     budget.charge(MAX_MANIFEST, f"the manifest of the tag {tag}")
+    log.debug("Signatures of %s: asking for the manifest of the tag %s", digest, tag)
     try:
         manifest, kind, _ = source.manifest(tag)
     except FetchError as err:
@@ -195,6 +196,7 @@ def _cosign_objects(source: Source, digest: str, budget: _Budget) -> Iterator[Si
 
 def _bundle_objects(source: Source, digest: str, budget: _Budget) -> Iterator[SignatureObject]:
     budget.charge(MAX_MANIFEST, f"the list of referrers of {digest}")
+    log.debug("Signatures of %s: asking for its referrers of type %s", digest, BUNDLE_TYPE)
     index = source.referrers(digest, BUNDLE_TYPE)
     if index is None:
         budget.refund(MAX_MANIFEST)
@@ -233,6 +235,7 @@ def _bundle(source: Source, descriptor: dict[str, Any], budget: _Budget) -> byte
     if size is None or size > MAX_MANIFEST:
         raise _Unreadable(f"its index entry gives no size of at most {MAX_MANIFEST} bytes")
     budget.charge(size, f"the manifest of referrer {referrer}")
+    log.debug("Signatures: asking for the manifest of referrer %s", referrer)
     try:
         manifest, kind, _ = source.manifest(str(referrer), size)
     except FetchError as err:
@@ -259,6 +262,7 @@ def _small_blob(source: Source, descriptor: dict[str, Any], what: str, budget: _
     if size is None or size > MAX_OBJECT:
         raise _Unreadable(f"{what} is larger than {MAX_OBJECT} bytes (or gives no size): not read")
     budget.charge(size, what)
+    log.debug("Signatures: asking for blob %s, %s (%d bytes)", digest, what, size)
     try:
         _, data = source.read_blob(str(digest), lambda body: _read_up_to(body, size + 1), size)
     except FetchError as err:
