@@ -156,7 +156,7 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
     if order is not None:
         shown = "; ".join(", ".join(e.ref for e in g) for g in order.groups)
         count = len(order.groups)
-        log.info(
+        _committed(
             "Wrote %s: %d group%s: %s",
             inputs.layers_dir / "order.toml",
             count,
@@ -165,17 +165,27 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
         )
         written.insert(0, str(inputs.layers_dir / "order.toml"))
     for env_path in env_paths:
-        log.info("Wrote build env %s", env_path)
+        _committed("Wrote build env %s", env_path)
         written.append(str(env_path))
     if metadata_path is not None:
-        log.info("Wrote project metadata %s", metadata_path)
+        _committed("Wrote project metadata %s", metadata_path)
         written.append(str(metadata_path))
     if lock_path is not None:
-        log.info("Wrote the lock file %s", lock_path)
+        _committed("Wrote the lock file %s", lock_path)
         written.append(str(lock_path))
     if plan.removal is not None:
-        log.info("Removed %d files from %s (%s)", removed, inputs.app_dir, plan.config.filter_key)
+        _committed("Removed %d files from %s (%s)", removed, inputs.app_dir, plan.config.filter_key)
     return Outcome(tuple(records), tuple(written), removed, tuple(warnings), lock)
+
+
+def _committed(message: str, *args: object) -> None:
+    """Log a line of a run whose commit is whole. A caller's logging handler that raises cannot undo the commit:
+    its error is set aside, as :meth:`logging.Handler.handleError` sets aside a handler's own, instead of turning
+    the committed run into a failure."""
+    try:
+        log.info(message, *args)
+    except Exception:  # noqa: BLE001 - the caller's handler; the run is done
+        return
 
 
 def _installation(buildpacks_dir: Path) -> Installation:
