@@ -26,20 +26,30 @@ if TYPE_CHECKING:
         FetchError,
         FetchErrors,
         InvalidInputsError,
+        LockMismatch,
         NoSpaceError,
         NotFoundError,
         PlatformAPIError,
+        PolicyError,
         PolicyRefused,
         PreparerError,
+        RunLimitReached,
         SignatureRefused,
         UnexpectedError,
     )
+    from preparer.fetch.guard import LimitExceeded, RunLimitExceeded
+    from preparer.fetch.transport import Unreachable
+    from preparer.files.locked import Locked
     from preparer.inputs import Inputs
     from preparer.interrupt import Cancel
     from preparer.pipeline import describe_plan, plan_run, prepare, run_plan
-    from preparer.plan import Plan
+    from preparer.plan import NotInstalled, Plan
+    from preparer.policy.rules import Policy, check_policy, parse_policy
     from preparer.progress import Download
-    from preparer.report import BuildpackRecord, EnvRecord, Report, SignatureRecord
+    from preparer.report import BuildpackRecord, EnvRecord, LockChange, LockRecord, Report, SignatureRecord
+
+    #: Deprecated: the name :class:`Cancelled` had before; it is :class:`Cancelled` (a warning says so on use).
+    Interrupted = Cancelled
 
 __all__ = [
     "ApplyError",
@@ -55,20 +65,33 @@ __all__ = [
     "FetchErrors",
     "Inputs",
     "InvalidInputsError",
+    "LimitExceeded",
+    "LockChange",
+    "LockMismatch",
+    "LockRecord",
+    "Locked",
     "NoSpaceError",
     "NotFoundError",
+    "NotInstalled",
     "Plan",
     "PlatformAPIError",
+    "Policy",
+    "PolicyError",
     "PolicyRefused",
     "PreparerError",
     "Report",
+    "RunLimitExceeded",
+    "RunLimitReached",
     "SignatureRecord",
     "SignatureRefused",
     "Unapplied",
     "UnexpectedError",
+    "Unreachable",
     "__version__",
     "check_descriptor",
+    "check_policy",
     "describe_plan",
+    "parse_policy",
     "plan_run",
     "plan_run_async",
     "prepare",
@@ -83,16 +106,24 @@ __all__ = [
 _HOMES = {
     **dict.fromkeys(
         ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "FetchError", "FetchErrors", "InvalidInputsError",
-         "NoSpaceError", "NotFoundError", "PlatformAPIError", "PolicyRefused", "PreparerError", "SignatureRefused", "UnexpectedError"),
+         "LockMismatch", "NoSpaceError", "NotFoundError", "PlatformAPIError", "PolicyError", "PolicyRefused",
+         "PreparerError", "RunLimitReached", "SignatureRefused", "UnexpectedError"),
         "preparer.errors",
     ),
+    **dict.fromkeys(("LimitExceeded", "RunLimitExceeded"), "preparer.fetch.guard"),
+    "Unreachable": "preparer.fetch.transport",
+    "Locked": "preparer.files.locked",
+    "NotInstalled": "preparer.plan",
+    **dict.fromkeys(("Policy", "check_policy", "parse_policy"), "preparer.policy.rules"),
     "Inputs": "preparer.inputs",
     "Cancel": "preparer.interrupt",
     **dict.fromkeys(("describe_plan", "plan_run", "prepare", "run_plan"), "preparer.pipeline"),
     **dict.fromkeys(("plan_run_async", "prepare_async", "run_plan_async"), "preparer.aio"),
     "Plan": "preparer.plan",
     "Download": "preparer.progress",
-    **dict.fromkeys(("BuildpackRecord", "EnvRecord", "Report", "SignatureRecord"), "preparer.report"),
+    **dict.fromkeys(
+        ("BuildpackRecord", "EnvRecord", "LockChange", "LockRecord", "Report", "SignatureRecord"), "preparer.report"
+    ),
     "Unapplied": "preparer.descriptor",
     "check_descriptor": "preparer.check",
 }  # fmt: skip
@@ -103,6 +134,15 @@ if (
 ):  # type checkers see the imports above, with their real types; a misspelled name fails them
 
     def __getattr__(name: str) -> Any:
+        if name == "Interrupted":  # renamed; kept for a release
+            import warnings  # deferred, as the lazy names
+
+            warnings.warn(
+                "preparer.Interrupted is deprecated: it is preparer.Cancelled",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            name = "Cancelled"
         home = _HOMES.get(name)
         if home is None:
             raise AttributeError(f"module 'preparer' has no attribute {name!r}")

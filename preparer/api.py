@@ -56,6 +56,13 @@ def _supported(requested: APIVersion, supported: tuple[APIVersion, ...]) -> bool
     return any(s.is_superset_of(requested) for s in supported)
 
 
+def platform_api_problem(version: APIVersion) -> str | None:
+    """Why ``version`` cannot be used as the Platform API (``Inputs.platform_api``), or ``None``."""
+    if _supported(version, SUPPORTED_PLATFORM_APIS):
+        return None
+    return f"{version} is not a supported Platform API (supported: {_range(SUPPORTED_PLATFORM_APIS)})"
+
+
 def verify_platform_api(value: str | None) -> APIVersion:
     """Check ``CNB_PLATFORM_API`` before anything else, with the lifecycle's messages.
 

@@ -214,17 +214,21 @@ class Trash:
 
         :raises ApplyError: naming the path that could not be moved.
         """
+        moved = 0
         try:
-            for path in (*removal.files, *removal.dirs):
+            for path in removal.files:
+                moved += self._move(path)
+            for path in removal.dirs:
                 self._move(path)
         except BaseException:
             self.restore()
             raise
         finally:
             self._forget_dirs()
-        return len(removal.files)
+        return moved  # a file already gone was not removed by this run, and is not counted
 
-    def _move(self, path: Path) -> None:
+    def _move(self, path: Path) -> bool:
+        """Move ``path`` aside; ``False`` when it is not there."""
         parts = path.relative_to(self.root).parts
         where, name = parts[:-1], parts[-1]
         try:
@@ -238,10 +242,11 @@ class Trash:
                 index = self._bin(where)  # a mount point inside the app
                 os.rename(name, str(len(self.moved)), src_dir_fd=parent, dst_dir_fd=self.bins[index][2])
         except FileNotFoundError:
-            return
+            return False
         except OSError as err:
             raise ApplyError(f"remove {path}", err.strerror or err) from err
         self.moved.append((where, name, index, str(len(self.moved))))
+        return True
 
     def _dir(self, parts: tuple[str, ...]) -> int:
         """A descriptor of the app's directory ``parts``, reached from the app's root without following a link."""

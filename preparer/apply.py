@@ -25,12 +25,12 @@ from preparer.files.buildpack import buildpack_dir, read_buildpack_toml
 from preparer.files.order import Order, OrderElement, dumps_order
 from preparer.inputs import Inputs
 from preparer.plan import Fetch, Plan, Present, Step, compose_order
-from preparer.report import BuildpackRecord, SignatureRecord
+from preparer.report import BuildpackRecord, LockRecord, SignatureRecord
 
 if TYPE_CHECKING:
     from preparer.fetch.base import Fetched
     from preparer.fetch.tree import Installation
-    from preparer.files.lockfile import Locked
+    from preparer.files.locked import Locked
     from preparer.progress import ProgressCallback
 
 
@@ -43,6 +43,8 @@ class Outcome:
     removed: int
     #: What the fetchers warned about (a cache not used or repaired), in the order said.
     warnings: tuple[str, ...] = ()
+    #: The run's lock, when it has one.
+    lock: LockRecord | None = None
 
 
 def apply_plan(plan: Plan, inputs: Inputs, progress: ProgressCallback | None = None) -> Outcome:
@@ -67,6 +69,7 @@ def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressCallback | N
 
     warnings: list[str] = []
     with fetching(inputs, warnings.append, plan.registry_hosts) as ctx:
+        # A frozen entry's bytes that are not the locked ones fail as the lock's (preparer.lock.locked_failure).
         fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
         check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
         if plan.lock is not None:
@@ -132,7 +135,7 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
             order = _stage_order(plan, results, inputs, owner, pending)
             env_paths = _stage_env(plan, inputs.platform_dir, owner, pending)
             metadata_path = _stage_metadata(plan, owner, pending)
-            lock_path = _stage_lock(plan, results, inputs.app_dir, owner, pending)
+            lock_path, lock = _stage_lock(plan, results, inputs.app_dir, owner, pending)
             removed = trash.move(plan.removal) if plan.removal is not None else 0
             records = _records(plan.steps, results, inputs.buildpacks_dir, installation, installed)
             interrupt.check()  # the last moment a request to stop undoes everything
@@ -153,7 +156,7 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
     if order is not None:
         shown = "; ".join(", ".join(e.ref for e in g) for g in order.groups)
         count = len(order.groups)
-        log.info(
+        _committed(
             "Wrote %s: %d group%s: %s",
             inputs.layers_dir / "order.toml",
             count,
@@ -162,17 +165,27 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
         )
         written.insert(0, str(inputs.layers_dir / "order.toml"))
     for env_path in env_paths:
-        log.info("Wrote build env %s", env_path)
+        _committed("Wrote build env %s", env_path)
         written.append(str(env_path))
     if metadata_path is not None:
-        log.info("Wrote project metadata %s", metadata_path)
+        _committed("Wrote project metadata %s", metadata_path)
         written.append(str(metadata_path))
     if lock_path is not None:
-        log.info("Wrote the lock file %s", lock_path)
+        _committed("Wrote the lock file %s", lock_path)
         written.append(str(lock_path))
     if plan.removal is not None:
-        log.info("Removed %d files from %s (%s)", removed, inputs.app_dir, plan.config.filter_key)
-    return Outcome(tuple(records), tuple(written), removed, tuple(warnings))
+        _committed("Removed %d files from %s (%s)", removed, inputs.app_dir, plan.config.filter_key)
+    return Outcome(tuple(records), tuple(written), removed, tuple(warnings), lock)
+
+
+def _committed(message: str, *args: object) -> None:
+    """Log a line of a run whose commit is whole. A caller's logging handler that raises cannot undo the commit:
+    its error is set aside, as :meth:`logging.Handler.handleError` sets aside a handler's own, instead of turning
+    the committed run into a failure."""
+    try:
+        log.info(message, *args)
+    except Exception:  # noqa: BLE001 - the caller's handler; the run is done
+        return
 
 
 def _installation(buildpacks_dir: Path) -> Installation:
@@ -288,28 +301,37 @@ def _stage_lock(
     app_dir: Path,
     owner: tuple[int, int] | None,
     pending: PendingWrites,
-) -> Path | None:
+) -> tuple[Path | None, LockRecord | None]:
     """Stage the lock file when the run writes one (there was none, or ``-update-lock``): committed with the rest.
+    A lock given as bytes is not written: the record carries it.
 
     The lock usually lives in the app, whose directories its author controls: below ``<app>`` it is reached one
     directory at a time, never through a link (:meth:`PendingWrites.ready`), so a planted link cannot send root's
     write elsewhere."""
     state = plan.lock
-    if state is None or state.mode == "frozen":
-        return None
+    if state is None:
+        return None, None
     from preparer.files.lockfile import dumps_lock  # deferred: only runs with a lock
-    from preparer.lock import changes, updated
+    from preparer.lock import changes, lock_changes, updated
 
+    shown = None if state.in_memory else str(state.path)
+    if state.mode == "frozen":
+        assert state.entries is not None
+        return None, LockRecord(shown, "frozen", state.data or dumps_lock(state.entries))
     entries = updated(state, plan.steps, results)
     for line in changes(state.entries, entries) if state.mode == "update" else ():
         log.info("Lock: %s", line)
+    data = dumps_lock(entries)
+    record = LockRecord(shown, "written", data, lock_changes(state.entries, entries))
+    if state.in_memory:
+        return None, record
     if state.path.parent.is_relative_to(app_dir):
         directory = pending.ready(app_dir, *state.path.parent.relative_to(app_dir).parts)
     else:
         directory = pending.ready(state.path.parent)
     path = directory / state.path.name
-    pending.add(path, dumps_lock(entries), 0o644, owner)
-    return path
+    pending.add(path, data, 0o644, owner)
+    return path, record
 
 
 def _stage_env(

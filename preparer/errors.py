@@ -94,6 +94,24 @@ class PolicyRefused(InvalidInputsError):
     line: int | None = None
 
 
+class PolicyError(InvalidInputsError):
+    """The platform policy cannot be read or breaks its schema (exit 3): the platform's file, not the user's.
+
+    Attributes:
+        path: the policy file (``policy data`` for a policy given as text).
+        key: the policy's key at fault, dotted (``limits.run.entries``), when one is.
+        line: the line (from 1) where it is written, when known.
+        problems: every problem of the policy, in the file's order (this one first), one message each, as the
+            command prints them.
+    """
+
+    field = "policy"
+    path: str | None = None
+    key: str | None = None
+    line: int | None = None
+    problems: tuple[PolicyError, ...] = ()
+
+
 class PlatformAPIError(PreparerError):
     """``CNB_PLATFORM_API`` is unset, unparsable or unsupported."""
 
@@ -160,6 +178,23 @@ class SignatureRefused(FetchError):
     rule: str = "image.signed-by"
     policy: str | None = None
     line: int | None = None
+
+
+class LockMismatch(FetchError):
+    """What a run frozen to its lock fetched is not what the lock locks (exit 1): other bytes, or another
+    buildpack; nothing was installed.
+
+    Attributes:
+        lock: the lock file (``Inputs.lock_data`` for a lock given as bytes).
+        entry: the entry (``io.buildpacks.group[0]``).
+        locked: what the lock locks: a digest (``sha256:...``), or ``id@version``.
+        actual: what was fetched, in the same form.
+    """
+
+    lock: str | None = None
+    entry: str | None = None
+    locked: str | None = None
+    actual: str | None = None
 
 
 class RunLimitReached(FetchError):

@@ -18,9 +18,12 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast, overload
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from preparer.fetch.transport import Transport
+    from preparer.policy.rules import Policy
+
 from preparer._logger import log
 from preparer._record import field, record
-from preparer.api import SUPPORTED_PLATFORM_APIS, APIVersion, verify_platform_api
+from preparer.api import SUPPORTED_PLATFORM_APIS, APIVersion, platform_api_problem, verify_platform_api
 from preparer.errors import InvalidInputsError, with_fields
 from preparer.flags import BY_NAME, DEFAULT_REGISTRY_INDEX, default, env_default, env_of
 from preparer.goflags import BOOL_SPELLINGS, parse_bool, parse_duration, parse_int
@@ -116,10 +119,17 @@ class Inputs:
     write_project_metadata: bool = True
     #: The platform's policy file (docs/policy.md); ``None``: no policy, everything as without one.
     policy: _OptionalPathField = _OptionalPathField()
+    #: The platform's policy as its text, or parsed (:func:`preparer.parse_policy`), instead of :attr:`policy`.
+    policy_data: str | bytes | Policy | None = None
+    #: The directory relative paths in :attr:`policy_data` (key files, the trusted root) are read from.
+    policy_base: _OptionalPathField = _OptionalPathField()
     #: The lock file (docs/lock.md): written after a run when missing, else the run is frozen to it.
     lock: _OptionalPathField = _OptionalPathField()
-    #: With :attr:`lock`: rewrite the lock, resolving again the entries the project changed (added, edited,
-    #: removed) and keeping every other as locked.
+    #: The lock as bytes, instead of :attr:`lock` (``b""``: none yet): the run is frozen to it, nothing is written to
+    #: disk, and :attr:`Report.lock <preparer.report.Report.lock>` holds the lock to keep.
+    lock_data: bytes | None = None
+    #: With :attr:`lock` or :attr:`lock_data`: rewrite the lock, resolving again the entries the project changed
+    #: (added, edited, removed) and keeping every other as locked.
     update_lock: bool = False
     #: With :attr:`update_lock`: the entries resolved again as well, each named by buildpack id (``acme/bp``) or
     #: by key (``io.buildpacks.group[0]``); ``("all",)``: every entry.
@@ -152,6 +162,9 @@ class Inputs:
     platform_api: APIVersion = SUPPORTED_PLATFORM_APIS[-1]
     #: The environment, for registry credentials (``CNB_REGISTRY_AUTH``, ``DOCKER_CONFIG``, ``HOME``); never shown.
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+    #: The HTTP transport the run's requests go through instead of the network (:mod:`preparer.fetch.mock`'s
+    #: in-memory one, for a service's own tests); the run does not close it. ``None``: the run's own.
+    transport: Transport | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_types(self)  # paths are checked and made absolute as they are set (_PathField)
@@ -206,7 +219,10 @@ if TYPE_CHECKING:
         project_metadata: str | os.PathLike[str] | None
         write_project_metadata: bool
         policy: str | os.PathLike[str] | None
+        policy_data: str | bytes | Policy | None
+        policy_base: str | os.PathLike[str] | None
         lock: str | os.PathLike[str] | None
+        lock_data: bytes | None
         update_lock: bool
         update_lock_names: tuple[str, ...]
         require_lock: bool
@@ -225,6 +241,7 @@ if TYPE_CHECKING:
         download_timeout: float
         run_timeout: float
         platform_api: APIVersion
+        transport: Transport | None
 
 
 def _check_values(inputs: Inputs) -> None:
@@ -242,8 +259,10 @@ def _check_values(inputs: Inputs) -> None:
         value = getattr(inputs, name)
         if value is not None and not 0 <= value < MAX_ID:
             raise refuse(name, f"is not a user or group id (0 to {MAX_ID - 1})")
-    if inputs.update_lock and inputs.lock is None:
-        raise refuse("update_lock", "needs Inputs.lock (the lock file to rewrite)")
+    if inputs.lock is not None and inputs.lock_data is not None:
+        raise refuse("lock_data", "and Inputs.lock cannot both be given: the lock is one or the other")
+    if inputs.update_lock and inputs.lock is None and inputs.lock_data is None:
+        raise refuse("update_lock", "needs Inputs.lock (the lock file to rewrite) or Inputs.lock_data")
     if inputs.update_lock and inputs.require_lock:
         raise refuse(
             "update_lock", "resolves entries unfrozen, and Inputs.require_lock requires a frozen run"
@@ -252,6 +271,17 @@ def _check_values(inputs: Inputs) -> None:
         raise refuse("update_lock_names", "needs Inputs.update_lock (the names are entries it moves)")
     if not all(isinstance(name, str) and name for name in inputs.update_lock_names):
         raise refuse("update_lock_names", "must hold buildpack ids or entry keys")
+    if inputs.policy is not None and inputs.policy_data is not None:
+        raise refuse("policy_data", "and Inputs.policy cannot both be given: the policy is one or the other")
+    if inputs.policy_base is not None and inputs.policy_data is None:
+        raise refuse("policy_base", "needs Inputs.policy_data (the policy whose paths it is the base of)")
+    if inputs.platform_config is not None and inputs.platform_namespace is None:
+        raise refuse("platform_namespace", "is needed with Inputs.platform_config (the file's namespace)")
+    api_problem = platform_api_problem(inputs.platform_api)
+    if api_problem is not None:
+        raise refuse("platform_api", api_problem)
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in inputs.environ.items()):
+        raise refuse("environ", "must map strings to strings")
     if inputs.download_cache_repo_mode not in ("read-write", "read", "offline"):
         raise refuse("download_cache_repo_mode", "must be read-write, read or offline")
     if inputs.download_cache_repo is not None:
@@ -270,9 +300,10 @@ def _absolute(name: str, value: object) -> Path:
         path = os.fspath(value)
         if isinstance(path, str) and path:
             return Path(os.path.abspath(path))
-    raise InvalidInputsError(
+    error = InvalidInputsError(
         "resolve inputs", f"Inputs.{name} must be a path (str or os.PathLike), not {type(value).__name__}"
     )
+    raise with_fields(error, field=name)
 
 
 def _check_types(inputs: Inputs) -> None:
@@ -294,14 +325,41 @@ def _check_types(inputs: Inputs) -> None:
         "run_timeout": (int, float),
         "platform_api": (APIVersion,),
         "environ": (Mapping,),
+        "write_project_metadata": (bool,),
+        "download_cache_repo": (str, type(None)),
+        "download_cache_repo_mode": (str,),
+        "download_cache_max_age": (int, float),
+        "lock_data": (bytes, type(None)),
     }
     for name, types in expected.items():
         value = getattr(inputs, name)
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            raise InvalidInputsError(
+            error = InvalidInputsError(
                 "resolve inputs", f"Inputs.{name} must be {' or '.join(t.__name__ for t in types)}, not "
                 f"{type(value).__name__}",
             )  # fmt: skip
+            raise with_fields(error, field=name)
+    policy: object = inputs.policy_data
+    if policy is not None and not isinstance(policy, str | bytes):
+        from preparer.policy.rules import Policy  # deferred: only a parsed policy given needs its class
+
+        if not isinstance(policy, Policy):
+            error = InvalidInputsError(
+                "resolve inputs",
+                f"Inputs.policy_data must be str, bytes or Policy, not {type(policy).__name__}",
+            )
+            raise with_fields(error, field="policy_data")
+    transport: object = inputs.transport
+    if transport is not None:
+        from preparer.fetch.transport import Transport  # deferred: only a transport given needs its class
+
+        if not isinstance(transport, Transport):
+            error = InvalidInputsError(
+                "resolve inputs",
+                "Inputs.transport must be a preparer.fetch.transport.Transport (preparer.fetch.mock.mock_transport"
+                f" makes one), not {type(transport).__name__}",
+            )
+            raise with_fields(error, field="transport")
     for name in ("insecure_registries", "update_lock_names"):
         listed: object = getattr(inputs, name)
         if isinstance(listed, list):  # a list is what callers often pass: kept as the tuple the field is

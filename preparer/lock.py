@@ -21,13 +21,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from preparer.errors import FetchError, InvalidInputsError, with_fields
-from preparer.files.lockfile import Locked, LockState, Source, shown, written_of
+from preparer.errors import FetchError, InvalidInputsError, LockMismatch, with_fields
+from preparer.files.locked import Locked, Source, describe_locked
+from preparer.files.lockfile import LOCK_DATA_NAME, LockState, shown, written_of
 from preparer.plan import Fetch, Plan, Present, Step
 
 if TYPE_CHECKING:
     from preparer.fetch.base import Fetched
     from preparer.fetch.locator import Locator
+    from preparer.report import LockChange
 
 # Freezing a plan to its lock
 
@@ -213,7 +215,7 @@ def check_locked(steps: Sequence[Fetch], fetched: Sequence[Fetched], state: Lock
     """What a frozen run (or the entries an update keeps) fetched is what the lock says: the same digest, id and
     version.
 
-    :raises FetchError: naming the lock, the entry, both digests and the ways out (exit 1).
+    :raises LockMismatch: naming the lock, the entry, both digests (or both buildpacks) and the ways out (exit 1).
     """
     if state.entries is None or state.mode == "write":
         return
@@ -225,15 +227,11 @@ def check_locked(steps: Sequence[Fetch], fetched: Sequence[Fetched], state: Lock
         key = step.entry.key
         action = f"fetch {key} ({result.source})"
         if locked.digest is not None and result.digest != locked.digest:
-            raise FetchError(
-                action, f"its bytes are {result.digest}, but the lock file {state.path} locks {locked.digest} for "
-                f"{key}: {_ways_out(key)}",
-            )  # fmt: skip
+            raise mismatch(state.path, key, action, locked.digest, str(result.digest), "its bytes are")
         if (result.top.id, result.top.version) != (locked.id, locked.version):
-            raise FetchError(
-                action, f"it holds {result.top.ref}, but the lock file {state.path} locks "
-                f"{locked.id}@{locked.version} for {key}: {_ways_out(key)}",
-            )  # fmt: skip
+            raise mismatch(
+                state.path, key, action, f"{locked.id}@{locked.version}", result.top.ref, "it holds"
+            )
 
 
 def _ways_out(key: str) -> str:
@@ -244,9 +242,27 @@ def _ways_out(key: str) -> str:
     )
 
 
+def the_lock(lock: Path) -> str:
+    """The lock as messages name it: ``the lock file F``, or ``the lock Inputs.lock_data`` for one given as bytes."""
+    return f"the lock {lock}" if lock == LOCK_DATA_NAME else f"the lock file {lock}"
+
+
+def mismatch(
+    lock: Path, entry: str, action: str, locked: str, actual: str, what: str, written: str | None = None
+) -> LockMismatch:
+    """The error of a frozen entry (or one an update keeps) that fetched ``actual`` where ``lock`` locks
+    ``locked``: ``what`` says what ``actual`` is (``its bytes are``), ``written`` the entry as written."""
+    spot = f" ({written})" if written else ""
+    cause = f"{what} {actual}, but {the_lock(lock)} locks {locked} for {entry}{spot}: {_ways_out(entry)}"
+    error = LockMismatch(action, cause)
+    return with_fields(error, lock=str(lock), entry=entry, locked=locked, actual=actual, transient=False)
+
+
 def locked_failure(step: Fetch, error: FetchError) -> FetchError:
     """``error`` from fetching a frozen step, said as the lock's decision when the lock decided it: bytes that are
-    not the locked digest, a locked image the registry no longer has. Other errors are returned as they are."""
+    not the locked digest (a :class:`~preparer.errors.DigestMismatch` of the locked pin becomes a
+    :class:`~preparer.errors.LockMismatch`, from its ``expected`` and ``got``), a locked image the registry no
+    longer has. Other errors are returned as they are."""
     from preparer.errors import DigestMismatch, NotFoundError
     from preparer.fetch.locator import HttpLocator, ImageLocator  # deferred, as above
 
@@ -254,18 +270,16 @@ def locked_failure(step: Fetch, error: FetchError) -> FetchError:
     if lock is None or pinned is None:
         return error
     written = shown(written_of(step.entry))
+    failed: FetchError
     if isinstance(pinned, HttpLocator) and isinstance(error, DigestMismatch):
         if error.expected != f"sha256:{pinned.sha256}":
             return error
-        failed = FetchError(
-            f"fetch {key} ({pinned.shown})",
-            f"the download is {error.got}, but the lock file {lock} locks {error.expected} for {key} "
-            f"({written}): {_ways_out(key)}",
-        )
+        action = f"fetch {key} ({pinned.shown})"
+        failed = mismatch(lock, key, action, error.expected, error.got, "the download is", written)
     elif isinstance(pinned, ImageLocator) and isinstance(error, NotFoundError):
         failed = NotFoundError(
             f"fetch {key} ({written})",
-            f"the lock file {lock} locks it to {pinned.reference}, which the registry no longer has "
+            f"{the_lock(lock)} locks it to {pinned.reference}, which the registry no longer has "
             f"({error.cause}): to lock what {written} names now, rerun with -update-lock={key}",
         )
     else:
@@ -313,23 +327,28 @@ def _resolved(step: Step, result: Fetched | None) -> Locked:
     return Locked(entry.key, written, top.id, top.version, "inline")
 
 
-def changes(old: Sequence[Locked] | None, new: Sequence[Locked]) -> list[str]:
-    """What rewriting the lock would change, a line per entry: ``entry: old -> new``."""
+def lock_changes(old: Sequence[Locked] | None, new: Sequence[Locked]) -> tuple[LockChange, ...]:
+    """What rewriting the lock changes, entry by entry: the entries of ``new`` that differ (added or changed), in
+    its order, then those only ``old`` has (removed)."""
+    from preparer.report import LockChange  # deferred: report imports what a run reports
+
     before = {e.entry: e for e in old or ()}
-    lines = []
+    found = []
     for e in new:
         was = before.pop(e.entry, None)
-        if was is None:
-            lines.append(f"{e.entry}: (not locked) -> {_state(e)}")
-        elif _state(was) != _state(e) or was.written != e.written:
-            lines.append(f"{e.entry}: {_state(was)} -> {_state(e)}")
-    lines += [f"{key}: {_state(e)} -> (removed)" for key, e in before.items()]
-    return lines
+        if was is None or describe_locked(was) != describe_locked(e) or was.written != e.written:
+            found.append(LockChange(e.entry, was, e))
+    found += [LockChange(key, e, None) for key, e in before.items()]
+    return tuple(found)
 
 
-def _state(e: Locked) -> str:
-    where = e.pinned or e.source
-    return f"{e.id}@{e.version} ({where}{', ' + e.digest if e.digest and e.digest not in where else ''})"
+def changes(old: Sequence[Locked] | None, new: Sequence[Locked]) -> list[str]:
+    """What rewriting the lock would change, a line per entry: ``entry: old -> new``."""
+    return [
+        f"{c.entry}: {describe_locked(c.old) if c.old else '(not locked)'} -> "
+        f"{describe_locked(c.new) if c.new else '(removed)'}"
+        for c in lock_changes(old, new)
+    ]
 
 
 __all__ = [
@@ -337,7 +356,9 @@ __all__ = [
     "Locked",
     "changes",
     "check_locked",
+    "describe_locked",
     "freeze",
+    "lock_changes",
     "locked_failure",
     "resolved",
     "update",

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from preparer import interrupt
 from preparer._fs import full_disk, no_space
@@ -37,10 +37,11 @@ from preparer.inputs import Inputs
 from preparer.interrupt import Cancel, Interrupted
 from preparer.metadata import MetadataWrite, describe_metadata, plan_metadata
 from preparer.plan import Fetch, NotInstalled, Plan, Present, Step, make_plan
-from preparer.report import EnvRecord, MetadataRecord, Report, unapplied_message, write_report
+from preparer.report import EnvRecord, LockRecord, MetadataRecord, Report, unapplied_message, write_report
 
 if TYPE_CHECKING:
-    from preparer.files.lockfile import Locked
+    from preparer.files.locked import Locked
+    from preparer.policy.rules import Policy
     from preparer.progress import Download, ProgressCallback
 
 
@@ -78,12 +79,20 @@ def callers(progress: ProgressCallback | None) -> ProgressCallback | None:
     return called
 
 
-def _check_arguments(inputs: object, plan: object = None) -> None:
+def _check_arguments(
+    inputs: object, plan: object = None, cancel: object = None, deadline: object = None, run_id: object = None
+) -> None:
     """:raises TypeError: an argument that is not what the function takes (the caller's mistake, not a run's)."""
     if not isinstance(inputs, Inputs) and inputs is not None:
         raise TypeError_(f"expected preparer.Inputs, got {type(inputs).__name__}: build one with Inputs(...)")
     if plan is not None and not isinstance(plan, Plan):
         raise TypeError_(f"expected a preparer.Plan (from plan_run), got {type(plan).__name__}")
+    if cancel is not None and not isinstance(cancel, Cancel):
+        raise TypeError_(f"cancel= takes a preparer.Cancel, not {type(cancel).__name__}")
+    if deadline is not None and (not isinstance(deadline, int | float) or isinstance(deadline, bool)):
+        raise TypeError_(f"deadline= takes a number of seconds, not {type(deadline).__name__}")
+    if run_id is not None and not isinstance(run_id, str):
+        raise TypeError_(f"run_id= takes a str, not {type(run_id).__name__}")
 
 
 def typed(function: Callable[P, R]) -> Callable[P, R]:
@@ -152,7 +161,9 @@ def prepare(
     :raises preparer.errors.Cancelled: the run was stopped (its handle, its deadline, SIGINT, SIGTERM, or
         :func:`preparer.interrupt.stop`); see :func:`preparer.apply.apply_plan`.
     """
-    _check_arguments(inputs)
+    _check_arguments(inputs, None, cancel, deadline, run_id)
+    if progress is not None and not callable(progress):
+        raise TypeError_(f"progress= takes a callable, not {type(progress).__name__}")
     with interrupt.run(cancel, deadline), named_run(run_id):
         return _prepare(inputs, callers(progress))
 
@@ -171,9 +182,7 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
                 log.info("Dry run: nothing is fetched, written or removed")
             for line in describe_plan(plan, inputs):
                 log.info("%s", line)
-            if updating:
-                _show_lock_changes(plan, inputs, progress)
-            report = _report(plan, inputs)
+            report = replace(_report(plan, inputs), lock=_dry_lock(plan, inputs, progress))
         else:
             report = run_plan(plan, inputs, progress)
     except (PreparerError, Interrupted, interrupt.Stopped) as err:
@@ -186,21 +195,33 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
     return report
 
 
-def _show_lock_changes(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> None:
-    """A dry run with ``-update-lock``: every entry resolved again (into staging and the download cache, as a run
-    fetches), and what the lock would change said, a line per entry; nothing else is written."""
-    from preparer.apply import resolve_plan  # deferred: a dry run fetches only to update a lock
-    from preparer.lock import changes
+def _dry_lock(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> LockRecord | None:
+    """A dry run's lock: the one it is frozen to; with ``-update-lock``, the entries it moves resolved again (into
+    staging and the download cache, as a run fetches), and what the lock would change said, a line per entry, and
+    returned; nothing else is written. A lock that would be written for the first time is not resolved."""
+    state = plan.lock
+    if state is None:
+        return None
+    from preparer.files.lockfile import dumps_lock  # deferred: only runs with a lock
+    from preparer.lock import changes, lock_changes
 
-    assert plan.lock is not None
-    moved = [step for step in plan.steps if step.entry.key not in plan.lock.kept]
-    for step in moved:
-        if not isinstance(step, Present):
+    shown = None if state.in_memory else str(state.path)
+    if state.mode == "frozen":
+        assert state.entries is not None
+        return LockRecord(shown, "frozen", state.data or dumps_lock(state.entries))
+    if state.mode != "update":
+        return LockRecord(shown, "not written")
+    from preparer.apply import resolve_plan  # deferred: a dry run fetches only to update a lock
+
+    for step in plan.steps:
+        if step.entry.key not in state.kept and not isinstance(step, Present):
             log.info("Fetching %s (%s) to resolve it again", step.entry.key, source_of(step))
-    lines = changes(plan.lock.entries, resolve_plan(plan, inputs, progress))
-    log.info("The lock file %s would %s", plan.lock.path, "change:" if lines else "not change")
+    entries = resolve_plan(plan, inputs, progress)
+    lines = changes(state.entries, entries)
+    log.info("The lock file %s would %s", state.path, "change:" if lines else "not change")
     for line in lines:
         log.info("  lock: %s", line)
+    return LockRecord(shown, "would write", dumps_lock(entries), lock_changes(state.entries, entries))
 
 
 def _check_app_dir(app_dir: Path) -> None:
@@ -307,13 +328,14 @@ def plan_run(
     :raises PreparerError: invalid inputs (exit 3), missing buildpacks or paths (exit 1), an unsupported Buildpack
         API (exit 12); :class:`~preparer.errors.Cancelled` when it was stopped.
     """
-    _check_arguments(inputs)
+    _check_arguments(inputs, None, cancel, deadline, run_id)
     with interrupt.run(cancel, deadline), named_run(run_id):
         return _plan_run(inputs)
 
 
 def _plan_run(inputs: Inputs) -> Plan:
     interrupt.check()  # a handle set before the run began
+    made_from = _fingerprints(inputs)  # before they are read: a change while planning is seen when it runs
     descriptor, config, warnings = read_inputs(inputs)
     interrupt.check()
     if descriptor.path is None:
@@ -347,17 +369,62 @@ def _plan_run(inputs: Inputs) -> Plan:
                 "%s: %s is installed in %s: using %s@%s, no request made",
                 step.entry.key, step.entry.uri, inputs.buildpacks_dir, step.id, step.version,
             )  # fmt: skip
-    return replace(_platform_decisions(plan, inputs, config.filter_key), inputs=inputs)
+    return replace(_platform_decisions(plan, inputs, config.filter_key), inputs=inputs, made_from=made_from)
+
+
+def _fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
+    """The SHA-256 of each file a plan is made from (``None``: it does not exist, or is not a file)."""
+    import hashlib  # deferred: only plans are fingerprinted
+
+    paths = (
+        inputs.descriptor_path,
+        inputs.platform_config,
+        inputs.policy,
+        lock_path(inputs),
+        inputs.order_path,
+    )
+    found = []
+    for path in paths:
+        if path is None:
+            continue
+        try:
+            digest: str | None = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            digest = None
+        found.append((str(path), digest))
+    return tuple(found)
+
+
+def _check_not_stale(plan: Plan, inputs: Inputs) -> None:
+    """``plan`` still says what its files say: none of them changed since :func:`plan_run` read them, and
+    include/exclude selects the same files of the app. A saved plan is refused otherwise, as ``terraform apply``
+    refuses a stale one: carrying out what the files no longer say would surprise.
+
+    :raises InvalidInputsError: naming what changed (exit 3); nothing has changed on disk.
+    """
+    if plan.inputs is None:
+        return
+    changed = [path for (path, digest), (_, now) in zip(plan.made_from, _fingerprints(inputs), strict=False)
+               if digest != now]  # fmt: skip
+    if not changed and plan.removal is not None:
+        config = plan.config
+        keep = (plan.descriptor_path, lock_path(inputs))  # as _plan_run keeps them
+        now_removed = plan_removal(inputs.app_dir, config.include, config.exclude, *keep)
+        if (now_removed.files, now_removed.dirs) != (plan.removal.files, plan.removal.dirs):
+            changed.append(f"the files of {inputs.app_dir} that {config.filter_key} selects")
+    if changed:
+        raise InvalidInputsError(
+            "run the plan", f"{', '.join(changed)} changed since it was made: make a new plan with plan_run"
+        )
 
 
 def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
     """``plan`` as the platform lets it run: its policy's decisions, include/exclude's checks on what it still
     removes, its registry mirrors, and the Buildpack API of what the builder has."""
-    if inputs.policy is not None:
+    if inputs.policy is not None or inputs.policy_data is not None:
         from preparer.policy.enforce import enforce  # deferred: only runs with a policy need it
-        from preparer.policy.rules import load_policy
 
-        plan = enforce(plan, load_policy(inputs.policy), inputs.download_cache)
+        plan = enforce(plan, _policy(inputs), inputs.download_cache)
     if plan.removal is not None:  # what the policy lets apply
         found = _check_removal(plan.removal, filter_key, plan.descriptor_path)
         plan = replace(plan, warnings=(*plan.warnings, *found))
@@ -365,26 +432,42 @@ def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
         from preparer.fetch.oci.hosts import load_hosts_dir  # deferred: only runs with mirrors read them
 
         plan = replace(plan, registry_hosts=load_hosts_dir(inputs.registry_hosts_dir))
-    if inputs.lock is not None or inputs.require_lock:
+    if inputs.lock is not None or inputs.lock_data is not None or inputs.require_lock:
         plan = _locked(plan, inputs)
     check_present([s for s in plan.steps if isinstance(s, Present)], inputs.buildpacks_dir)
     _check_outputs(plan, inputs)
     return plan
 
 
+def _policy(inputs: Inputs) -> Policy:
+    """The run's policy: its file read, its text parsed, or the :class:`~preparer.policy.rules.Policy` given."""
+    from preparer.policy.rules import load_policy, parse_policy  # deferred: only runs with a policy need it
+
+    if inputs.policy is not None:
+        return load_policy(inputs.policy)
+    given = inputs.policy_data
+    if isinstance(given, str | bytes):
+        return parse_policy(given, base=inputs.policy_base)
+    assert given is not None
+    return given
+
+
 def lock_path(inputs: Inputs) -> Path | None:
     """The lock file the run reads or writes: ``-lock``, else, when a lock is required, ``<app>/preparer.lock``;
-    ``None`` without one."""
+    ``None`` without one, or with a lock given as bytes (``Inputs.lock_data``: none on disk)."""
     from preparer.files.lockfile import DEFAULT_LOCK_NAME  # deferred: only runs with a lock read one
 
     if inputs.lock is not None:
         return inputs.lock
+    if inputs.lock_data is not None:
+        return None
     return inputs.app_dir / DEFAULT_LOCK_NAME if inputs.require_lock else None
 
 
 def _unused_lock(inputs: Inputs) -> str | None:
-    """The warning for a lock at the documented place that this run does not use (no ``-lock``), or ``None``."""
-    if inputs.lock is not None or inputs.require_lock:
+    """The warning for a lock at the documented place that this run does not use (no ``-lock``), or ``None``. A
+    run given its lock as bytes (``Inputs.lock_data``) uses that one: it says nothing of a file."""
+    if inputs.lock is not None or inputs.lock_data is not None or inputs.require_lock:
         return None
     unused = inputs.app_dir / "preparer.lock"  # lockfile.DEFAULT_LOCK_NAME, without importing the module
     if not unused.is_file():
@@ -395,51 +478,76 @@ def _unused_lock(inputs: Inputs) -> str | None:
     )
 
 
+def _no_lock(path: Path, in_memory: bool) -> InvalidInputsError:
+    """The error of a run that requires a lock (``-require-lock``) and has none: no file at ``path``, or an
+    empty ``Inputs.lock_data``."""
+    if in_memory:
+        error = InvalidInputsError(
+            "apply lock",
+            "Inputs.lock_data is empty (no lock yet), and the platform requires a lock (Inputs.require_lock): "
+            "nothing is resolved without one. Make it with a run without require_lock (Report.lock.data) and "
+            "keep it",
+        )
+        return with_fields(error, field="lock_data")
+    error = InvalidInputsError(
+        "apply lock file",
+        f"{path} does not exist, and the platform requires a lock (-require-lock, CNB_PREPARER_REQUIRE_LOCK): "
+        f"nothing is resolved without one. Write it with a run of your own (-lock {path.name}, without "
+        "-require-lock) and commit it with the app",
+    )
+    return with_fields(error, field="lock")
+
+
 def _locked(plan: Plan, inputs: Inputs) -> Plan:
     """``plan`` with its lock: frozen to it when the file exists (and ``-update-lock`` is not given), else with
-    the lock to write after the run (and, to update, what it locked before and the entries it keeps)."""
-    from preparer.files.lockfile import (
+    the lock to write after the run (and, to update, what it locked before and the entries it keeps). A lock
+    given as bytes (``Inputs.lock_data``) is read the same way; ``b""`` is a lock that does not exist yet."""
+    from preparer.files.lockfile import (  # deferred: only runs with a lock read one
+        LOCK_DATA_NAME,
         LockState,
         NewerLockError,
+        parse_lock,
         read_lock,
-    )  # deferred: only runs with a lock
+    )
     from preparer.lock import freeze, update
 
-    path = lock_path(inputs)
+    in_memory = inputs.lock_data is not None
+    data = inputs.lock_data
+    path = LOCK_DATA_NAME if in_memory else lock_path(inputs)
     assert path is not None
-    if not path.exists():
+    if (not data) if in_memory else not path.exists():
         if inputs.require_lock:
-            error = InvalidInputsError(
-                "apply lock file",
-                f"{path} does not exist, and the platform requires a lock (-require-lock, CNB_PREPARER_REQUIRE_LOCK): "
-                f"nothing is resolved without one. Write it with a run of your own (-lock {path.name}, without "
-                "-require-lock) and commit it with the app",
-            )
-            raise with_fields(error, field="lock")
-        return replace(plan, lock=LockState(path, None, "update" if inputs.update_lock else "write"))
+            raise _no_lock(path, in_memory)
+        mode: Literal["update", "write"] = "update" if inputs.update_lock else "write"
+        return replace(plan, lock=LockState(path, None, mode, in_memory))
+
+    def read() -> tuple[Locked, ...]:
+        return parse_lock(data, str(path)) if data is not None else read_lock(path)
 
     def versions_of(bp_id: str) -> list[str]:
         return installed_versions(inputs.buildpacks_dir, bp_id)
 
     if inputs.update_lock:
         try:
-            before: tuple[Locked, ...] | None = read_lock(path)
+            before: tuple[Locked, ...] | None = read()
         except NewerLockError:
             raise  # never rewritten in the old format
         except PreparerError as err:  # rewritten anyway: every entry is resolved again
             log.warning("the lock file %s is rewritten, every entry resolved again: %s", path, err.cause)
             before = None
         updating = update(plan, path, before, inputs.update_lock_names, versions_of)
+        if updating.lock is not None:
+            updating = replace(updating, lock=replace(updating.lock, in_memory=in_memory, data=data))
         if before is not None and updating.lock is not None:
             log.info(
                 "Updating the lock file %s: %d entries kept as locked, %d resolved again",
                 path, len(updating.lock.kept), len(plan.steps) - len(updating.lock.kept),
             )  # fmt: skip
         return updating
-    entries = read_lock(path)
+    entries = read()
     frozen = freeze(plan, path, entries, versions_of)
     log.info("Frozen to the lock file %s (%d entries)", path, len(entries))
-    return replace(frozen, lock=LockState(path, entries, "frozen"))
+    return replace(frozen, lock=LockState(path, entries, "frozen", in_memory, data))
 
 
 def _check_outputs(plan: Plan, inputs: Inputs) -> None:
@@ -449,7 +557,7 @@ def _check_outputs(plan: Plan, inputs: Inputs) -> None:
     :raises InvalidInputsError: naming the flag and why (exit 3).
     """
     outputs = [("-prepare-report", inputs.prepare_report)]
-    if plan.lock is not None and plan.lock.mode != "frozen":
+    if plan.lock is not None and plan.lock.mode != "frozen" and not plan.lock.in_memory:
         outputs.append(("-lock", plan.lock.path))
     if plan.config.writes_order:
         outputs.append(("-layers", inputs.layers_dir / "order.toml"))
@@ -516,7 +624,7 @@ def run_plan(
     :raises PreparerError: any failure; nothing has changed on disk then.
     :raises preparer.errors.Cancelled: the run was stopped; see :func:`preparer.apply.apply_plan`.
     """
-    _check_arguments(inputs, plan)
+    _check_arguments(inputs, plan, cancel, deadline, run_id)
     made_for = plan.inputs
     if inputs is None:
         if made_for is None:
@@ -528,9 +636,11 @@ def run_plan(
             "make a plan for these with plan_run",
         )  # fmt: skip
     with interrupt.run(cancel, deadline), named_run(run_id):
+        if _entered.get() == 1:  # a saved plan (prepare's own was made a moment ago, in the same call)
+            _check_not_stale(plan, inputs)
         outcome = apply_plan(plan, inputs, callers(progress))
     report = _report(plan, inputs, outcome.buildpacks, outcome.written, outcome.removed)
-    return replace(report, warnings=(*report.warnings, *outcome.warnings))
+    return replace(report, warnings=(*report.warnings, *outcome.warnings), lock=outcome.lock)
 
 
 def _report(

@@ -101,6 +101,9 @@ class Plan:
     lock: LockState | None = None
     #: The inputs the plan was made from (:func:`preparer.plan_run`): the only ones it may be applied to.
     inputs: Inputs | None = None
+    #: The files the plan was read from (descriptor, platform file, policy, lock, the builder's order) and the
+    #: SHA-256 of each (``None``: it did not exist): :func:`preparer.run_plan` refuses a plan whose files changed.
+    made_from: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def steps(self) -> tuple[Step, ...]:

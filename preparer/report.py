@@ -18,6 +18,7 @@ from preparer.descriptor import Unapplied
 from preparer.files._toml import dumps_toml, write_atomic
 
 if TYPE_CHECKING:
+    from preparer.files.locked import Locked
     from preparer.policy.rules import Decision
 
 
@@ -132,6 +133,53 @@ class MetadataRecord:
 
 
 @record
+class LockChange:
+    """What rewriting the lock changed of one entry (``-update-lock``, or a lock written for the first time).
+
+    Attributes:
+        entry: where the entry is written (``io.buildpacks.group[0]``).
+        old: what it locked before (``None``: it was not locked).
+        new: what it locks now (``None``: the entry is gone, and so is its lock).
+    """
+
+    entry: str
+    old: Locked | None
+    new: Locked | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the report file has it: each side as ``id@version (where)``, or left out."""
+        from preparer.files.locked import describe_locked  # deferred: only runs with a lock
+
+        return {"entry": self.entry} | {
+            side: describe_locked(value) for side, value in (("old", self.old), ("new", self.new)) if value
+        }
+
+
+@record
+class LockRecord:
+    """The run's lock.
+
+    Attributes:
+        path: the lock file, or ``None`` for a lock given as bytes (``Inputs.lock_data``), which is never written.
+        action: ``frozen`` (the run installed what it locks), ``written`` (resolved and written: there was none,
+            or ``update_lock``), ``would write`` (a dry run), ``not written`` (a dry run that cannot tell it).
+        data: the lock's bytes: the one the run was frozen to, the one written (or, for ``Inputs.lock_data``, to
+            keep), the one a dry run with ``update_lock`` would write; ``None`` when a dry run cannot tell it.
+        changes: what writing it changed, entry by entry, in the project's order (:class:`LockChange`).
+    """
+
+    path: str | None
+    action: Literal["frozen", "written", "would write", "not written"]
+    data: bytes | None = None
+    changes: tuple[LockChange, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the report file has it (without the lock's bytes)."""
+        head = {"action": self.action} if self.path is None else {"path": self.path, "action": self.action}
+        return head | {"changes": [change.to_dict() for change in self.changes]}
+
+
+@record
 class Report:
     """The outcome of :func:`preparer.prepare` (and :func:`preparer.run_plan`); :meth:`to_dict` is the
     ``-prepare-report`` document.
@@ -149,6 +197,7 @@ class Report:
         written: paths written, in order (order.toml, installed buildpack directories, env files, metadata).
         project_metadata: project-metadata.toml, when there is something to say of the source.
         policy: what the platform policy decided of each entry (empty without a policy).
+        lock: the run's lock (:class:`LockRecord`), with ``Inputs.lock`` or ``Inputs.lock_data``.
     """
 
     descriptor_path: str | None = None
@@ -163,6 +212,7 @@ class Report:
     written: tuple[str, ...] = ()
     project_metadata: MetadataRecord | None = None
     policy: tuple[Decision, ...] = ()
+    lock: LockRecord | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``-prepare-report`` document (TOML-ready) of a run that did not fail."""
@@ -215,6 +265,8 @@ def report_to_toml(report: Report) -> dict[str, Any]:
         doc["signature"] = signatures
     if report.project_metadata is not None:
         doc["project-metadata"] = report.project_metadata.to_dict()
+    if report.lock is not None:
+        doc["lock"] = report.lock.to_dict()
     return doc
 
 

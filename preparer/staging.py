@@ -75,17 +75,11 @@ def fetching(
                 download_timeout=inputs.download_timeout,
                 # Hard links into the cache only where the build cannot write them: the cache's files are root's.
                 link_installs=os.geteuid() == 0 and inputs.uid not in (None, 0),
+                given=inputs.transport,
             )
         )
         # The run's connections end with it: a service running many builds keeps no socket of a finished one.
-        transport = stack.enter_context(
-            Transport(
-                timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout),
-                deadline=inputs.download_timeout,
-                clock=clock,
-                environ=inputs.environ,
-            )
-        )
+        transport = stack.enter_context(_run_transport(inputs, clock))
         yield FetchContext(
             sink=Sink(staging, warn=warn),
             store=store,
@@ -99,6 +93,20 @@ def fetching(
             ),
             buildpacks_dir=inputs.buildpacks_dir,
         )
+
+
+def _run_transport(inputs: Inputs, clock: RunClock) -> Transport:
+    """The run's transport: its timeouts and clock, and the caller's session when ``Inputs.transport`` gives one
+    (an in-memory one; the caller's to close)."""
+    transport = Transport(
+        timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout),
+        deadline=inputs.download_timeout,
+        clock=clock,
+        environ=inputs.environ,
+    )
+    if inputs.transport is not None:
+        transport.use_session(inputs.transport.session())
+    return transport
 
 
 def _enter_staging(stack: contextlib.ExitStack[bool | None], buildpacks_dir: Path) -> Path:

@@ -64,11 +64,15 @@ def opened_store(
     clock: RunClock | None = None,
     download_timeout: float = 1800.0,
     link_installs: bool = False,
+    given: Transport | None = None,
 ) -> Iterator[Store]:
     """The run's store, for the block: the download cache at ``cache`` (opened, checked, and claimed: a directory
     of the run's own for partial downloads, removed with what runs that died left), and the fleet's repository
     ``repo`` (``-download-cache-repo``, its mode and max-age). A cache that cannot be trusted is left out with a
-    warning: a store never fails a build. Uploads the run did not commit end with the block."""
+    warning: a store never fails a build. Uploads the run did not commit end with the block.
+
+    :param given: the caller's transport (``Inputs.transport``): the repository's requests go through its
+        session too."""
     import contextlib  # deferred: only runs that fetch open a store
 
     with contextlib.ExitStack() as stack:
@@ -87,6 +91,8 @@ def opened_store(
                     environ=environ or {},
                 )
             )
+            if given is not None:
+                transport.use_session(given.session())
         store = Store(
             local, shared, environ=environ, insecure_registries=insecure_registries, warn=warn,
             transport=transport, link_installs=link_installs,

@@ -258,6 +258,10 @@ class Transport:
                 made._closed = True
             else:
                 self._variants.append(made)
+            if (
+                not self.own_session and self._session is not None
+            ):  # a given session: every request goes to it
+                made.use_session(self._session)
         return made
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from preparer._record import record
 from preparer.config import GroupEntry
 from preparer.errors import DescriptorError, PreparerError, with_fields
+from preparer.files.locked import Locked
 
 LOCK_VERSION = 1
 #: Where a lock is looked for when no ``-lock`` is given: the documented place, ``<app>/preparer.lock``. A run
@@ -26,36 +27,15 @@ HEADER = (
     "# The buildpacks each entry of project.toml resolved to, written by the preparer: commit it with the app.\n"
     "# A run with -lock installs exactly these; to resolve again and rewrite it, add -update-lock.\n"
 )
-Source = Literal["builder", "path", "http", "image", "registry", "inline"]
 Mode = Literal["frozen", "write", "update"]
-
-
-@record
-class Locked:
-    """One entry of the lock.
-
-    ``written`` is the entry as written (``uri`` without credentials, ``id``, ``version``, and a ``script``'s
-    sha256): what tells a changed entry. ``pinned`` is what the entry is frozen to: an image by digest
-    (``registry/repository@sha256:...``, for ``image`` and ``registry``), the URL (``http``); ``None`` for
-    ``builder``, ``path`` and ``inline``. ``digest`` is the content's: the image manifest's, the archive's. ``index``
-    is the digest of the image index the image was pulled through (``None``: none, or a lock written before it was
-    recorded).
-    """
-
-    entry: str
-    written: dict[str, str]
-    id: str
-    version: str
-    source: Source
-    pinned: str | None = None
-    digest: str | None = None
-    index: str | None = None
 
 
 @record
 class LockState:
     """The lock of a run: its file, the entries read from it (``None``: there was none), and what the run does
-    with it: ``frozen`` to it, ``write`` it (there was none), ``update`` it (``-update-lock``).
+    with it: ``frozen`` to it, ``write`` it (there was none), ``update`` it (``-update-lock``). A lock given as
+    bytes (``Inputs.lock_data``) is ``in_memory``: ``path`` only names it, and nothing is written to disk; the
+    report carries the lock instead.
 
     ``kept`` are the keys of the entries an update keeps exactly as locked (the run is frozen to them, and they
     are written back unchanged); the others are resolved again.
@@ -64,7 +44,14 @@ class LockState:
     path: Path
     entries: tuple[Locked, ...] | None
     mode: Mode
+    in_memory: bool = False
+    #: The bytes the lock was read from, when it was.
+    data: bytes | None = None
     kept: frozenset[str] = frozenset()
+
+
+#: How a lock given as bytes is named in messages.
+LOCK_DATA_NAME = Path("Inputs.lock_data")
 
 
 class NewerLockError(DescriptorError):
@@ -136,6 +123,8 @@ def parse_lock(data: bytes, name: str) -> tuple[Locked, ...]:
         return with_fields(DescriptorError(f"{verb} lock file", cause), path=name)
 
     where = f"{name}: "
+    if len(data) > MAX_LOCK_BYTES:  # read_lock reads no more; bytes given (Inputs.lock_data) are checked here
+        raise failed("read", f"{where}larger than {MAX_LOCK_BYTES} bytes")
     text = decode_toml(data, failed, where)
     _check_conflicts(text, name)
     doc = parse_toml(text, failed, where)

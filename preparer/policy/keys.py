@@ -91,17 +91,21 @@ def load_key(path: Path) -> PublicKey:
             data = f.read(MAX_KEY_BYTES + 1)
     except OSError as err:
         raise KeyProblem(err.strerror or str(err)) from None
-    if len(data) > MAX_KEY_BYTES:
-        raise KeyProblem(f"larger than {MAX_KEY_BYTES} bytes: not a public key")
-    return parse_key(data.decode("ascii", "replace"), str(path))
+    return parse_key(data, str(path))
 
 
-def parse_key(text: str, name: str) -> PublicKey:
-    """The public key in the PEM ``text``: a key file's, or a PEM block written in the policy itself (as
-    containers-policy.json's ``keyData``), named ``name``.
+def parse_key(text: str | bytes, name: str) -> PublicKey:
+    """The public key in the PEM ``text``: a key file's bytes, a key given as bytes by name
+    (:func:`preparer.parse_policy`'s ``keys``), or a PEM block written in the policy itself (as
+    containers-policy.json's ``keyData``), named ``name``. Every key is read here.
 
     :raises KeyProblem: as :func:`load_key`.
     """
+    data = text.encode("utf-8", "replace") if isinstance(text, str) else text
+    if len(data) > MAX_KEY_BYTES:
+        raise KeyProblem(f"larger than {MAX_KEY_BYTES} bytes: not a public key")
+    if isinstance(text, bytes):
+        text = data.decode("ascii", "replace")
     der = _pem_public_key(text)
     algorithm, verify = _parse(der)
     return PublicKey(name, hashlib.sha256(der).hexdigest(), algorithm, verify)

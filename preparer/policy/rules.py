@@ -8,16 +8,19 @@ extraction the moment one is exceeded (exit 1). Without a policy nothing changes
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import threading
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import tomli
 
 from preparer._record import field, record
 from preparer.descriptor import lookup
-from preparer.errors import InvalidInputsError, PolicyRefused, with_fields
+from preparer.errors import PolicyError, PolicyRefused, with_fields
 from preparer.fetch.guard import SIGNATURE_MAX_AGE, LimitExceeded, RunLimitExceeded
 
 if TYPE_CHECKING:
@@ -44,6 +47,7 @@ _SCHEMA: dict[str, frozenset[str]] = {
     "app": frozenset({"include-exclude"}),
 }
 MAX_POLICY_BYTES = 1 << 20
+T = TypeVar("T")
 
 
 #: A table header, ``[name]`` or ``[[name]]``.
@@ -116,32 +120,113 @@ class Policy:
         return tuple(rule for rule in self.signed_by if matches(repository, rule.images) is not None)
 
 
+#: How a policy given as text is named in messages.
+POLICY_DATA_NAME = "policy data"
+
+
 def load_policy(path: Path) -> Policy:
     """Read and check the policy file at ``path``.
 
-    :raises InvalidInputsError: unreadable, not TOML, an unknown key, or a value of the wrong kind (exit 3),
-        naming the key and its line.
+    :raises PolicyError: unreadable, not TOML, an unknown key, or a value of the wrong kind (exit 3), naming the
+        key and its line; its ``problems`` holds every problem of the file, in the file's order.
     """
     action = f"read policy {path}"
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_POLICY_BYTES + 1)
     except OSError as err:
-        raise InvalidInputsError(action, err.strerror or str(err)) from err
+        raise with_fields(PolicyError(action, err.strerror or str(err)), path=str(path)) from err
+    return _parse(data, str(path), action, Path(path).parent, {})
+
+
+def parse_policy(
+    text: str | bytes,
+    *,
+    base: str | os.PathLike[str] | None = None,
+    keys: Mapping[str, bytes] | None = None,
+    name: str = POLICY_DATA_NAME,
+) -> Policy:
+    """The policy whose text is ``text``, as :func:`load_policy` reads a file: for a service that keeps policies
+    in its database.
+
+    :param base: the directory that relative paths in it (key files, the trusted root) are read from; without it,
+        only absolute paths, ``keys`` and inline PEM keys can be used.
+    :param keys: PEM public keys by the name the policy's ``keys`` arrays give them (``keys = ["team.pub"]``);
+        a name found here is never read from disk.
+    :param name: names the policy in messages.
+    :raises PreparerError: a :class:`~preparer.errors.PolicyError`, as :func:`load_policy` (exit 3).
+    """
+    data = text.encode(errors="surrogatepass") if isinstance(text, str) else text
+    return _parse(data, name, f"read policy {name}", None if base is None else Path(base), dict(keys or {}))
+
+
+def check_policy(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    text: str | bytes | None = None,
+    base: str | os.PathLike[str] | None = None,
+    keys: Mapping[str, bytes] | None = None,
+) -> tuple[PolicyError, ...]:
+    """Every problem of the policy file at ``path`` (or of its ``text``), each a
+    :class:`~preparer.errors.PolicyError` with ``path``, ``key`` and ``line``, in the file's order; an empty tuple:
+    a run reads it. The same checks as a run's (:func:`load_policy`), which raises the first of them.
+
+    :param base: with ``text``, as :func:`parse_policy`'s (``path``'s directory otherwise).
+    :raises TypeError: neither ``path`` nor ``text`` is given.
+    """
+    if path is None and text is None:
+        raise TypeError("check_policy() needs the policy's path or its text")
+    try:
+        if text is None:
+            load_policy(Path(path or ""))
+        else:
+            name = POLICY_DATA_NAME if path is None else str(path)
+            parse_policy(text, base=base if base is not None or path is None else Path(path).parent, keys=keys,
+                         name=name)  # fmt: skip
+    except PolicyError as err:
+        return err.problems or (err,)
+    return ()
+
+
+def _parse(data: bytes, name: str, action: str, base: Path | None, keys: dict[str, bytes]) -> Policy:
+    def fail(cause: str, line: int | None = None) -> PolicyError:
+        return with_fields(PolicyError(action, cause), path=name, line=line)
+
     if len(data) > MAX_POLICY_BYTES:
-        raise InvalidInputsError(action, f"larger than {MAX_POLICY_BYTES} bytes")
+        raise fail(f"larger than {MAX_POLICY_BYTES} bytes")
     try:
         text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise fail(str(err)) from err
+    try:
         doc = tomli.loads(text)
-    except (UnicodeDecodeError, tomli.TOMLDecodeError) as err:
-        raise InvalidInputsError(action, str(err)) from err
-    return _Parser(str(path), text, action).policy(doc)
+    except tomli.TOMLDecodeError as err:
+        raise fail(str(err), getattr(err, "lineno", None)) from err
+    parser = _Parser(name, text, action, base, keys)
+    policy = parser.policy(doc)
+    if parser.problems:
+        problems = tuple(sorted(parser.problems, key=lambda p: (p.line is None, p.line or 0)))
+        raise with_fields(problems[0], problems=problems)
+    return policy
 
 
 class _Parser:
-    def __init__(self, path: str, text: str, action: str) -> None:
+    """Reads a policy document, finding every problem of it (each in :attr:`problems`, the walk going on with the
+    next key or rule)."""
+
+    def __init__(self, path: str, text: str, action: str, base: Path | None, keys: dict[str, bytes]) -> None:
         self.path, self.lines, self.action = path, text.splitlines(), action
+        self.base, self.given_keys = base, keys
         self.rules: dict[str, Rule] = {}
+        self.problems: list[PolicyError] = []
+
+    def attempt(self, read: Callable[[], T], default: T) -> T:
+        """What ``read`` returns, or ``default`` when it finds a problem (kept in :attr:`problems`)."""
+        try:
+            return read()
+        except PolicyError as problem:
+            self.problems.append(problem)
+            return default
 
     def where(self, key: str) -> str:
         """``line N of FILE`` where ``key`` (dotted) is written, or the file."""
@@ -165,8 +250,11 @@ class _Parser:
                     return number
         return None
 
-    def fail(self, key: str, problem: str) -> InvalidInputsError:
-        return InvalidInputsError(self.action, f"{key} ({self.where(key)}): {problem}")
+    def fail(self, key: str, problem: str) -> PolicyError:
+        return self.error(key, self.line(key), f"{key} ({self.where(key)}): {problem}")
+
+    def error(self, key: str, line: int | None, cause: str) -> PolicyError:
+        return with_fields(PolicyError(self.action, cause), path=self.path, key=key, line=line)
 
     def check_keys(self, doc: dict[str, Any], prefix: str = "") -> None:
         allowed = _SCHEMA.get(prefix, frozenset())
@@ -174,18 +262,24 @@ class _Parser:
             dotted = f"{prefix}.{key}" if prefix else key
             if key not in allowed:
                 known = ", ".join(sorted(allowed))
-                raise self.fail(dotted, f"unknown key (known here: {known})")
+                self.problems.append(self.fail(dotted, f"unknown key (known here: {known})"))
+                continue
             if dotted == "image.signed-by":
                 continue  # an array of tables: read by signed_by()
             if dotted in _SCHEMA:
                 if not isinstance(value, dict):
-                    raise self.fail(dotted, "must be a table")
+                    self.problems.append(self.fail(dotted, "must be a table"))
+                    continue
                 self.check_keys(value, dotted)
             else:
                 self.rules[dotted] = Rule(dotted, self.line(dotted))
 
+    def lookup(self, doc: dict[str, Any], key: str) -> Any:
+        """The value at ``key``, or ``None`` (also under a table that is not one, a problem said once)."""
+        return lookup(doc, key)
+
     def globs(self, doc: dict[str, Any], key: str) -> tuple[str, ...] | None:
-        value = lookup(doc, key)
+        value = self.lookup(doc, key)
         if value is None:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
@@ -203,7 +297,7 @@ class _Parser:
             raise self.fail(key, str(err)) from None
 
     def flag(self, doc: dict[str, Any], key: str, default: bool) -> bool:
-        value = lookup(doc, key)
+        value = self.lookup(doc, key)
         if value is None:
             return default
         if not isinstance(value, bool):
@@ -211,7 +305,7 @@ class _Parser:
         return value
 
     def size(self, doc: dict[str, Any], key: str) -> int | None:
-        value = lookup(doc, key)
+        value = self.lookup(doc, key)
         if value is None or _count(value):
             return value
         match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", value) if isinstance(value, str) else None
@@ -223,7 +317,7 @@ class _Parser:
         """A Go duration, as ``-download-cache-max-age`` takes one (``"24h"``, ``"90m"``, ``"0"``), in seconds."""
         from preparer.goflags import parse_duration  # deferred: only policies that set a duration
 
-        value = lookup(doc, key)
+        value = self.lookup(doc, key)
         if value is None:
             return default
         seconds = parse_duration(value) if isinstance(value, str) else 0.0 if value == 0 else None
@@ -232,45 +326,50 @@ class _Parser:
         return seconds
 
     def count(self, doc: dict[str, Any], key: str) -> int | None:
-        value = lookup(doc, key)
+        value = self.lookup(doc, key)
         if value is None or _count(value):
             return value
         raise self.fail(key, "must be a non-negative integer")
 
     def limits(self, doc: dict[str, Any], table: str) -> Limits:
         return Limits(
-            self.size(doc, f"{table}.download-bytes"),
-            self.size(doc, f"{table}.extract-bytes"),
-            self.count(doc, f"{table}.entries"),
+            self.attempt(lambda: self.size(doc, f"{table}.download-bytes"), None),
+            self.attempt(lambda: self.size(doc, f"{table}.extract-bytes"), None),
+            self.attempt(lambda: self.count(doc, f"{table}.entries"), None),
         )
 
-    def policy(self, doc: dict[str, Any]) -> Policy:
-        self.check_keys(doc)
+    def kinds(self, doc: dict[str, Any]) -> tuple[str, ...] | None:
         kinds = self.globs(doc, "sources.allow")
         for kind in kinds or ():
             if kind not in KINDS:
                 raise self.fail("sources.allow", f"unknown kind '{kind}' (kinds: {', '.join(KINDS)})")
+        return kinds
+
+    def policy(self, doc: dict[str, Any]) -> Policy:
+        self.check_keys(doc)
         return Policy(
             path=self.path,
-            kinds=kinds,
-            http_allow=self.globs(doc, "http.allow"),
-            http_pin=self.flag(doc, "http.require-pin", False),
-            image_allow=self.image_globs(doc, "image.allow"),
-            image_pin=self.flag(doc, "image.require-pin", False),
+            kinds=self.attempt(lambda: self.kinds(doc), None),
+            http_allow=self.attempt(lambda: self.globs(doc, "http.allow"), None),
+            http_pin=self.attempt(lambda: self.flag(doc, "http.require-pin", False), False),
+            image_allow=self.attempt(lambda: self.image_globs(doc, "image.allow"), None),
+            image_pin=self.attempt(lambda: self.flag(doc, "image.require-pin", False), False),
             buildpack_limits=self.limits(doc, "limits.buildpack"),
             run_limits=self.limits(doc, "limits.run"),
-            env_allow=self.globs(doc, "env.allow"),
-            env_deny=self.globs(doc, "env.deny") or (),
-            include_exclude=self.flag(doc, "app.include-exclude", True),
-            signed_by=self.signed_by(doc),
-            signature_max_age=self.duration(doc, "image.signature-max-age", SIGNATURE_MAX_AGE),
+            env_allow=self.attempt(lambda: self.globs(doc, "env.allow"), None),
+            env_deny=self.attempt(lambda: self.globs(doc, "env.deny") or (), ()),
+            include_exclude=self.attempt(lambda: self.flag(doc, "app.include-exclude", True), True),
+            signed_by=self.attempt(lambda: self.signed_by(doc), ()),
+            signature_max_age=self.attempt(
+                lambda: self.duration(doc, "image.signature-max-age", SIGNATURE_MAX_AGE), SIGNATURE_MAX_AGE
+            ),
             rules=self.rules,
         )
 
     def signed_by(self, doc: dict[str, Any]) -> tuple[SignedBy, ...]:
         """Every ``[[image.signed-by]]`` rule, its keys and the trusted root its identities need read now: a key or a
         root that cannot be used stops the run before any request (exit 3), naming the file and the rule's line."""
-        value = lookup(doc, "image.signed-by")
+        value = self.lookup(doc, "image.signed-by")
         if value is None:
             return ()
         key = "image.signed-by"
@@ -280,45 +379,56 @@ class _Parser:
 
         headers = self.headers(key)
         identity_lines = iter(self.headers(f"{key}.identities"))
-        root: TrustedRoot | None = None
+        root: list[TrustedRoot | None] = []  # read once, for the first rule with identities
         rules = []
         for index, table in enumerate(value):
             line = headers[index] if index < len(headers) else None
             where = f"line {line} of {self.path}" if line else self.path
+            before = len(self.problems)
             unknown = sorted(set(table) - {"images", "keys", "identities"})
             if unknown:
-                raise InvalidInputsError(
-                    self.action,
-                    f"{key} ({where}): unknown key '{unknown[0]}' (known here: images, keys, identities)",
+                known = "known here: images, keys, identities"
+                self.problems.append(
+                    self.error(key, line, f"{key} ({where}): unknown key '{unknown[0]}' ({known})")
                 )
-            images = table.get("images", ["*"])
-            if (
-                not isinstance(images, list)
-                or not images
-                or not all(isinstance(i, str) and i for i in images)
-            ):
-                raise InvalidInputsError(
-                    self.action, f"{key} ({where}): images must be an array of non-empty strings"
-                )
-            try:
-                images = canonical_globs(images)
-            except ValueError as err:
-                raise InvalidInputsError(self.action, f"{key} ({where}): images: {err}") from None
-            keys = self.keys(table.get("keys"), "identities" in table, key, where)
+            no_images: tuple[str, ...] = ()
+            no_keys: tuple[PublicKey, ...] = ()
+            images = self.attempt(partial(self.images, table, line, where), no_images)
+            keys = self.attempt(
+                partial(self.keys, table.get("keys"), "identities" in table, key, line, where), no_keys
+            )
             identities = self.identities(table.get("identities"), identity_lines, where)
-            if identities and root is None:
-                root = self.trusted_root(doc, where)
-            rules.append(SignedBy(tuple(images), keys, line, identities, root if identities else None))
+            if identities and not root:
+                no_root: TrustedRoot | None = None
+                root.append(self.attempt(partial(self.trusted_root, doc, where), no_root))
+            if len(self.problems) == before:
+                trusted = root[0] if identities and root else None
+                rules.append(SignedBy(tuple(images), keys, line, identities, trusted))
         self.rules[key] = Rule(key, headers[0] if headers else None)
         return tuple(rules)
 
-    def keys(self, paths: Any, optional: bool, key: str, where: str) -> tuple[PublicKey, ...]:
-        """The key files of one ``[[image.signed-by]]`` rule, read (none when the rule has identities instead)."""
+    def images(self, table: dict[str, Any], line: int | None, where: str) -> tuple[str, ...]:
+        key = "image.signed-by"
+        images = table.get("images", ["*"])
+        if not isinstance(images, list) or not images or not all(isinstance(i, str) and i for i in images):
+            raise self.error(key, line, f"{key} ({where}): images must be an array of non-empty strings")
+        try:
+            return canonical_globs(images)
+        except ValueError as err:
+            raise self.error(key, line, f"{key} ({where}): images: {err}") from None
+
+    def keys(
+        self, paths: Any, optional: bool, key: str, line: int | None, where: str
+    ) -> tuple[PublicKey, ...]:
+        """The keys of one ``[[image.signed-by]]`` rule, read (none when the rule has identities instead): each a
+        name given with the policy (:func:`parse_policy`'s ``keys``), a PEM public key written in the policy, or
+        a key file."""
         if paths is None and optional:
             return ()
         if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
-            raise InvalidInputsError(
-                self.action,
+            raise self.error(
+                key,
+                line,
                 f"{key} ({where}): keys must be a non-empty array of key files (PEM public keys) or PEM blocks"
                 + ("" if optional else ", or the rule must have [[image.signed-by.identities]]"),
             )
@@ -328,19 +438,36 @@ class _Parser:
         for number, written in enumerate(paths, 1):
             refused = service_key(written)
             if refused is not None:
-                error = InvalidInputsError(self.action, f"{key} ({where}): key {written.strip()}: {refused}")
-                raise with_fields(error, field="policy")
+                self.problems.append(
+                    self.error(key, line, f"{key} ({where}): key {written.strip()}: {refused}")
+                )
+                continue
+            # One way to a key from its PEM: written in the policy, or given as bytes by name (parse_policy's keys).
             inline = written.lstrip().startswith("-----BEGIN ")
-            path = f"key {number} (inline PEM)" if inline else f"key {Path(self.path).parent / written}"
+            given = None if inline else self.given_keys.get(written)
+            path = None if inline or given is not None else self.resolve(written)
+            if inline:
+                shown = f"key {number} (inline PEM)"
+            else:
+                shown = f"key {written if given is not None or path is None else path}"
             try:
                 if inline:
                     keys.append(parse_key(written, f"inline key {number} of the rule at {where}"))
+                elif given is not None:
+                    keys.append(parse_key(given, written))
+                elif path is None:
+                    raise KeyProblem("a relative path, and the policy was given without a base directory")
                 else:
-                    keys.append(load_key(Path(self.path).parent / written))
+                    keys.append(load_key(path))
             except KeyProblem as problem:
-                error = InvalidInputsError(self.action, f"{key} ({where}): {path}: {problem}")
-                raise with_fields(error, field="policy") from None
+                self.problems.append(self.error(key, line, f"{key} ({where}): {shown}: {problem}"))
         return tuple(keys)
+
+    def resolve(self, written: str) -> Path | None:
+        """The path ``written`` in the policy names: relative to the policy's directory (``None``: it has none)."""
+        if Path(written).is_absolute():
+            return Path(written)
+        return None if self.base is None else self.base / written
 
     def identities(self, value: Any, lines: Iterator[int], rule: str) -> tuple[Identity, ...]:
         """The ``[[image.signed-by.identities]]`` of one rule: each an issuer (``issuer`` or ``issuer-regexp``) and a
@@ -349,58 +476,64 @@ class _Parser:
             return ()
         key = "image.signed-by.identities"
         if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
-            raise InvalidInputsError(
-                self.action, f"{key} (the rule at {rule}): must be an array of tables ([[{key}]])"
+            self.problems.append(
+                self.error(key, None, f"{key} (the rule at {rule}): must be an array of tables ([[{key}]])")
             )
-        from preparer.policy.signatures import Identity  # deferred, as SignedBy
-
+            return ()
         found = []
         for table in value:
             line = next(lines, None)
-            where = f"line {line} of {self.path}" if line else self.path
-            known = {"issuer", "issuer-regexp", "subject", "subject-regexp"}
-            unknown = sorted(set(table) - known)
-            if unknown:
-                raise InvalidInputsError(
-                    self.action,
-                    f"{key} ({where}): unknown key '{unknown[0]}' (known here: {', '.join(sorted(known))})",
-                )
-            for name, value_ in table.items():
-                if not isinstance(value_, str) or not value_:
-                    raise InvalidInputsError(
-                        self.action, f"{key} ({where}): {name} must be a non-empty string"
-                    )
-            for part in ("issuer", "subject"):
-                given = [k for k in (part, f"{part}-regexp") if k in table]
-                if len(given) != 1:
-                    problem = (
-                        f"an identity needs its {part}: {part} or {part}-regexp (cosign requires both an issuer "
-                        "and a subject)"
-                        if not given
-                        else f"give {part} or {part}-regexp, not both"
-                    )
-                    raise InvalidInputsError(self.action, f"{key} ({where}): {problem}")
-            for name in ("issuer-regexp", "subject-regexp"):
-                try:
-                    re.compile(table.get(name, ""))
-                except re.error as err:
-                    raise InvalidInputsError(
-                        self.action, f"{key} ({where}): {name} is not a valid regular expression ({err})"
-                    ) from None
-            issuer, issuer_regexp = table.get("issuer"), table.get("issuer-regexp")
-            found.append(
-                Identity(issuer, issuer_regexp, table.get("subject"), table.get("subject-regexp"), line)
-            )
+            none: Identity | None = None
+            identity = self.attempt(partial(self.identity, table, line), none)
+            if identity is not None:
+                found.append(identity)
         return tuple(found)
+
+    def identity(self, table: dict[str, Any], line: int | None) -> Identity:
+        from preparer.policy.signatures import Identity  # deferred, as SignedBy
+
+        key = "image.signed-by.identities"
+        where = f"line {line} of {self.path}" if line else self.path
+        known = {"issuer", "issuer-regexp", "subject", "subject-regexp"}
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise self.error(
+                key,
+                line,
+                f"{key} ({where}): unknown key '{unknown[0]}' (known here: {', '.join(sorted(known))})",
+            )
+        for name, value_ in table.items():
+            if not isinstance(value_, str) or not value_:
+                raise self.error(key, line, f"{key} ({where}): {name} must be a non-empty string")
+        for part in ("issuer", "subject"):
+            given = [k for k in (part, f"{part}-regexp") if k in table]
+            if len(given) != 1:
+                problem = (
+                    f"an identity needs its {part}: {part} or {part}-regexp (cosign requires both an issuer "
+                    "and a subject)"
+                    if not given
+                    else f"give {part} or {part}-regexp, not both"
+                )
+                raise self.error(key, line, f"{key} ({where}): {problem}")
+        for name in ("issuer-regexp", "subject-regexp"):
+            try:
+                re.compile(table.get(name, ""))
+            except re.error as err:
+                raise self.error(
+                    key, line, f"{key} ({where}): {name} is not a valid regular expression ({err})"
+                ) from None
+        issuer, issuer_regexp = table.get("issuer"), table.get("issuer-regexp")
+        return Identity(issuer, issuer_regexp, table.get("subject"), table.get("subject-regexp"), line)
 
     def trusted_root(self, doc: dict[str, Any], rule: str) -> TrustedRoot:
         """``[sigstore] trusted-root``, read: the trusted root that identity rules need (the rule at ``rule`` has
         one)."""
         key = "sigstore.trusted-root"
-        written = lookup(doc, key)
+        written = self.lookup(doc, key)
         if written is None:
-            raise InvalidInputsError(
-                self.action,
+            raise self.error(
+                "image.signed-by.identities",
+                None,
                 f"image.signed-by.identities (the rule at {rule}): an identity rule needs [sigstore] trusted-root, "
                 "the platform's copy of Sigstore's trusted root (trusted_root.json)",
             )
@@ -409,13 +542,16 @@ class _Parser:
         from preparer.policy.keyless.model import RootProblem  # deferred: only policies with identity rules
         from preparer.policy.keyless.root import load_root
 
-        path = Path(self.path).parent / written
+        path = self.resolve(written)
+        if path is None:
+            raise self.fail(
+                key, f"{written}: a relative path, and the policy was given without a base directory"
+            )
         try:
             return load_root(path)
         except RootProblem as problem:
             inside = f" (at {problem.where})" if problem.where else ""
-            error = self.fail(key, f"{path}{inside}: {problem}")
-            raise with_fields(error, field="policy") from None
+            raise self.fail(key, f"{path}{inside}: {problem}") from None
 
     def headers(self, key: str) -> list[int]:
         """The lines of every ``[[key]]`` header, in order."""

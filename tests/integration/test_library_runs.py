@@ -447,3 +447,33 @@ def test_every_log_record_names_its_run(http_server: FileServer, tmp_path: Path)
         assert not any(str(tmp_path / name) in line for run, lines in by_run.items() if run != f"build-{name}"
                        for line in lines)  # fmt: skip
     assert len(by_run) == 3
+
+
+def test_a_logging_handler_that_raises_after_the_commit_leaves_the_run_committed(
+    http_server: FileServer, tmp_path: Path
+) -> None:
+    """A service's own handler on the preparer's logger that fails on the lines said once the commit is whole (a
+    full log disk, a closed socket) neither undoes the commit nor makes the run a failure."""
+    import logging
+
+    make_tgz(http_server.root / "bp.tgz", "svc/logged")
+    layout, inputs = build(tmp_path / "b", http_server.url("bp.tgz"))
+
+    class Failing(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("Wrote"):
+                raise OSError("the log sink is gone")
+
+    handler = Failing()
+    logger = logging.getLogger("preparer")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        report = prepare(inputs)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert report.written[0] == str(layout.layers / "order.toml")
+    assert 'id = "svc/logged"' in (layout.layers / "order.toml").read_text()
+    assert "svc_logged" in installed(layout)
