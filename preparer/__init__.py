@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         PolicyRefused,
         PreparerError,
         SignatureRefused,
+        TargetRefused,
         UnexpectedError,
     )
     from preparer.inputs import Inputs
@@ -63,6 +64,7 @@ __all__ = [
     "Report",
     "SignatureRecord",
     "SignatureRefused",
+    "TargetRefused",
     "Unapplied",
     "UnexpectedError",
     "__version__",
@@ -79,7 +81,7 @@ __all__ = [
 _HOMES = {
     **dict.fromkeys(
         ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "FetchError", "FetchErrors", "InvalidInputsError",
-         "NoSpaceError", "NotFoundError", "PlatformAPIError", "PolicyRefused", "PreparerError", "SignatureRefused", "UnexpectedError"),
+         "NoSpaceError", "NotFoundError", "PlatformAPIError", "PolicyRefused", "PreparerError", "SignatureRefused", "TargetRefused", "UnexpectedError"),
         "preparer.errors",
     ),
     "Inputs": "preparer.inputs",

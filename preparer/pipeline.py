@@ -38,6 +38,7 @@ from preparer.interrupt import Cancel, Interrupted
 from preparer.metadata import MetadataWrite, describe_metadata, plan_metadata
 from preparer.plan import Fetch, NotInstalled, Plan, Present, Step, make_plan
 from preparer.report import EnvRecord, MetadataRecord, Report, unapplied_message, write_report
+from preparer.target import Target, build_target, host_platform, platform_source
 
 if TYPE_CHECKING:
     from preparer.files.lockfile import Locked
@@ -203,6 +204,16 @@ def _show_lock_changes(plan: Plan, inputs: Inputs, progress: ProgressCallback | 
         log.info("  lock: %s", line)
 
 
+def target_of(inputs: Inputs) -> Target:
+    """The build's target for ``inputs`` (:func:`preparer.target.build_target`): the ``CNB_TARGET_*`` variables,
+    else ``<layers>/analyzed.toml``, else ``CNB_PREPARER_PLATFORM`` or the host's.
+
+    :raises InvalidInputsError: analyzed.toml cannot be read, or a target is invalid (exit 3).
+    """
+    source = platform_source(inputs.target_platform, inputs.environ, host_platform())
+    return build_target(inputs.target, inputs.target_platform, source, inputs.layers_dir, inputs.os_release)
+
+
 def _check_app_dir(app_dir: Path) -> None:
     """The app directory exists and is one: an ``-app`` mistyped must not pass for an app with nothing to apply.
 
@@ -315,6 +326,8 @@ def plan_run(
 def _plan_run(inputs: Inputs) -> Plan:
     interrupt.check()  # a handle set before the run began
     descriptor, config, warnings = read_inputs(inputs)
+    target = target_of(inputs)
+    log.debug("The build's target: %s (%s)", target.platform, target.source)
     interrupt.check()
     if descriptor.path is None:
         log.info("No project descriptor at %s; nothing to apply", inputs.descriptor_path)
@@ -338,7 +351,9 @@ def _plan_run(inputs: Inputs) -> Plan:
         keep = (descriptor.path, lock_path(inputs))  # as buildpacks read the one, the run reads the other
         removal = plan_removal(inputs.app_dir, config.include, config.exclude, *keep)
         interrupt.check()
-    plan = replace(_make_plan(inputs, config, descriptor, removal, warnings), project_metadata=metadata)
+    plan = replace(
+        _make_plan(inputs, config, descriptor, removal, warnings), project_metadata=metadata, target=target
+    )
     for warning in plan.warnings[len(warnings) :]:
         log.warning("%s", warning)
     for step in plan.steps:
@@ -367,7 +382,12 @@ def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
         plan = replace(plan, registry_hosts=load_hosts_dir(inputs.registry_hosts_dir))
     if inputs.lock is not None or inputs.require_lock:
         plan = _locked(plan, inputs)
-    check_present([s for s in plan.steps if isinstance(s, Present)], inputs.buildpacks_dir)
+    present = [s for s in plan.steps if isinstance(s, Present)]
+    said = check_present(present, inputs.buildpacks_dir, plan.target, enforced=inputs.checks_targets)
+    for warning in said:
+        log.warning("%s", warning)
+    if said:
+        plan = replace(plan, warnings=(*plan.warnings, *said))
     _check_outputs(plan, inputs)
     return plan
 
