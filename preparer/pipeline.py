@@ -573,6 +573,7 @@ def _report(
         written=written,
         project_metadata=_metadata_record(plan.project_metadata, inputs.dry_run),
         policy=plan.policy,
+        target=plan.target,
     )
 
 
@@ -589,6 +590,10 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
     Pure: it raises nothing of its own (``plan`` was checked by :func:`plan_run`).
     """
     lines = []
+    if plan.target is not None:
+        target = plan.target
+        distro = f", {target.distro} (from {target.distro_source})" if target.distro else ""
+        lines.append(f"  target: {target.platform} ({target.source}){distro}")
     if plan.config.writes_order:
         for label, steps in (("pre", plan.pre), ("group", plan.group or ()), ("post", plan.post)):
             lines += [f"  {label}: {source_of(step)} ({_what_happens(step)})" for step in steps]

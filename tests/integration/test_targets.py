@@ -276,3 +276,26 @@ def test_an_index_resolves_to_the_target_and_a_single_arch_image_is_checked(
     assert multi.code == 0, multi.stderr
     installed = (layout.buildpacks / "me_multi" / "1.0.0" / "buildpack.toml").read_text()
     assert 'arch = "arm64"' in installed
+
+
+def test_the_dry_run_and_the_report_show_the_target(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    import tomllib
+
+    local(layout.app / "arm", "me/arm", ARM64_ONLY)
+    env = {"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "arm64", "CNB_TARGET_ARCH_VARIANT": "v8",
+           "CNB_TARGET_DISTRO_NAME": "ubuntu", "CNB_TARGET_DISTRO_VERSION": "24.04"}  # fmt: skip
+    dry = preparer("-dry-run", project=group("./arm"), env=env)
+    assert dry.code == 0, dry.stderr
+    assert (
+        "  target: linux/arm64/v8 (CNB_TARGET_OS, CNB_TARGET_ARCH, CNB_TARGET_ARCH_VARIANT), ubuntu 24.04 (from "
+        "CNB_TARGET_DISTRO_NAME)"
+    ) in dry.stdout + dry.stderr
+    report = tmp_path / "report.toml"
+    done = preparer("-prepare-report", str(report), project=group("./arm"), env=env)
+    assert done.code == 0, done.stderr
+    assert tomllib.loads(report.read_text())["target"] == {
+        "os": "linux", "arch": "arm64", "variant": "v8", "distro-name": "ubuntu", "distro-version": "24.04",
+        "source": "CNB_TARGET_OS, CNB_TARGET_ARCH, CNB_TARGET_ARCH_VARIANT", "distro-source": "CNB_TARGET_DISTRO_NAME",
+    }  # fmt: skip
