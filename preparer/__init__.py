@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         PreparerError,
         RunLimitReached,
         SignatureRefused,
+        TargetRefused,
         UnexpectedError,
     )
     from preparer.fetch.guard import LimitExceeded, RunLimitExceeded
@@ -84,6 +85,7 @@ __all__ = [
     "RunLimitReached",
     "SignatureRecord",
     "SignatureRefused",
+    "TargetRefused",
     "Unapplied",
     "UnexpectedError",
     "Unreachable",
@@ -107,7 +109,8 @@ _HOMES = {
     **dict.fromkeys(
         ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "FetchError", "FetchErrors", "InvalidInputsError",
          "LockMismatch", "NoSpaceError", "NotFoundError", "PlatformAPIError", "PolicyError", "PolicyRefused",
-         "PreparerError", "RunLimitReached", "SignatureRefused", "UnexpectedError"),
+         "PreparerError", "RunLimitReached", "SignatureRefused", "TargetRefused",
+         "UnexpectedError"),
         "preparer.errors",
     ),
     **dict.fromkeys(("LimitExceeded", "RunLimitExceeded"), "preparer.fetch.guard"),

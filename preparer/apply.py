@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -26,6 +27,7 @@ from preparer.files.order import Order, OrderElement, dumps_order
 from preparer.inputs import Inputs
 from preparer.plan import Fetch, Plan, Present, Step, compose_order
 from preparer.report import BuildpackRecord, LockRecord, SignatureRecord
+from preparer.target import Target, check_targets, directory_files, installed
 
 if TYPE_CHECKING:
     from preparer.fetch.base import Fetched
@@ -68,10 +70,16 @@ def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressCallback | N
     from preparer.staging import check_fetched, fetch_steps, fetching
 
     warnings: list[str] = []
-    with fetching(inputs, warnings.append, plan.registry_hosts) as ctx:
+    platform = plan.target.platform if plan.target is not None else None
+    with fetching(inputs, warnings.append, plan.registry_hosts, platform) as ctx:
         # A frozen entry's bytes that are not the locked ones fail as the lock's (preparer.lock.locked_failure).
         fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
-        check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
+        said = check_fetched(
+            to_fetch, fetched, inputs.buildpacks_dir, plan.target, enforced=inputs.checks_targets
+        )
+        for warning in said:
+            log.warning("%s", warning)
+        warnings += said
         if plan.lock is not None:
             from preparer.lock import check_locked  # deferred: only runs with a lock
 
@@ -95,21 +103,36 @@ def resolve_plan(plan: Plan, inputs: Inputs, progress: ProgressCallback | None =
             return updated(plan.lock, plan.steps, {})
         from preparer.staging import check_fetched, fetch_steps, fetching  # deferred, as resolved
 
-        with fetching(inputs, log.warning, plan.registry_hosts) as ctx:
+        platform = plan.target.platform if plan.target is not None else None
+        with fetching(inputs, log.warning, plan.registry_hosts, platform) as ctx:
             fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
-            check_fetched(to_fetch, fetched, inputs.buildpacks_dir)
+            for warning in check_fetched(
+                to_fetch, fetched, inputs.buildpacks_dir, plan.target, enforced=inputs.checks_targets
+            ):
+                log.warning("%s", warning)
             return updated(plan.lock, plan.steps, dict(zip(map(id, to_fetch), fetched, strict=True)))
 
 
-def check_present(steps: Sequence[Present], buildpacks_dir: Path) -> None:
-    """The Buildpack API of buildpacks already in ``<buildpacks>`` that the order names (exit 12).
+def check_present(
+    steps: Sequence[Present], buildpacks_dir: Path, target: Target | None = None, *, enforced: bool = True
+) -> list[str]:
+    """The Buildpack API of buildpacks already in ``<buildpacks>`` that the order names (exit 12), and whether
+    they can run on ``target`` (:func:`preparer.target.check_targets`).
 
+    :param enforced: one that cannot is refused (Platform API 0.12 and later), else a warning.
+    :returns: the warnings.
     :raises BuilderError: such a buildpack's ``buildpack.toml`` cannot be read (exit 1).
+    :raises TargetRefused: one cannot run on ``target`` (exit 1).
     """
+    tops = []
     for step in steps:
-        path = buildpack_dir(buildpacks_dir, step.id, step.version) / "buildpack.toml"
-        descriptor = read_buildpack_toml(path, builder=True)
+        root = buildpack_dir(buildpacks_dir, step.id, step.version)
+        descriptor = read_buildpack_toml(root / "buildpack.toml", builder=True)
         verify_buildpack_api(descriptor.ref, descriptor.api)
+        tops.append((descriptor, directory_files(root)))
+    if target is None:
+        return []
+    return check_targets(tops, target, partial(installed, buildpacks_dir), enforced=enforced)
 
 
 def _owner(inputs: Inputs) -> tuple[int, int] | None:

@@ -216,6 +216,20 @@ class FetchErrors(FetchError):
         self.args = (f"failed to fetch {len(errors)} buildpacks:{self.cause}",)
 
 
+class TargetRefused(PreparerError):
+    """A buildpack the order names cannot run on the build's target (exit 1), decided before anything is written.
+
+    Attributes:
+        buildpack: ``<id>@<version>`` of the buildpack the order names (a composite's, when none of its groups can).
+        target: the build's ``os/arch[/variant]``.
+        source: the setting that gave it (``CNB_PREPARER_PLATFORM``).
+    """
+
+    buildpack: str | None = None
+    target: str | None = None
+    source: str | None = None
+
+
 class BuilderError(PreparerError):
     """The builder's own files (``-order``, a ``buildpack.toml`` in ``<buildpacks>``) are missing or malformed."""
 

@@ -188,10 +188,16 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         None,
         "string",
-        "the platform to choose from an image index, os/arch[/variant]",
+        "the build's target when neither CNB_TARGET_* nor <layers>/analyzed.toml give one, os/arch[/variant] "
+        "(docs/targets.md)",
         "CNB_PREPARER_PLATFORM",
         "the host's",
     ),
+    Flag(None, "string", "the build's target os (with CNB_TARGET_ARCH; docs/targets.md)", "CNB_TARGET_OS"),
+    Flag(None, "string", "the build's target architecture (with CNB_TARGET_OS)", "CNB_TARGET_ARCH"),
+    Flag(None, "string", "the build's target architecture variant", "CNB_TARGET_ARCH_VARIANT"),
+    Flag(None, "string", "the build's distribution, else /etc/os-release's ID", "CNB_TARGET_DISTRO_NAME"),
+    Flag(None, "string", "the distribution's version, else /etc/os-release's VERSION_ID", "CNB_TARGET_DISTRO_VERSION"),
     Flag(
         None,
         "string",

@@ -27,6 +27,14 @@ from preparer.api import SUPPORTED_PLATFORM_APIS, APIVersion, platform_api_probl
 from preparer.errors import InvalidInputsError, with_fields
 from preparer.flags import BY_NAME, DEFAULT_REGISTRY_INDEX, default, env_default, env_of
 from preparer.goflags import BOOL_SPELLINGS, parse_bool, parse_duration, parse_int
+from preparer.target import (
+    DEFAULT_OS_RELEASE,
+    ENV_PREPARER_PLATFORM,
+    Target,
+    host_platform,
+    parse_platform,
+    target_from_environ,
+)
 
 #: Kept under this name for callers of earlier versions.
 DEFAULT_BUILDPACK_REGISTRY_INDEX = DEFAULT_REGISTRY_INDEX
@@ -79,13 +87,6 @@ class _OptionalPathField:
 
     def __set__(self, obj: object, value: str | os.PathLike[str] | None) -> None:
         object.__setattr__(obj, self.slot, None if value is None else _absolute(self.name, value))
-
-
-def _host_platform() -> str:
-    """``linux/<arch>`` of this machine, in OCI's names (``amd64``, ``arm64``)."""
-    machine = os.uname().machine.lower()
-    arch = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)
-    return f"linux/{arch}"
 
 
 @record(kw_only=True)
@@ -151,8 +152,14 @@ class Inputs:
     insecure_registries: tuple[str, ...] = ()
     exec_env: str = env_default("CNB_EXEC_ENV")
     registry_index: str = DEFAULT_REGISTRY_INDEX
-    #: The target platform when choosing from an image index, ``os/arch[/variant]``.
-    target_platform: str = field(default_factory=_host_platform)
+    #: The build's target when the platform gives none (``CNB_PREPARER_PLATFORM``, else the host's),
+    #: ``os/arch[/variant]``; see :attr:`target`.
+    target_platform: str = field(default_factory=host_platform)
+    #: The build's target as the platform gives it (the ``CNB_TARGET_*`` variables); ``None``: from
+    #: ``<layers>/analyzed.toml`` ``[run-image.target]``, else :attr:`target_platform` (docs/targets.md).
+    target: Target | None = None
+    #: Where a Linux target's distribution is read from when nothing else gives it.
+    os_release: _PathField = _PathField(DEFAULT_OS_RELEASE)
     #: Seconds to wait between bytes from a server (and at most 10 to connect).
     http_timeout: float = float(env_default("CNB_PREPARER_HTTP_TIMEOUT"))
     #: Seconds one download may take in all (a server trickling bytes cannot hold a run, or a lock, forever).
@@ -176,6 +183,12 @@ class Inputs:
         if not self.write_project_metadata:
             return None
         return self.project_metadata or self.layers_dir / "project-metadata.toml"
+
+    @property
+    def checks_targets(self) -> bool:
+        """Whether a buildpack that cannot run on the target is refused: from Platform API 0.12, whose detector
+        skips such buildpacks (below it, a warning)."""
+        return self.platform_api >= APIVersion(0, 12)
 
     @property
     def descriptor_path(self) -> Path:
@@ -237,6 +250,8 @@ if TYPE_CHECKING:
         exec_env: str
         registry_index: str
         target_platform: str
+        target: Target | None
+        os_release: str | os.PathLike[str]
         http_timeout: float
         download_timeout: float
         run_timeout: float
@@ -320,6 +335,7 @@ def _check_types(inputs: Inputs) -> None:
         "exec_env": (str,),
         "registry_index": (str,),
         "target_platform": (str,),
+        "target": (Target, type(None)),
         "http_timeout": (int, float),
         "download_timeout": (int, float),
         "run_timeout": (int, float),
@@ -462,13 +478,23 @@ def resolve_inputs(
         insecure_registries=_insecure_registries(flags, environ),
         exec_env=environ.get("CNB_EXEC_ENV") or env_default("CNB_EXEC_ENV"),
         registry_index=given.text("buildpack-registry-index") or DEFAULT_REGISTRY_INDEX,
-        target_platform=environ.get("CNB_PREPARER_PLATFORM") or _host_platform(),
+        target_platform=_target_platform(environ),
+        target=target_from_environ(environ),
         http_timeout=_seconds(environ, "CNB_PREPARER_HTTP_TIMEOUT"),
         download_timeout=_seconds(environ, "CNB_PREPARER_DOWNLOAD_TIMEOUT"),
         run_timeout=_seconds(environ, "CNB_PREPARER_RUN_TIMEOUT"),
         platform_api=platform_api,
         environ=dict(environ),
     )
+
+
+def _target_platform(environ: Mapping[str, str]) -> str:
+    """``CNB_PREPARER_PLATFORM``, checked and named as written, else the host's."""
+    given = environ.get(ENV_PREPARER_PLATFORM)
+    if not given:
+        return host_platform()
+    parse_platform(given, ENV_PREPARER_PLATFORM)
+    return given
 
 
 def _insecure_registries(flags: Mapping[str, object], environ: Mapping[str, str]) -> tuple[str, ...]:

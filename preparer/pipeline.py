@@ -38,6 +38,7 @@ from preparer.interrupt import Cancel, Interrupted
 from preparer.metadata import MetadataWrite, describe_metadata, plan_metadata
 from preparer.plan import Fetch, NotInstalled, Plan, Present, Step, make_plan
 from preparer.report import EnvRecord, LockRecord, MetadataRecord, Report, unapplied_message, write_report
+from preparer.target import Target, build_target, host_platform, platform_source
 
 if TYPE_CHECKING:
     from preparer.files.locked import Locked
@@ -224,6 +225,16 @@ def _dry_lock(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> 
     return LockRecord(shown, "would write", dumps_lock(entries), lock_changes(state.entries, entries))
 
 
+def target_of(inputs: Inputs) -> Target:
+    """The build's target for ``inputs`` (:func:`preparer.target.build_target`): the ``CNB_TARGET_*`` variables,
+    else ``<layers>/analyzed.toml``, else ``CNB_PREPARER_PLATFORM`` or the host's.
+
+    :raises InvalidInputsError: analyzed.toml cannot be read, or a target is invalid (exit 3).
+    """
+    source = platform_source(inputs.target_platform, inputs.environ, host_platform())
+    return build_target(inputs.target, inputs.target_platform, source, inputs.layers_dir, inputs.os_release)
+
+
 def _check_app_dir(app_dir: Path) -> None:
     """The app directory exists and is one: an ``-app`` mistyped must not pass for an app with nothing to apply.
 
@@ -337,6 +348,8 @@ def _plan_run(inputs: Inputs) -> Plan:
     interrupt.check()  # a handle set before the run began
     made_from = _fingerprints(inputs)  # before they are read: a change while planning is seen when it runs
     descriptor, config, warnings = read_inputs(inputs)
+    target = target_of(inputs)
+    log.debug("The build's target: %s (%s)", target.platform, target.source)
     interrupt.check()
     if descriptor.path is None:
         log.info("No project descriptor at %s; nothing to apply", inputs.descriptor_path)
@@ -360,7 +373,9 @@ def _plan_run(inputs: Inputs) -> Plan:
         keep = (descriptor.path, lock_path(inputs))  # as buildpacks read the one, the run reads the other
         removal = plan_removal(inputs.app_dir, config.include, config.exclude, *keep)
         interrupt.check()
-    plan = replace(_make_plan(inputs, config, descriptor, removal, warnings), project_metadata=metadata)
+    plan = replace(
+        _make_plan(inputs, config, descriptor, removal, warnings), project_metadata=metadata, target=target
+    )
     for warning in plan.warnings[len(warnings) :]:
         log.warning("%s", warning)
     for step in plan.steps:
@@ -434,7 +449,12 @@ def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
         plan = replace(plan, registry_hosts=load_hosts_dir(inputs.registry_hosts_dir))
     if inputs.lock is not None or inputs.lock_data is not None or inputs.require_lock:
         plan = _locked(plan, inputs)
-    check_present([s for s in plan.steps if isinstance(s, Present)], inputs.buildpacks_dir)
+    present = [s for s in plan.steps if isinstance(s, Present)]
+    said = check_present(present, inputs.buildpacks_dir, plan.target, enforced=inputs.checks_targets)
+    for warning in said:
+        log.warning("%s", warning)
+    if said:
+        plan = replace(plan, warnings=(*plan.warnings, *said))
     _check_outputs(plan, inputs)
     return plan
 
@@ -663,6 +683,7 @@ def _report(
         written=written,
         project_metadata=_metadata_record(plan.project_metadata, inputs.dry_run),
         policy=plan.policy,
+        target=plan.target,
     )
 
 
@@ -679,6 +700,10 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
     Pure: it raises nothing of its own (``plan`` was checked by :func:`plan_run`).
     """
     lines = []
+    if plan.target is not None:
+        target = plan.target
+        distro = f", {target.distro} (from {target.distro_source})" if target.distro else ""
+        lines.append(f"  target: {target.platform} ({target.source}){distro}")
     if plan.config.writes_order:
         for label, steps in (("pre", plan.pre), ("group", plan.group or ()), ("post", plan.post)):
             lines += [f"  {label}: {source_of(step)} ({_what_happens(step)})" for step in steps]

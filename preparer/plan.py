@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from preparer.inputs import Inputs
     from preparer.metadata import MetadataWrite
     from preparer.policy.rules import Decision, Policy
+    from preparer.target import Target
 
 
 @record
@@ -99,6 +100,8 @@ class Plan:
     registry_hosts: Mapping[str, RegistryHosts] | None = None
     #: The lock file (``-lock``): what the run is frozen to, or writes; ``None`` without one.
     lock: LockState | None = None
+    #: The build's target, which every buildpack the order names must run on; ``None``: not checked.
+    target: Target | None = None
     #: The inputs the plan was made from (:func:`preparer.plan_run`): the only ones it may be applied to.
     inputs: Inputs | None = None
     #: The files the plan was read from (descriptor, platform file, policy, lock, the builder's order) and the

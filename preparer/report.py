@@ -3,8 +3,8 @@
 The report file is TOML: ``dry-run``, ``[descriptor]`` (``path``, ``schema-version``), ``[effective]`` (the
 effective configuration, credentials removed), ``[[buildpacks]]`` (``id``, ``version``, ``source``, ``action``
 = ``installed`` | ``present`` | ``inline``, ``digest`` when known, ``resolved`` for bare ids), ``[[env]]`` (``name``,
-``action`` = ``written`` | ``kept`` | ``skipped``), ``[app] removed``, ``[[unapplied]]`` (``key``, ``reason``).
-A run that fails writes only ``[error]`` (``code``, ``message``).
+``action`` = ``written`` | ``kept`` | ``skipped``), ``[app] removed``, ``[[unapplied]]`` (``key``, ``reason``),
+``[target]`` (``os``, ``arch``, ``variant``, ``distro-name``, ``distro-version``, ``source``, ``distro-source``). A run that fails writes only ``[error]`` (``code``, ``message``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from preparer.files._toml import dumps_toml, write_atomic
 if TYPE_CHECKING:
     from preparer.files.locked import Locked
     from preparer.policy.rules import Decision
+    from preparer.target import Target
 
 
 @record
@@ -198,6 +199,7 @@ class Report:
         project_metadata: project-metadata.toml, when there is something to say of the source.
         policy: what the platform policy decided of each entry (empty without a policy).
         lock: the run's lock (:class:`LockRecord`), with ``Inputs.lock`` or ``Inputs.lock_data``.
+        target: the build's target, which every buildpack of the order was checked against (docs/targets.md).
     """
 
     descriptor_path: str | None = None
@@ -213,6 +215,7 @@ class Report:
     project_metadata: MetadataRecord | None = None
     policy: tuple[Decision, ...] = ()
     lock: LockRecord | None = None
+    target: Target | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``-prepare-report`` document (TOML-ready) of a run that did not fail."""
@@ -267,6 +270,13 @@ def report_to_toml(report: Report) -> dict[str, Any]:
         doc["project-metadata"] = report.project_metadata.to_dict()
     if report.lock is not None:
         doc["lock"] = report.lock.to_dict()
+    if report.target is not None:
+        target = report.target
+        doc["target"] = {
+            "os": target.os, "arch": target.arch, "variant": target.variant, "distro-name": target.distro_name,
+            "distro-version": target.distro_version, "source": target.source,
+            "distro-source": target.distro_source,
+        }  # fmt: skip
     return doc
 
 

@@ -27,10 +27,11 @@ from preparer.fetch.sink import Sink
 from preparer.fetch.sources import fetch
 from preparer.fetch.store import opened_store
 from preparer.fetch.transport import RunClock, Transport
-from preparer.files.buildpack import buildpack_dir
+from preparer.files.buildpack import BuildpackDescriptor, buildpack_dir
 from preparer.inputs import Inputs
 from preparer.plan import Fetch
 from preparer.progress import EntryDownloads, ProgressCallback
+from preparer.target import Target, check_targets, directory_files, installed
 
 if TYPE_CHECKING:
     from preparer.fetch.oci.hosts import RegistryHosts
@@ -45,12 +46,14 @@ def fetching(
     inputs: Inputs,
     collect: Callable[[str], None] | None = None,
     registry_hosts: Mapping[str, RegistryHosts] | None = None,
+    platform: str | None = None,
 ) -> Iterator[FetchContext]:
     """What the fetchers of one run share, for the block: a staging directory of the run's own, and the store (the
     download cache and the fleet's repository, :func:`~preparer.fetch.store.opened_store`). Both are cleared when
     the block ends, whatever ends it; what runs that died left is removed first (:func:`preparer._fs.sweep`).
 
     :param collect: told every warning the fetchers have, besides the ``preparer`` logger.
+    :param platform: the build's ``os/arch[/variant]``, for image indexes (else ``inputs.target_platform``).
     """
 
     def warn(message: str) -> None:
@@ -88,7 +91,7 @@ def fetching(
                 insecure=inputs.insecure_registries,
                 environ=inputs.environ,
                 hosts=registry_hosts,
-                platform=inputs.target_platform,
+                platform=platform or inputs.target_platform,
                 index=inputs.registry_index,
             ),
             buildpacks_dir=inputs.buildpacks_dir,
@@ -230,12 +233,25 @@ def _budget(policy: Policy, step: Fetch, totals: RunTotals) -> Budget:
     return policy.budget(source, totals, entry.key, written_as(entry.uri, entry.id, source))
 
 
-def check_fetched(steps: Sequence[Fetch], fetched: Sequence[Fetched], buildpacks_dir: Path) -> None:
-    """Checks before anything is committed: ids match, Buildpack APIs are supported, composites are complete.
+def check_fetched(
+    steps: Sequence[Fetch],
+    fetched: Sequence[Fetched],
+    buildpacks_dir: Path,
+    target: Target | None = None,
+    *,
+    enforced: bool = True,
+) -> list[str]:
+    """Checks before anything is committed: ids match, Buildpack APIs are supported, composites are complete, and
+    every buildpack the order names can run on ``target`` (:func:`preparer.target.check_targets`).
+
+    :param enforced: a buildpack that cannot run on ``target`` is refused (Platform API 0.12 and later), else a
+        warning.
+    :returns: the warnings.
 
     :raises InvalidInputsError: the id in project.toml differs from the fetched one (exit 3).
     :raises BuildpackAPIError: an unsupported Buildpack API (exit 12).
     :raises FetchError: a composite buildpack's children are neither present nor fetched (exit 1).
+    :raises TargetRefused: a buildpack the order names cannot run on ``target`` (exit 1).
     """
     carried = {(bp.descriptor.id, bp.descriptor.version) for f in fetched for bp in f.buildpacks}
     for step, result in zip(steps, fetched, strict=True):
@@ -260,3 +276,24 @@ def check_fetched(steps: Sequence[Fetch], fetched: Sequence[Fetched], buildpacks
                     f"its order names buildpacks that are neither in {buildpacks_dir} nor fetched: "
                     + ", ".join(sorted(set(missing))),
                 )
+    return [] if target is None else _check_targets(fetched, buildpacks_dir, target, enforced)
+
+
+def _check_targets(
+    fetched: Sequence[Fetched], buildpacks_dir: Path, target: Target, enforced: bool
+) -> list[str]:
+    """:func:`preparer.target.check_targets` of the fetched buildpacks: a composite's children are found among
+    those fetched, else in ``<buildpacks>``."""
+    staged = {(bp.descriptor.id, bp.descriptor.version): bp for f in fetched for bp in f.buildpacks}
+
+    def lookup(bp_id: str, version: str) -> tuple[BuildpackDescriptor, Callable[[str], bool]] | None:
+        found = staged.get((bp_id, version))
+        if found is not None:
+            return found.descriptor, directory_files(found.path)
+        return installed(buildpacks_dir, bp_id, version)
+
+    tops = []
+    for result in fetched:
+        top = lookup(result.top.id, result.top.version)
+        tops.append(top if top is not None else (result.top, lambda name: False))
+    return check_targets(tops, target, lookup, enforced=enforced)

@@ -23,6 +23,28 @@ _RESERVED_IDS = frozenset({"app", "config", "generated", "sbom"})
 
 
 @record
+class BuildpackTarget:
+    """One ``[[targets]]`` entry of a ``buildpack.toml`` (spec buildpack.md §Targets): a field left empty matches
+    any value."""
+
+    os: str = ""
+    arch: str = ""
+    #: ``variant``, the spec's key, else ``arch-variant``, the key the lifecycle (v0.21) reads.
+    variant: str = ""
+    #: ``[[targets.distros]]``: ``(name, version)`` pairs, either part empty for any.
+    distros: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def shown(self) -> str:
+        """``os/arch[/variant]`` as declared, ``*`` for a field left empty, and its distributions in brackets."""
+        parts = [self.os or "*", self.arch or "*", *([self.variant] if self.variant else [])]
+        while len(parts) > 1 and parts[-1] == "*":
+            parts.pop()
+        distros = ", ".join(" ".join(p for p in d if p) or "*" for d in self.distros)
+        return "/".join(parts) + (f" ({distros})" if distros else "")
+
+
+@record
 class BuildpackDescriptor:
     """What the preparer needs from a ``buildpack.toml``."""
 
@@ -31,6 +53,10 @@ class BuildpackDescriptor:
     api: str
     #: For a composite buildpack, its groups; empty for a component buildpack.
     order: tuple[Group, ...] = ()
+    #: ``[[targets]]``, as declared (Buildpack API 0.10 and later).
+    targets: tuple[BuildpackTarget, ...] = ()
+    #: The ids of ``[[stacks]]``, which targets replaced (Buildpack API below 0.10).
+    stacks: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -97,7 +123,45 @@ def parse_buildpack_toml(doc: dict[str, Any]) -> BuildpackDescriptor:
     if not isinstance(api, str):
         raise MalformedError(f"invalid api {api!r}")
     groups = parse_groups(doc.get("order", []), versions=True)
-    return BuildpackDescriptor(bp_id, version, api, groups)
+    return BuildpackDescriptor(bp_id, version, api, groups, _targets(doc.get("targets", [])), _stacks(doc))
+
+
+def _targets(value: object) -> tuple[BuildpackTarget, ...]:
+    """``[[targets]]``, each field a string (an empty one, or one left out, matches anything).
+
+    :raises MalformedError: naming the entry that is not a table of strings.
+    """
+    if not isinstance(value, list):
+        raise MalformedError("targets must be an array of tables ([[targets]])")
+    targets = []
+    for n, table in enumerate(value):
+        if not isinstance(table, dict):
+            raise MalformedError(f"targets[{n}] is not a table")
+        fields = {key: table.get(key, "") for key in ("os", "arch", "variant", "arch-variant")}
+        for key, got in fields.items():
+            if not isinstance(got, str):
+                raise MalformedError(f"targets[{n}].{key} must be a string")
+        distros = table.get("distros", [])
+        if not isinstance(distros, list) or not all(isinstance(d, dict) for d in distros):
+            raise MalformedError(f"targets[{n}].distros must be an array of tables ([[targets.distros]])")
+        pairs = []
+        for m, distro in enumerate(distros):
+            name, version = distro.get("name", ""), distro.get("version", "")
+            if not isinstance(name, str) or not isinstance(version, str):
+                raise MalformedError(f"targets[{n}].distros[{m}] must have string name and version")
+            pairs.append((name, version))
+        variant = str(fields["variant"] or fields["arch-variant"])
+        targets.append(BuildpackTarget(str(fields["os"]), str(fields["arch"]), variant, tuple(pairs)))
+    return tuple(targets)
+
+
+def _stacks(doc: dict[str, Any]) -> tuple[str, ...]:
+    """The ids of ``[[stacks]]``; entries that are not tables with a string id are left out (the field is
+    deprecated, and only read to judge where the buildpack runs)."""
+    stacks = doc.get("stacks", [])
+    if not isinstance(stacks, list):
+        return ()
+    return tuple(s["id"] for s in stacks if isinstance(s, dict) and isinstance(s.get("id"), str))
 
 
 def read_buildpack_toml(

@@ -1,0 +1,301 @@
+"""The build's target through the real CLI: where it comes from, and every buildpack the order names checked
+against it (``[[targets]]``, ``bin/``, ``[[stacks]]``, composites) before anything is written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.buildpacks import buildpack_toml, make_dir
+from tests.golden import Layout, listing, snapshot
+from tests.plugins.cli import Result
+from tests.plugins.registry import Registry, add_index, build_package, push
+from tests.projects import HEAD, group
+
+ARM64_ONLY = '\n[[targets]]\nos = "linux"\narch = "arm64"\n\n[[targets]]\nos = "linux"\narch = "arm64"\nvariant = "v8"\n'
+REFUSAL = (
+    "failed to install me/arm@1.0.0: it runs on linux/arm64, linux/arm64/v8; this build is linux/amd64 "
+    "(CNB_PREPARER_PLATFORM)"
+)
+
+
+def local(root: Path, bp_id: str, extra: str = "", version: str = "1.0.0", api: str = "0.10") -> Path:
+    """A buildpack directory (bin/detect, bin/build) whose buildpack.toml ends with ``extra``."""
+    make_dir(root, bp_id, version, api)
+    (root / "buildpack.toml").write_text(buildpack_toml(bp_id, version, api) + extra)
+    return root
+
+
+def untouched(layout: Layout) -> dict[str, list[str]]:
+    """What a refusal must leave as it was: ``<app>`` (but its project.toml), ``<platform>``, ``<buildpacks>``,
+    ``<layers>``."""
+    seen = snapshot(layout)
+    seen["app"] = [name for name in seen["app"] if name != "project.toml"]
+    return seen | {"layers": listing(layout.layers)}
+
+
+def refused_and_untouched(result: Result, layout: Layout, before: dict[str, list[str]]) -> None:
+    assert result.code == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert untouched(layout) == before
+    assert not (layout.layers / "order.toml").exists()
+
+
+def test_a_buildpack_for_another_architecture_is_refused_naming_the_setting(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    local(layout.app / "arm", "me/arm", ARM64_ONLY)
+    before = untouched(layout)
+    result = preparer(project=group("./arm"), env={"CNB_PREPARER_PLATFORM": "linux/amd64"})
+    refused_and_untouched(result, layout, before)
+    assert REFUSAL in result.stderr
+    # The same buildpack on the architecture it names, written either way, is installed.
+    for platform in ("linux/arm64", "linux/arm64/v8"):
+        ok = preparer(project=group("./arm"), env={"CNB_PREPARER_PLATFORM": platform})
+        assert ok.code == 0, ok.stderr
+    assert (layout.buildpacks / "me_arm" / "1.0.0" / "buildpack.toml").is_file()
+
+
+def test_normalised_names_match_and_empty_fields_match_anything(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    local(layout.app / "v8", "me/v8", '\n[[targets]]\nos = "linux"\narch = "arm64"\narch-variant = "v8"\n')
+    local(layout.app / "amd", "me/amd", '\n[[targets]]\narch = "amd64"\nvariant = "v1"\n')
+    local(layout.app / "arm7", "me/arm7", '\n[[targets]]\nos = "linux"\narch = "arm"\nvariant = "v7"\n')
+    assert preparer(project=group("./v8"), env={"CNB_PREPARER_PLATFORM": "linux/arm64"}).code == 0
+    assert preparer(project=group("./amd"), env={"CNB_PREPARER_PLATFORM": "linux/amd64"}).code == 0
+    assert preparer(project=group("./arm7"), env={"CNB_PREPARER_PLATFORM": "linux/arm"}).code == 0
+    other = preparer(project=group("./arm7"), env={"CNB_PREPARER_PLATFORM": "linux/arm/v6"})
+    assert other.code == 1
+    assert "it runs on linux/arm/v7; this build is linux/arm/v6 (CNB_PREPARER_PLATFORM)" in other.stderr
+
+
+def test_the_target_variables_come_first_and_are_named(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    local(layout.app / "arm", "me/arm", ARM64_ONLY)
+    (layout.layers / "analyzed.toml").write_text('[run-image.target]\nos = "linux"\narch = "arm64"\n')
+    before = untouched(layout)
+    env = {"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "amd64", "CNB_PREPARER_PLATFORM": "linux/arm64"}
+    result = preparer(project=group("./arm"), env=env)
+    refused_and_untouched(result, layout, before)
+    assert "this build is linux/amd64 (CNB_TARGET_OS, CNB_TARGET_ARCH)" in result.stderr
+
+
+def test_analyzed_toml_comes_before_the_preparers_setting(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    local(layout.app / "arm", "me/arm", ARM64_ONLY)
+    analyzed = layout.layers / "analyzed.toml"
+    analyzed.write_text('[run-image]\nreference = "x"\n[run-image.target]\nos = "linux"\narch = "amd64"\n')
+    before = untouched(layout)
+    result = preparer(project=group("./arm"), env={"CNB_PREPARER_PLATFORM": "linux/arm64"})
+    refused_and_untouched(result, layout, before)
+    assert f"this build is linux/amd64 ({analyzed} [run-image.target])" in result.stderr
+    analyzed.write_text('[run-image.target]\nos = "linux"\narch = "arm64"\narch-variant = "v8"\n')
+    ok = preparer(project=group("./arm"), env={"CNB_PREPARER_PLATFORM": "linux/amd64"})
+    assert ok.code == 0, ok.stderr
+
+
+def test_the_host_is_the_last_source(preparer: Callable[..., Result], layout: Layout) -> None:
+    import os
+
+    host = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
+    other = "amd64" if host != "amd64" else "s390x"
+    local(layout.app / "other", "me/other", f'\n[[targets]]\nos = "linux"\narch = "{other}"\n')
+    result = preparer(project=group("./other"))
+    assert result.code == 1
+    assert f"it runs on linux/{other}; this build is linux/{host} (the host)" in result.stderr
+
+
+def test_a_distribution_listing_only_others_is_refused_naming_them(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    distros = (
+        '\n[[targets]]\nos = "linux"\narch = "amd64"\n'
+        '[[targets.distros]]\nname = "ubuntu"\nversion = "22.04"\n'
+        '[[targets.distros]]\nname = "ubuntu"\nversion = "24.04"\n'
+    )
+    local(layout.app / "ubuntu", "me/ubuntu", distros)
+    before = untouched(layout)
+    env = {"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "amd64", "CNB_TARGET_DISTRO_NAME": "debian",
+           "CNB_TARGET_DISTRO_VERSION": "12"}  # fmt: skip
+    result = preparer(project=group("./ubuntu"), env=env)
+    refused_and_untouched(result, layout, before)
+    assert (
+        "failed to install me/ubuntu@1.0.0: it runs on linux/amd64 (ubuntu 22.04, ubuntu 24.04); this build is "
+        "linux/amd64, debian 12 (CNB_TARGET_OS, CNB_TARGET_ARCH; the distribution from CNB_TARGET_DISTRO_NAME)"
+    ) in result.stderr
+    ok = preparer(project=group("./ubuntu"), env=env | {"CNB_TARGET_DISTRO_NAME": "ubuntu",
+                                                         "CNB_TARGET_DISTRO_VERSION": "24.04"})  # fmt: skip
+    assert ok.code == 0, ok.stderr
+
+
+def test_without_targets_bin_decides_and_old_stacks_map(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    windows = local(layout.app / "win", "me/win")
+    (windows / "bin" / "build").rename(windows / "bin" / "build.bat")
+    before = untouched(layout)
+    result = preparer(project=group("./win"), env={"CNB_PREPARER_PLATFORM": "linux/amd64"})
+    refused_and_untouched(result, layout, before)
+    assert "failed to install me/win@1.0.0: it runs on windows; this build is linux/amd64" in result.stderr
+    assert preparer(project=group("./win"), env={"CNB_PREPARER_PLATFORM": "windows/amd64"}).code == 0
+
+    bionic = '\n[[stacks]]\nid = "io.buildpacks.stacks.bionic"\n'
+    local(layout.app / "old", "me/old", bionic, api="0.9")
+    arm = preparer(project=group("./old"), env={"CNB_PREPARER_PLATFORM": "linux/arm64"})
+    assert arm.code == 1
+    assert "it runs on linux/amd64 (ubuntu 18.04); this build is linux/arm64" in arm.stderr
+    local(layout.app / "any", "me/any", '\n[[stacks]]\nid = "io.buildpacks.stacks.jammy"\n', api="0.9")
+    assert preparer(project=group("./any"), env={"CNB_PREPARER_PLATFORM": "linux/arm64"}).code == 0
+
+
+def test_below_platform_api_0_12_a_mismatch_is_a_warning(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    local(layout.app / "arm", "me/arm", ARM64_ONLY)
+    result = preparer(
+        project=group("./arm"), env={"CNB_PREPARER_PLATFORM": "linux/amd64", "CNB_PLATFORM_API": "0.11"}
+    )
+    assert result.code == 0, result.stderr
+    assert (
+        "Warning: me/arm@1.0.0 cannot run on this build: it runs on linux/arm64, linux/arm64/v8; this build is "
+        "linux/amd64 (CNB_PREPARER_PLATFORM) (the detector of Platform API below 0.12 does not check targets)"
+    ) in result.stderr
+    assert (layout.buildpacks / "me_arm" / "1.0.0" / "buildpack.toml").is_file()
+
+
+def test_a_builder_buildpack_named_by_id_is_checked_before_the_dry_run_too(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    local(layout.buildpacks / "me_arm" / "1.0.0", "me/arm", ARM64_ONLY)
+    before = untouched(layout)
+    project = HEAD + '[[io.buildpacks.group]]\nid = "me/arm"\nversion = "1.0.0"\n'
+    for flags in ((), ("-dry-run",)):
+        result = preparer(*flags, project=project, env={"CNB_PREPARER_PLATFORM": "linux/amd64"})
+        refused_and_untouched(result, layout, before)
+        assert REFUSAL in result.stderr
+
+
+def test_a_composite_is_refused_only_when_none_of_its_groups_can_run(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    local(layout.buildpacks / "me_arm" / "1.0.0", "me/arm", ARM64_ONLY)
+    local(layout.buildpacks / "me_any" / "1.0.0", "me/any")
+    one_group = '\n[[order]]\n[[order.group]]\nid = "me/arm"\nversion = "1.0.0"\n'
+    meta = layout.app / "meta"
+    meta.mkdir()
+    (meta / "buildpack.toml").write_text(buildpack_toml("me/meta", "1.0.0", order=one_group))
+    before = untouched(layout)
+    result = preparer(project=group("./meta"), env={"CNB_PREPARER_PLATFORM": "linux/amd64"})
+    refused_and_untouched(result, layout, before)
+    assert (
+        "failed to install me/meta@1.0.0: none of its groups can run on this build (in group 1, me/arm@1.0.0: it "
+        "runs on linux/arm64, linux/arm64/v8; this build is linux/amd64 (CNB_PREPARER_PLATFORM))"
+    ) in result.stderr
+    # A second group the target can run makes it acceptable; an optional entry that cannot is a warning.
+    two = one_group + '\n[[order]]\n[[order.group]]\nid = "me/any"\nversion = "1.0.0"\n'
+    two += '[[order.group]]\nid = "me/arm"\nversion = "1.0.0"\noptional = true\n'
+    (meta / "buildpack.toml").write_text(buildpack_toml("me/meta", "1.0.0", order=two))
+    ok = preparer(project=group("./meta"), env={"CNB_PREPARER_PLATFORM": "linux/amd64"})
+    assert ok.code == 0, ok.stderr
+    assert (
+        "Warning: me/meta@1.0.0: its optional me/arm@1.0.0 cannot run on this build: it runs on linux/arm64, "
+        "linux/arm64/v8; this build is linux/amd64 (CNB_PREPARER_PLATFORM)"
+    ) in ok.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "shown"),
+    [
+        ({"CNB_PREPARER_PLATFORM": "linux"}, "CNB_PREPARER_PLATFORM='linux' is not os/arch[/variant]"),
+        ({"CNB_PREPARER_PLATFORM": "linux/amd64/v8/x"}, "CNB_PREPARER_PLATFORM='linux/amd64/v8/x' is not"),
+        ({"CNB_PREPARER_PLATFORM": "Linux/AMD64"}, "CNB_PREPARER_PLATFORM='Linux/AMD64' is not"),
+        ({"CNB_TARGET_OS": "Linux", "CNB_TARGET_ARCH": "amd64"}, "CNB_TARGET_OS='Linux' is not valid"),
+        ({"CNB_TARGET_ARCH": "amd64"}, "CNB_TARGET_ARCH is set without CNB_TARGET_OS"),
+    ],
+)
+def test_an_invalid_target_is_exit_3_naming_the_setting(
+    preparer: Callable[..., Result], layout: Layout, env: dict[str, str], shown: str
+) -> None:
+    local(layout.app / "bp", "me/bp")
+    result = preparer(project=group("./bp"), env=env)
+    assert result.code == 3, result.stderr
+    assert shown in result.stderr
+    assert "Inputs." not in result.stderr and "Traceback" not in result.stderr
+    assert not (layout.layers / "order.toml").exists()
+
+
+def test_an_invalid_analyzed_target_is_exit_3_naming_the_file(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    local(layout.app / "bp", "me/bp")
+    analyzed = layout.layers / "analyzed.toml"
+    analyzed.write_text('[run-image.target]\nos = "linux"\narch = "ARM64"\n')
+    result = preparer(project=group("./bp"))
+    assert result.code == 3, result.stderr
+    assert f"{analyzed} [run-image.target] arch='ARM64' is not valid" in result.stderr
+
+
+def test_an_index_resolves_to_the_target_and_a_single_arch_image_is_checked(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry, tmp_path: Path
+) -> None:
+    work = tmp_path / "multi"
+    amd_dir = local(work / "amd-src", "me/multi", '\n[[targets]]\nos = "linux"\narch = "amd64"\n')
+    arm_dir = local(
+        work / "arm-src", "me/multi", '\n[[targets]]\nos = "linux"\narch = "arm64"\nvariant = "v8"\n'
+    )
+    build_package(work, [("me/multi", "1.0.0", "")], ("me/multi", "1.0.0"), tag="amd64", content=amd_dir)
+    build_package(work, [("me/multi", "1.0.0", "")], ("me/multi", "1.0.0"), tag="arm64", architecture="arm64",
+                  layout=work / "layout", content=arm_dir)  # fmt: skip
+    add_index(work / "layout", "multi", {"amd64": "amd64", "arm64": "arm64"})
+    push(work / "layout", "multi", registry.ref("me/targets", "multi"), all_images=True)
+    push(work / "layout", "arm64", registry.ref("me/targets", "arm64-only"))
+    before = untouched(layout)
+    # The single-architecture arm64 image, on an amd64 build: its buildpack.toml says arm64.
+    single = preparer(
+        project=group(f"docker://{registry.ref('me/targets', 'arm64-only')}"),
+        env={"CNB_PREPARER_PLATFORM": "linux/amd64"},
+    )
+    refused_and_untouched(single, layout, before)
+    assert (
+        "failed to install me/multi@1.0.0: it runs on linux/arm64/v8; this build is linux/amd64 "
+        "(CNB_PREPARER_PLATFORM)"
+    ) in single.stderr
+    # The index, resolved to the target the analyzer wrote (not CNB_PREPARER_PLATFORM): the arm64 manifest.
+    (layout.layers / "analyzed.toml").write_text(
+        '[run-image.target]\nos = "linux"\narch = "arm64"\narch-variant = "v8"\n'
+    )
+    multi = preparer(
+        project=group(f"docker://{registry.ref('me/targets', 'multi')}"),
+        env={"CNB_PREPARER_PLATFORM": "linux/amd64"},
+    )
+    assert multi.code == 0, multi.stderr
+    installed = (layout.buildpacks / "me_multi" / "1.0.0" / "buildpack.toml").read_text()
+    assert 'arch = "arm64"' in installed
+
+
+def test_the_dry_run_and_the_report_show_the_target(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    import tomllib
+
+    local(layout.app / "arm", "me/arm", ARM64_ONLY)
+    env = {"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "arm64", "CNB_TARGET_ARCH_VARIANT": "v8",
+           "CNB_TARGET_DISTRO_NAME": "ubuntu", "CNB_TARGET_DISTRO_VERSION": "24.04"}  # fmt: skip
+    dry = preparer("-dry-run", project=group("./arm"), env=env)
+    assert dry.code == 0, dry.stderr
+    assert (
+        "  target: linux/arm64/v8 (CNB_TARGET_OS, CNB_TARGET_ARCH, CNB_TARGET_ARCH_VARIANT), ubuntu 24.04 (from "
+        "CNB_TARGET_DISTRO_NAME)"
+    ) in dry.stdout + dry.stderr
+    report = tmp_path / "report.toml"
+    done = preparer("-prepare-report", str(report), project=group("./arm"), env=env)
+    assert done.code == 0, done.stderr
+    assert tomllib.loads(report.read_text())["target"] == {
+        "os": "linux", "arch": "arm64", "variant": "v8", "distro-name": "ubuntu", "distro-version": "24.04",
+        "source": "CNB_TARGET_OS, CNB_TARGET_ARCH, CNB_TARGET_ARCH_VARIANT", "distro-source": "CNB_TARGET_DISTRO_NAME",
+    }  # fmt: skip
