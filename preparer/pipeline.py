@@ -30,7 +30,7 @@ from preparer.errors import (
     UnexpectedError,
     with_fields,
 )
-from preparer.files._toml import load_toml_text
+from preparer.files._toml import load_toml_text, read_regular
 from preparer.files.buildpack import installed_versions, similar_installed
 from preparer.files.order import Order, read_order
 from preparer.inputs import Inputs
@@ -402,12 +402,16 @@ def _fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
     for path in paths:
         if path is None:
             continue
-        try:
-            digest: str | None = hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError:
-            digest = None
+        try:  # read as every input file is: a FIFO or a device is refused, never waited on or read forever
+            digest: str | None = hashlib.sha256(read_regular(path, FINGERPRINTED_BYTES)).hexdigest()
+        except (OSError, ValueError):
+            digest = None  # what reads it says why, in the run
         found.append((str(path), digest))
     return tuple(found)
+
+
+#: A file a plan is made from is fingerprinted up to this size (each has its own, smaller bound where it is read).
+FINGERPRINTED_BYTES = 16 << 20
 
 
 def _check_not_stale(plan: Plan, inputs: Inputs) -> None:

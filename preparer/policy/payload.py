@@ -99,3 +99,17 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     """DSSE's pre-authentication encoding: ``DSSEv1 <len> <type> <len> <payload>``, lengths in ASCII decimal."""
     kind = payload_type.encode()
     return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
+
+
+def b64(value: object) -> bytes | None:
+    """The bytes a signed document's base64 field holds (standard alphabet, padded, nothing else), or ``None`` for
+    anything else: a field that is not a string is not base64 either."""
+    import base64  # deferred: reading a document needs no base64
+    import binascii
+
+    if not isinstance(value, str):
+        return None
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None

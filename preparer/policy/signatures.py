@@ -23,8 +23,6 @@ hex digits). Objects are judged one at a time, as the registry's are fetched, an
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +32,7 @@ from preparer.errors import SignatureRefused, with_fields
 from preparer.fetch.guard import SIGNATURE_MAX_AGE, SignatureObject, Verified, signature_tag
 from preparer.fetch.streams import is_digest
 from preparer.policy.keys import PublicKey
-from preparer.policy.payload import PayloadProblem, pae, read_json
+from preparer.policy.payload import PayloadProblem, b64, pae, read_json
 
 if TYPE_CHECKING:
     from preparer.policy.keyless.model import TrustedRoot, Verdict
@@ -128,7 +126,7 @@ def claim(obj: SignatureObject) -> _Claim:
 
 
 def _cosign_claim(obj: SignatureObject) -> _Claim:
-    signature = _b64(obj.signature or "")
+    signature = b64(obj.signature or "")
     signatures = (signature,) if signature else ()
     doc, problem = _json(obj.payload)
     if problem is not None:
@@ -161,14 +159,14 @@ def _bundle_claim(obj: SignatureObject) -> _Claim:
     if not isinstance(envelope, dict):
         return _Claim(frozenset(), b"", (), "the bundle holds no DSSE envelope")
     payload_type = envelope.get("payloadType")
-    payload = _b64(envelope.get("payload"))
+    payload = b64(envelope.get("payload"))
     listed = envelope.get("signatures")
     raw = (
         [s.get("sig") for s in listed[:MAX_ENVELOPE_SIGNATURES] if isinstance(s, dict)]
         if isinstance(listed, list)
         else []
     )
-    signatures = tuple(sig for sig in map(_b64, raw) if sig)
+    signatures = tuple(sig for sig in map(b64, raw) if sig)
     if not isinstance(payload_type, str) or payload is None:
         return _Claim(frozenset(), b"", (), "its DSSE envelope has no payload or payload type")
     message = pae(payload_type, payload)
@@ -207,15 +205,6 @@ def _bundle_claim(obj: SignatureObject) -> _Claim:
             why += f" in 64 lowercase hex digits ('{_shown(named[0])}')"
         return _Claim(frozenset(), message, signatures, why)
     return _Claim(digests, message, signatures)
-
-
-def _b64(value: object) -> bytes | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        return None
 
 
 def _json(data: bytes) -> tuple[Any, str | None]:

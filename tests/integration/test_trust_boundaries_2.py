@@ -336,11 +336,40 @@ def test_a_directory_swapped_for_a_link_after_planning_leads_no_removal_outside_
     os.symlink(victim, layout.app / "src")
     with pytest.raises(PreparerError) as raised:
         run_plan(plan, inputs)
+    # A saved plan whose app changed is refused before anything is removed (a swap after that check, in the
+    # commit itself, meets the removal's own refusal: test_appfilter's links tests).
     assert raised.value.message == (
-        f"failed to remove {layout.app / 'src' / 'a.log'}: {layout.app / 'src'} is a symbolic link (not followed)"
+        f"failed to run the plan: the files of {layout.app} that io.buildpacks.exclude selects changed since it was "
+        "made: make a new plan with plan_run"
     )
     assert (victim / "a.log").read_text() == "not the app's"
     assert sorted(os.listdir(layout.app)) == ["index.js", "project.toml", "src"]
+
+
+def test_a_directory_swapped_for_a_link_in_the_commit_leads_no_removal_outside_the_app(
+    tmp_path: Path,
+) -> None:
+    """The same swap after the plan's files were checked, in the commit itself: the removal goes through no link."""
+    from preparer.appfilter import Trash, plan_removal
+    from preparer.errors import PreparerError
+
+    app = tmp_path / "app"
+    (app / "src").mkdir(parents=True)
+    (app / "src" / "a.log").write_text("app")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "a.log").write_text("not the app's")
+    removal = plan_removal(app, (), ("*.log",))
+    shutil.move(app / "src", tmp_path / "moved")
+    os.symlink(victim, app / "src")
+    trash = Trash(app)
+    with pytest.raises(PreparerError) as raised:
+        trash.move(removal)
+    trash.restore()
+    assert raised.value.message == (
+        f"failed to remove {app / 'src' / 'a.log'}: {app / 'src'} is a symbolic link (not followed)"
+    )
+    assert (victim / "a.log").read_text() == "not the app's"
 
 
 # 11. The run has a deadline: many slow servers together cannot hold a build for hours.

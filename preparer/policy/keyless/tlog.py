@@ -25,7 +25,7 @@ import json
 from typing import Any
 
 from preparer.policy.keyless.model import Evidence, KeylessProblem, LogEntry, LogKey, TrustedRoot
-from preparer.policy.payload import PayloadProblem, read_json
+from preparer.policy.payload import PayloadProblem, b64, read_json
 
 #: A checkpoint is a few hundred bytes; one larger than this is refused unread.
 MAX_CHECKPOINT_BYTES = 64 << 10
@@ -342,15 +342,6 @@ def _pem_der(value: object) -> bytes | None:
         return None
 
 
-def _b64(value: object) -> bytes | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-
-
 def _get(doc: object, *path: str) -> object:
     for name in path:
         if not isinstance(doc, dict):
@@ -364,7 +355,7 @@ def _hashedrekord_v1(spec: dict[str, Any], evidence: Evidence) -> str:
         return (
             "a DSSE envelope is logged as a dsse entry (or a hashedrekord 0.0.2), not as a hashedrekord 0.0.1"
         )
-    if _b64(_get(spec, "signature", "content")) != evidence.signature:
+    if b64(_get(spec, "signature", "content")) != evidence.signature:
         return "it records another signature"
     if _pem_der(_get(spec, "signature", "publicKey", "content")) != evidence.leaf:
         return "it records another certificate"
@@ -381,10 +372,10 @@ def _envelope(evidence: Evidence) -> tuple[bytes, list[bytes]] | None:
     envelope = evidence.envelope
     if envelope is None:
         return None
-    payload = _b64(envelope.get("payload"))
+    payload = b64(envelope.get("payload"))
     listed = envelope.get("signatures")
     signatures = (
-        [_b64(s.get("sig")) for s in listed if isinstance(s, dict)] if isinstance(listed, list) else []
+        [b64(s.get("sig")) for s in listed if isinstance(s, dict)] if isinstance(listed, list) else []
     )
     if payload is None or not signatures or any(s is None for s in signatures):
         return None
@@ -403,7 +394,7 @@ def _dsse_v1(spec: dict[str, Any], evidence: Evidence) -> str:
     if not isinstance(recorded, list) or len(recorded) != len(signatures):
         return "it records other signatures than the envelope's"
     for mine, theirs in zip(signatures, recorded, strict=True):
-        if _b64(_get(theirs, "signature")) != mine:
+        if b64(_get(theirs, "signature")) != mine:
             return "it records other signatures than the envelope's"
         if _pem_der(_get(theirs, "verifier")) != evidence.leaf:
             return "it records another certificate"
@@ -411,7 +402,7 @@ def _dsse_v1(spec: dict[str, Any], evidence: Evidence) -> str:
 
 
 def _verifier_der(verifier: object) -> bytes | None:
-    return _b64(_get(verifier, "x509Certificate", "rawBytes"))
+    return b64(_get(verifier, "x509Certificate", "rawBytes"))
 
 
 def _hashedrekord_v2(spec: dict[str, Any], evidence: Evidence) -> str:
@@ -421,12 +412,12 @@ def _hashedrekord_v2(spec: dict[str, Any], evidence: Evidence) -> str:
         envelope = _envelope(evidence)
         if envelope is None or len(envelope[1]) != 1:
             return "a DSSE envelope logged as a hashedrekord must hold exactly one signature"
-    algorithm, digest = _get(inner, "data", "algorithm"), _b64(_get(inner, "data", "digest"))
+    algorithm, digest = _get(inner, "data", "algorithm"), b64(_get(inner, "data", "digest"))
     if algorithm != "SHA2_256":
         return f"its digest is of algorithm {str(algorithm)[:20]}, not SHA2_256"
     if digest != hashlib.sha256(evidence.message).digest():
         return "it records the digest of another message"
-    if _b64(_get(inner, "signature", "content")) != evidence.signature:
+    if b64(_get(inner, "signature", "content")) != evidence.signature:
         return "it records another signature"
     if _verifier_der(_get(inner, "signature", "verifier")) != evidence.leaf:
         return "it records another certificate"
@@ -439,14 +430,14 @@ def _dsse_v2(spec: dict[str, Any], evidence: Evidence) -> str:
         return "it is a dsse entry, and the signature is no DSSE envelope"
     payload, signatures = envelope
     inner = spec.get("dsseV002")
-    algorithm, digest = _get(inner, "payloadHash", "algorithm"), _b64(_get(inner, "payloadHash", "digest"))
+    algorithm, digest = _get(inner, "payloadHash", "algorithm"), b64(_get(inner, "payloadHash", "digest"))
     if algorithm != "SHA2_256" or digest != hashlib.sha256(payload).digest():
         return "it records the hash of another payload"
     recorded = _get(inner, "signatures")
     if not isinstance(recorded, list) or len(recorded) != len(signatures):
         return "it records other signatures than the envelope's"
     for mine, theirs in zip(signatures, recorded, strict=True):
-        if _b64(_get(theirs, "content")) != mine:
+        if b64(_get(theirs, "content")) != mine:
             return "it records other signatures than the envelope's"
         if _verifier_der(_get(theirs, "verifier")) != evidence.leaf:
             return "it records another certificate"
