@@ -1,0 +1,111 @@
+"""Words a user can act on (docs/messages.md): each mistake made as a user makes it, through the real CLI, and the
+message read as they read it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.golden import Layout, listing
+from tests.plugins.cli import Result
+from tests.plugins.http_server import FileServer
+from tests.projects import HEAD, group
+
+
+def descriptor_error(result: Result, layout: Layout) -> str:
+    """The one error line of a run refused for its descriptor (exit 3, nothing written), without its head."""
+    assert result.code == 3, result.stderr
+    assert not layout.platform.exists() and listing(layout.layers) == []
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("ERROR: ")]
+    return line.removeprefix("ERROR: ")
+
+
+def test_a_table_declared_twice_is_named_as_written_with_its_first_line(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    text = HEAD + '[io.buildpacks]\ninclude = ["src"]\n\n[io.buildpacks]\nexclude = ["tmp"]\n'
+    result = preparer(project=text)
+    assert descriptor_error(result, layout) == (
+        f"failed to parse project descriptor: {layout.app / 'project.toml'}: the table [io.buildpacks] is "
+        "declared twice, first at line 3 (at line 6, column 15)"
+    )
+    assert "('io', 'buildpacks')" not in result.stderr
+
+
+def test_a_key_given_twice_is_named_with_its_table(preparer: Callable[..., Result], layout: Layout) -> None:
+    text = HEAD + '[[io.buildpacks.group]]\nid = "heroku/python"\nid = "heroku/procfile"\n'
+    assert descriptor_error(preparer(project=text), layout) == (
+        f"failed to parse project descriptor: {layout.app / 'project.toml'}: the key id is given twice in "
+        "[[io.buildpacks.group]], first at line 4 (at line 5, column 23)"
+    )
+
+
+def test_a_key_added_to_an_inline_table_says_where_to_write_it(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    text = HEAD + '[io.buildpacks]\nbuild = { env = [] }\nbuild.exclude = ["x"]\n'
+    assert descriptor_error(preparer(project=text), layout) == (
+        f"failed to parse project descriptor: {layout.app / 'project.toml'}: build.exclude: io.buildpacks.build "
+        "is an inline table, given whole at line 4; write the key in it there (at line 5, column 22)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("written", "column", "named"),
+    [
+        ("schema-version = \u201c0.2\u201d", 18, "U+201C (LEFT DOUBLE QUOTATION MARK), not '\"'"),
+        ("schema-version = \u20180.2\u2019", 18, 'U+2018 (LEFT SINGLE QUOTATION MARK), not "\'"'),
+        ('schema-version =\u00a0"0.2"', 17, "U+00A0 (NO-BREAK SPACE), not ' '"),
+    ],
+)
+def test_a_look_alike_character_is_named_with_its_line(
+    preparer: Callable[..., Result], layout: Layout, written: str, column: int, named: str
+) -> None:
+    (layout.app / "project.toml").write_text(f"[_]\n{written}\n", encoding="utf-8")
+    assert descriptor_error(preparer(), layout) == (
+        f"failed to parse project descriptor: {layout.app / 'project.toml'}: Invalid value (at line 2, column "
+        f"{column}): the character at fault is {named}"
+    )
+
+
+def test_a_cyrillic_letter_in_an_id_is_named_with_its_line(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    text = HEAD + '[[io.buildpacks.group]]\nid = "heroku/pyth\u043en"\n'
+    assert descriptor_error(preparer(project=text), layout) == (
+        f"failed to validate {layout.app / 'project.toml'}: io.buildpacks.group[0].id: 'heroku/pyth\u043en' is "
+        "not a valid buildpack id: its character '\u043e' is U+043E (CYRILLIC SMALL LETTER O), not a Latin letter "
+        "(line 4)"
+    )
+
+
+def test_an_id_at_a_version_not_installed_lists_the_versions_found(
+    preparer: Callable[..., Result], layout: Layout, http_server: FileServer
+) -> None:
+    (http_server.root / "index").mkdir()  # a buildpack registry index without examples/node
+    index = ("-buildpack-registry-index", http_server.url("index"))
+    result = preparer(*index, project=group("examples/node@1.1.0"))
+    assert result.code == 1, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to find buildpack examples/node@1.1.0: not in {layout.buildpacks} (found: 1.0.0, 1.2.0, "
+        f"1.2.0-rc.1), not in the buildpack registry {http_server.url('index')}, and an image reference cannot "
+        "name a version with '@'"
+    )
+    # As the id + version form says it:
+    by_version = preparer(project=HEAD + '[[io.buildpacks.group]]\nid = "examples/node"\nversion = "1.1.0"\n')
+    assert "(found: 1.0.0, 1.2.0, 1.2.0-rc.1)" in by_version.stderr
+
+
+def test_an_id_at_a_version_lists_the_versions_found_when_the_registry_cannot_be_read(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    index = ("-buildpack-registry-index", "http://registry-index.invalid/index")
+    result = preparer(*index, project=group("examples/node@1.1.0"))
+    assert result.code == 1, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to find buildpack examples/node@1.1.0: not in {layout.buildpacks} (found: 1.0.0, 1.2.0, "
+        "1.2.0-rc.1); failed to look up examples/node in the buildpack registry http://registry-index.invalid/index:"
+        " could not resolve host registry-index.invalid"
+    )
