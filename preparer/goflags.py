@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from preparer._near import closest
 from preparer.flags import BY_NAME, FLAGS, Flag
 
 __all__ = [
@@ -116,7 +117,9 @@ def parse(argv: Sequence[str]) -> Parsed:
             return parsed
         flag = BY_NAME.get(name)
         if flag is None:
-            raise FlagError(f"flag provided but not defined: -{name}")
+            meant = closest(name, list(BY_NAME))
+            hint = f" (did you mean -{meant}?)" if meant else ""
+            raise FlagError(f"flag provided but not defined: -{name}{hint}")
         if flag.kind in ("bool", "optional"):
             _set_bool_like(parsed, flag, bool(has_value), value)
             bare = name if flag.kind == "optional" and not has_value else None

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from preparer import check_descriptor
 from tests.golden import Layout, listing
 from tests.plugins.cli import Result
 from tests.plugins.http_server import FileServer
@@ -109,3 +110,64 @@ def test_an_id_at_a_version_lists_the_versions_found_when_the_registry_cannot_be
         "1.2.0-rc.1); failed to look up examples/node in the buildpack registry http://registry-index.invalid/index:"
         " could not resolve host registry-index.invalid"
     )
+
+
+def test_a_mistyped_key_of_the_underscore_table_says_which_it_is_near(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    project = '[_]\nschema-verison = "0.2"\nsource-ulr = "https://example.com/app"\n'
+    result = preparer(project=project + '[[io.buildpacks.group]]\nid = "heroku/python"\n')
+    assert result.code == 0, result.stderr
+    assert result.warnings == [
+        "Warning: No schema version declared in project.toml, reading [io.buildpacks] as schema version 0.2",
+        "Warning: _.schema-verison is not read: did you mean _.schema-version?",
+        "Warning: _.source-ulr is not read: did you mean _.source-url?",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("flag", "meant"),
+    [("-locked", "-lock"), ("-require-locks", "-require-lock"), ("-dryrun", "-dry-run"), ("-App", "-app")],
+)
+def test_a_mistyped_flag_says_which_it_is_near_and_exits_2_as_go_does(
+    preparer: Callable[..., Result], layout: Layout, flag: str, meant: str
+) -> None:
+    result = preparer(flag, "x", project=group("heroku/python"))
+    assert result.code == 2
+    assert result.stderr.splitlines() == [
+        f"flag provided but not defined: {flag} (did you mean {meant}?)",
+        "Usage: preparer [flags] [<image>] (see -h)",
+    ]
+    assert listing(layout.layers) == []
+
+
+def test_a_flag_near_none_gets_no_guess(preparer: Callable[..., Result]) -> None:
+    result = preparer("-frobnicate")
+    assert (result.code, result.stderr.splitlines()[0]) == (2, "flag provided but not defined: -frobnicate")
+
+
+#: ``uri`` schemes that do not exist, each with what a run says of it.
+MISSPELLED = [
+    ("htps://example.com/bp.tgz", "unsupported protocol 'htps' (did you mean https://?)"),
+    ("urn:cnb:buidler:heroku/python", "unsupported URN 'urn:cnb:buidler:' (did you mean urn:cnb:builder:?)"),
+    ("urn:cnb:registy:heroku/python", "unsupported URN 'urn:cnb:registy:' (did you mean urn:cnb:registry:?)"),
+    ("docker:/example.com/bp", "'docker:/' has one slash: did you mean docker://?"),
+    ("s3://bucket/bp.tgz", "unsupported protocol 's3'"),
+]
+
+
+def test_every_uri_scheme_that_does_not_exist_is_named_in_one_run_and_by_the_check(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    text = group(*(uri for uri, _ in MISSPELLED))
+    result = preparer(project=text)
+    descriptor = layout.app / "project.toml"
+    expected = [
+        f"failed to validate {descriptor}: io.buildpacks.group[{n}].uri '{uri}': {why}"
+        for n, (uri, why) in enumerate(MISSPELLED)
+    ]
+    assert result.code == 3
+    assert result.stderr.splitlines() == [f"ERROR: {line}" for line in expected]
+    assert listing(layout.layers) == [] and not layout.platform.exists()
+    assert [p.message for p in check_descriptor(descriptor)] == expected
+    assert [p.line for p in check_descriptor(text=text)] == [4, 6, 8, 10, 12]
