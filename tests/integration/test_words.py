@@ -3,6 +3,7 @@ message read as they read it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from preparer import check_descriptor
 from tests.golden import Layout, listing
 from tests.plugins.cli import Result
 from tests.plugins.http_server import FileServer
+from tests.plugins.registry import PASSWORD, USER, Registry
 from tests.projects import HEAD, group
 
 
@@ -171,3 +173,44 @@ def test_every_uri_scheme_that_does_not_exist_is_named_in_one_run_and_by_the_che
     assert listing(layout.layers) == [] and not layout.platform.exists()
     assert [p.message for p in check_descriptor(descriptor)] == expected
     assert [p.line for p in check_descriptor(text=text)] == [4, 6, 8, 10, 12]
+
+
+def test_the_credentials_hint_names_the_paths_tried(
+    preparer: Callable[..., Result], auth_registry: Registry, tmp_path: Path
+) -> None:
+    config = tmp_path / "docker"
+    config.mkdir()
+    (config / "config.json").write_text(json.dumps({"auths": {"other.example.com": {"auth": "eDp5"}}}))
+    result = preparer(
+        project=group(f"docker://{auth_registry.ref('me/anything')}"),
+        env={"DOCKER_CONFIG": str(config), "CNB_REGISTRY_AUTH": "{}"},
+    )
+    assert result.code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to pull {auth_registry.host}/me/anything: unauthorized anonymously (UNAUTHORIZED: "
+        f"authentication required): no credentials for {auth_registry.host} in CNB_REGISTRY_AUTH (no entry for "
+        f"{auth_registry.host}) or {config / 'config.json'} ($DOCKER_CONFIG/config.json: no entry for "
+        f"{auth_registry.host} in auths or credHelpers, and no credsStore)"
+    )
+
+
+def test_a_docker_config_variable_naming_the_file_is_a_warning_and_named_in_the_hint(
+    preparer: Callable[..., Result], auth_registry: Registry, tmp_path: Path
+) -> None:
+    config = tmp_path / "docker" / "config.json"  # DOCKER_CONFIG names the directory, not the file
+    config.parent.mkdir()
+    config.write_text(json.dumps({"auths": {auth_registry.host: {"username": USER, "password": PASSWORD}}}))
+    refs = [f"docker://{auth_registry.ref(f'me/{name}')}" for name in ("one", "two")]
+    result = preparer(project=group(*refs), env={"DOCKER_CONFIG": str(config)})
+    assert result.code == 1
+    assert result.warnings == [
+        (
+            f"Warning: DOCKER_CONFIG {config} is not a directory: it names the directory that holds config.json, "
+            f"so no registry credentials are read from {config / 'config.json'}"
+        )
+    ]  # once, though two images were asked for
+    assert (
+        f"no credentials for {auth_registry.host} in CNB_REGISTRY_AUTH (not set) or {config / 'config.json'} "
+        "($DOCKER_CONFIG/config.json: DOCKER_CONFIG is not a directory: set it to the directory that holds "
+        "config.json)"
+    ) in result.stderr

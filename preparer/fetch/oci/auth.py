@@ -105,7 +105,6 @@ def json_problem(err: BaseException) -> str:
 def why_anonymous(registry: str, environ: Mapping[str, str]) -> str:
     """Where credentials for ``registry`` were looked for and not found, and a helper the docker config names that
     is not installed: for a registry that refuses an anonymous request."""
-    places = "CNB_REGISTRY_AUTH, $DOCKER_CONFIG/config.json or $HOME/.docker/config.json"
     path = _config_path(environ)
     config: object = None
     if path is not None and path.is_file():
@@ -123,7 +122,45 @@ def why_anonymous(registry: str, environ: Mapping[str, str]) -> str:
             f"no credentials for {normalize(registry)}: {path} names the credential helper "
             f"docker-credential-{store} (credsStore), which is not installed"
         )
-    return f"no credentials for {normalize(registry)} in {places}"
+    return (
+        f"no credentials for {normalize(registry)} in {_places(normalize(registry), environ, path, config)}"
+    )
+
+
+def _places(registry: str, environ: Mapping[str, str], path: Path | None, config: object) -> str:
+    """The places credentials for ``registry`` were looked for, each with why it gave none:
+    ``CNB_REGISTRY_AUTH (not set) or /home/me/.docker/config.json (does not exist)``."""
+    if not environ.get("CNB_REGISTRY_AUTH"):
+        variable = "CNB_REGISTRY_AUTH (not set)"
+    else:
+        variable = f"CNB_REGISTRY_AUTH (no entry for {registry})"
+    if path is None:
+        return f"{variable} or a docker config (neither DOCKER_CONFIG nor HOME is set)"
+    if config_problem(environ) is not None:
+        why = "DOCKER_CONFIG is not a directory: set it to the directory that holds config.json"
+    elif not path.exists():
+        why = "does not exist"
+    elif not path.is_file():
+        why = "not a file"
+    elif isinstance(config, dict):
+        why = f"no entry for {registry} in auths or credHelpers, and no credsStore"
+    else:
+        why = "not a JSON object"
+    origin = "$DOCKER_CONFIG/config.json" if environ.get("DOCKER_CONFIG") else "$HOME/.docker/config.json"
+    return f"{variable} or {path} ({origin}: {why})"
+
+
+def config_problem(environ: Mapping[str, str]) -> str | None:
+    """Why the docker config ``DOCKER_CONFIG`` points to cannot be read, when that is because ``DOCKER_CONFIG`` is
+    not a directory (it is often set to the file itself); ``None`` otherwise. A warning: the run goes on without."""
+    directory = environ.get("DOCKER_CONFIG")
+    if not directory or Path(directory).is_dir():
+        return None
+    what = "is not a directory" if Path(directory).exists() else "does not exist"
+    return (
+        f"DOCKER_CONFIG {directory} {what}: it names the directory that holds config.json, so no registry "
+        f"credentials are read from {Path(directory) / 'config.json'}"
+    )
 
 
 def _config_path(environ: Mapping[str, str]) -> Path | None:

@@ -100,7 +100,12 @@ class Registry:
             if not self._looked_up:
                 # A mirror's own credentials, never the upstream's.
                 host = self.endpoint.netloc if self.endpoint is not None else self.ref.registry
-                self._credential = auth.lookup(host, self.ctx.registries.environ)
+                registries = self.ctx.registries
+                problem = auth.config_problem(registries.environ)
+                if problem is not None and problem not in registries.warned:
+                    registries.warned.add(problem)
+                    self.ctx.sink.warn(problem)
+                self._credential = auth.lookup(host, registries.environ)
                 if self._credential is not None and self._credential.header is not None:
                     # The lifecycle sends a CNB_REGISTRY_AUTH value as it is, without waiting for a challenge.
                     self.authorization = self._credential.header
