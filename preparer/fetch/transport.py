@@ -24,7 +24,7 @@ from preparer._logger import log
 from preparer._record import field, record
 from preparer._version import __version__
 from preparer.errors import FetchError, NotFoundError, RunLimitReached, with_fields
-from preparer.fetch.environment import ca_source, goes_elsewhere, netrc_auth, proxy_for
+from preparer.fetch.environment import ca_source, goes_elsewhere, netrc_auth, netrc_path, proxy_for
 from preparer.fetch.failures import NetworkError, Where, failure, shown_proxy
 from preparer.fetch.url import HttpUrl, UrlError, parse_http_url, resolve_redirect
 
@@ -337,6 +337,8 @@ class Transport:
                     f"the proxy {shown_proxy(proxy)} ({variable}) answered 407 Proxy Authentication Required",
                 )
             if response.status_code not in _REDIRECTS or location is None:
+                if check and response.status_code == 401:
+                    self._unauthorized(response, target, sent, action)
                 if check:
                     check_status(response, action)
                 return response
@@ -350,6 +352,30 @@ class Transport:
                 following = following.with_userinfo(target.userinfo)
             target = following
         raise FetchError(action, f"too many redirects ({MAX_REDIRECTS}), the last to {target.shown}")
+
+    def _unauthorized(
+        self, response: requests.Response, url: HttpUrl, sent: dict[str, str], action: str
+    ) -> None:
+        """Raise for a 401 with a Basic challenge, saying where credentials for the host are read (the URL, the
+        netrc file) and whether some were sent; other 401s are :func:`check_status`'s."""
+        challenge = response.headers.get("WWW-Authenticate", "")
+        if not challenge.lower().startswith("basic"):
+            return
+        response.close()
+        netrc = netrc_path(self.environ)
+        if url.userinfo:
+            said = "the credentials in the URL were refused"
+        elif "Authorization" in sent:
+            said = "the Authorization header sent was refused"
+        elif netrc is not None and netrc_auth(url.host, self.environ) is not None:
+            said = f"the credentials for machine {url.host} in {netrc} were refused"
+        else:
+            where = f"{netrc}" if netrc is not None else "$NETRC or $HOME/.netrc"
+            said = (
+                f"{url.host} asks for a user and password (Basic), and none was sent: they are read from the URL "
+                f"({url.origin.replace('://', '://USER:PASSWORD@', 1)}/...) or from a netrc file ({where}, machine {url.host})"
+            )
+        raise with_fields(FetchError(action, f"HTTP 401 Unauthorized: {said}"), status=401)
 
     def download_deadline(self) -> Deadline | None:
         """When a download starting now must be over: its own limit, or the run's end if sooner."""
@@ -492,7 +518,19 @@ def _new_session(transport: Transport, verify: str | bool) -> requests.Session:
                 manager.pool_classes_by_scheme = watched
             return manager
 
-    session = requests.Session()
+    class Session(requests.Session):
+        def get_redirect_target(self, resp: requests.Response) -> str | None:
+            # requests reads the Location of every redirect, even one it does not follow, and a malformed one
+            # (``http://[::1/x``) raises a bare ValueError there: such a redirect is not followed by requests, and
+            # the answer comes back, for :func:`_redirect` to name what is wrong with it.
+            target = super().get_redirect_target(resp)
+            try:
+                urlsplit(target or "")
+            except ValueError:
+                return None
+            return target
+
+    session = Session()
     session.trust_env = False  # proxies, netrc and CA certificates come from the run's environment
     session.headers["User-Agent"] = f"cnb-preparer/{__version__}"
     session.verify = verify

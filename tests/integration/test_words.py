@@ -12,7 +12,7 @@ import pytest
 from preparer import check_descriptor
 from tests.golden import Layout, listing
 from tests.plugins.cli import Result
-from tests.plugins.http_server import FileServer
+from tests.plugins.http_server import RATE_LIMITED, FileServer, Stalling, stalling
 from tests.plugins.registry import PASSWORD, USER, Registry
 from tests.projects import HEAD, group
 
@@ -214,3 +214,69 @@ def test_a_docker_config_variable_naming_the_file_is_a_warning_and_named_in_the_
         "($DOCKER_CONFIG/config.json: DOCKER_CONFIG is not a directory: set it to the directory that holds "
         "config.json)"
     ) in result.stderr
+
+
+# The network causes reach every path
+
+
+def test_a_connection_reset_says_how_much_arrived(preparer: Callable[..., Result]) -> None:
+    with stalling(Stalling(mode="reset", length=100_000)) as server:
+        url = f"http://{server.host}/bp.tgz"
+        result = preparer(project=group(url))
+    assert result.code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to download {url}: the connection to 127.0.0.1 was reset after 50000 of 100000 bytes "
+        "(after 4 attempts)"
+    )
+    assert len(server.paths) == 4  # retried: a reset is often a proxy or a server restarting
+
+
+def test_a_redirect_to_a_malformed_url_is_named(
+    preparer: Callable[..., Result], http_server: FileServer
+) -> None:
+    http_server.redirect("bp.tgz", "http://[::1/bp.tgz")
+    result = preparer(project=group(http_server.url("bp.tgz")))
+    assert result.code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to download {http_server.url('bp.tgz')}: the server redirects to a URL that is refused: "
+        "its IPv6 host has no closing ']'"
+    )
+    assert "does not foresee" not in result.stderr
+
+
+def test_a_token_endpoints_own_words_are_shown(
+    preparer: Callable[..., Result], http_server: FileServer
+) -> None:
+    http_server.challenges["/v2/lib/limited/manifests/1"] = (
+        f'Bearer realm="{http_server.url("token")}",service="127.0.0.1"'
+    )
+    http_server.fail("token", "429")
+    result = preparer(project=group(f"docker://127.0.0.1:{http_server.port}/lib/limited:1"))
+    assert result.code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to authenticate to 127.0.0.1:{http_server.port}: the token endpoint: HTTP 429 Too Many "
+        f"Requests (TOOMANYREQUESTS: {RATE_LIMITED})"
+    )
+
+
+def test_a_basic_challenge_says_where_credentials_for_the_host_are_read(
+    preparer: Callable[..., Result], http_server: FileServer, tmp_path: Path
+) -> None:
+    http_server.challenges["/bp.tgz"] = 'Basic realm="files"'
+    url = http_server.url("bp.tgz")
+    result = preparer(project=group(url))
+    assert result.code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to download {url}: HTTP 401 Unauthorized: 127.0.0.1 asks for a user and password (Basic), "
+        f"and none was sent: they are read from the URL (http://USER:PASSWORD@127.0.0.1:{http_server.port}/...) "
+        "or from a netrc file ($NETRC or $HOME/.netrc, machine 127.0.0.1)"
+    )
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login me password wrong\n")
+    refused = preparer(project=group(url), env={"NETRC": str(netrc)})
+    assert refused.stderr.splitlines()[-1] == (
+        f"ERROR: failed to download {url}: HTTP 401 Unauthorized: the credentials for machine 127.0.0.1 in "
+        f"{netrc} were refused"
+    )
+    assert "wrong" not in refused.stderr
+    assert [status for _, status, _ in http_server.requests] == [401, 401]  # neither is retried

@@ -20,13 +20,17 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from preparer import interrupt
 from preparer._record import field, record
 from preparer.errors import FetchError
 from preparer.fetch.failures import failure
 from preparer.fetch.oci.reference import DOCKER_HUB
-from preparer.fetch.transport import Transport, read_capped
+from preparer.fetch.transport import Transport, check_status, read_capped
+
+if TYPE_CHECKING:
+    import requests
 
 
 @record
@@ -100,6 +104,38 @@ def json_problem(err: BaseException) -> str:
     if isinstance(err, RecursionError):
         return "not JSON: nested too deeply"
     return "not JSON"
+
+
+#: At most this much of a token endpoint's error answer is read for its own words.
+MAX_ERROR_ANSWER = 16 << 10
+
+
+def endpoint_says(response: requests.Response) -> str:
+    """A token endpoint's own words for an error answer, printable, at most 300 characters: a registry's
+    ``errors[0]`` (code and message), Docker Hub's ``details``, OAuth2's ``error`` and ``error_description``, or a
+    short plain-text body; ``""`` when it says nothing readable. The response is closed."""
+    import urllib3  # deferred (heavy), as everywhere a request was made
+
+    try:
+        with response:
+            data = response.raw.read(MAX_ERROR_ANSWER, decode_content=True)
+    except (OSError, urllib3.exceptions.HTTPError):
+        return ""
+    text = data.decode("utf-8", "replace")
+    try:
+        body = json.loads(text)
+    except (ValueError, RecursionError):
+        body = None
+    words: list[str] = []
+    if isinstance(body, dict):
+        errors = body.get("errors")
+        first = errors[0] if isinstance(errors, list) and errors and isinstance(errors[0], dict) else {}
+        keys = ("code", "message") if first else ("details", "error", "error_description", "message")
+        words = [str(value) for key in keys if (value := (first or body).get(key))]
+    elif body is None and "<" not in text:  # plain text; an HTML page says nothing worth a line
+        words = [text]
+    said = ": ".join(" ".join("".join(c if c.isprintable() else " " for c in w).split()) for w in words if w)
+    return said if len(said) <= 300 else said[:299] + "…"
 
 
 def why_anonymous(registry: str, environ: Mapping[str, str]) -> str:
@@ -316,8 +352,8 @@ def request_token(
         response.close()
         return None
     if response.status_code >= 400:
-        response.close()
-        raise FetchError(action, f"token endpoint answered {response.status_code}")
+        says = endpoint_says(response)
+        check_status(response, action, "the token endpoint", says)
     data = read_capped(response, MAX_TOKEN_ANSWER, action, "the token answer", transport.download_deadline())
     try:
         body = json.loads(data)
