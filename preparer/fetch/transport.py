@@ -472,7 +472,6 @@ def _redirect(current: HttpUrl, location: str, action: str) -> HttpUrl:
 def _new_session(transport: Transport, verify: str | bool) -> requests.Session:
     import weakref  # deferred with requests
 
-    import requests  # deferred (heavy): made on the first request
     from requests.adapters import HTTPAdapter
     from urllib3.connection import HTTPConnection, HTTPSConnection
     from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -518,19 +517,7 @@ def _new_session(transport: Transport, verify: str | bool) -> requests.Session:
                 manager.pool_classes_by_scheme = watched
             return manager
 
-    class Session(requests.Session):
-        def get_redirect_target(self, resp: requests.Response) -> str | None:
-            # requests reads the Location of every redirect, even one it does not follow, and a malformed one
-            # (``http://[::1/x``) raises a bare ValueError there: such a redirect is not followed by requests, and
-            # the answer comes back, for :func:`_redirect` to name what is wrong with it.
-            target = super().get_redirect_target(resp)
-            try:
-                urlsplit(target or "")
-            except ValueError:
-                return None
-            return target
-
-    session = Session()
+    session = _session()
     session.trust_env = False  # proxies, netrc and CA certificates come from the run's environment
     session.headers["User-Agent"] = f"cnb-preparer/{__version__}"
     session.verify = verify
@@ -538,6 +525,24 @@ def _new_session(transport: Transport, verify: str | bool) -> requests.Session:
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
+
+
+def _session() -> requests.Session:
+    """A requests session that takes a redirect to a malformed URL for an answer: requests reads the ``Location``
+    of every redirect, even one it does not follow, and a malformed one (``http://[::1/x``) raises a bare
+    ``ValueError`` there; the answer comes back instead, for :func:`_redirect` to name what is wrong with it."""
+    import requests  # deferred (heavy): made on the first request
+
+    class Session(requests.Session):
+        def get_redirect_target(self, resp: requests.Response) -> str | None:
+            target = super().get_redirect_target(resp)
+            try:
+                urlsplit(target or "")
+            except ValueError:
+                return None
+            return target
+
+    return Session()
 
 
 def _tls_context(bundle: str) -> Any:
