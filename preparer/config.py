@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from preparer._lookalike import first_lookalike
 from preparer._near import closest
 from preparer._record import field, record
 from preparer._types import TOMLTable
@@ -274,6 +275,15 @@ class _Reader:
         self.problems.append(with_fields(error, path=origin, key=spelled, line=line, column=column))
         return _Invalid()
 
+    def lookalike(self, path: KeyPath, value: str) -> str:
+        """``: its character 'о' is U+043E (CYRILLIC SMALL LETTER O), not a Latin letter (line 5)`` when ``value``
+        (at ``path``) holds a character that is not ASCII, for a message; else nothing."""
+        found = first_lookalike(value)
+        if found is None:
+            return ""
+        line = self.where(path)[0]
+        return f": its character {value[found[0]]!r} is {found[1]}" + (f" (line {line})" if line else "")
+
     def where(self, path: KeyPath) -> tuple[int | None, int | None]:
         """The line and column where ``path`` (or the nearest table or array holding it) is written."""
         for layer in reversed(self.layers):
@@ -462,7 +472,9 @@ class _Reader:
         if bp_id is None and uri is None and script is None:
             raise self.fail(path, "an entry needs an id, a uri or a script")
         if bp_id is not None and not check_id(bp_id):
-            raise self.fail((*path, "id"), f"{bp_id!r} is not a valid buildpack id")
+            raise self.fail(
+                (*path, "id"), f"{bp_id!r} is not a valid buildpack id{self.lookalike((*path, 'id'), bp_id)}"
+            )
         if version is not None:
             problem = version_range_problem(version) or version_problem(version)
             if problem:

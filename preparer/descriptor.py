@@ -162,6 +162,25 @@ def _namespace_typos(document: TOMLTable, platform_namespace: str | None) -> lis
     return found
 
 
+#: The keys of ``[_]`` (project descriptor 0.2 and 0.3): the preparer reads ``schema-version``, ``version`` and
+#: ``source-url``; the others are the project's own, other tools read them.
+_UNDERSCORE_KEYS = (
+    "schema-version", "id", "name", "version", "authors", "documentation-url", "source-url", "licenses",
+    "metadata",
+)  # fmt: skip
+
+
+def _underscore_typos(underscore: TOMLTable | None) -> list[str]:
+    """Warnings for keys of ``[_]`` a typo away from one of the schema's (``_.schema-verison``): the one the
+    preparer reads is then missing, and a descriptor without ``schema-version`` is read as schema 0.1."""
+    found = []
+    for key in underscore or {}:
+        meant = closest(key, _UNDERSCORE_KEYS)
+        if meant is not None:
+            found.append(f"_.{key} is not read: did you mean _.{meant}?")
+    return found
+
+
 def _table_names(document: Mapping[str, Any], depth: int, prefix: str = "") -> list[str]:
     """The dotted names of the tables of ``document``, ``depth`` levels deep at most."""
     names = []
@@ -241,6 +260,7 @@ def parse_descriptor(
             warnings.append("No schema version declared in project.toml, defaulting to schema version 0.1")
 
     warnings += _namespace_typos(document, platform_namespace)
+    warnings += _underscore_typos(underscore)
     origin = str(path) if path else "project.toml"
     if schema == "0.1":
         layers, unapplied = _parse_v01(document, io, origin, platform_namespace)

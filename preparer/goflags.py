@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from preparer._near import closest
 from preparer.flags import BY_NAME, FLAGS, Flag
 
 __all__ = [
@@ -90,6 +91,13 @@ class Parsed:
         self.help = False
 
 
+def _undefined(name: str) -> FlagError:
+    """Go's error for a flag not defined, with the flag a typo away when there is one (``-locked``: ``-lock``)."""
+    meant = closest(name, list(BY_NAME))
+    hint = f" (did you mean -{meant}?)" if meant else ""
+    return FlagError(f"flag provided but not defined: -{name}{hint}")
+
+
 def parse(argv: Sequence[str]) -> Parsed:
     """Parse ``argv`` (without the program name) as Go's ``flag.Parse`` does.
 
@@ -116,7 +124,7 @@ def parse(argv: Sequence[str]) -> Parsed:
             return parsed
         flag = BY_NAME.get(name)
         if flag is None:
-            raise FlagError(f"flag provided but not defined: -{name}")
+            raise _undefined(name)
         if flag.kind in ("bool", "optional"):
             _set_bool_like(parsed, flag, bool(has_value), value)
             bare = name if flag.kind == "optional" and not has_value else None

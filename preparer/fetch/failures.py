@@ -174,7 +174,11 @@ def _connection(
         if isinstance(item, ConnectionRefusedError):
             return NetworkError(f"connection refused by {where.server}{port}", down=where)
         if isinstance(item, ConnectionResetError):
-            return NetworkError(f"the connection to {where.server} was reset")
+            if received is None:
+                return NetworkError(f"the connection to {where.server} was reset")
+            done, total = received
+            of = f" of {total}" if total is not None else ""
+            return NetworkError(f"the connection to {where.server} was reset after {done}{of} bytes")
         if isinstance(item, http.client.RemoteDisconnected):
             return NetworkError(f"{where.server} closed the connection without answering")
         if isinstance(item, OSError) and item.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from preparer._near import closest
 from preparer._record import field, record
 from preparer.errors import InvalidInputsError
 from preparer.fetch.url import HttpUrl, UrlError, parse_http_url
@@ -148,6 +149,29 @@ def _split_version(text: str) -> tuple[str, str | None]:
     return name, (version if sep else None)
 
 
+#: The URN prefixes a ``uri`` may start with.
+_URNS = ("urn:cnb:builder:", "urn:cnb:registry:", "urn:buildpack:")
+#: A URN's head (``urn:cnb:buidler:``), or a scheme written with one slash (``https:/``).
+_URN_HEAD = re.compile(r"urn:(?:[A-Za-z0-9-]+:)+", re.IGNORECASE)
+_ONE_SLASH = re.compile(r"(https?|file|docker):/(?!/)", re.IGNORECASE)
+
+
+def _refuse_misspelled_scheme(uri: str, action: str) -> None:
+    """Refuse a ``uri`` that starts with a URN the preparer does not read (``urn:cnb:buidler:``) or a scheme with
+    one slash (``https:/host``): read on, they would be taken for an image reference with a strange port.
+
+    :raises InvalidInputsError: naming the scheme, and the one meant when it is a typo away (exit 3).
+    """
+    urn = _URN_HEAD.match(uri)
+    if urn is not None:
+        meant = closest(urn[0].lower(), _URNS)
+        hint = f"did you mean {meant}?" if meant else f"the preparer reads {', '.join(_URNS)}"
+        raise InvalidInputsError(action, f"unsupported URN '{urn[0]}' ({hint})")
+    slash = _ONE_SLASH.match(uri)
+    if slash is not None:
+        raise InvalidInputsError(action, f"'{slash[0]}' has one slash: did you mean {slash[1]}://?")
+
+
 def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.path.exists) -> Locator:
     """Classify ``uri``; relative paths resolve against ``base_dir``.
 
@@ -166,6 +190,7 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
         if match is None or version == "":
             raise InvalidInputsError(action, "expected urn:cnb:registry:<namespace>/<name>[@<version>]")
         return RegistryLocator(match[1], match[2], None if version == "latest" else version)
+    _refuse_misspelled_scheme(uri, action)
     scheme, sep, _ = uri.partition("://")
     if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
         scheme = scheme.lower()
@@ -181,7 +206,9 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
             if not reference:
                 raise InvalidInputsError(action, "expected docker://<image reference>")
             return _image(reference, action)
-        raise InvalidInputsError(action, f"unsupported protocol '{scheme}'")
+        meant = closest(scheme, ("http", "https", "file", "docker"), most=1)
+        hint = f" (did you mean {meant}://?)" if meant else ""
+        raise InvalidInputsError(action, f"unsupported protocol '{scheme}'{hint}")
     if not uri:
         raise InvalidInputsError(action, "empty uri")
     candidate = base_dir / uri

@@ -36,6 +36,8 @@ class Registries:
     index: str = DEFAULT_REGISTRY_INDEX
     #: Mirrors that failed in this run (shared by every fetch of the run): not asked again.
     down: set[str] = field(default_factory=set, compare=False)
+    #: Warnings given in this run about where credentials are read (``DOCKER_CONFIG`` not a directory): once each.
+    warned: set[str] = field(default_factory=set, compare=False)
 
     def routes(self, registry: str) -> tuple[tuple[Host, ...], Host | None]:
         """The mirrors to ask first for ``registry``, in order, and the upstream that replaces it (``server``)."""

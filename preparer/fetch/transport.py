@@ -24,7 +24,7 @@ from preparer._logger import log
 from preparer._record import field, record
 from preparer._version import __version__
 from preparer.errors import FetchError, NotFoundError, RunLimitReached, with_fields
-from preparer.fetch.environment import ca_source, goes_elsewhere, netrc_auth, proxy_for
+from preparer.fetch.environment import ca_source, goes_elsewhere, netrc_auth, netrc_path, proxy_for
 from preparer.fetch.failures import NetworkError, Where, failure, shown_proxy
 from preparer.fetch.url import HttpUrl, UrlError, parse_http_url, resolve_redirect
 
@@ -341,6 +341,8 @@ class Transport:
                     f"the proxy {shown_proxy(proxy)} ({variable}) answered 407 Proxy Authentication Required",
                 )
             if response.status_code not in _REDIRECTS or location is None:
+                if check and response.status_code == 401:
+                    self._unauthorized(response, target, sent, action)
                 if check:
                     check_status(response, action)
                 return response
@@ -354,6 +356,30 @@ class Transport:
                 following = following.with_userinfo(target.userinfo)
             target = following
         raise FetchError(action, f"too many redirects ({MAX_REDIRECTS}), the last to {target.shown}")
+
+    def _unauthorized(
+        self, response: requests.Response, url: HttpUrl, sent: dict[str, str], action: str
+    ) -> None:
+        """Raise for a 401 with a Basic challenge, saying where credentials for the host are read (the URL, the
+        netrc file) and whether some were sent; other 401s are :func:`check_status`'s."""
+        challenge = response.headers.get("WWW-Authenticate", "")
+        if not challenge.lower().startswith("basic"):
+            return
+        response.close()
+        netrc = netrc_path(self.environ)
+        if url.userinfo:
+            said = "the credentials in the URL were refused"
+        elif "Authorization" in sent:
+            said = "the Authorization header sent was refused"
+        elif netrc is not None and netrc_auth(url.host, self.environ) is not None:
+            said = f"the credentials for machine {url.host} in {netrc} were refused"
+        else:
+            where = f"{netrc}" if netrc is not None else "$NETRC or $HOME/.netrc"
+            said = (
+                f"{url.host} asks for a user and password (Basic), and none was sent: they are read from the URL "
+                f"({url.origin.replace('://', '://USER:PASSWORD@', 1)}/...) or from a netrc file ({where}, machine {url.host})"
+            )
+        raise with_fields(FetchError(action, f"HTTP 401 Unauthorized: {said}"), status=401)
 
     def download_deadline(self) -> Deadline | None:
         """When a download starting now must be over: its own limit, or the run's end if sooner."""
@@ -450,7 +476,6 @@ def _redirect(current: HttpUrl, location: str, action: str) -> HttpUrl:
 def _new_session(transport: Transport, verify: str | bool) -> requests.Session:
     import weakref  # deferred with requests
 
-    import requests  # deferred (heavy): made on the first request
     from requests.adapters import HTTPAdapter
 
     # urllib3 keeps every pool's connections reachable from a process-wide finalizer: a hook that held the
@@ -476,7 +501,7 @@ def _new_session(transport: Transport, verify: str | bool) -> requests.Session:
                 manager.pool_classes_by_scheme = watched
             return manager
 
-    session = requests.Session()
+    session = _session()
     session.trust_env = False  # proxies, netrc and CA certificates come from the run's environment
     session.headers["User-Agent"] = f"cnb-preparer/{__version__}"
     session.verify = verify
@@ -561,6 +586,24 @@ def _dial(connection: Any, on_connect: Callable[[Any], None]) -> Any:
     except OSError as err:
         raise NewConnectionError(connection, f"Failed to establish a new connection: {err}") from err
     return sock
+
+
+def _session() -> requests.Session:
+    """A requests session that takes a redirect to a malformed URL for an answer: requests reads the ``Location``
+    of every redirect, even one it does not follow, and a malformed one (``http://[::1/x``) raises a bare
+    ``ValueError`` there; the answer comes back instead, for :func:`_redirect` to name what is wrong with it."""
+    import requests  # deferred (heavy): made on the first request
+
+    class Session(requests.Session):
+        def get_redirect_target(self, resp: requests.Response) -> str | None:
+            target = super().get_redirect_target(resp)
+            try:
+                urlsplit(target or "")
+            except ValueError:
+                return None
+            return target
+
+    return Session()
 
 
 def _tls_context(bundle: str) -> Any:

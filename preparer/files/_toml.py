@@ -15,8 +15,10 @@ from typing import Any
 import tomli
 
 from preparer._fs import full_disk, make_dirs, no_space, open_dir, open_subdir
+from preparer._lookalike import describe, first_lookalike
 from preparer._types import TOMLTable
 from preparer.errors import ApplyError, DescriptorError, NoSpaceError, PreparerError, with_fields
+from preparer.files._positions import key_positions
 
 _COUNTER = itertools.count()
 
@@ -122,9 +124,115 @@ def parse_toml(text: str, fail: Callable[[str, str], PreparerError], where: str 
     try:
         return tomli.loads(text)
     except tomli.TOMLDecodeError as err:
-        raise _at(fail("parse", f"{where}{err}"), err.lineno, err.colno) from err
+        raise _at(fail("parse", f"{where}{readable(err, text)}"), err.lineno, err.colno) from err
     except RecursionError:  # a key of more parts than the recursion limit: where tomli gives up
         raise _at(fail("parse", f"{where}nested too deeply"), *position(text, _recursion_at(text))) from None
+
+
+def readable(err: tomli.TOMLDecodeError, text: str) -> str:
+    """tomli's message for ``err`` in words a user can act on, its place kept at the end.
+
+    A table or key given twice is named as it is written (``[io.buildpacks]``, not tomli's tuple of its parts),
+    with the line of its first declaration; a character that only looks like the one TOML wants (U+201C for
+    ``"``, U+00A0 for a space) is named (:mod:`preparer._lookalike`).
+    """
+    place = str(err).removeprefix(err.msg).strip()  # tomli's: (at line L, column C), or (at end of document)
+    line_start = text.rfind("\n", 0, err.pos) + 1
+    line_end = text.find("\n", err.pos)
+    line = text[line_start : len(text) if line_end < 0 else line_end]
+    before = text[:line_start]
+    twice = _declared_twice(err.msg, line, before) or _given_twice(err.msg, line, before)
+    if twice is not None:
+        return f"{twice} {place}"
+    char = text[err.pos] if err.pos < len(text) else ""
+    found = describe(char) if char else None
+    if found is None and (lookalike := first_lookalike(line[: err.pos - line_start])) is not None:
+        found = lookalike[1]
+    return f"{err.msg} {place}" + (f": the character at fault is {found}" if found else "")
+
+
+#: The table header of a line, as written: ``[io.buildpacks]``, ``[[io.buildpacks.group]]``.
+_HEADER = re.compile(r"\s*(\[\[?[^\]\n]*\]?\])")
+#: A part of a dotted key, as written: bare, or quoted (its quotes left out: a key's parts compare without them).
+_KEY_PART = re.compile(r"[A-Za-z0-9_-]+|(?<=\")[^\"]*(?=\")|(?<=')[^']*(?=')")
+#: The key of a line's key/value pair, as written (a quoted part holding ``=`` is rare enough to be read wrong).
+_KEY = re.compile(r"\s*([^=#\n]*?)\s*=")
+
+
+def _declared_twice(message: str, line: str, before: str) -> str | None:
+    """tomli's ``Cannot declare ('a', 'b') twice`` as ``the table [a.b] is declared twice, first at line N``."""
+    if not message.startswith("Cannot declare ") and not message.startswith("Cannot redefine namespace "):
+        return None
+    header = _HEADER.match(line)
+    written = header[1] if header else _spelled(message)
+    first = _first_line(before, _parts(message))
+    return f"the table {written} is declared twice" + (f", first at line {first}" if first else "")
+
+
+def _given_twice(message: str, line: str, before: str) -> str | None:
+    """tomli's ``Cannot overwrite a value`` and ``Cannot mutate immutable namespace`` with the key named."""
+    if message.startswith("Cannot mutate immutable namespace "):
+        key = _KEY.match(line)
+        parts = _parts(message)
+        first = _first_line(before, parts)
+        at = f" at line {first}" if first else ""
+        return (
+            f"{key[1] if key else _spelled(message)}: {'.'.join(map(_part, parts))} is an inline table, given "
+            f"whole{at}; write the key in it there"
+        )
+    if message != "Cannot overwrite a value":
+        return None
+    header = _HEADER.match(line)
+    if header is not None:
+        return f"the table {header[1]} is declared where a key already holds a value"
+    key = _KEY.match(line)
+    if key is None or not key[1]:
+        return None
+    lines = before.splitlines()
+    table, opened = next(
+        ((m[1], len(lines) - n) for n, m in enumerate(map(_HEADER.match, reversed(lines))) if m), (None, 0)
+    )
+    parts = tuple(_KEY_PART.findall(key[1]))
+    first = min(
+        (line for path, (line, _) in key_positions(before).items()
+         if line > opened and tuple(p for p in path if isinstance(p, str))[-len(parts):] == parts),
+        default=None,
+    )  # fmt: skip
+    return (
+        f"the key {key[1]} is given twice"
+        + (f" in {table}" if table else "")
+        + (f", first at line {first}" if first else "")
+    )
+
+
+#: A string of a tuple's repr: ``'io'``, or ``"it's"``.
+_REPR_STRING = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
+
+
+def _parts(message: str) -> tuple[str, ...]:
+    """The key tomli's ``message`` names as a tuple of strings (``('io', 'buildpacks')``)."""
+    return tuple(a or b for a, b in _REPR_STRING.findall(message, message.find("(") + 1))
+
+
+def _part(name: str) -> str:
+    """A key part as TOML writes it: bare when it can be, else quoted."""
+    if name and re.fullmatch(r"[A-Za-z0-9_-]+", name):
+        return name
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _spelled(message: str) -> str:
+    return "[" + ".".join(map(_part, _parts(message))) + "]"
+
+
+def _first_line(before: str, parts: tuple[str, ...]) -> int | None:
+    """The line of the text ``before`` (valid TOML: tomli read it) where the key ``parts`` is first written."""
+    if not parts:
+        return None
+    for path, (line, _) in sorted(key_positions(before).items(), key=lambda item: item[1]):
+        if tuple(p for p in path if isinstance(p, str)) == parts:
+            return line
+    return None
 
 
 def _at(error: PreparerError, line: int, column: int) -> PreparerError:

@@ -110,7 +110,8 @@ def test_an_id_at_a_version_that_is_nowhere(preparer: Callable[..., Result], lay
     result = preparer(*index, project=group("heroku/procfile@9.9.9"), env=hub.env())
     assert result.code == 1
     assert result.stderr.splitlines()[-1] == (
-        f"ERROR: failed to find buildpack heroku/procfile@9.9.9: not in {layout.buildpacks}, not in the buildpack "
+        f"ERROR: failed to find buildpack heroku/procfile@9.9.9: not in {layout.buildpacks} (found: 1.0.1, 2.0.0), "
+        "not in the buildpack "
         f"registry {index[1]}, and an image reference cannot name a version with '@'"
     )
     assert hub.requests == []

@@ -148,8 +148,8 @@ def test_credentials_in_the_lifecycle_order(preparer: Callable[..., Result], lay
     assert (
         anonymous.stderr.splitlines()[-1]
         == f"ERROR: failed to pull {auth_registry.host}/me/private: unauthorized anonymously (UNAUTHORIZED: "
-        f"authentication required): no credentials for {auth_registry.host} in CNB_REGISTRY_AUTH, "
-        "$DOCKER_CONFIG/config.json or $HOME/.docker/config.json"
+        f"authentication required): no credentials for {auth_registry.host} in CNB_REGISTRY_AUTH (not set) or "
+        f"{tmp_path / '.docker' / 'config.json'} ($HOME/.docker/config.json: does not exist)"
     )  # the registry's own words, and where credentials are read
 
     wrong = preparer(

@@ -4,6 +4,7 @@ check tells: real CLI, the suite's real registry, images signed as cosign signs 
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from tests.golden import Layout
 from tests.integration.test_signatures import installed, push_image, run
 from tests.plugins.cli import Result
 from tests.plugins.registry import Front, Registry
-from tests.plugins.signing import Key, cosign_sign, make_key
+from tests.plugins.signing import Key, bundle_sign, cosign_sign, make_key
 
 
 def inline_policy(tmp_path: Path, keys: list[str]) -> Path:
@@ -103,3 +104,27 @@ def test_debug_logs_each_signature_request(
     assert f"the payload of signature 1 of the tag {tag}" in result.stdout
     quiet = run(preparer, pol, f"{registry.host}/{repository}:latest")
     assert "Signatures" not in quiet.stdout
+
+
+@pytest.mark.parametrize("sign", [cosign_sign, bundle_sign], ids=["tag scheme", "bundle, referrers"])
+def test_a_signature_payload_is_not_shown_as_a_download_of_the_buildpack(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, key: Key,
+    sign: Callable[..., object],
+) -> None:  # fmt: skip
+    repository, digest = push_image(registry, tmp_path)
+    sign(registry, repository, digest, key)
+    result = run(
+        preparer, inline_policy(tmp_path, [key.public.read_text()]), f"{registry.host}/{repository}:latest"
+    )
+    assert result.code == 0, result.stderr
+    shown = [line for line in result.stdout.splitlines() if line.startswith("Downloading ")]
+    # The buildpackage's blobs are shown (its config and its one layer: a line each when it starts, maybe more as
+    # it goes); the signature's are not.
+    blobs = {line.split()[2] for line in shown}
+    asked = urllib.request.Request(
+        f"http://{registry.host}/v2/{repository}/manifests/{digest}",
+        headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
+    )
+    with urllib.request.urlopen(asked) as answer:
+        manifest = json.load(answer)
+    assert blobs == {manifest["config"]["digest"][:19], manifest["layers"][0]["digest"][:19]}, shown

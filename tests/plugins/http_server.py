@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import ssl
+import struct
 import subprocess
 import sys
 import threading
@@ -45,6 +46,8 @@ class FileServer:
     cert: Path | None = None
     #: ``Location`` of the paths answered with a 302 (:meth:`redirect`).
     redirects: dict[str, str] = field(default_factory=dict)
+    #: ``WWW-Authenticate`` of the paths answered with a 401 (a Basic or Bearer challenge), every time.
+    challenges: dict[str, str] = field(default_factory=dict)
     #: Seconds every request waits before it is answered: an origin far away.
     latency: float = 0.0
     #: Requests being answered now, and the most there were at once.
@@ -106,6 +109,14 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
                 queue = server.faults.get(path, [])
                 fault = queue.pop(0) if queue else None
                 location = server.redirects.get(path)
+                challenge = server.challenges.get(path)
+            if challenge is not None and fault is None:
+                self.answer(401)
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", challenge)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if location is not None:
                 self.answer(302)
                 self.send_response(302)
@@ -226,7 +237,8 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FileServer]
 class Stalling:
     """A server on 127.0.0.1 that answers every request slowly: ``silent`` says nothing at all; ``headers``
     trickles an endless header line; ``body`` sends ``status`` and a ``Content-Length`` of ``length`` bytes, then
-    the body a byte every ``pace`` seconds. ``paths`` are the request paths it saw."""
+    the body a byte every ``pace`` seconds; ``reset`` sends half of such a body at once, then resets the connection
+    (TCP RST, as a load balancer dropping it does). ``paths`` are the request paths it saw."""
 
     mode: str = "body"
     pace: float = 0.5
@@ -262,6 +274,11 @@ def stalling(server: Stalling) -> Iterator[Stalling]:
                 else:
                     conn.sendall(b"HTTP/1.1 %d Slow\r\nContent-Type: application/vnd.oci.image.manifest.v1+json"
                                  b"\r\nContent-Length: %d\r\n\r\n" % (server.status, server.length))  # fmt: skip
+                if server.mode == "reset":
+                    conn.sendall(bytes(server.length // 2))
+                    time.sleep(0.1)  # the bytes are read before the reset reaches the client
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    return  # closed with a zero linger: a reset, not an orderly end
                 while not done.wait(server.pace):
                     conn.sendall(b"a")
             except OSError:

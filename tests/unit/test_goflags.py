@@ -88,7 +88,7 @@ def test_parsing_stops_at_the_first_positional_or_double_dash(
     [
         (["-nope"], "flag provided but not defined: -nope"),
         (["--nope=1"], "flag provided but not defined: -nope"),
-        (["-App", "x"], "flag provided but not defined: -App"),
+        (["-App", "x"], "flag provided but not defined: -App (did you mean -app?)"),
         (["-app"], "flag needs an argument: -app"),
         (["-tag"], "flag needs an argument: -tag"),
         (["---app"], "bad flag syntax: ---app"),

@@ -20,13 +20,17 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from preparer import interrupt
 from preparer._record import field, record
 from preparer.errors import FetchError
 from preparer.fetch.failures import failure
 from preparer.fetch.oci.reference import DOCKER_HUB
-from preparer.fetch.transport import Transport, read_capped
+from preparer.fetch.transport import Transport, check_status, read_capped
+
+if TYPE_CHECKING:
+    import requests
 
 
 @record
@@ -102,10 +106,41 @@ def json_problem(err: BaseException) -> str:
     return "not JSON"
 
 
+#: At most this much of a token endpoint's error answer is read for its own words.
+MAX_ERROR_ANSWER = 16 << 10
+
+
+def endpoint_says(response: requests.Response) -> str:
+    """A token endpoint's own words for an error answer, printable, at most 300 characters: a registry's
+    ``errors[0]`` (code and message), Docker Hub's ``details``, OAuth2's ``error`` and ``error_description``, or a
+    short plain-text body; ``""`` when it says nothing readable. The response is closed."""
+    import urllib3  # deferred (heavy), as everywhere a request was made
+
+    try:
+        with response:
+            data = response.raw.read(MAX_ERROR_ANSWER, decode_content=True)
+    except (OSError, urllib3.exceptions.HTTPError):
+        return ""
+    text = data.decode("utf-8", "replace")
+    try:
+        body = json.loads(text)
+    except (ValueError, RecursionError):
+        body = None
+    words: list[str] = []
+    if isinstance(body, dict):
+        errors = body.get("errors")
+        first = errors[0] if isinstance(errors, list) and errors and isinstance(errors[0], dict) else {}
+        keys = ("code", "message") if first else ("details", "error", "error_description", "message")
+        words = [str(value) for key in keys if (value := (first or body).get(key))]
+    elif body is None and "<" not in text:  # plain text; an HTML page says nothing worth a line
+        words = [text]
+    said = ": ".join(" ".join("".join(c if c.isprintable() else " " for c in w).split()) for w in words if w)
+    return said if len(said) <= 300 else said[:299] + "…"
+
+
 def why_anonymous(registry: str, environ: Mapping[str, str]) -> str:
     """Where credentials for ``registry`` were looked for and not found, and a helper the docker config names that
     is not installed: for a registry that refuses an anonymous request."""
-    places = "CNB_REGISTRY_AUTH, $DOCKER_CONFIG/config.json or $HOME/.docker/config.json"
     path = _config_path(environ)
     config: object = None
     if path is not None and path.is_file():
@@ -123,7 +158,45 @@ def why_anonymous(registry: str, environ: Mapping[str, str]) -> str:
             f"no credentials for {normalize(registry)}: {path} names the credential helper "
             f"docker-credential-{store} (credsStore), which is not installed"
         )
-    return f"no credentials for {normalize(registry)} in {places}"
+    return (
+        f"no credentials for {normalize(registry)} in {_places(normalize(registry), environ, path, config)}"
+    )
+
+
+def _places(registry: str, environ: Mapping[str, str], path: Path | None, config: object) -> str:
+    """The places credentials for ``registry`` were looked for, each with why it gave none:
+    ``CNB_REGISTRY_AUTH (not set) or /home/me/.docker/config.json (does not exist)``."""
+    if not environ.get("CNB_REGISTRY_AUTH"):
+        variable = "CNB_REGISTRY_AUTH (not set)"
+    else:
+        variable = f"CNB_REGISTRY_AUTH (no entry for {registry})"
+    if path is None:
+        return f"{variable} or a docker config (neither DOCKER_CONFIG nor HOME is set)"
+    if config_problem(environ) is not None:
+        why = "DOCKER_CONFIG is not a directory: set it to the directory that holds config.json"
+    elif not path.exists():
+        why = "does not exist"
+    elif not path.is_file():
+        why = "not a file"
+    elif isinstance(config, dict):
+        why = f"no entry for {registry} in auths or credHelpers, and no credsStore"
+    else:
+        why = "not a JSON object"
+    origin = "$DOCKER_CONFIG/config.json" if environ.get("DOCKER_CONFIG") else "$HOME/.docker/config.json"
+    return f"{variable} or {path} ({origin}: {why})"
+
+
+def config_problem(environ: Mapping[str, str]) -> str | None:
+    """Why the docker config ``DOCKER_CONFIG`` points to cannot be read, when that is because ``DOCKER_CONFIG`` is
+    not a directory (it is often set to the file itself); ``None`` otherwise. A warning: the run goes on without."""
+    directory = environ.get("DOCKER_CONFIG")
+    if not directory or Path(directory).is_dir():
+        return None
+    what = "is not a directory" if Path(directory).exists() else "does not exist"
+    return (
+        f"DOCKER_CONFIG {directory} {what}: it names the directory that holds config.json, so no registry "
+        f"credentials are read from {Path(directory) / 'config.json'}"
+    )
 
 
 def _config_path(environ: Mapping[str, str]) -> Path | None:
@@ -279,8 +352,8 @@ def request_token(
         response.close()
         return None
     if response.status_code >= 400:
-        response.close()
-        raise FetchError(action, f"token endpoint answered {response.status_code}")
+        says = endpoint_says(response)
+        check_status(response, action, "the token endpoint", says)
     data = read_capped(response, MAX_TOKEN_ANSWER, action, "the token answer", transport.download_deadline())
     try:
         body = json.loads(data)

@@ -21,6 +21,7 @@ from preparer.fetch.guard import LimitExceeded
 from preparer.fetch.oci import auth
 from preparer.fetch.oci.hosts import Host
 from preparer.fetch.oci.reference import Reference, scheme_for
+from preparer.fetch.sink import no_progress
 from preparer.fetch.streams import (
     Reader,
     Tee,
@@ -99,7 +100,12 @@ class Registry:
             if not self._looked_up:
                 # A mirror's own credentials, never the upstream's.
                 host = self.endpoint.netloc if self.endpoint is not None else self.ref.registry
-                self._credential = auth.lookup(host, self.ctx.registries.environ)
+                registries = self.ctx.registries
+                problem = auth.config_problem(registries.environ)
+                if problem is not None and problem not in registries.warned:
+                    registries.warned.add(problem)
+                    self.ctx.sink.warn(problem)
+                self._credential = auth.lookup(host, registries.environ)
                 if self._credential is not None and self._credential.header is not None:
                     # The lifecycle sends a CNB_REGISTRY_AUTH value as it is, without waiting for a challenge.
                     self.authorization = self._credential.header
@@ -297,19 +303,20 @@ class Registry:
         return doc
 
     def read_blob(
-        self, digest: str, consume: Callable[[Reader], T], size: int | None = None
+        self, digest: str, consume: Callable[[Reader], T], size: int | None = None, *, shown: bool = True
     ) -> tuple[Path, T]:
         """Feed the blob to ``consume`` as it arrives, while keeping it (cache or staging) and checking it.
 
         ``size`` (the descriptor's) bounds what is read and must match. ``consume`` may be called again when an
         attempt fails; whatever it made of a blob that turns out wrong is the caller's to discard (the error is
-        raised after it returns).
+        raised after it returns). ``shown``: whether its download is shown as progress (``Downloading <image>
+        sha256:…``); not for what is read about an image rather than of it (a signature's payload).
 
         :raises FetchError: missing, unauthorized, wrong size or digest, or ``consume``'s own error.
         """
         self._check_digest(digest, "a blob")
         ctx = self.ctx
-        download = lambda directory: self._download(digest, size, directory, consume)
+        download = lambda directory: self._download(digest, size, directory, consume, shown)
         return ctx.store.blob(digest, consume, download, ctx.sink, ctx.lock_wait)
 
     def _download(
@@ -318,6 +325,7 @@ class Registry:
         size: int | None,
         dest_dir: Path,
         consume: Callable[[Reader], T],
+        shown: bool = True,
     ) -> tuple[Path, T]:
         """Stream the blob into a new file in ``dest_dir`` and through ``consume``; check size and digest."""
         url = f"{self.base}/blobs/{digest}"
@@ -351,7 +359,7 @@ class Registry:
                     (result, failure), got, count = stream_body(
                         response,
                         label,
-                        self.ctx.sink.progress,
+                        self.ctx.sink.progress if shown else no_progress,
                         tee,
                         deadline=self.transport.download_deadline(),
                         guard=self.ctx.sink.guard,

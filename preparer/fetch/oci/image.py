@@ -149,9 +149,9 @@ class _Hosts:
         return self._ask("pull", lambda r: r.document(digest, size, what))
 
     def read_blob(
-        self, digest: str, consume: Callable[[Reader], T], size: int | None = None
+        self, digest: str, consume: Callable[[Reader], T], size: int | None = None, *, shown: bool = True
     ) -> tuple[Path, T]:
-        return self._ask("pull", lambda r: r.read_blob(digest, consume, size))
+        return self._ask("pull", lambda r: r.read_blob(digest, consume, size, shown=shown))
 
     def referrers(self, digest: str, artifact_type: str) -> dict[str, Any] | None:
         return self._ask("pull", lambda r: r.referrers(digest, artifact_type))

@@ -20,7 +20,7 @@ from preparer.fetch.locator import IdLocator, ImageLocator, RegistryLocator, red
 from preparer.fetch.oci.image import fetch_image
 from preparer.fetch.oci.reference import parse_reference
 from preparer.fetch.transport import read_capped
-from preparer.files.buildpack import similar_installed
+from preparer.files.buildpack import installed_versions, similar_installed
 from preparer.semver import highest
 
 #: The largest index file read: one line per version of one buildpack (the largest today are a few KiB).
@@ -149,17 +149,34 @@ def fetch_id(locator: IdLocator, ctx: FetchContext) -> Fetched:
     index = redact(ctx.registries.index)
     buildpacks_dir = ctx.buildpacks_dir or "<buildpacks>"
     wanted = locator.id if locator.version is None else f"{locator.id}@{locator.version}"
-    live = read_entries(locator.namespace, locator.name, ctx)
+    # The versions installed, when the one asked for is not among them: named as the ``id`` + ``version`` form does.
+    installed = installed_versions(ctx.buildpacks_dir, locator.id) if ctx.buildpacks_dir is not None else []
+    found = f" (found: {', '.join(installed)})" if installed and locator.version is not None else ""
+    try:
+        live = read_entries(locator.namespace, locator.name, ctx)
+    except FetchError as err:
+        if not found:
+            raise
+        raise FetchError(
+            f"find buildpack {wanted}", f"not in {buildpacks_dir}{found}; {err.message}"
+        ) from None
     if live is not None:
-        address, version = choose(locator.id, live, locator.version, ctx.registries.index)
+        try:
+            address, version = choose(locator.id, live, locator.version, ctx.registries.index)
+        except FetchError as err:
+            if not found:
+                raise
+            raise FetchError(err.action, f"not in {buildpacks_dir}{found}; {err.cause}") from None
         log.debug(
             "%s is not in %s; the buildpack registry %s has it: %s", wanted, buildpacks_dir, index, address
         )
         fetched = _from_registry(locator.id, version, address, ctx)
         return replace(fetched, source=locator.id if locator.version is None else wanted,
                                    resolved="registry")  # fmt: skip
-    meant = similar_installed(ctx.buildpacks_dir, locator.id) if ctx.buildpacks_dir is not None else None
-    hint = f" (did you mean {meant}?)" if meant else ""
+    meant = None
+    if ctx.buildpacks_dir is not None and not installed:
+        meant = similar_installed(ctx.buildpacks_dir, locator.id)
+    hint = f" (did you mean {meant}?)" if meant else found
     searched = f"not in {buildpacks_dir}{hint}, not in the buildpack registry {index}"
     action = f"find buildpack {wanted}"
     if locator.version is not None:

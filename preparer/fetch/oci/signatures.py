@@ -66,7 +66,12 @@ class Source(Protocol):
 
     def manifest(self, identifier: str, size: int | None = None) -> tuple[dict[str, Any], str, str]: ...
 
-    def read_blob(self, digest: str, consume: Callable[[Reader], T], size: int | None = None) -> Any: ...
+    def read_blob(
+        self, digest: str, consume: Callable[[Reader], T], size: int | None = None, *, shown: bool = True
+    ) -> Any:
+        """The blob ``digest`` fed to ``consume``; ``shown=False``: its download is not shown as progress (a
+        signature object is read about the image: it is not the buildpack being fetched)."""
+        ...
 
     def referrers(self, digest: str, artifact_type: str) -> dict[str, Any] | None: ...
 
@@ -264,7 +269,7 @@ def _small_blob(source: Source, descriptor: dict[str, Any], what: str, budget: _
     budget.charge(size, what)
     log.debug("Signatures: asking for blob %s, %s (%d bytes)", digest, what, size)
     try:
-        _, data = source.read_blob(str(digest), lambda body: _read_up_to(body, size + 1), size)
+        _, data = source.read_blob(str(digest), lambda body: _read_up_to(body, size + 1), size, shown=False)
     except FetchError as err:
         _skippable(err)
         raise _Unreadable(f"{what}: {err.cause or err}") from None
