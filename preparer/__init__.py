@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from preparer.files.locked import Locked
     from preparer.inputs import Inputs
     from preparer.interrupt import Cancel
-    from preparer.pipeline import describe_plan, plan_run, prepare, run_plan
+    from preparer.pipeline import committed_report, describe_plan, plan_run, prepare, run_plan
     from preparer.plan import NotInstalled, Plan
     from preparer.policy.rules import Policy, check_policy, parse_policy
     from preparer.progress import Download
@@ -92,6 +92,7 @@ __all__ = [
     "__version__",
     "check_descriptor",
     "check_policy",
+    "committed_report",
     "describe_plan",
     "parse_policy",
     "plan_run",
@@ -120,7 +121,7 @@ _HOMES = {
     **dict.fromkeys(("Policy", "check_policy", "parse_policy"), "preparer.policy.rules"),
     "Inputs": "preparer.inputs",
     "Cancel": "preparer.interrupt",
-    **dict.fromkeys(("describe_plan", "plan_run", "prepare", "run_plan"), "preparer.pipeline"),
+    **dict.fromkeys(("committed_report", "describe_plan", "plan_run", "prepare", "run_plan"), "preparer.pipeline"),
     **dict.fromkeys(("plan_run_async", "prepare_async", "run_plan_async"), "preparer.aio"),
     "Plan": "preparer.plan",
     "Download": "preparer.progress",

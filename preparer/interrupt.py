@@ -13,7 +13,8 @@ points turn it into :class:`~preparer.errors.Cancelled`, an ordinary error with 
 
 The commit's last steps cannot be undone half-way (renames into place, deleting moved-aside files), so a signal
 that arrives during them is held (:func:`deferred`) and raised when they are done: the run is then reported as
-interrupted, and its outputs are complete.
+interrupted, and its outputs are complete. A library caller's own SIGINT handler is set aside the same way, from
+the commit's start until the entry point has its result (:func:`until_returned`), and then given the signal.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ __all__ = [
     "check",
     "deferred",
     "handle_signals",
+    "until_returned",
     "run",
     "sleep",
     "stop",
@@ -384,43 +386,90 @@ def deferred() -> Iterator[None]:
     """In the main thread, hold a signal that arrives during the block and raise it when the block is done.
 
     Fetch threads still stop at once, and :func:`check` still raises in the block: it is how the block chooses
-    the points where stopping is safe. In a library caller's main thread, where Python's own SIGINT handler raises
-    :class:`KeyboardInterrupt` anywhere, that handler is set aside for the block: a Ctrl-C is held the same way and
-    raised, as the caller's own :class:`KeyboardInterrupt`, when the block is whole. Elsewhere than the main thread
-    (which is the only one signals reach), the block is run as it is.
+    the points where stopping is safe. In a library caller's main thread, where the caller's SIGINT handler
+    (Python's own, which raises :class:`KeyboardInterrupt`, or one installed with :func:`signal.signal`) would run
+    anywhere, that handler is set aside: a Ctrl-C is held, and given to the handler when the block is whole, or,
+    inside an entry point (:func:`until_returned`), once the entry point has its result. Elsewhere than the main
+    thread (which is the only one signals reach), the block is run as it is.
     """
-    global _deferring, _held, _held_keyboard
+    global _deferring, _held, _set_aside
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = None
-    if _deferring == 0 and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        previous = signal.signal(signal.SIGINT, _hold_keyboard_interrupt)
+    if _deferring == 0 and _set_aside is None:
+        callers = signal.getsignal(signal.SIGINT)
+        if callable(callers) and callers is not _on_signal:  # the command's own handler holds by itself
+            _set_aside = callers
+            signal.signal(signal.SIGINT, _hold_callers_signal)
     _deferring += 1
     try:
         yield
     finally:
         _deferring -= 1
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
         held = _held if _deferring == 0 else 0
         if held:
             _held = 0
-        keyboard = _held_keyboard and _deferring == 0
-        if keyboard:
-            _held_keyboard = False
+        if _deferring == 0:
+            _give_back()
     if held:  # not reached when the block raised: that error goes on
         raise Interrupted(held)
-    if keyboard:
-        raise KeyboardInterrupt
 
 
-_held_keyboard = False
+#: The caller's SIGINT handler, set aside by :func:`deferred` until the commit (or the entry point) is done, and the
+#: signal held for it meanwhile (0: none).
+_set_aside: Callable[[int, FrameType | None], object] | None = None
+_callers_held = 0
+#: How deep the main thread is in :func:`until_returned`.
+_returning = 0
 
 
-def _hold_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
-    global _held_keyboard
-    _held_keyboard = True
+def _hold_callers_signal(signum: int, frame: FrameType | None) -> None:
+    global _callers_held
+    _callers_held = signum
+
+
+def _give_back() -> None:
+    """Put the caller's SIGINT handler back and send it the signal held for it, unless an entry point still runs
+    (:func:`until_returned`): what the handler raises is raised here."""
+    global _set_aside, _callers_held
+    if _returning or _set_aside is None:
+        return
+    callers, held = _set_aside, _callers_held
+    _set_aside, _callers_held = None, 0
+    signal.signal(signal.SIGINT, callers)
+    if held:
+        signal.raise_signal(held)  # the caller's handler runs now, in this thread, as for the Ctrl-C itself
+
+
+#: The attribute that carries an entry point's result on what the caller's SIGINT handler raised once it returned.
+RESULT_ATTRIBUTE = "preparer_result"
+
+
+def until_returned(work: Callable[[], T]) -> T:
+    """``work()`` (an entry point), holding a SIGINT that :func:`deferred` held for the caller's handler until it
+    has returned or raised: the handler gets it then, in the main thread, so a Ctrl-C during a commit neither
+    breaks into it nor makes a committed run look failed. What the handler raises after ``work`` returned carries
+    the result as its :data:`RESULT_ATTRIBUTE` (and a note saying so); after ``work`` raised, it is raised with
+    that error as its context. A handler that does not raise (one that sets a flag) leaves the result returned."""
+    global _returning
+    if threading.current_thread() is not threading.main_thread():
+        return work()
+    _returning += 1
+    try:
+        result = work()
+    except BaseException:
+        _returning -= 1
+        _give_back()
+        raise
+    _returning -= 1
+    try:
+        _give_back()
+    except BaseException as err:
+        with contextlib.suppress(AttributeError, TypeError):  # an exception that takes no attributes
+            setattr(err, RESULT_ATTRIBUTE, result)
+            err.add_note("preparer: the run was complete when this signal was handled; its result is kept")
+        raise
+    return result
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:

@@ -104,6 +104,11 @@ def typed(function: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(function)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        # A Ctrl-C held during the commit reaches the caller's SIGINT handler once the call is over; what that
+        # handler raises is the caller's own, and carries the report (committed_report).
+        return interrupt.until_returned(functools.partial(checked, *args, **kwargs))
+
+    def checked(*args: P.args, **kwargs: P.kwargs) -> R:
         token = _entered.set(_entered.get() + 1)
         try:
             return function(*args, **kwargs)
@@ -132,6 +137,15 @@ def typed(function: Callable[P, R]) -> Callable[P, R]:
             _entered.reset(token)
 
     return wrapper
+
+
+def committed_report(error: BaseException) -> Report | None:
+    """The report of a run that was complete when ``error`` was raised by the caller's own SIGINT handler (Python's
+    :class:`KeyboardInterrupt`, or one installed with :func:`signal.signal`), given a Ctrl-C that came during the
+    commit and was held until :func:`prepare` or :func:`run_plan` was done: the outputs are written, as the report
+    says. ``None`` for any other error: the run failed, and nothing changed."""
+    found = getattr(error, interrupt.RESULT_ATTRIBUTE, None)
+    return found if isinstance(found, Report) else None
 
 
 #: How deep the current thread is in the entry points (:func:`typed`).
