@@ -11,7 +11,7 @@ import pytest
 from tests.buildpacks import buildpack_toml, make_dir
 from tests.golden import Layout, listing, snapshot
 from tests.plugins.cli import Result
-from tests.plugins.registry import Registry, add_index, build_package, push
+from tests.plugins.registry import Front, Registry, add_index, build_package, push, to_cnb
 from tests.projects import HEAD, group
 
 ARM64_ONLY = '\n[[targets]]\nos = "linux"\narch = "arm64"\n\n[[targets]]\nos = "linux"\narch = "arm64"\nvariant = "v8"\n'
@@ -255,15 +255,15 @@ def test_an_index_resolves_to_the_target_and_a_single_arch_image_is_checked(
     push(work / "layout", "multi", registry.ref("me/targets", "multi"), all_images=True)
     push(work / "layout", "arm64", registry.ref("me/targets", "arm64-only"))
     before = untouched(layout)
-    # The single-architecture arm64 image, on an amd64 build: its buildpack.toml says arm64.
+    # The single-architecture arm64 image, on an amd64 build: its config says arm64.
     single = preparer(
         project=group(f"docker://{registry.ref('me/targets', 'arm64-only')}"),
         env={"CNB_PREPARER_PLATFORM": "linux/amd64"},
     )
     refused_and_untouched(single, layout, before)
     assert (
-        "failed to install me/multi@1.0.0: it runs on linux/arm64/v8; this build is linux/amd64 "
-        "(CNB_PREPARER_PLATFORM)"
+        f"failed to pull {registry.ref('me/targets', 'arm64-only')}: the image is for linux/arm64; this build is "
+        "linux/amd64 (CNB_PREPARER_PLATFORM)"
     ) in single.stderr
     # The index, resolved to the target the analyzer wrote (not CNB_PREPARER_PLATFORM): the arm64 manifest.
     (layout.layers / "analyzed.toml").write_text(
@@ -276,6 +276,59 @@ def test_an_index_resolves_to_the_target_and_a_single_arch_image_is_checked(
     assert multi.code == 0, multi.stderr
     installed = (layout.buildpacks / "me_multi" / "1.0.0" / "buildpack.toml").read_text()
     assert 'arch = "arm64"' in installed
+
+
+def test_a_single_platform_image_for_another_is_refused_before_its_layers_are_pulled(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry, front: Front, tmp_path: Path
+) -> None:
+    """The image's config says what it is for; its layers are never asked for (the front logs every request)."""
+    work = tmp_path / "single"
+    package = build_package(work, [("me/single", "1.0.0", "")], ("me/single", "1.0.0"), tag="arm64",
+                            architecture="arm64")  # fmt: skip
+    push(work / "layout", "arm64", registry.ref("me/single", "arm64"))
+    layer_paths = {f"/v2/me/single/blobs/{layer['digest']}" for layer in package.manifest()["layers"]}
+    config_path = f"/v2/me/single/blobs/{package.manifest()['config']['digest']}"
+    before = untouched(layout)
+    uri = f"docker://{front.host}/me/single:arm64"
+    env = {"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "amd64"}
+    result = preparer(project=group(uri), env=env)
+    refused_and_untouched(result, layout, before)
+    assert (
+        f"ERROR: failed to pull {front.host}/me/single:arm64: the image is for linux/arm64; this build is "
+        "linux/amd64 (CNB_TARGET_OS, CNB_TARGET_ARCH)"
+    ) in result.stderr
+    assert config_path in front.requests
+    assert not layer_paths & set(front.requests)
+    # The same image on the build it is for (arm64 is arm64/v8): pulled and installed.
+    ok = preparer(project=group(uri), env={"CNB_PREPARER_PLATFORM": "linux/arm64/v8"})
+    assert ok.code == 0, ok.stderr
+    assert layer_paths <= set(front.requests)
+    assert (layout.buildpacks / "me_single" / "1.0.0" / "buildpack.toml").is_file()
+
+
+def test_a_cnb_for_another_platform_is_refused_and_below_0_12_warned(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    work = tmp_path / "cnb"
+    build_package(work, [("me/cnb", "1.0.0", "")], ("me/cnb", "1.0.0"), tag="arm64", architecture="arm64")
+    to_cnb(work / "layout", "arm64", layout.app / "arm.cnb")
+    before = untouched(layout)
+    result = preparer(project=group("./arm.cnb"), env={"CNB_PREPARER_PLATFORM": "linux/amd64"})
+    refused_and_untouched(result, layout, before)
+    assert (
+        f"failed to read {layout.app / 'arm.cnb'}: the image is for linux/arm64; this build is linux/amd64 "
+        "(CNB_PREPARER_PLATFORM)"
+    ) in result.stderr
+    # Below Platform API 0.12 the detector checks no targets: a warning, and the buildpack is installed.
+    old = preparer(
+        project=group("./arm.cnb"), env={"CNB_PREPARER_PLATFORM": "linux/amd64", "CNB_PLATFORM_API": "0.11"}
+    )
+    assert old.code == 0, old.stderr
+    assert (
+        f"Warning: {layout.app / 'arm.cnb'}: the image is for linux/arm64; this build is linux/amd64 "
+        "(CNB_PREPARER_PLATFORM) (the detector of Platform API below 0.12 does not check targets)"
+    ) in old.stderr
+    assert (layout.buildpacks / "me_cnb" / "1.0.0" / "buildpack.toml").is_file()
 
 
 def test_the_dry_run_and_the_report_show_the_target(
