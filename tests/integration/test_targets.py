@@ -3,6 +3,7 @@ against it (``[[targets]]``, ``bin/``, ``[[stacks]]``, composites) before anythi
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -331,11 +332,37 @@ def test_a_cnb_for_another_platform_is_refused_and_below_0_12_warned(
     assert (layout.buildpacks / "me_cnb" / "1.0.0" / "buildpack.toml").is_file()
 
 
+def test_an_index_entry_is_chosen_by_normalised_names_and_a_miss_lists_variants(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry, tmp_path: Path
+) -> None:
+    """arm is arm/v7 (not the v6 listed first), arm64 is arm64/v8, amd64 with variant v1 is amd64/v1."""
+    work = tmp_path / "variants"
+    members = {"amd64": "amd64/v1", "armv6": "arm/v6", "armv7": "arm/v7", "arm64": "arm64"}
+    for patch, (tag, arch) in enumerate(members.items()):
+        build_package(work, [("me/var", f"1.0.{patch}", "")], ("me/var", f"1.0.{patch}"), tag=tag,
+                      architecture=arch.partition("/")[0])  # fmt: skip
+    add_index(work / "layout", "multi", members)
+    push(work / "layout", "multi", registry.ref("me/variants", "multi"), all_images=True)
+    uri = f"docker://{registry.ref('me/variants', 'multi')}"
+    for platform, version in [("linux/amd64/v1", "1.0.0"), ("linux/arm", "1.0.2"), ("linux/arm/v6", "1.0.1"),
+                              ("linux/arm64/v8", "1.0.3")]:  # fmt: skip
+        result = preparer(project=group(uri), env={"CNB_PREPARER_PLATFORM": platform})
+        assert result.code == 0, result.stderr
+        order = tomllib.loads((layout.layers / "order.toml").read_text())
+        assert order["order"][0]["group"][0]["version"] == version, platform
+    before, order_toml = untouched(layout), (layout.layers / "order.toml").read_bytes()
+    none = preparer(project=group(uri), env={"CNB_PREPARER_PLATFORM": "linux/amd64/v3"})
+    assert none.code == 1, none.stderr
+    assert (untouched(layout), (layout.layers / "order.toml").read_bytes()) == (before, order_toml)
+    assert (
+        f"failed to pull {registry.ref('me/variants', 'multi')}: no image for linux/amd64/v3 in the index (it has: "
+        "linux/amd64/v1, linux/arm/v6, linux/arm/v7, linux/arm64)"
+    ) in none.stderr
+
+
 def test_the_dry_run_and_the_report_show_the_target(
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path
 ) -> None:
-    import tomllib
-
     local(layout.app / "arm", "me/arm", ARM64_ONLY)
     env = {"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "arm64", "CNB_TARGET_ARCH_VARIANT": "v8",
            "CNB_TARGET_DISTRO_NAME": "ubuntu", "CNB_TARGET_DISTRO_VERSION": "24.04"}  # fmt: skip

@@ -69,20 +69,25 @@ def follow_index(
 
 
 def choose_platform(index: dict[str, Any], platform: str, source: str, verb: str = "pull") -> dict[str, Any]:
-    """The descriptor in an image index for ``platform`` (``os/arch[/variant]``).
+    """The descriptor in an image index for ``platform`` (``os/arch[/variant]``): the first whose platform names it
+    as :func:`preparer.target.matches_platform` compares (``arm64`` is ``arm64/v8``, ``arm`` is ``arm/v7``, an
+    entry without a variant is for any).
 
-    :raises FetchError: when the index has no manifest for it (the message lists what it has).
+    :raises FetchError: when the index has no manifest for it (the message lists what it has, variants included).
     """
     want_os, _, rest = platform.partition("/")
     want_arch, _, want_variant = rest.partition("/")
+    target = Target(want_os, want_arch, want_variant)
     manifests = [m for m in _list(index.get("manifests")) if isinstance(m, dict)]
     offered = []
     for descriptor in manifests:
         plat = descriptor.get("platform")
-        plat = plat if isinstance(plat, dict) else {}
-        offered.append(f"{plat.get('os', '?')}/{plat.get('architecture', '?')}")
-        same = plat.get("os") == want_os and plat.get("architecture") == want_arch
-        if same and (not want_variant or plat.get("variant") in (None, "", want_variant)):
+        values = [
+            plat.get(key) if isinstance(plat, dict) else None for key in ("os", "architecture", "variant")
+        ]
+        os_, arch, variant = (v if isinstance(v, str) else "" for v in values)
+        offered.append("/".join((os_ or "?", arch or "?", *([variant] if variant else []))))
+        if os_ and arch and matches_platform(BuildpackTarget(os_, arch, variant), target):
             return descriptor
     if manifests and not any(m.get("platform") for m in manifests):
         return manifests[0]  # a layout without platforms (pack writes one image): the first is the image
