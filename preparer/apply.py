@@ -338,11 +338,11 @@ def _stage_lock(
     shown = None if state.in_memory else str(state.path)
     if state.mode == "frozen":
         assert state.entries is not None
-        return None, LockRecord(shown, "frozen", state.data or dumps_lock(state.entries))
+        return None, LockRecord(shown, "frozen", state.data or dumps_lock(state.entries, state.target))
     entries = updated(state, plan.steps, results)
     for line in changes(state.entries, entries) if state.mode == "update" else ():
         log.info("Lock: %s", line)
-    data = dumps_lock(entries)
+    data = dumps_lock(entries, plan.target.platform if plan.target is not None else None)
     record = LockRecord(shown, "written", data, lock_changes(state.entries, entries))
     if state.in_memory:
         return None, record

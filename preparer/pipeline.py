@@ -41,7 +41,6 @@ from preparer.report import EnvRecord, LockRecord, MetadataRecord, Report, unapp
 from preparer.target import Target, build_target, host_platform, platform_source
 
 if TYPE_CHECKING:
-    from preparer.files.locked import Locked
     from preparer.policy.rules import Policy
     from preparer.progress import Download, ProgressCallback
 
@@ -209,7 +208,7 @@ def _dry_lock(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> 
     shown = None if state.in_memory else str(state.path)
     if state.mode == "frozen":
         assert state.entries is not None
-        return LockRecord(shown, "frozen", state.data or dumps_lock(state.entries))
+        return LockRecord(shown, "frozen", state.data or dumps_lock(state.entries, state.target))
     if state.mode != "update":
         return LockRecord(shown, "not written")
     from preparer.apply import resolve_plan  # deferred: a dry run fetches only to update a lock
@@ -222,7 +221,10 @@ def _dry_lock(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> 
     log.info("The lock file %s would %s", state.path, "change:" if lines else "not change")
     for line in lines:
         log.info("  lock: %s", line)
-    return LockRecord(shown, "would write", dumps_lock(entries), lock_changes(state.entries, entries))
+    made_for = plan.target.platform if plan.target is not None else None
+    return LockRecord(
+        shown, "would write", dumps_lock(entries, made_for), lock_changes(state.entries, entries)
+    )
 
 
 def target_of(inputs: Inputs) -> Target:
@@ -524,12 +526,14 @@ def _locked(plan: Plan, inputs: Inputs) -> Plan:
     given as bytes (``Inputs.lock_data``) is read the same way; ``b""`` is a lock that does not exist yet."""
     from preparer.files.lockfile import (  # deferred: only runs with a lock read one
         LOCK_DATA_NAME,
+        LockFile,
         LockState,
         NewerLockError,
         parse_lock,
         read_lock,
     )
-    from preparer.lock import freeze, update
+    from preparer.lock import check_target, freeze, update
+    from preparer.target import same_platform
 
     in_memory = inputs.lock_data is not None
     data = inputs.lock_data
@@ -541,7 +545,7 @@ def _locked(plan: Plan, inputs: Inputs) -> Plan:
         mode: Literal["update", "write"] = "update" if inputs.update_lock else "write"
         return replace(plan, lock=LockState(path, None, mode, in_memory))
 
-    def read() -> tuple[Locked, ...]:
+    def read() -> LockFile:
         return parse_lock(data, str(path)) if data is not None else read_lock(path)
 
     def versions_of(bp_id: str) -> list[str]:
@@ -549,13 +553,27 @@ def _locked(plan: Plan, inputs: Inputs) -> Plan:
 
     if inputs.update_lock:
         try:
-            before: tuple[Locked, ...] | None = read()
+            read_before: LockFile | None = read()
         except NewerLockError:
             raise  # never rewritten in the old format
         except PreparerError as err:  # rewritten anyway: every entry is resolved again
             log.warning("the lock file %s is rewritten, every entry resolved again: %s", path, err.cause)
-            before = None
-        updating = update(plan, path, before, inputs.update_lock_names, versions_of)
+            read_before = None
+        before = read_before.entries if read_before is not None else None
+        names = inputs.update_lock_names
+        made_for = read_before.target if read_before is not None else None
+        if (
+            made_for is not None
+            and plan.target is not None
+            and not same_platform(made_for, plan.target.platform)
+        ):
+            # What it locks was resolved for another platform (an index's other manifest): none of it is kept.
+            log.info(
+                "The lock file %s was made for %s; this build is %s (%s): every entry is resolved again",
+                path, made_for, plan.target.platform, plan.target.source,
+            )  # fmt: skip
+            names = ("all",)
+        updating = update(plan, path, before, names, versions_of)
         if updating.lock is not None:
             updating = replace(updating, lock=replace(updating.lock, in_memory=in_memory, data=data))
         if before is not None and updating.lock is not None:
@@ -564,10 +582,12 @@ def _locked(plan: Plan, inputs: Inputs) -> Plan:
                 path, len(updating.lock.kept), len(plan.steps) - len(updating.lock.kept),
             )  # fmt: skip
         return updating
-    entries = read()
+    lock_file = read()
+    check_target(path, lock_file.target, plan.target)
+    entries = lock_file.entries
     frozen = freeze(plan, path, entries, versions_of)
     log.info("Frozen to the lock file %s (%d entries)", path, len(entries))
-    return replace(frozen, lock=LockState(path, entries, "frozen", in_memory, data))
+    return replace(frozen, lock=LockState(path, entries, "frozen", in_memory, data, target=lock_file.target))
 
 
 def _check_outputs(plan: Plan, inputs: Inputs) -> None:

@@ -280,6 +280,15 @@ def matches_platform(declared: BuildpackTarget, target: Target) -> bool:
     return True
 
 
+def same_platform(one: str, other: str) -> bool:
+    """Whether two ``os/arch[/variant]`` name the same platform once normalised (``linux/arm64`` is
+    ``linux/arm64/v8``)."""
+    (os_one, _, rest_one), (os_other, _, rest_other) = one.partition("/"), other.partition("/")
+    arch_one, _, variant_one = rest_one.partition("/")
+    arch_other, _, variant_other = rest_other.partition("/")
+    return os_one == os_other and normalize(arch_one, variant_one) == normalize(arch_other, variant_other)
+
+
 def matches(declared: BuildpackTarget, target: Target) -> bool:
     """Whether ``declared`` names ``target``: its platform, and one of its distributions when it lists some and the
     target's distribution is known."""

@@ -11,6 +11,8 @@ import pytest
 
 from tests.buildpacks import buildpack_toml, make_dir
 from tests.golden import Layout, listing, snapshot
+from tests.integration.test_fleet_pins import two_platforms
+from tests.integration.test_lock import fresh, order
 from tests.plugins.cli import Result
 from tests.plugins.registry import Front, Registry, add_index, build_package, push, to_cnb
 from tests.projects import HEAD, group
@@ -358,6 +360,73 @@ def test_an_index_entry_is_chosen_by_normalised_names_and_a_miss_lists_variants(
         f"failed to pull {registry.ref('me/variants', 'multi')}: no image for linux/amd64/v3 in the index (it has: "
         "linux/amd64/v1, linux/arm/v6, linux/arm/v7, linux/arm64)"
     ) in none.stderr
+
+
+def test_a_lock_records_its_target_and_a_frozen_run_for_another_is_exit_3(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry, tmp_path: Path
+) -> None:
+    index, amd = two_platforms(tmp_path, registry.ref("me/locked", "multi"))
+    lock = tmp_path / "preparer.lock"
+    project = group(f"docker://{registry.ref('me/locked', 'multi')}")
+    first = preparer("-lock", str(lock), project=project, env={"CNB_PREPARER_PLATFORM": "linux/amd64"})
+    assert first.code == 0, first.stderr
+    assert tomllib.loads(lock.read_text())["target"] == {"os": "linux", "arch": "amd64"}
+    fresh(layout)
+    before, locked = untouched(layout), lock.read_bytes()
+    arm = preparer(
+        "-lock", str(lock), project=project, env={"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "arm64"}
+    )
+    assert arm.code == 3, arm.stderr
+    assert (untouched(layout), lock.read_bytes()) == (before, locked)
+    assert not (layout.layers / "order.toml").exists()
+    assert (
+        f"ERROR: failed to apply lock file {lock}: it was made for linux/amd64; this build is linux/arm64 "
+        "(CNB_TARGET_OS, CNB_TARGET_ARCH). To lock this build, rerun with -update-lock (every entry is resolved "
+        "again for linux/arm64), or give the lock made for it (-lock)"
+    ) in arm.stderr
+    # The same platform written otherwise is the same target.
+    same = preparer("-lock", str(lock), project=project, env={"CNB_PREPARER_PLATFORM": "linux/amd64/v1"})
+    assert same.code == 0, same.stderr
+    assert order(layout) == [("acme/multi", "1.0.0")]
+    # -update-lock on the other target resolves every entry again for it, though the project did not change.
+    fresh(layout)
+    update = preparer(
+        "-lock", str(lock), "-update-lock", project=project, env={"CNB_PREPARER_PLATFORM": "linux/arm64"}
+    )
+    assert update.code == 0, update.stderr
+    assert (
+        f"The lock file {lock} was made for linux/amd64; this build is linux/arm64 (CNB_PREPARER_PLATFORM): every "
+        "entry is resolved again"
+    ) in update.stdout + update.stderr
+    written = tomllib.loads(lock.read_text())
+    assert written["target"] == {"os": "linux", "arch": "arm64"}
+    [entry] = written["buildpack"]
+    assert (entry["version"], entry["index"]) == ("1.1.0", index)
+    assert entry["digest"] != amd
+    assert order(layout) == [("acme/multi", "1.1.0")]
+
+
+def test_a_lock_without_a_target_is_read_and_a_malformed_one_is_exit_3(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    local(layout.app / "bp", "me/bp")
+    lock = tmp_path / "preparer.lock"
+    assert preparer("-lock", str(lock), project=group("./bp")).code == 0
+    text = lock.read_text()
+    assert "[target]" in text
+    # A lock an older preparer wrote: no [target], frozen on any target.
+    old = "\n".join(line for line in text.splitlines() if not line.startswith(("[target]", "os =", "arch =")))
+    lock.write_text(old + "\n")
+    frozen = preparer("-lock", str(lock), project=group("./bp"), env={"CNB_PREPARER_PLATFORM": "linux/arm64"})
+    assert frozen.code == 0, frozen.stderr
+    assert lock.read_text() == old + "\n"  # a frozen run does not rewrite it
+    lock.write_text(text.replace('arch = "', 'arch = "X'))
+    bad = preparer("-lock", str(lock), project=group("./bp"))
+    assert bad.code == 3, bad.stderr
+    assert f"failed to read lock file {lock}: target.arch (line " in bad.stderr
+    assert (
+        "must be lower case letters and digits, as in linux/amd64/v1; rerun with -update-lock" in bad.stderr
+    )
 
 
 def test_the_dry_run_and_the_report_show_the_target(
