@@ -38,9 +38,17 @@ from preparer.interrupt import Cancel, Interrupted
 from preparer.metadata import MetadataWrite, describe_metadata, plan_metadata
 from preparer.plan import Fetch, NotInstalled, Plan, Present, Step, make_plan
 from preparer.report import EnvRecord, LockRecord, MetadataRecord, Report, unapplied_message, write_report
-from preparer.target import Target, build_target, host_platform, platform_source
+from preparer.target import (
+    Target,
+    build_target,
+    describe_runs_on,
+    directory_files,
+    host_platform,
+    platform_source,
+)
 
 if TYPE_CHECKING:
+    from preparer.files.lockfile import LockFile
     from preparer.policy.rules import Policy
     from preparer.progress import Download, ProgressCallback
 
@@ -526,14 +534,12 @@ def _locked(plan: Plan, inputs: Inputs) -> Plan:
     given as bytes (``Inputs.lock_data``) is read the same way; ``b""`` is a lock that does not exist yet."""
     from preparer.files.lockfile import (  # deferred: only runs with a lock read one
         LOCK_DATA_NAME,
-        LockFile,
         LockState,
         NewerLockError,
         parse_lock,
         read_lock,
     )
     from preparer.lock import check_target, freeze, update
-    from preparer.target import same_platform
 
     in_memory = inputs.lock_data is not None
     data = inputs.lock_data
@@ -560,19 +566,7 @@ def _locked(plan: Plan, inputs: Inputs) -> Plan:
             log.warning("the lock file %s is rewritten, every entry resolved again: %s", path, err.cause)
             read_before = None
         before = read_before.entries if read_before is not None else None
-        names = inputs.update_lock_names
-        made_for = read_before.target if read_before is not None else None
-        if (
-            made_for is not None
-            and plan.target is not None
-            and not same_platform(made_for, plan.target.platform)
-        ):
-            # What it locks was resolved for another platform (an index's other manifest): none of it is kept.
-            log.info(
-                "The lock file %s was made for %s; this build is %s (%s): every entry is resolved again",
-                path, made_for, plan.target.platform, plan.target.source,
-            )  # fmt: skip
-            names = ("all",)
+        names = _update_names(plan, path, read_before, inputs.update_lock_names)
         updating = update(plan, path, before, names, versions_of)
         if updating.lock is not None:
             updating = replace(updating, lock=replace(updating.lock, in_memory=in_memory, data=data))
@@ -588,6 +582,21 @@ def _locked(plan: Plan, inputs: Inputs) -> Plan:
     frozen = freeze(plan, path, entries, versions_of)
     log.info("Frozen to the lock file %s (%d entries)", path, len(entries))
     return replace(frozen, lock=LockState(path, entries, "frozen", in_memory, data, target=lock_file.target))
+
+
+def _update_names(plan: Plan, path: Path, before: LockFile | None, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The entries ``-update-lock`` resolves again: ``names``, or every one (``all``) when the lock was made for
+    another target, since what it locks was resolved for another platform (an index's other manifest)."""
+    from preparer.target import same_platform  # deferred, as the lock's modules
+
+    made_for = before.target if before is not None else None
+    if made_for is None or plan.target is None or same_platform(made_for, plan.target.platform):
+        return names
+    log.info(
+        "The lock file %s was made for %s; this build is %s (%s): every entry is resolved again",
+        path, made_for, plan.target.platform, plan.target.source,
+    )  # fmt: skip
+    return ("all",)
 
 
 def _check_outputs(plan: Plan, inputs: Inputs) -> None:
@@ -715,9 +724,11 @@ def _metadata_record(write: MetadataWrite | None, dry_run: bool) -> MetadataReco
 
 
 def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
-    """The dry run's account of ``plan``: what a real run would fetch, write and remove, a line each.
+    """The dry run's account of ``plan``: what a real run would fetch, write and remove, a line each, and what each
+    buildpack on disk (in ``<buildpacks>``, or a local directory) says it runs on.
 
-    Pure: it raises nothing of its own (``plan`` was checked by :func:`plan_run`).
+    It reads those ``buildpack.toml`` and nothing else, and raises nothing of its own (``plan`` was checked by
+    :func:`plan_run`).
     """
     lines = []
     if plan.target is not None:
@@ -726,7 +737,11 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
         lines.append(f"  target: {target.platform} ({target.source}){distro}")
     if plan.config.writes_order:
         for label, steps in (("pre", plan.pre), ("group", plan.group or ()), ("post", plan.post)):
-            lines += [f"  {label}: {source_of(step)} ({_what_happens(step)})" for step in steps]
+            for step in steps:
+                lines.append(f"  {label}: {source_of(step)} ({_what_happens(step)})")
+                runs_on = _runs_on(step, inputs)
+                if runs_on is not None:
+                    lines.append(f"    targets: {runs_on}")
         lines.append(f"  would write {inputs.layers_dir / 'order.toml'}")
     for action in plan.env:
         verb = {"written": "would write", "kept": "would keep", "skipped": "would skip"}[action.action]
@@ -748,6 +763,27 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
         verb = "would write" if write.action == "written" else "would keep the platform's"
         lines.append(f"  {verb} {write.path} ({describe_metadata(write.metadata)})")
     return lines
+
+
+def _runs_on(step: Step, inputs: Inputs) -> str | None:
+    """What the buildpack of ``step`` declares it runs on (:func:`preparer.target.describe_runs_on`), when it can be
+    read without fetching: one in ``<buildpacks>``, or a local directory; ``None`` for the others (an image, an
+    archive, an inline script), whose ``buildpack.toml`` is read once fetched."""
+    from preparer.fetch.locator import PathLocator  # deferred, as in source_of
+    from preparer.files.buildpack import buildpack_dir, read_buildpack_toml  # deferred, as in check_present
+
+    if isinstance(step, Present):
+        root, builder = buildpack_dir(inputs.buildpacks_dir, step.id, step.version), True
+    elif step.entry.script is None and isinstance(step.locator, PathLocator) and step.locator.path.is_dir():
+        root, builder = step.locator.path, False
+    else:
+        return None
+    try:
+        return describe_runs_on(
+            read_buildpack_toml(root / "buildpack.toml", builder=builder), directory_files(root)
+        )
+    except PreparerError:  # said by the run that needs it: a dry run only describes
+        return None
 
 
 def source_of(step: Step) -> str:

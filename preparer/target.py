@@ -267,6 +267,20 @@ def runs_on(descriptor: BuildpackDescriptor, has_file: Callable[[str], bool]) ->
     return tuple(found)
 
 
+def describe_runs_on(descriptor: BuildpackDescriptor, has_file: Callable[[str], bool]) -> str:
+    """What a buildpack runs on, for people: its ``[[targets]]``, else what :func:`runs_on` finds and where from
+    (``from bin/: linux``); a composite's is its groups'."""
+    if descriptor.order:
+        return "those of its groups' buildpacks (a composite)"
+    declared = runs_on(descriptor, has_file)
+    shown = ", ".join(d.shown for d in declared) or "any"
+    if descriptor.targets:
+        return shown
+    if descriptor.stacks:
+        return f"from [[stacks]]: {shown}"
+    return f"from bin/: {shown}" if declared else "any: it declares none"
+
+
 def matches_platform(declared: BuildpackTarget, target: Target) -> bool:
     """Whether ``declared`` names ``target``'s os, architecture and variant (a field left empty on either side
     matches anything, as in the lifecycle)."""

@@ -429,6 +429,43 @@ def test_a_lock_without_a_target_is_read_and_a_malformed_one_is_exit_3(
     )
 
 
+def test_the_dry_run_lists_what_each_buildpack_runs_on(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry
+) -> None:
+    local(layout.app / "arm", "me/arm", ARM64_ONLY)
+    local(layout.app / "old", "me/old", '\n[[stacks]]\nid = "io.buildpacks.stacks.bionic"\n', api="0.9")
+    local(layout.buildpacks / "me_any" / "1.0.0", "me/any")
+    meta = layout.app / "meta"
+    meta.mkdir()
+    (meta / "buildpack.toml").write_text(
+        buildpack_toml(
+            "me/meta", "1.0.0", order='\n[[order]]\n[[order.group]]\nid = "me/any"\nversion = "1.0.0"\n'
+        )
+    )
+    project = (
+        group("./arm", "./old", "./meta", f"docker://{registry.ref('me/nowhere', 'latest')}")
+        + '[[io.buildpacks.group]]\nid = "me/any"\nversion = "1.0.0"\n'
+    )
+    dry = preparer("-dry-run", project=project, env={"CNB_PREPARER_PLATFORM": "linux/arm64"})
+    assert dry.code == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    shown = [
+        (line, lines[n + 1]) for n, line in enumerate(lines[:-1]) if lines[n + 1].startswith("    targets:")
+    ]
+    assert shown == [
+        ("  group: ./arm (would fetch)", "    targets: linux/arm64, linux/arm64/v8"),
+        (
+            "  group: ./old (would fetch)",
+            "    targets: from [[stacks]]: linux/amd64 (ubuntu 18.04)",
+        ),
+        (
+            "  group: ./meta (would fetch)",
+            "    targets: those of its groups' buildpacks (a composite)",
+        ),
+        ("  group: me/any@1.0.0 (present)", "    targets: from bin/: linux"),
+    ], dry.stdout
+
+
 def test_the_dry_run_and_the_report_show_the_target(
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path
 ) -> None:
