@@ -70,8 +70,7 @@ def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressCallback | N
     from preparer.staging import check_fetched, fetch_steps, fetching
 
     warnings: list[str] = []
-    platform = plan.target.platform if plan.target is not None else None
-    with fetching(inputs, warnings.append, plan.registry_hosts, platform) as ctx:
+    with fetching(inputs, warnings.append, plan.registry_hosts, plan.target) as ctx:
         # A frozen entry's bytes that are not the locked ones fail as the lock's (preparer.lock.locked_failure).
         fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
         said = check_fetched(
@@ -103,8 +102,7 @@ def resolve_plan(plan: Plan, inputs: Inputs, progress: ProgressCallback | None =
             return updated(plan.lock, plan.steps, {})
         from preparer.staging import check_fetched, fetch_steps, fetching  # deferred, as resolved
 
-        platform = plan.target.platform if plan.target is not None else None
-        with fetching(inputs, log.warning, plan.registry_hosts, platform) as ctx:
+        with fetching(inputs, log.warning, plan.registry_hosts, plan.target) as ctx:
             fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
             for warning in check_fetched(
                 to_fetch, fetched, inputs.buildpacks_dir, plan.target, enforced=inputs.checks_targets
@@ -340,11 +338,11 @@ def _stage_lock(
     shown = None if state.in_memory else str(state.path)
     if state.mode == "frozen":
         assert state.entries is not None
-        return None, LockRecord(shown, "frozen", state.data or dumps_lock(state.entries))
+        return None, LockRecord(shown, "frozen", state.data or dumps_lock(state.entries, state.target))
     entries = updated(state, plan.steps, results)
     for line in changes(state.entries, entries) if state.mode == "update" else ():
         log.info("Lock: %s", line)
-    data = dumps_lock(entries)
+    data = dumps_lock(entries, plan.target.platform if plan.target is not None else None)
     record = LockRecord(shown, "written", data, lock_changes(state.entries, entries))
     if state.in_memory:
         return None, record

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from preparer.fetch.base import Fetched
     from preparer.fetch.locator import Locator
     from preparer.report import LockChange
+    from preparer.target import Target
 
 # Freezing a plan to its lock
 
@@ -55,6 +56,26 @@ def freeze(
             raise _stale(lock, f"{entry.key} ({shown(written_of(entry))}) is not in it")
         frozen[id(step)] = _frozen(step, locked, lock, versions_of)
     return _with_steps(plan, frozen)
+
+
+def check_target(lock: Path, made_for: str | None, target: Target | None) -> None:
+    """A frozen run is for the target its lock was made for: an image index resolves to another manifest on
+    another platform, so the locked digests are not this build's. A lock that records no target (written before it
+    was recorded) is not checked.
+
+    :raises InvalidInputsError: the lock was made for another target (exit 3), naming both.
+    """
+    from preparer.target import same_platform  # deferred, as the fetchers
+
+    if made_for is None or target is None or same_platform(made_for, target.platform):
+        return
+    raise _stale(
+        lock,
+        f"it was made for {made_for}; this build is {target.platform} ({target.source}). To lock this build, "
+        f"rerun with -update-lock (every entry is resolved again for {target.platform}), or give the lock made "
+        "for it (-lock)",
+        "",
+    )
 
 
 def update(
@@ -124,8 +145,8 @@ def _with_steps(plan: Plan, frozen: Mapping[int, Step]) -> Plan:
     )
 
 
-def _stale(lock: Path, why: str) -> InvalidInputsError:
-    error = InvalidInputsError(f"apply lock file {lock}", f"{why}: rerun with -update-lock")
+def _stale(lock: Path, why: str, advice: str = ": rerun with -update-lock") -> InvalidInputsError:
+    error = InvalidInputsError(f"apply lock file {lock}", f"{why}{advice}")
     return with_fields(error, field="lock")
 
 

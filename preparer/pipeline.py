@@ -38,10 +38,17 @@ from preparer.interrupt import Cancel, Interrupted
 from preparer.metadata import MetadataWrite, describe_metadata, plan_metadata
 from preparer.plan import Fetch, NotInstalled, Plan, Present, Step, make_plan
 from preparer.report import EnvRecord, LockRecord, MetadataRecord, Report, unapplied_message, write_report
-from preparer.target import Target, build_target, host_platform, platform_source
+from preparer.target import (
+    Target,
+    build_target,
+    describe_runs_on,
+    directory_files,
+    host_platform,
+    platform_source,
+)
 
 if TYPE_CHECKING:
-    from preparer.files.locked import Locked
+    from preparer.files.lockfile import LockFile
     from preparer.policy.rules import Policy
     from preparer.progress import Download, ProgressCallback
 
@@ -223,7 +230,7 @@ def _dry_lock(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> 
     shown = None if state.in_memory else str(state.path)
     if state.mode == "frozen":
         assert state.entries is not None
-        return LockRecord(shown, "frozen", state.data or dumps_lock(state.entries))
+        return LockRecord(shown, "frozen", state.data or dumps_lock(state.entries, state.target))
     if state.mode != "update":
         return LockRecord(shown, "not written")
     from preparer.apply import resolve_plan  # deferred: a dry run fetches only to update a lock
@@ -236,7 +243,10 @@ def _dry_lock(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> 
     log.info("The lock file %s would %s", state.path, "change:" if lines else "not change")
     for line in lines:
         log.info("  lock: %s", line)
-    return LockRecord(shown, "would write", dumps_lock(entries), lock_changes(state.entries, entries))
+    made_for = plan.target.platform if plan.target is not None else None
+    return LockRecord(
+        shown, "would write", dumps_lock(entries, made_for), lock_changes(state.entries, entries)
+    )
 
 
 def target_of(inputs: Inputs) -> Target:
@@ -547,7 +557,7 @@ def _locked(plan: Plan, inputs: Inputs) -> Plan:
         parse_lock,
         read_lock,
     )
-    from preparer.lock import freeze, update
+    from preparer.lock import check_target, freeze, update
 
     in_memory = inputs.lock_data is not None
     data = inputs.lock_data
@@ -559,7 +569,7 @@ def _locked(plan: Plan, inputs: Inputs) -> Plan:
         mode: Literal["update", "write"] = "update" if inputs.update_lock else "write"
         return replace(plan, lock=LockState(path, None, mode, in_memory))
 
-    def read() -> tuple[Locked, ...]:
+    def read() -> LockFile:
         return parse_lock(data, str(path)) if data is not None else read_lock(path)
 
     def versions_of(bp_id: str) -> list[str]:
@@ -567,13 +577,15 @@ def _locked(plan: Plan, inputs: Inputs) -> Plan:
 
     if inputs.update_lock:
         try:
-            before: tuple[Locked, ...] | None = read()
+            read_before: LockFile | None = read()
         except NewerLockError:
             raise  # never rewritten in the old format
         except PreparerError as err:  # rewritten anyway: every entry is resolved again
             log.warning("the lock file %s is rewritten, every entry resolved again: %s", path, err.cause)
-            before = None
-        updating = update(plan, path, before, inputs.update_lock_names, versions_of)
+            read_before = None
+        before = read_before.entries if read_before is not None else None
+        names = _update_names(plan, path, read_before, inputs.update_lock_names)
+        updating = update(plan, path, before, names, versions_of)
         if updating.lock is not None:
             updating = replace(updating, lock=replace(updating.lock, in_memory=in_memory, data=data))
         if before is not None and updating.lock is not None:
@@ -582,10 +594,27 @@ def _locked(plan: Plan, inputs: Inputs) -> Plan:
                 path, len(updating.lock.kept), len(plan.steps) - len(updating.lock.kept),
             )  # fmt: skip
         return updating
-    entries = read()
+    lock_file = read()
+    check_target(path, lock_file.target, plan.target)
+    entries = lock_file.entries
     frozen = freeze(plan, path, entries, versions_of)
     log.info("Frozen to the lock file %s (%d entries)", path, len(entries))
-    return replace(frozen, lock=LockState(path, entries, "frozen", in_memory, data))
+    return replace(frozen, lock=LockState(path, entries, "frozen", in_memory, data, target=lock_file.target))
+
+
+def _update_names(plan: Plan, path: Path, before: LockFile | None, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The entries ``-update-lock`` resolves again: ``names``, or every one (``all``) when the lock was made for
+    another target, since what it locks was resolved for another platform (an index's other manifest)."""
+    from preparer.target import same_platform  # deferred, as the lock's modules
+
+    made_for = before.target if before is not None else None
+    if made_for is None or plan.target is None or same_platform(made_for, plan.target.platform):
+        return names
+    log.info(
+        "The lock file %s was made for %s; this build is %s (%s): every entry is resolved again",
+        path, made_for, plan.target.platform, plan.target.source,
+    )  # fmt: skip
+    return ("all",)
 
 
 def _check_outputs(plan: Plan, inputs: Inputs) -> None:
@@ -713,9 +742,11 @@ def _metadata_record(write: MetadataWrite | None, dry_run: bool) -> MetadataReco
 
 
 def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
-    """The dry run's account of ``plan``: what a real run would fetch, write and remove, a line each.
+    """The dry run's account of ``plan``: what a real run would fetch, write and remove, a line each, and what each
+    buildpack on disk (in ``<buildpacks>``, or a local directory) says it runs on.
 
-    Pure: it raises nothing of its own (``plan`` was checked by :func:`plan_run`).
+    It reads those ``buildpack.toml`` and nothing else, and raises nothing of its own (``plan`` was checked by
+    :func:`plan_run`).
     """
     lines = []
     if plan.target is not None:
@@ -724,7 +755,11 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
         lines.append(f"  target: {target.platform} ({target.source}){distro}")
     if plan.config.writes_order:
         for label, steps in (("pre", plan.pre), ("group", plan.group or ()), ("post", plan.post)):
-            lines += [f"  {label}: {source_of(step)} ({_what_happens(step)})" for step in steps]
+            for step in steps:
+                lines.append(f"  {label}: {source_of(step)} ({_what_happens(step)})")
+                runs_on = _runs_on(step, inputs)
+                if runs_on is not None:
+                    lines.append(f"    targets: {runs_on}")
         lines.append(f"  would write {inputs.layers_dir / 'order.toml'}")
     for action in plan.env:
         verb = {"written": "would write", "kept": "would keep", "skipped": "would skip"}[action.action]
@@ -746,6 +781,27 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
         verb = "would write" if write.action == "written" else "would keep the platform's"
         lines.append(f"  {verb} {write.path} ({describe_metadata(write.metadata)})")
     return lines
+
+
+def _runs_on(step: Step, inputs: Inputs) -> str | None:
+    """What the buildpack of ``step`` declares it runs on (:func:`preparer.target.describe_runs_on`), when it can be
+    read without fetching: one in ``<buildpacks>``, or a local directory; ``None`` for the others (an image, an
+    archive, an inline script), whose ``buildpack.toml`` is read once fetched."""
+    from preparer.fetch.locator import PathLocator  # deferred, as in source_of
+    from preparer.files.buildpack import buildpack_dir, read_buildpack_toml  # deferred, as in check_present
+
+    if isinstance(step, Present):
+        root, builder = buildpack_dir(inputs.buildpacks_dir, step.id, step.version), True
+    elif step.entry.script is None and isinstance(step.locator, PathLocator) and step.locator.path.is_dir():
+        root, builder = step.locator.path, False
+    else:
+        return None
+    try:
+        return describe_runs_on(
+            read_buildpack_toml(root / "buildpack.toml", builder=builder), directory_files(root)
+        )
+    except PreparerError:  # said by the run that needs it: a dry run only describes
+        return None
 
 
 def source_of(step: Step) -> str:

@@ -46,14 +46,14 @@ def fetching(
     inputs: Inputs,
     collect: Callable[[str], None] | None = None,
     registry_hosts: Mapping[str, RegistryHosts] | None = None,
-    platform: str | None = None,
+    target: Target | None = None,
 ) -> Iterator[FetchContext]:
     """What the fetchers of one run share, for the block: a staging directory of the run's own, and the store (the
     download cache and the fleet's repository, :func:`~preparer.fetch.store.opened_store`). Both are cleared when
     the block ends, whatever ends it; what runs that died left is removed first (:func:`preparer._fs.sweep`).
 
     :param collect: told every warning the fetchers have, besides the ``preparer`` logger.
-    :param platform: the build's ``os/arch[/variant]``, for image indexes (else ``inputs.target_platform``).
+    :param target: the build's target, which images must be for (else ``inputs.target_platform``).
     """
 
     def warn(message: str) -> None:
@@ -91,7 +91,9 @@ def fetching(
                 insecure=inputs.insecure_registries,
                 environ=inputs.environ,
                 hosts=registry_hosts,
-                platform=platform or inputs.target_platform,
+                platform=target.platform if target is not None else inputs.target_platform,
+                platform_source=target.source if target is not None else "",
+                platform_enforced=inputs.checks_targets,
                 index=inputs.registry_index,
             ),
             buildpacks_dir=inputs.buildpacks_dir,

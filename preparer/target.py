@@ -267,6 +267,20 @@ def runs_on(descriptor: BuildpackDescriptor, has_file: Callable[[str], bool]) ->
     return tuple(found)
 
 
+def describe_runs_on(descriptor: BuildpackDescriptor, has_file: Callable[[str], bool]) -> str:
+    """What a buildpack runs on, for people: its ``[[targets]]``, else what :func:`runs_on` finds and where from
+    (``from bin/: linux``); a composite's is its groups'."""
+    if descriptor.order:
+        return "those of its groups' buildpacks (a composite)"
+    declared = runs_on(descriptor, has_file)
+    shown = ", ".join(d.shown for d in declared) or "any"
+    if descriptor.targets:
+        return shown
+    if descriptor.stacks:
+        return f"from [[stacks]]: {shown}"
+    return f"from bin/: {shown}" if declared else "any: it declares none"
+
+
 def matches_platform(declared: BuildpackTarget, target: Target) -> bool:
     """Whether ``declared`` names ``target``'s os, architecture and variant (a field left empty on either side
     matches anything, as in the lifecycle)."""
@@ -278,6 +292,15 @@ def matches_platform(declared: BuildpackTarget, target: Target) -> bool:
     if declared.variant and want_variant:
         return normalize(declared.arch or target.arch, declared.variant)[1] == want_variant
     return True
+
+
+def same_platform(one: str, other: str) -> bool:
+    """Whether two ``os/arch[/variant]`` name the same platform once normalised (``linux/arm64`` is
+    ``linux/arm64/v8``)."""
+    (os_one, _, rest_one), (os_other, _, rest_other) = one.partition("/"), other.partition("/")
+    arch_one, _, variant_one = rest_one.partition("/")
+    arch_other, _, variant_other = rest_other.partition("/")
+    return os_one == os_other and normalize(arch_one, variant_one) == normalize(arch_other, variant_other)
 
 
 def matches(declared: BuildpackTarget, target: Target) -> bool:

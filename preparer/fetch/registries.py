@@ -22,7 +22,8 @@ class Registries:
 
     Which registries speak plain http, the environment credentials come from (``CNB_REGISTRY_AUTH``,
     ``DOCKER_CONFIG``, ``HOME``), the mirrors hosts.toml puts in front of each registry, the mirrors that failed in
-    this run (not asked again), the platform an image index resolves to, and the buildpack registry's index."""
+    this run (not asked again), the platform an image index resolves to and every image must be for, and the
+    buildpack registry's index."""
 
     #: Registries reached over plain http besides loopback (``-insecure-registry``).
     insecure: tuple[str, ...] = ()
@@ -30,8 +31,13 @@ class Registries:
     environ: Mapping[str, str] = field(default_factory=dict)
     #: Mirrors by registry, from ``-registry-hosts-dir``; ``None`` without.
     hosts: Mapping[str, RegistryHosts] | None = None
-    #: The platform to choose from an image index, ``os/arch[/variant]``.
+    #: The platform to choose from an image index, ``os/arch[/variant]``; a single-platform image must be for it.
     platform: str = "linux/amd64"
+    #: The setting that gave :attr:`platform` (``CNB_PREPARER_PLATFORM``), named when an image is for another.
+    platform_source: str = ""
+    #: Whether an image for another platform is refused (Platform API 0.12 and later, whose detector checks
+    #: targets), else a warning.
+    platform_enforced: bool = True
     #: The buildpack registry index for ``urn:cnb:registry:`` and bare ids.
     index: str = DEFAULT_REGISTRY_INDEX
     #: Mirrors that failed in this run (shared by every fetch of the run): not asked again.

@@ -48,6 +48,18 @@ class LockState:
     #: The bytes the lock was read from, when it was.
     data: bytes | None = None
     kept: frozenset[str] = frozenset()
+    #: The build's ``os/arch[/variant]`` the lock was made for (its ``[target]``); ``None`` in a lock written
+    #: before it was recorded, or one not read.
+    target: str | None = None
+
+
+@record
+class LockFile:
+    """A lock file as read: its entries, and the ``os/arch[/variant]`` it was made for (``None``: a lock written
+    before the target was recorded)."""
+
+    entries: tuple[Locked, ...]
+    target: str | None = None
 
 
 #: How a lock given as bytes is named in messages.
@@ -81,8 +93,8 @@ def shown(written: Mapping[str, str]) -> str:
     return ", ".join(f'{k} = "{v}"' for k, v in written.items() if k != "script") or "script"
 
 
-def read_lock(path: Path) -> tuple[Locked, ...]:
-    """The entries of the lock file at ``path``: its bytes read, then :func:`parse_lock`.
+def read_lock(path: Path) -> LockFile:
+    """The lock file at ``path``: its bytes read, then :func:`parse_lock`.
 
     :raises DescriptorError: as :func:`parse_lock`, or a file that cannot be read (exit 3).
     """
@@ -105,8 +117,9 @@ def _read_error(path: Path, cause: str) -> DescriptorError:
     return with_fields(DescriptorError("read lock file", cause), path=str(path))
 
 
-def parse_lock(data: bytes, name: str) -> tuple[Locked, ...]:
-    """The entries of a lock file, from its bytes; ``name`` names it in messages (its path, as the user knows it).
+def parse_lock(data: bytes, name: str) -> LockFile:
+    """A lock file's entries and target, from its bytes; ``name`` names it in messages (its path, as the user knows
+    it).
 
     Everything a hand edit can break is refused here, before any request: git's conflict markers, a
     ``lock-version`` this preparer does not read, unknown keys, an id or version that cannot be one, a digest that
@@ -140,7 +153,7 @@ def parse_lock(data: bytes, name: str) -> tuple[Locked, ...]:
         return with_fields(error, path=name, key=key, line=line)
 
     _check_version(doc.get("lock-version"), fail)
-    unknown = sorted(set(doc) - {"lock-version", "buildpack"})
+    unknown = sorted(set(doc) - {"lock-version", "target", "buildpack"})
     if unknown:
         raise fail((unknown[0],), "unknown key")
     tables = doc.get("buildpack", [])
@@ -156,7 +169,28 @@ def parse_lock(data: bytes, name: str) -> tuple[Locked, ...]:
             )
             raise fail(("buildpack", n, "entry"), twice)
         first[e.entry] = n
-    return entries
+    return LockFile(entries, _target(doc.get("target"), fail))
+
+
+def _target(table: object, fail: Callable[..., DescriptorError]) -> str | None:
+    """``os/arch[/variant]`` of the ``[target]`` table, or ``None`` without one."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise fail(("target",), "must be a table ([target])")
+    unknown = sorted(set(table) - {"os", "arch", "variant"})
+    if unknown:
+        raise fail(("target", unknown[0]), "unknown key")
+    for key in ("os", "arch", "variant"):
+        value = table.get(key, "")
+        required = key != "variant"
+        if not isinstance(value, str) or ((value or required) and not _TARGET_PART.fullmatch(value)):
+            raise fail(("target", key), "must be lower case letters and digits, as in linux/amd64/v1")
+    return "/".join(p for p in (table["os"], table["arch"], table.get("variant", "")) if p)
+
+
+#: A part of a target as the lock records it (:func:`preparer.target.parse_platform` takes the same).
+_TARGET_PART = re.compile(r"[a-z0-9_.]+")
 
 
 def _check_conflicts(text: str, name: str) -> None:
@@ -265,8 +299,9 @@ def _is_digest(value: str) -> bool:
     return algorithm == "sha256" and len(hexdigest) == 64 and all(c in "0123456789abcdef" for c in hexdigest)
 
 
-def dumps_lock(entries: Sequence[Locked]) -> bytes:
-    """The lock file: the same entries give the same bytes."""
+def dumps_lock(entries: Sequence[Locked], target: str | None = None) -> bytes:
+    """The lock file: the same entries (and ``target``, the ``os/arch[/variant]`` the run was for) give the same
+    bytes."""
     from preparer.files._toml import dumps_toml  # deferred, as above
 
     tables = []
@@ -280,4 +315,9 @@ def dumps_lock(entries: Sequence[Locked]) -> bytes:
             table["index"] = e.index
         table["written"] = dict(sorted(e.written.items()))
         tables.append(table)
-    return (HEADER + dumps_toml({"lock-version": LOCK_VERSION, "buildpack": tables})).encode()
+    doc: dict[str, Any] = {"lock-version": LOCK_VERSION}
+    if target is not None:
+        os_, arch, *variant = target.split("/")
+        doc["target"] = {"os": os_, "arch": arch} | ({"variant": variant[0]} if variant else {})
+    doc["buildpack"] = tables
+    return (HEADER + dumps_toml(doc)).encode()

@@ -50,11 +50,15 @@ def test_a_locked_index_must_lead_to_the_locked_manifest(
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry
 ) -> None:
     """The index is the app's input too: one that leads elsewhere (another platform's manifest here) is exit 1
-    naming both digests."""
+    naming both digests. The lock is one written before its target was recorded (a lock that records it is
+    refused on another target before anything is pulled: test_targets.py)."""
     _, amd = two_platforms(tmp_path, registry.ref("lock/multi2", "multi"))
     lock = tmp_path / "preparer.lock"
     project = group(f"docker://{registry.ref('lock/multi2', 'multi')}")
     assert preparer("-lock", str(lock), project=project).code == 0
+    text = lock.read_text()
+    lock.write_text(text.replace('[target]\nos = "linux"\narch = "amd64"\n\n', ""))
+    assert "[target]" in text and "[target]" not in lock.read_text()
     fresh(layout)
     arm = preparer("-lock", str(lock), project=project, env={"CNB_PREPARER_PLATFORM": "linux/arm64"})
     assert arm.code == 1

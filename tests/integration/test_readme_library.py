@@ -42,6 +42,7 @@ def test_the_readme_library_example_runs(tmp_path: Path) -> None:
     )
     assert lines == [
         "  group: heroku/python@1.0.0 (installed in <buildpacks>)",
+        "    targets: linux",
         f"  would write {tmp_path}/layers/order.toml",
         f"  would write {tmp_path}/platform/env/FROM_PACK",
         "io.buildpacks.builder not applied by the preparer",

@@ -3,6 +3,7 @@ against it (``[[targets]]``, ``bin/``, ``[[stacks]]``, composites) before anythi
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,8 +11,10 @@ import pytest
 
 from tests.buildpacks import buildpack_toml, make_dir
 from tests.golden import Layout, listing, snapshot
+from tests.integration.test_fleet_pins import two_platforms
+from tests.integration.test_lock import fresh, order
 from tests.plugins.cli import Result
-from tests.plugins.registry import Registry, add_index, build_package, push
+from tests.plugins.registry import Front, Registry, add_index, build_package, push, to_cnb
 from tests.projects import HEAD, group
 
 ARM64_ONLY = '\n[[targets]]\nos = "linux"\narch = "arm64"\n\n[[targets]]\nos = "linux"\narch = "arm64"\nvariant = "v8"\n'
@@ -255,15 +258,15 @@ def test_an_index_resolves_to_the_target_and_a_single_arch_image_is_checked(
     push(work / "layout", "multi", registry.ref("me/targets", "multi"), all_images=True)
     push(work / "layout", "arm64", registry.ref("me/targets", "arm64-only"))
     before = untouched(layout)
-    # The single-architecture arm64 image, on an amd64 build: its buildpack.toml says arm64.
+    # The single-architecture arm64 image, on an amd64 build: its config says arm64.
     single = preparer(
         project=group(f"docker://{registry.ref('me/targets', 'arm64-only')}"),
         env={"CNB_PREPARER_PLATFORM": "linux/amd64"},
     )
     refused_and_untouched(single, layout, before)
     assert (
-        "failed to install me/multi@1.0.0: it runs on linux/arm64/v8; this build is linux/amd64 "
-        "(CNB_PREPARER_PLATFORM)"
+        f"failed to pull {registry.ref('me/targets', 'arm64-only')}: the image is for linux/arm64; this build is "
+        "linux/amd64 (CNB_PREPARER_PLATFORM)"
     ) in single.stderr
     # The index, resolved to the target the analyzer wrote (not CNB_PREPARER_PLATFORM): the arm64 manifest.
     (layout.layers / "analyzed.toml").write_text(
@@ -278,11 +281,194 @@ def test_an_index_resolves_to_the_target_and_a_single_arch_image_is_checked(
     assert 'arch = "arm64"' in installed
 
 
+def test_a_single_platform_image_for_another_is_refused_before_its_layers_are_pulled(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry, front: Front, tmp_path: Path
+) -> None:
+    """The image's config says what it is for; its layers are never asked for (the front logs every request)."""
+    work = tmp_path / "single"
+    package = build_package(work, [("me/single", "1.0.0", "")], ("me/single", "1.0.0"), tag="arm64",
+                            architecture="arm64")  # fmt: skip
+    push(work / "layout", "arm64", registry.ref("me/single", "arm64"))
+    layer_paths = {f"/v2/me/single/blobs/{layer['digest']}" for layer in package.manifest()["layers"]}
+    config_path = f"/v2/me/single/blobs/{package.manifest()['config']['digest']}"
+    before = untouched(layout)
+    uri = f"docker://{front.host}/me/single:arm64"
+    env = {"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "amd64"}
+    result = preparer(project=group(uri), env=env)
+    refused_and_untouched(result, layout, before)
+    assert (
+        f"ERROR: failed to pull {front.host}/me/single:arm64: the image is for linux/arm64; this build is "
+        "linux/amd64 (CNB_TARGET_OS, CNB_TARGET_ARCH)"
+    ) in result.stderr
+    assert config_path in front.requests
+    assert not layer_paths & set(front.requests)
+    # The same image on the build it is for (arm64 is arm64/v8): pulled and installed.
+    ok = preparer(project=group(uri), env={"CNB_PREPARER_PLATFORM": "linux/arm64/v8"})
+    assert ok.code == 0, ok.stderr
+    assert layer_paths <= set(front.requests)
+    assert (layout.buildpacks / "me_single" / "1.0.0" / "buildpack.toml").is_file()
+
+
+def test_a_cnb_for_another_platform_is_refused_and_below_0_12_warned(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    work = tmp_path / "cnb"
+    build_package(work, [("me/cnb", "1.0.0", "")], ("me/cnb", "1.0.0"), tag="arm64", architecture="arm64")
+    to_cnb(work / "layout", "arm64", layout.app / "arm.cnb")
+    before = untouched(layout)
+    result = preparer(project=group("./arm.cnb"), env={"CNB_PREPARER_PLATFORM": "linux/amd64"})
+    refused_and_untouched(result, layout, before)
+    assert (
+        f"failed to read {layout.app / 'arm.cnb'}: the image is for linux/arm64; this build is linux/amd64 "
+        "(CNB_PREPARER_PLATFORM)"
+    ) in result.stderr
+    # Below Platform API 0.12 the detector checks no targets: a warning, and the buildpack is installed.
+    old = preparer(
+        project=group("./arm.cnb"), env={"CNB_PREPARER_PLATFORM": "linux/amd64", "CNB_PLATFORM_API": "0.11"}
+    )
+    assert old.code == 0, old.stderr
+    assert (
+        f"Warning: {layout.app / 'arm.cnb'}: the image is for linux/arm64; this build is linux/amd64 "
+        "(CNB_PREPARER_PLATFORM) (the detector of Platform API below 0.12 does not check targets)"
+    ) in old.stderr
+    assert (layout.buildpacks / "me_cnb" / "1.0.0" / "buildpack.toml").is_file()
+
+
+def test_an_index_entry_is_chosen_by_normalised_names_and_a_miss_lists_variants(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry, tmp_path: Path
+) -> None:
+    """arm is arm/v7 (not the v6 listed first), arm64 is arm64/v8, amd64 with variant v1 is amd64/v1."""
+    work = tmp_path / "variants"
+    members = {"amd64": "amd64/v1", "armv6": "arm/v6", "armv7": "arm/v7", "arm64": "arm64"}
+    for patch, (tag, arch) in enumerate(members.items()):
+        build_package(work, [("me/var", f"1.0.{patch}", "")], ("me/var", f"1.0.{patch}"), tag=tag,
+                      architecture=arch.partition("/")[0])  # fmt: skip
+    add_index(work / "layout", "multi", members)
+    push(work / "layout", "multi", registry.ref("me/variants", "multi"), all_images=True)
+    uri = f"docker://{registry.ref('me/variants', 'multi')}"
+    for platform, version in [("linux/amd64/v1", "1.0.0"), ("linux/arm", "1.0.2"), ("linux/arm/v6", "1.0.1"),
+                              ("linux/arm64/v8", "1.0.3")]:  # fmt: skip
+        result = preparer(project=group(uri), env={"CNB_PREPARER_PLATFORM": platform})
+        assert result.code == 0, result.stderr
+        order = tomllib.loads((layout.layers / "order.toml").read_text())
+        assert order["order"][0]["group"][0]["version"] == version, platform
+    before, order_toml = untouched(layout), (layout.layers / "order.toml").read_bytes()
+    none = preparer(project=group(uri), env={"CNB_PREPARER_PLATFORM": "linux/amd64/v3"})
+    assert none.code == 1, none.stderr
+    assert (untouched(layout), (layout.layers / "order.toml").read_bytes()) == (before, order_toml)
+    assert (
+        f"failed to pull {registry.ref('me/variants', 'multi')}: no image for linux/amd64/v3 in the index (it has: "
+        "linux/amd64/v1, linux/arm/v6, linux/arm/v7, linux/arm64)"
+    ) in none.stderr
+
+
+def test_a_lock_records_its_target_and_a_frozen_run_for_another_is_exit_3(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry, tmp_path: Path
+) -> None:
+    index, amd = two_platforms(tmp_path, registry.ref("me/locked", "multi"))
+    lock = tmp_path / "preparer.lock"
+    project = group(f"docker://{registry.ref('me/locked', 'multi')}")
+    first = preparer("-lock", str(lock), project=project, env={"CNB_PREPARER_PLATFORM": "linux/amd64"})
+    assert first.code == 0, first.stderr
+    assert tomllib.loads(lock.read_text())["target"] == {"os": "linux", "arch": "amd64"}
+    fresh(layout)
+    before, locked = untouched(layout), lock.read_bytes()
+    arm = preparer(
+        "-lock", str(lock), project=project, env={"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "arm64"}
+    )
+    assert arm.code == 3, arm.stderr
+    assert (untouched(layout), lock.read_bytes()) == (before, locked)
+    assert not (layout.layers / "order.toml").exists()
+    assert (
+        f"ERROR: failed to apply lock file {lock}: it was made for linux/amd64; this build is linux/arm64 "
+        "(CNB_TARGET_OS, CNB_TARGET_ARCH). To lock this build, rerun with -update-lock (every entry is resolved "
+        "again for linux/arm64), or give the lock made for it (-lock)"
+    ) in arm.stderr
+    # The same platform written otherwise is the same target.
+    same = preparer("-lock", str(lock), project=project, env={"CNB_PREPARER_PLATFORM": "linux/amd64/v1"})
+    assert same.code == 0, same.stderr
+    assert order(layout) == [("acme/multi", "1.0.0")]
+    # -update-lock on the other target resolves every entry again for it, though the project did not change.
+    fresh(layout)
+    update = preparer(
+        "-lock", str(lock), "-update-lock", project=project, env={"CNB_PREPARER_PLATFORM": "linux/arm64"}
+    )
+    assert update.code == 0, update.stderr
+    assert (
+        f"The lock file {lock} was made for linux/amd64; this build is linux/arm64 (CNB_PREPARER_PLATFORM): every "
+        "entry is resolved again"
+    ) in update.stdout + update.stderr
+    written = tomllib.loads(lock.read_text())
+    assert written["target"] == {"os": "linux", "arch": "arm64"}
+    [entry] = written["buildpack"]
+    assert (entry["version"], entry["index"]) == ("1.1.0", index)
+    assert entry["digest"] != amd
+    assert order(layout) == [("acme/multi", "1.1.0")]
+
+
+def test_a_lock_without_a_target_is_read_and_a_malformed_one_is_exit_3(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    local(layout.app / "bp", "me/bp")
+    lock = tmp_path / "preparer.lock"
+    assert preparer("-lock", str(lock), project=group("./bp")).code == 0
+    text = lock.read_text()
+    assert "[target]" in text
+    # A lock an older preparer wrote: no [target], frozen on any target.
+    old = "\n".join(line for line in text.splitlines() if not line.startswith(("[target]", "os =", "arch =")))
+    lock.write_text(old + "\n")
+    frozen = preparer("-lock", str(lock), project=group("./bp"), env={"CNB_PREPARER_PLATFORM": "linux/arm64"})
+    assert frozen.code == 0, frozen.stderr
+    assert lock.read_text() == old + "\n"  # a frozen run does not rewrite it
+    lock.write_text(text.replace('arch = "', 'arch = "X'))
+    bad = preparer("-lock", str(lock), project=group("./bp"))
+    assert bad.code == 3, bad.stderr
+    assert f"failed to read lock file {lock}: target.arch (line " in bad.stderr
+    assert (
+        "must be lower case letters and digits, as in linux/amd64/v1; rerun with -update-lock" in bad.stderr
+    )
+
+
+def test_the_dry_run_lists_what_each_buildpack_runs_on(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry
+) -> None:
+    local(layout.app / "arm", "me/arm", ARM64_ONLY)
+    local(layout.app / "old", "me/old", '\n[[stacks]]\nid = "io.buildpacks.stacks.bionic"\n', api="0.9")
+    local(layout.buildpacks / "me_any" / "1.0.0", "me/any")
+    meta = layout.app / "meta"
+    meta.mkdir()
+    (meta / "buildpack.toml").write_text(
+        buildpack_toml(
+            "me/meta", "1.0.0", order='\n[[order]]\n[[order.group]]\nid = "me/any"\nversion = "1.0.0"\n'
+        )
+    )
+    project = (
+        group("./arm", "./old", "./meta", f"docker://{registry.ref('me/nowhere', 'latest')}")
+        + '[[io.buildpacks.group]]\nid = "me/any"\nversion = "1.0.0"\n'
+    )
+    dry = preparer("-dry-run", project=project, env={"CNB_PREPARER_PLATFORM": "linux/arm64"})
+    assert dry.code == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    shown = [
+        (line, lines[n + 1]) for n, line in enumerate(lines[:-1]) if lines[n + 1].startswith("    targets:")
+    ]
+    assert shown == [
+        ("  group: ./arm (would fetch)", "    targets: linux/arm64, linux/arm64/v8"),
+        (
+            "  group: ./old (would fetch)",
+            "    targets: from [[stacks]]: linux/amd64 (ubuntu 18.04)",
+        ),
+        (
+            "  group: ./meta (would fetch)",
+            "    targets: those of its groups' buildpacks (a composite)",
+        ),
+        ("  group: me/any@1.0.0 (present)", "    targets: from bin/: linux"),
+    ], dry.stdout
+
+
 def test_the_dry_run_and_the_report_show_the_target(
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path
 ) -> None:
-    import tomllib
-
     local(layout.app / "arm", "me/arm", ARM64_ONLY)
     env = {"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "arm64", "CNB_TARGET_ARCH_VARIANT": "v8",
            "CNB_TARGET_DISTRO_NAME": "ubuntu", "CNB_TARGET_DISTRO_VERSION": "24.04"}  # fmt: skip

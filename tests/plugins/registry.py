@@ -210,11 +210,13 @@ def build_package(
 
 
 def add_index(layout: Path, tag: str, members: dict[str, str]) -> None:
-    """Add an image index ``tag`` to the layout listing the images tagged in ``members`` (tag -> architecture)."""
+    """Add an image index ``tag`` to the layout listing the images tagged in ``members`` (tag ->
+    ``architecture[/variant]``)."""
     index_path = layout / "index.json"
     index = json.loads(index_path.read_text())
     manifests = []
-    for member_tag, architecture in members.items():
+    for member_tag, written in members.items():
+        architecture, _, variant = written.partition("/")
         entry = next(
             m
             for m in index["manifests"]
@@ -222,7 +224,7 @@ def add_index(layout: Path, tag: str, members: dict[str, str]) -> None:
         )
         manifests.append(
             {"mediaType": entry["mediaType"], "digest": entry["digest"], "size": entry["size"],
-             "platform": {"os": "linux", "architecture": architecture}}
+             "platform": {"os": "linux", "architecture": architecture} | ({"variant": variant} if variant else {})}
         )  # fmt: skip
     blob = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
                        "manifests": manifests}).encode()  # fmt: skip

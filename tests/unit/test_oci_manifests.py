@@ -57,13 +57,41 @@ def test_choose_platform() -> None:
                            entry("linux", "arm64", "v8")]}  # fmt: skip
     assert choose_platform(index, "linux/amd64", "x") is index["manifests"][0]
     assert choose_platform(index, "linux/arm/v7", "x") is index["manifests"][2]
-    assert choose_platform(index, "linux/arm64", "x") is index["manifests"][3]  # no variant asked: any
+    assert choose_platform(index, "linux/arm64", "x") is index["manifests"][3]
     with pytest.raises(FetchError) as info:
         choose_platform(index, "windows/amd64", "reg.io/x:1")
     assert str(info.value) == (
         "failed to pull reg.io/x:1: no image for windows/amd64 in the index "
-        "(it has: linux/amd64, linux/arm, linux/arm, linux/arm64)"
+        "(it has: linux/amd64, linux/arm/v6, linux/arm/v7, linux/arm64/v8)"
     )
+
+
+@pytest.mark.parametrize(
+    ("platform", "chosen"),
+    [
+        ("linux/arm", 2),  # arm is arm/v7: not the v6 listed first
+        ("linux/arm/7", 2),
+        ("linux/arm/v6", 1),
+        ("linux/arm64", 3),  # arm64 is arm64/v8
+        ("linux/arm64/v8", 3),
+        ("linux/amd64/v1", 0),  # amd64 with variant v1
+        ("linux/amd64", 0),
+        ("linux/x86_64", 0),
+    ],
+)
+def test_choose_platform_compares_normalised_names(platform: str, chosen: int) -> None:
+    index = {"manifests": [entry("linux", "amd64", "v1"), entry("linux", "arm", "v6"), entry("linux", "arm", "v7"),
+                           entry("linux", "arm64")]}  # fmt: skip
+    assert choose_platform(index, platform, "x") is index["manifests"][chosen]
+
+
+@pytest.mark.parametrize("platform", ["linux/amd64/v3", "linux/arm/v5", "windows/arm64"])
+def test_choose_platform_refuses_other_variants_and_entries_without_a_platform(platform: str) -> None:
+    index = {"manifests": [entry("linux", "amd64", "v2"), entry("linux", "arm", "v7"), entry("", "arm64"),
+                           {"mediaType": OCI_MANIFEST, "digest": DIGEST, "size": 1}]}  # fmt: skip
+    with pytest.raises(FetchError) as info:
+        choose_platform(index, platform, "x")
+    assert str(info.value).endswith("(it has: linux/amd64/v2, linux/arm/v7, ?/arm64, ?/?)")
 
 
 def test_an_index_without_platforms_is_one_image() -> None:

@@ -18,6 +18,7 @@ from preparer.target import (
     parse_analyzed,
     parse_os_release,
     parse_platform,
+    same_platform,
     target_from_environ,
 )
 from tests.buildpacks import buildpack_toml, make_dir
@@ -153,3 +154,19 @@ def test_the_distribution_comes_from_the_os_release_file_given(tmp_path: Path) -
     os_release.write_text("ID=debian\nVERSION_ID=12\n")
     plan = plan_run(inputs)
     assert plan.target is not None and plan.target.distro == "debian 12"
+
+
+@pytest.mark.parametrize(
+    ("one", "other", "same"),
+    [
+        ("linux/arm64", "linux/arm64/v8", True),
+        ("linux/amd64", "linux/amd64/v1", True),
+        ("linux/arm", "linux/arm/v7", True),
+        ("linux/arm", "linux/arm/v6", False),
+        ("linux/amd64", "linux/arm64", False),
+        ("linux/amd64", "windows/amd64", False),
+    ],
+)
+def test_same_platform_compares_normalised_names(one: str, other: str, same: bool) -> None:
+    assert same_platform(one, other) is same
+    assert same_platform(other, one) is same

@@ -17,12 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from preparer import interrupt
-from preparer.errors import FetchError
+from preparer.errors import FetchError, TargetRefused, with_fields
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.extract import extract_tar
+from preparer.fetch.registries import Registries
 from preparer.fetch.streams import Reader, is_digest
 from preparer.fetch.tree import StagedBuildpack, check_links_inside
-from preparer.files.buildpack import check_id, escape_id, read_buildpack_toml, version_problem
+from preparer.files.buildpack import (
+    BuildpackTarget,
+    check_id,
+    escape_id,
+    read_buildpack_toml,
+    version_problem,
+)
+from preparer.target import Target, matches_platform
 
 LAYERS_LABEL = "io.buildpacks.buildpack.layers"
 METADATA_LABEL = "io.buildpacks.buildpackage.metadata"
@@ -61,26 +69,80 @@ def follow_index(
 
 
 def choose_platform(index: dict[str, Any], platform: str, source: str, verb: str = "pull") -> dict[str, Any]:
-    """The descriptor in an image index for ``platform`` (``os/arch[/variant]``).
+    """The descriptor in an image index for ``platform`` (``os/arch[/variant]``): the first whose platform names it
+    as :func:`preparer.target.matches_platform` compares (``arm64`` is ``arm64/v8``, ``arm`` is ``arm/v7``, an
+    entry without a variant is for any).
 
-    :raises FetchError: when the index has no manifest for it (the message lists what it has).
+    :raises FetchError: when the index has no manifest for it (the message lists what it has, variants included).
     """
     want_os, _, rest = platform.partition("/")
     want_arch, _, want_variant = rest.partition("/")
+    target = Target(want_os, want_arch, want_variant)
     manifests = [m for m in _list(index.get("manifests")) if isinstance(m, dict)]
     offered = []
     for descriptor in manifests:
         plat = descriptor.get("platform")
-        plat = plat if isinstance(plat, dict) else {}
-        offered.append(f"{plat.get('os', '?')}/{plat.get('architecture', '?')}")
-        same = plat.get("os") == want_os and plat.get("architecture") == want_arch
-        if same and (not want_variant or plat.get("variant") in (None, "", want_variant)):
+        values = [
+            plat.get(key) if isinstance(plat, dict) else None for key in ("os", "architecture", "variant")
+        ]
+        os_, arch, variant = (v if isinstance(v, str) else "" for v in values)
+        offered.append("/".join((os_ or "?", arch or "?", *([variant] if variant else []))))
+        if os_ and arch and matches_platform(BuildpackTarget(os_, arch, variant), target):
             return descriptor
     if manifests and not any(m.get("platform") for m in manifests):
         return manifests[0]  # a layout without platforms (pack writes one image): the first is the image
     raise FetchError(
         f"{verb} {source}", f"no image for {platform} in the index (it has: {', '.join(offered) or 'none'})"
     )
+
+
+def check_image_platform(
+    config: dict[str, Any],
+    registries: Registries,
+    source: str,
+    warn: Callable[[str], None],
+    verb: str = "pull",
+) -> None:
+    """An image's config names the platform its files are for (``os``, ``architecture``, ``variant``; OCI image
+    spec §Properties): one for another platform than the build's is refused here, before any layer is read. Names
+    are compared as :func:`preparer.target.matches_platform` compares them (``arm64`` is ``arm64/v8``); a field
+    the config leaves out matches anything.
+
+    :param warn: told the finding instead when ``registries.platform_enforced`` is false (Platform API below 0.12).
+    :raises TargetRefused: the image is for another platform (exit 1).
+    """
+    values = [config.get(key) for key in ("os", "architecture", "variant")]
+    os_, arch, variant = (v.lower() if isinstance(v, str) else "" for v in values)
+    want_os, _, rest = registries.platform.partition("/")
+    want_arch, _, want_variant = rest.partition("/")
+    if matches_platform(BuildpackTarget(os_, arch, variant), Target(want_os, want_arch, want_variant)):
+        return
+    image = BuildpackTarget(os_, arch, variant).shown
+    build = registries.platform + (f" ({registries.platform_source})" if registries.platform_source else "")
+    why = f"the image is for {image}; this build is {build}"
+    if not registries.platform_enforced:
+        warn(f"{source}: {why} (the detector of Platform API below 0.12 does not check targets)")
+        return
+    raise with_fields(
+        TargetRefused(f"{verb} {source}", why),
+        buildpack=_top_ref(config),
+        target=registries.platform,
+        source=registries.platform_source or None,
+    )
+
+
+def _top_ref(config: dict[str, Any]) -> str | None:
+    """``id@version`` of the top-level buildpack the metadata label names, when it names one."""
+    image_config = config.get("config")
+    labels = image_config.get("Labels") if isinstance(image_config, dict) else None
+    try:
+        metadata = json.loads(labels[METADATA_LABEL]) if isinstance(labels, dict) else None
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not isinstance(metadata, dict):
+        return None
+    bp_id, version = metadata.get("id"), metadata.get("version")
+    return f"{bp_id}@{version}" if isinstance(bp_id, str) and isinstance(version, str) else None
 
 
 def _list(value: Any) -> list[Any]:

@@ -12,7 +12,12 @@ from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.guard import Verified
 from preparer.fetch.locator import ImageLocator
 from preparer.fetch.oci import memory
-from preparer.fetch.oci.buildpackage import descriptor_size, follow_index, install_buildpackage
+from preparer.fetch.oci.buildpackage import (
+    check_image_platform,
+    descriptor_size,
+    follow_index,
+    install_buildpackage,
+)
 from preparer.fetch.oci.client import Registry
 from preparer.fetch.oci.reference import Reference, parse_reference
 from preparer.fetch.streams import Reader, is_digest
@@ -174,6 +179,7 @@ def _install(
     config = registry.document(
         str(config_descriptor["digest"]), descriptor_size(config_descriptor), "image config"
     )
+    check_image_platform(config, ctx.registries, source, ctx.sink.warn)  # before any layer
     layers = manifest.get("layers")
     sizes = {
         str(layer.get("digest")): descriptor_size(layer)

@@ -16,7 +16,12 @@ from typing import Any, TypeVar
 from preparer.errors import FetchError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.oci import memory
-from preparer.fetch.oci.buildpackage import Document, follow_index, install_buildpackage
+from preparer.fetch.oci.buildpackage import (
+    Document,
+    check_image_platform,
+    follow_index,
+    install_buildpackage,
+)
 from preparer.fetch.oci.client import MAX_MANIFEST, kind_of
 from preparer.fetch.streams import HashingReader, Reader, sha256_of, verify_digest
 
@@ -126,6 +131,7 @@ def fetch_cnb(path: Path, *, source: str, digest: str | None, ctx: FetchContext)
         if not isinstance(config_descriptor, dict):
             raise FetchError(f"read {source}", "the manifest names no image config")
         config = layout.json(layout.blob(str(config_descriptor.get("digest"))), "config")
+        check_image_platform(config, ctx.registries, source, ctx.sink.warn, verb="read")
         return install_buildpackage(
             manifest, config, layout.read_layer, source=source, digest=digest or manifest_digest, ctx=ctx
         )
