@@ -370,7 +370,9 @@ def plan_run(
 
 def _plan_run(inputs: Inputs) -> Plan:
     interrupt.check()  # a handle set before the run began
-    made_from = _fingerprints(inputs)  # before they are read: a change while planning is seen when it runs
+    # Before they are read, so that a change while planning is seen when the plan runs; only for a plan handed to
+    # the caller (prepare's own runs a moment later, in the same call, and is not checked again).
+    made_from = _fingerprints(inputs) if _entered.get() <= 1 else ()
     descriptor, config, warnings = read_inputs(inputs)
     target = target_of(inputs)
     log.debug("The build's target: %s (%s)", target.platform, target.source)
@@ -503,13 +505,13 @@ def _policy(inputs: Inputs) -> Policy:
 def lock_path(inputs: Inputs) -> Path | None:
     """The lock file the run reads or writes: ``-lock``, else, when a lock is required, ``<app>/preparer.lock``;
     ``None`` without one, or with a lock given as bytes (``Inputs.lock_data``: none on disk)."""
-    from preparer.files.lockfile import DEFAULT_LOCK_NAME  # deferred: only runs with a lock read one
-
     if inputs.lock is not None:
         return inputs.lock
-    if inputs.lock_data is not None:
+    if inputs.lock_data is not None or not inputs.require_lock:
         return None
-    return inputs.app_dir / DEFAULT_LOCK_NAME if inputs.require_lock else None
+    from preparer.files.lockfile import DEFAULT_LOCK_NAME  # deferred: only runs with a lock read one
+
+    return inputs.app_dir / DEFAULT_LOCK_NAME
 
 
 def _unused_lock(inputs: Inputs) -> str | None:
