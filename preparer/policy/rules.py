@@ -11,7 +11,7 @@ import fnmatch
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
@@ -261,8 +261,7 @@ class _Parser:
         for key, value in doc.items():
             dotted = f"{prefix}.{key}" if prefix else key
             if key not in allowed:
-                known = ", ".join(sorted(allowed))
-                self.problems.append(self.fail(dotted, f"unknown key (known here: {known})"))
+                self.problems.append(self.fail(dotted, f"unknown key ({_known(key, sorted(allowed))})"))
                 continue
             if dotted == "image.signed-by":
                 continue  # an array of tables: read by signed_by()
@@ -387,7 +386,7 @@ class _Parser:
             before = len(self.problems)
             unknown = sorted(set(table) - {"images", "keys", "identities"})
             if unknown:
-                known = "known here: images, keys, identities"
+                known = _known(unknown[0], ("images", "keys", "identities"))
                 self.problems.append(
                     self.error(key, line, f"{key} ({where}): unknown key '{unknown[0]}' ({known})")
                 )
@@ -500,7 +499,7 @@ class _Parser:
             raise self.error(
                 key,
                 line,
-                f"{key} ({where}): unknown key '{unknown[0]}' (known here: {', '.join(sorted(known))})",
+                f"{key} ({where}): unknown key '{unknown[0]}' ({_known(unknown[0], sorted(known))})",
             )
         for name, value_ in table.items():
             if not isinstance(value_, str) or not value_:
@@ -577,6 +576,15 @@ def canonical_globs(globs: list[str] | tuple[str, ...]) -> tuple[str, ...]:
         except ValueError as err:
             raise ValueError(f"'{glob}' can never match an image: {err}") from None
     return tuple(canonical)
+
+
+def _known(word: str, keys: Iterable[str]) -> str:
+    """``did you mean keys? known here: images, keys, identities``: what a table takes, in the order given."""
+    from preparer._near import closest  # deferred: only a mistake asks
+
+    known = list(keys)
+    near = closest(word, known)
+    return (f"did you mean {near}? " if near else "") + f"known here: {', '.join(known)}"
 
 
 def _count(value: object) -> TypeGuard[int]:

@@ -243,7 +243,7 @@ IDENTITY = f'issuer = "{GITHUB_ISSUER}"\nsubject = "{WORKFLOW}"\n'
                 f'[[image.signed-by.identities]]\n{IDENTITY}subjct = "x"\n'
             ),
             (
-                "image.signed-by.identities (line 4 of POLICY): unknown key 'subjct' (known here: issuer, issuer-regexp, "
+                "image.signed-by.identities (line 4 of POLICY): unknown key 'subjct' (did you mean subject? known here: issuer, issuer-regexp, "
                 "subject, subject-regexp)"
             ),
         ),

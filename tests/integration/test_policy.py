@@ -253,7 +253,7 @@ def test_limits_stop_the_fetch_and_leave_nothing(
 @pytest.mark.parametrize(
     ("text", "error"),
     [
-        ('[http]\nalow = ["x"]\n', "http.alow (line 2 of {policy}): unknown key (known here: allow, require-pin)"),
+        ('[http]\nalow = ["x"]\n', "http.alow (line 2 of {policy}): unknown key (did you mean allow? known here: allow, require-pin)"),
         ('[sources]\nallow = ["ftp"]\n', "sources.allow (line 2 of {policy}): unknown kind 'ftp'"),
         ("[limits.buildpack]\nentries = -1\n", "limits.buildpack.entries (line 2 of {policy}): must be a non-negative"),
         ('[limits.run]\ndownload-bytes = "lots"\n', "limits.run.download-bytes (line 2 of {policy}): must be a number of bytes"),

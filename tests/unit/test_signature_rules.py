@@ -77,7 +77,7 @@ def test_a_policy_names_the_rule_and_reads_keys_relative_to_itself(tmp_path: Pat
     [
         ("keys = []", "keys must be a non-empty array of key files"),
         ('images = "*"\nkeys = ["k.pub"]', "images must be an array of non-empty strings"),
-        ('key = ["k.pub"]', "unknown key 'key' (known here: images, keys, identities)"),
+        ('key = ["k.pub"]', "unknown key 'key' (did you mean keys? known here: images, keys, identities)"),
     ],
 )
 def test_a_malformed_rule_is_exit_3_naming_its_line(tmp_path: Path, table: str, problem: str) -> None:
