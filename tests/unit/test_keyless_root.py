@@ -199,3 +199,11 @@ def test_a_file_over_the_bound_is_refused_unread(tmp_path: Path) -> None:
         f.truncate(MAX_ROOT_BYTES + 1)  # sparse: nothing in it would parse, and it is never read
     with pytest.raises(RootProblem, match="larger than 1048576 bytes"):
         load_root(path)
+
+
+def test_tufs_own_root_json_is_named_as_such(tmp_path: Path) -> None:
+    """The usual mistake: the TUF root that signs the trusted root, given in its place."""
+    path = tmp_path / "root.json"
+    path.write_text('{"signed": {"_type": "root", "spec_version": "1.0"}, "signatures": []}')
+    with pytest.raises(RootProblem, match=r"it is TUF's root\.json: give the trusted_root\.json target"):
+        load_root(path)

@@ -93,9 +93,14 @@ def parse_root(data: bytes, path: str = "") -> TrustedRoot:
     media_type = doc.get("mediaType")
     if media_type not in MEDIA_TYPES:
         shown = "missing" if media_type is None else repr(media_type)
+        # The usual mistake: TUF's own root.json, which signs the trusted root but is not it.
+        tuf = (
+            " (it is TUF's root.json: give the trusted_root.json target it distributes)"
+            if "signed" in doc
+            else ""
+        )
         raise RootProblem(
-            f"not a trusted root: mediaType is {shown}, not {MEDIA_TYPES[0]!r}",
-            "mediaType",
+            f"not a trusted root: mediaType is {shown}, not {MEDIA_TYPES[0]!r}{tuf}", "mediaType"
         )
     tlogs = tuple(_log(item, f"tlogs[{i}]", origin=True) for i, item in enumerate(_list(doc, "tlogs")))
     ctlogs = tuple(_log(item, f"ctlogs[{i}]") for i, item in enumerate(_list(doc, "ctlogs")))
