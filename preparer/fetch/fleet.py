@@ -248,32 +248,14 @@ class Fleet:
 
     def signatures(self, repository: str, digest: str) -> bytes | None:
         """The signature record of the image ``digest`` of ``repository`` (its JSON), or ``None``."""
-        tag = signatures_tag(repository, digest)
-        doc = self._record(tag, SIGNATURES_TYPE)
-        if doc is None:
-            return None
-        try:
-            layer = doc["layers"][0]
-            hit = Hit(str(layer["digest"]), int(layer["size"]), {})
-        except (ValueError, KeyError, TypeError, IndexError):
-            self._malformed(tag, "not a preparer signature record")
-            return None
-        if not is_digest(hit.digest):
-            self._malformed(tag, "its layer has no sha256 digest")
-            return None
-        return self.small_blob(hit, MAX_SIGNATURES_RECORD)
+        hit = self._layer(signatures_tag(repository, digest), SIGNATURES_TYPE, "signature")
+        return None if hit is None else self.small_blob(hit, MAX_SIGNATURES_RECORD)
 
     def index(self, digest: str) -> bytes | None:
         """The image index ``digest`` (its bytes, verified against the digest), when the repository records it."""
         tag = index_tag(digest)
-        doc = self._record(tag, INDEX_TYPE)
-        if doc is None:
-            return None
-        try:
-            layer = doc["layers"][0]
-            hit = Hit(str(layer["digest"]), int(layer["size"]), {})
-        except (ValueError, KeyError, TypeError, IndexError):
-            self._malformed(tag, "not a preparer index record")
+        hit = self._layer(tag, INDEX_TYPE, "index")
+        if hit is None:
             return None
         if hit.digest != digest:
             self._malformed(tag, "its layer is not the digest it is tagged with")
@@ -356,7 +338,12 @@ class Fleet:
         return self.config.max_age > 0 and 0 <= time.time() - checked <= self.config.max_age
 
     def _archive(self, tag: str) -> Hit | None:
-        doc = self._record(tag, ARTIFACT_TYPE)
+        return self._layer(tag, ARTIFACT_TYPE, "archive")
+
+    def _layer(self, tag: str, artifact_type: str, kind: str) -> Hit | None:
+        """The one layer of the ``kind`` record tagged ``tag`` (its digest, size and the record's annotations), or
+        ``None`` when there is none, or it is malformed (then said once)."""
+        doc = self._record(tag, artifact_type)
         if doc is None:
             return None
         try:
@@ -364,7 +351,7 @@ class Fleet:
             digest, size = str(layer["digest"]), int(layer["size"])
             annotations = {str(k): str(v) for k, v in (doc.get("annotations") or {}).items()}
         except (ValueError, KeyError, TypeError, IndexError, AttributeError):
-            self._malformed(tag, "not a preparer archive record")
+            self._malformed(tag, f"not a preparer {kind} record")
             return None
         if not is_digest(digest) or size < 0:
             self._malformed(tag, "its layer has no sha256 digest")
