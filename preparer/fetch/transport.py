@@ -521,31 +521,25 @@ def _watched_pools(on_connect: Callable[[Any], None]) -> dict[str, Any]:
     # Every connection is watched from before it connects (a proxy can stall on CONNECT, a server in the TLS
     # handshake or before its first byte), also through an http(s) proxy. (A SOCKS proxy's connections are
     # urllib3's own kind: bounded by the timeouts only.)
-    class Plain(HTTPConnection):
+    class Watched:
         _guard: Any = None
+        sock: Any
 
         def _new_conn(self) -> Any:
             return _dial(self, on_connect)
 
         def connect(self) -> None:
             try:
-                super().connect()
-                on_connect(self.sock)
+                super().connect()  # type: ignore[misc]  # the connection class it is mixed into
+                on_connect(self.sock)  # over TLS, the TLS socket now, watched as itself
             finally:
                 dial.release(self._guard)
 
-    class Secure(HTTPSConnection):
-        _guard: Any = None
+    class Plain(Watched, HTTPConnection):
+        pass
 
-        def _new_conn(self) -> Any:
-            return _dial(self, on_connect)
-
-        def connect(self) -> None:
-            try:
-                super().connect()
-                on_connect(self.sock)  # the TLS socket now, watched as itself
-            finally:
-                dial.release(self._guard)
+    class Secure(Watched, HTTPSConnection):
+        pass
 
     class PlainPool(HTTPConnectionPool):
         ConnectionCls = Plain
