@@ -37,8 +37,11 @@ def all_children() -> set[int]:
     """This process's children, zombies included."""
     found: set[int] = set()
     for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/children") as f:
-            found |= {int(pid) for pid in f.read().split()}
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                found |= {int(pid) for pid in f.read().split()}
+        except FileNotFoundError:
+            continue  # a thread that ended between the listing and the read has no children to count
     return found
 
 
