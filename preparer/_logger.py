@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,6 +18,8 @@ log = logging.getLogger("preparer")
 log.addHandler(logging.NullHandler())
 
 _run_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("preparer_run_id", default=None)
+#: When the current run began (seconds since the epoch), set with its id.
+_started: contextvars.ContextVar[float | None] = contextvars.ContextVar("preparer_run_started", default=None)
 
 
 class _RunId(logging.Filter):
@@ -39,7 +42,14 @@ def named_run(run_id: str | None) -> Iterator[str]:
         yield current
         return
     token = _run_id.set(run_id or os.urandom(6).hex())
+    started = _started.set(time.time())
     try:
         yield _run_id.get() or ""
     finally:
+        _started.reset(started)
         _run_id.reset(token)
+
+
+def current_run() -> tuple[str | None, float | None]:
+    """The id of the run the caller is in and when it began (``(None, None)`` outside a run)."""
+    return _run_id.get(), _started.get()

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from preparer import interrupt
 from preparer._logger import log
@@ -47,6 +47,8 @@ class Outcome:
     warnings: tuple[str, ...] = ()
     #: The run's lock, when it has one.
     lock: LockRecord | None = None
+    #: The provenance written with the commit (:mod:`preparer.provenance`), when the run writes one.
+    provenance: dict[str, Any] | None = None
 
 
 def apply_plan(plan: Plan, inputs: Inputs, progress: ProgressCallback | None = None) -> Outcome:
@@ -159,6 +161,8 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
             lock_path, lock = _stage_lock(plan, results, inputs.app_dir, owner, pending)
             removed = trash.move(plan.removal) if plan.removal is not None else 0
             records = _records(plan.steps, results, inputs.buildpacks_dir, installation, installed)
+            subjects = (inputs.layers_dir / "order.toml" if order else None, *env_paths, metadata_path)
+            provenance = _provenance(plan, inputs, results, records, subjects, lock, pending)
             interrupt.check()  # the last moment a request to stop undoes everything
             pending.commit()
             if installation is not None:
@@ -177,26 +181,39 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
     if order is not None:
         shown = "; ".join(", ".join(e.ref for e in g) for g in order.groups)
         count = len(order.groups)
-        _committed(
-            "Wrote %s: %d group%s: %s",
-            inputs.layers_dir / "order.toml",
-            count,
-            "" if count == 1 else "s",
-            shown,
-        )
-        written.insert(0, str(inputs.layers_dir / "order.toml"))
-    for env_path in env_paths:
-        _committed("Wrote build env %s", env_path)
-        written.append(str(env_path))
-    if metadata_path is not None:
-        _committed("Wrote project metadata %s", metadata_path)
-        written.append(str(metadata_path))
-    if lock_path is not None:
-        _committed("Wrote the lock file %s", lock_path)
-        written.append(str(lock_path))
+        path = inputs.layers_dir / "order.toml"
+        _committed("Wrote %s: %d group%s: %s", path, count, "" if count == 1 else "s", shown)
+        written.insert(0, str(path))
+    done: list[tuple[str, Path | None]] = [("Wrote build env %s", env_path) for env_path in env_paths]
+    done += [("Wrote project metadata %s", metadata_path), ("Wrote the lock file %s", lock_path)]
+    for message, done_path in done:
+        if done_path is not None:
+            _committed(message, done_path)
+            written.append(str(done_path))
     if plan.removal is not None:
         _committed("Removed %d files from %s (%s)", removed, inputs.app_dir, plan.config.filter_key)
-    return Outcome(tuple(records), tuple(written), removed, tuple(warnings), lock)
+    if provenance is not None and inputs.provenance is not None:
+        _committed("Wrote the provenance %s", inputs.provenance)
+        written.append(str(inputs.provenance))
+    return Outcome(tuple(records), tuple(written), removed, tuple(warnings), lock, provenance)
+
+
+def _provenance(
+    plan: Plan,
+    inputs: Inputs,
+    results: dict[int, Fetched],
+    records: Sequence[BuildpackRecord],
+    subjects: Sequence[Path | None],
+    lock: LockRecord | None,
+    pending: PendingWrites,
+) -> dict[str, Any] | None:
+    """Stage the provenance with the commit, when the run writes one (:mod:`preparer.provenance`)."""
+    if inputs.provenance is None:
+        return None
+    from preparer.provenance import stage_provenance  # deferred: only runs with a provenance
+
+    written = [path for path in subjects if path is not None]
+    return stage_provenance(plan, inputs, results, records, written, lock, pending)
 
 
 def _committed(message: str, *args: object) -> None:

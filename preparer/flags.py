@@ -118,6 +118,12 @@ FLAGS: tuple[Flag, ...] = (
     ),
     Flag("prepare-report", "string", "write a TOML report of what was applied", "CNB_PREPARE_REPORT_PATH"),
     Flag(
+        "provenance",
+        "string",
+        "write the run's SLSA v1 provenance (an in-toto Statement, JSON) with its commit (docs/provenance.md)",
+        "CNB_PREPARER_PROVENANCE",
+    ),
+    Flag(
         "project-metadata",
         "string",
         "where the source came from, for the image label; empty disables it",
@@ -185,6 +191,13 @@ FLAGS: tuple[Flag, ...] = (
     _creator("tag", "list"),
     Flag(None, "string", "the Platform API, checked before anything else", "CNB_PLATFORM_API"),
     Flag(None, "string", "the build's execution environment (exec-env)", "CNB_EXEC_ENV", "production"),
+    Flag(
+        None,
+        "string",
+        "the provenance's runDetails.builder.id: an absolute URI naming the build platform",
+        "CNB_PREPARER_PROVENANCE_BUILDER_ID",
+        "urn:cnb:preparer",
+    ),
     Flag(
         None,
         "string",

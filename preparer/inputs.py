@@ -114,6 +114,11 @@ class Inputs:
     #: ``None`` disables the download cache.
     download_cache: _OptionalPathField = _OptionalPathField()
     prepare_report: _OptionalPathField = _OptionalPathField()
+    #: Where the run's provenance goes (docs/provenance.md): an in-toto Statement whose predicate is SLSA Provenance
+    #: v1, written with the run's commit (never by a dry run); ``None``: none.
+    provenance: _OptionalPathField = _OptionalPathField()
+    #: The provenance's ``runDetails.builder.id``: an absolute URI naming the build platform that runs the preparer.
+    provenance_builder_id: str = env_default("CNB_PREPARER_PROVENANCE_BUILDER_ID")
     #: ``None`` means ``<layers>/project-metadata.toml``; see :attr:`project_metadata_path`.
     project_metadata: _OptionalPathField = _OptionalPathField()
     #: ``False`` writes no project-metadata.toml (``-project-metadata=""``).
@@ -229,6 +234,8 @@ if TYPE_CHECKING:
         platform_config: str | os.PathLike[str] | None
         download_cache: str | os.PathLike[str] | None
         prepare_report: str | os.PathLike[str] | None
+        provenance: str | os.PathLike[str] | None
+        provenance_builder_id: str
         project_metadata: str | os.PathLike[str] | None
         write_project_metadata: bool
         policy: str | os.PathLike[str] | None
@@ -308,6 +315,17 @@ def _check_values(inputs: Inputs) -> None:
         raise refuse("target_platform", "must be os/arch[/variant], e.g. linux/amd64")
     if not all(isinstance(entry, str) for entry in inputs.insecure_registries):
         raise refuse("insecure_registries", "must hold strings")
+    builder_id = _builder_id_problem(inputs.provenance_builder_id)
+    if builder_id is not None:
+        raise refuse("provenance_builder_id", builder_id)
+
+
+def _builder_id_problem(text: str) -> str | None:
+    """Why ``text`` is not an absolute URI (RFC 3986 ``absolute-URI``: a scheme, ``:``, and no fragment), or ``None``.
+    SLSA's ``builder.id`` is compared by the verifier as written: a relative or mistyped one would never match."""
+    if re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*:[A-Za-z0-9\-._~:/?\[\]@!$&'()*+,;=%]+", text):
+        return None
+    return f"must be an absolute URI (scheme:..., no spaces, no fragment), not {text!r}"
 
 
 def _absolute(name: str, value: object) -> Path:
@@ -346,6 +364,7 @@ def _check_types(inputs: Inputs) -> None:
         "download_cache_repo_mode": (str,),
         "download_cache_max_age": (int, float),
         "lock_data": (bytes, type(None)),
+        "provenance_builder_id": (str,),
     }
     for name, types in expected.items():
         value = getattr(inputs, name)
@@ -467,6 +486,8 @@ def resolve_inputs(
         platform_config=platform_config,
         download_cache=download_cache,
         prepare_report=given.path("prepare-report"),
+        provenance=given.path("provenance"),
+        provenance_builder_id=_provenance_builder_id(environ),
         project_metadata=given.path("project-metadata"),
         write_project_metadata=given.text("project-metadata") != "",  # given empty: off
         policy=given.path("policy"),
@@ -486,6 +507,16 @@ def resolve_inputs(
         platform_api=platform_api,
         environ=dict(environ),
     )
+
+
+def _provenance_builder_id(environ: Mapping[str, str]) -> str:
+    """``CNB_PREPARER_PROVENANCE_BUILDER_ID``, checked and named as written, else the default naming the preparer."""
+    name = "CNB_PREPARER_PROVENANCE_BUILDER_ID"
+    given = environ.get(name) or env_default(name)
+    problem = _builder_id_problem(given)
+    if problem is not None:
+        raise InvalidInputsError("resolve inputs", f"{name} {problem}")
+    return given
 
 
 def _target_platform(environ: Mapping[str, str]) -> str:

@@ -372,7 +372,8 @@ def _plan_run(inputs: Inputs) -> Plan:
     interrupt.check()  # a handle set before the run began
     # Before they are read, so that a change while planning is seen when the plan runs; only for a plan handed to
     # the caller (prepare's own runs a moment later, in the same call, and is not checked again).
-    made_from = _fingerprints(inputs) if _entered.get() <= 1 else ()
+    # A provenance gives the sha256 of the files as the plan read them.
+    made_from = _fingerprints(inputs) if _entered.get() <= 1 or inputs.provenance is not None else ()
     descriptor, config, warnings = read_inputs(inputs)
     target = target_of(inputs)
     log.debug("The build's target: %s (%s)", target.platform, target.source)
@@ -625,7 +626,7 @@ def _check_outputs(plan: Plan, inputs: Inputs) -> None:
 
     :raises InvalidInputsError: naming the flag and why (exit 3).
     """
-    outputs = [("-prepare-report", inputs.prepare_report)]
+    outputs = [("-prepare-report", inputs.prepare_report), ("-provenance", inputs.provenance)]
     if plan.lock is not None and plan.lock.mode != "frozen" and not plan.lock.in_memory:
         outputs.append(("-lock", plan.lock.path))
     if plan.config.writes_order:
@@ -638,6 +639,7 @@ def _check_outputs(plan: Plan, inputs: Inputs) -> None:
         problem = None if path is None else _unwritable(path)
         if problem is not None:
             raise InvalidInputsError("resolve inputs", f"{flag} {path}: {problem}")
+    _check_provenance_path(inputs.provenance, outputs)
     if any(isinstance(step, Fetch) for step in plan.steps):
         problem = _unwritable_dir(inputs.buildpacks_dir)
         if problem is not None:
@@ -645,6 +647,18 @@ def _check_outputs(plan: Plan, inputs: Inputs) -> None:
                 "resolve inputs",
                 f"-buildpacks {inputs.buildpacks_dir}: {problem}, and the buildpacks the run fetches are "
                 "installed there",
+            )
+
+
+def _check_provenance_path(provenance: Path | None, outputs: list[tuple[str, Path | None]]) -> None:
+    """The provenance has a file of its own: written over another output, one of the two would be lost.
+
+    :raises InvalidInputsError: naming both flags (exit 3).
+    """
+    for flag, path in outputs:
+        if provenance is not None and flag != "-provenance" and path == provenance:
+            raise InvalidInputsError(
+                "resolve inputs", f"-provenance and {flag} name the same file {path}: give each its own"
             )
 
 
@@ -709,7 +723,12 @@ def run_plan(
             _check_not_stale(plan, inputs)
         outcome = apply_plan(plan, inputs, callers(progress))
     report = _report(plan, inputs, outcome.buildpacks, outcome.written, outcome.removed)
-    return replace(report, warnings=(*report.warnings, *outcome.warnings), lock=outcome.lock)
+    return replace(
+        report,
+        warnings=(*report.warnings, *outcome.warnings),
+        lock=outcome.lock,
+        provenance=outcome.provenance,
+    )
 
 
 def _report(

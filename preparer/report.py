@@ -200,6 +200,8 @@ class Report:
         policy: what the platform policy decided of each entry (empty without a policy).
         lock: the run's lock (:class:`LockRecord`), with ``Inputs.lock`` or ``Inputs.lock_data``.
         target: the build's target, which every buildpack of the order was checked against (docs/targets.md).
+        provenance: the provenance written with the commit (``Inputs.provenance``; docs/provenance.md): the in-toto
+            Statement as data, the file's JSON document; ``None`` without one, and in a dry run.
     """
 
     descriptor_path: str | None = None
@@ -216,6 +218,7 @@ class Report:
     policy: tuple[Decision, ...] = ()
     lock: LockRecord | None = None
     target: Target | None = None
+    provenance: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``-prepare-report`` document (TOML-ready) of a run that did not fail."""

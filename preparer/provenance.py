@@ -1,0 +1,415 @@
+"""The run's provenance: an in-toto Statement v1 whose predicate is SLSA Provenance v1, saying which exact buildpack
+bytes the prepared build uses (docs/provenance.md).
+
+It is made from what the run did, never from what it was asked: the files the commit writes are its subjects, read
+back from their staged bytes; every order entry is a resolved dependency with the digest of what was installed (the
+archive's or the image manifest's sha256, in-toto's ``dirHash`` of an installed tree, the inline script's sha256).
+:func:`stage_provenance` stages the file with the commit (all or nothing); :func:`statement` is the pure part.
+The bytes are JSON with sorted keys, two-space indents and a final newline, and hold no float: the same inputs give
+the same bytes apart from ``runDetails.metadata``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from preparer._logger import current_run
+from preparer._version import __version__
+from preparer.errors import ApplyError
+
+if TYPE_CHECKING:
+    from preparer.config import GroupEntry
+    from preparer.fetch.base import Fetched
+    from preparer.fetch.locator import Locator
+    from preparer.files._toml import PendingWrites
+    from preparer.inputs import Inputs
+    from preparer.plan import Plan, Step
+    from preparer.report import BuildpackRecord, LockRecord
+
+#: The Statement's ``_type`` (in-toto attestation spec, ``spec/v1/statement.md``).
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+#: The predicate's type: SLSA Provenance v1 (slsa.dev/spec/v1.0/provenance).
+PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
+#: What the build definition means: the prepare phase of a Cloud Native Buildpacks build, as this project runs it
+#: (docs/provenance.md, "buildType").
+BUILD_TYPE = "urn:cnb:preparer:prepare:v1"
+#: ``runDetails.builder.id`` when the platform names none (``CNB_PREPARER_PROVENANCE_BUILDER_ID``).
+DEFAULT_BUILDER_ID = "urn:cnb:preparer"
+
+
+def dir_hash(root: Path) -> str:
+    """in-toto's ``dirHash`` of the tree at ``root``: Go's dirhash ``Hash1`` in lowercase hex, without ``h1:``.
+
+    It is the sha256 of the lines ``<sha256 hex of the file>  <path relative to root>\\n`` of every regular file
+    below ``root``, sorted by path as bytes: what ``find . -type f | cut -c3- | LC_ALL=C sort | xargs -r sha256sum |
+    sha256sum`` prints in ``root``. Links and other special files are not regular files, and are left out, as that
+    command leaves them out; a link is never followed.
+
+    :raises ApplyError: the tree cannot be read, or a file's name holds a newline (exit 1).
+    """
+    import stat  # deferred, as the rest of this module: only runs with a provenance
+
+    files: list[tuple[bytes, str]] = []
+    try:
+        for directory, dirs, names in os.walk(root, onerror=_raise):
+            dirs.sort()
+            for name in names:
+                path = os.path.join(directory, name)
+                if not stat.S_ISREG(os.lstat(path).st_mode):
+                    continue
+                relative = os.path.relpath(path, root)
+                if "\n" in relative:
+                    raise ApplyError(f"hash {root}", f"a file's name holds a newline: {relative!r}")
+                files.append((os.fsencode(relative), path))
+        summary = hashlib.sha256()
+        for name_bytes, path in sorted(files):
+            summary.update(f"{_file_sha256(path)}  ".encode() + name_bytes + b"\n")
+    except OSError as err:
+        raise ApplyError(f"hash {root}", err.strerror or str(err)) from err
+    return summary.hexdigest()
+
+
+def _raise(err: OSError) -> None:
+    raise err
+
+
+def _file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def dumps_statement(statement: Mapping[str, Any]) -> bytes:
+    """The file's bytes: JSON, keys sorted, two-space indents, ASCII, a final newline."""
+    import json  # deferred: only runs with a provenance write JSON
+
+    return (
+        json.dumps(statement, sort_keys=True, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
+    ).encode()
+
+
+def statement(
+    subjects: Sequence[tuple[str, bytes]],
+    external: Mapping[str, Any],
+    internal: Mapping[str, Any],
+    dependencies: Sequence[Mapping[str, Any]],
+    builder_id: str,
+    metadata: Mapping[str, str],
+) -> dict[str, Any]:
+    """The Statement, from its parts: each subject as ``(name, bytes written)``."""
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": name, "digest": {"sha256": _sha256(data)}} for name, data in subjects],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "buildDefinition": {
+                "buildType": BUILD_TYPE,
+                "externalParameters": dict(external),
+                "internalParameters": dict(internal),
+                "resolvedDependencies": list(dependencies),
+            },
+            "runDetails": {
+                "builder": {"id": builder_id, "version": {"preparer": __version__}},
+                "metadata": dict(metadata),
+            },
+        },
+    }
+
+
+def stage_provenance(
+    plan: Plan,
+    inputs: Inputs,
+    results: Mapping[int, Fetched],
+    records: Sequence[BuildpackRecord],
+    written: Sequence[Path],
+    lock: LockRecord | None,
+    pending: PendingWrites,
+) -> dict[str, Any]:
+    """Stage ``inputs.provenance`` with the commit's other files (``pending``), once every buildpack is installed.
+
+    :param results: what each fetched step gave, by the step's ``id``.
+    :param records: the report's record of each step, in the plan's order.
+    :param written: the build's files the commit writes (order.toml, env files, project-metadata.toml): the
+        subjects, read back from their staged bytes.
+    :returns: the statement staged.
+    :raises ApplyError: a file or tree cannot be read, or the provenance cannot be staged (exit 1).
+    """
+    assert inputs.provenance is not None
+    run_id, started = current_run()
+    import time  # deferred, as the rest of this module: only runs with a provenance
+
+    metadata = {"invocationId": run_id or "", "finishedOn": _rfc3339(time.time())}
+    if started is not None:
+        metadata["startedOn"] = _rfc3339(started)
+    doc = statement(
+        [(_subject_name(path, inputs), _staged_bytes(pending, path)) for path in written],
+        external_parameters(plan, inputs),
+        internal_parameters(plan, inputs, lock),
+        [
+            *(
+                _dependency(s, results.get(id(s)), r, plan, inputs)
+                for s, r in zip(plan.steps, records, strict=True)
+            ),
+            *_input_files(plan, inputs),
+        ],
+        inputs.provenance_builder_id,
+        metadata,
+    )
+    pending.ready(inputs.provenance.parent)
+    pending.add(inputs.provenance, dumps_statement(doc), 0o644)
+    return doc
+
+
+def _rfc3339(seconds: float) -> str:
+    import datetime  # deferred, as time
+
+    return datetime.datetime.fromtimestamp(int(seconds), datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _subject_name(path: Path, inputs: Inputs) -> str:
+    """``layers/order.toml``, ``platform/env/NAME``, ``layers/project-metadata.toml``; a file elsewhere by its name."""
+    for prefix, directory in (("layers", inputs.layers_dir), ("platform", inputs.platform_dir)):
+        if path.is_relative_to(directory):
+            return "/".join((prefix, *path.relative_to(directory).parts))
+    return path.name
+
+
+def _staged_bytes(pending: PendingWrites, path: Path) -> bytes:
+    """What the commit is about to rename to ``path``: its temporary file's bytes, read relative to its directory."""
+    for directory, temporary, _, final in pending.files:
+        if final == path:
+            try:
+                fd = os.open(temporary, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=directory)
+                with os.fdopen(fd, "rb") as f:
+                    return f.read()
+            except OSError as err:
+                raise ApplyError(f"read back {path}", err.strerror or str(err)) from err
+    raise ApplyError(f"read back {path}", "it is not among the files the commit writes")
+
+
+def _shown_path(path: Path, app_dir: Path) -> str:
+    """``path`` relative to ``<app>`` when it is inside, else as it is."""
+    return "/".join(path.relative_to(app_dir).parts) if path.is_relative_to(app_dir) else str(path)
+
+
+def _file_digest(path: Path | None, made_from: Mapping[str, str | None]) -> str | None:
+    """The sha256 of the file ``path`` as the plan read it (its fingerprint), else as it is now."""
+    if path is None:
+        return None
+    known = made_from.get(str(path))
+    if known is not None:
+        return known
+    try:
+        return _file_sha256(str(path))
+    except OSError:
+        return None
+
+
+def external_parameters(plan: Plan, inputs: Inputs) -> dict[str, Any]:
+    """What the app asked for: the descriptor (path, sha256), the platform's namespace and file, and the group
+    entries in effect as written, credentials removed (an inline script by its sha256)."""
+    made_from = dict(plan.made_from)
+    found: dict[str, Any] = {}
+    if plan.descriptor_path is not None:
+        found["descriptor"] = {
+            "path": _shown_path(plan.descriptor_path, inputs.app_dir),
+            "sha256": _file_digest(plan.descriptor_path, made_from),
+        }
+    if inputs.platform_namespace is not None:
+        platform: dict[str, Any] = {"namespace": inputs.platform_namespace}
+        if inputs.platform_config is not None:
+            platform["config"] = {
+                "path": inputs.platform_config.name,
+                "sha256": _file_digest(inputs.platform_config, made_from),
+            }
+        found["platform"] = platform
+    groups = {"pre": plan.pre, "group": plan.group, "post": plan.post}
+    found["buildpacks"] = {
+        name: [_entry(step.entry) for step in steps] for name, steps in groups.items() if steps is not None
+    }
+    return found
+
+
+def _entry(entry: GroupEntry) -> dict[str, Any]:
+    from preparer.fetch.locator import (
+        redact,
+    )  # deferred: the fetch package stays off runs without a provenance
+
+    written: dict[str, Any] = {"entry": entry.key}
+    for name, value in (("id", entry.id), ("version", entry.version)):
+        if value is not None:
+            written[name] = value
+    if entry.uri is not None:
+        written["uri"] = redact(entry.uri)
+    if entry.script is not None:
+        script = entry.script
+        written["script"] = {
+            "api": script.api,
+            "shell": script.shell,
+            "sha256": _sha256(script.inline.encode()),
+        }
+    return written
+
+
+def internal_parameters(plan: Plan, inputs: Inputs, lock: LockRecord | None) -> dict[str, Any]:
+    """What the platform decided: the policy's sha256, the lock's (as read, or as this run writes it), the target,
+    the exec-env and the Platform API."""
+    made_from = dict(plan.made_from)
+    found: dict[str, Any] = {"execEnv": inputs.exec_env, "platformApi": str(inputs.platform_api)}
+    policy = _file_digest(inputs.policy, made_from)
+    if policy is None and isinstance(inputs.policy_data, str | bytes):
+        data = inputs.policy_data
+        policy = _sha256(data.encode() if isinstance(data, str) else data)
+    if policy is not None:
+        found["policy"] = {"sha256": policy}
+    if lock is not None:
+        found["lock"] = _lock(plan, inputs, lock, made_from)
+    if plan.target is not None:
+        target = plan.target
+        found["target"] = {"platform": target.platform, "os": target.os, "arch": target.arch} | {
+            key: value
+            for key, value in (
+                ("variant", target.variant),
+                ("distroName", target.distro_name),
+                ("distroVersion", target.distro_version),
+            )
+            if value
+        }
+    return found
+
+
+def _lock(
+    plan: Plan, inputs: Inputs, lock: LockRecord, made_from: Mapping[str, str | None]
+) -> dict[str, Any]:
+    """The lock: frozen to it (its sha256 as read), or written by this run (the sha256 of what is written)."""
+    found: dict[str, Any] = {"action": lock.action}
+    if lock.path is not None:
+        found["path"] = _shown_path(Path(lock.path), inputs.app_dir)
+    if lock.action == "frozen":
+        if inputs.lock_data is not None:
+            found["sha256"] = _sha256(inputs.lock_data)
+        elif lock.path is not None:
+            found["sha256"] = _file_digest(Path(lock.path), made_from)
+    elif lock.data is not None:
+        found["sha256"] = _sha256(lock.data)
+    return found
+
+
+def _dependency(
+    step: Step, fetched: Fetched | None, record: BuildpackRecord, plan: Plan, inputs: Inputs
+) -> dict[str, Any]:
+    """One order entry's resource descriptor: what it names, where it came from, its digest, how it was trusted."""
+    # Deferred: the fetch package stays off the import of this module, as off the pipeline's.
+    from preparer.fetch.locator import HttpLocator, ImageLocator, InlineLocator, PathLocator
+    from preparer.files.buildpack import buildpack_dir
+    from preparer.plan import Present
+
+    described: dict[str, Any] = {"name": f"{record.id}@{record.version}"}
+    notes: dict[str, Any] = {"entry": step.entry.key}
+    installed = buildpack_dir(inputs.buildpacks_dir, record.id, record.version)
+    if isinstance(step, Present):
+        described["uri"] = f"urn:cnb:builder:{record.id}@{record.version}"
+        described["digest"] = {"dirHash": dir_hash(installed)}
+        return described | {"annotations": notes}
+    assert fetched is not None
+    locator = step.locator
+    if isinstance(locator, InlineLocator):
+        described["digest"] = {"sha256": _sha256(locator.inline.encode())}
+        notes["inline"] = True
+    elif isinstance(locator, PathLocator):
+        notes["path"] = _shown_path(locator.path, inputs.app_dir)
+        digest = record.digest
+        described["digest"] = (
+            {"sha256": digest.removeprefix("sha256:")} if digest else {"dirHash": dir_hash(installed)}
+        )
+    else:
+        described["digest"] = {"sha256": (record.digest or "").removeprefix("sha256:")}
+        if isinstance(locator, HttpLocator):
+            described["uri"] = locator.shown + (f"#sha256={locator.sha256}" if locator.sha256 else "")
+            if locator.sha256:
+                notes["pinned"] = f"sha256:{locator.sha256}"
+        else:
+            described["uri"] = _image_uri(locator, fetched, record)
+            notes |= _image_notes(locator, fetched, record, plan)
+            if isinstance(locator, ImageLocator) and "@" in locator.reference:
+                notes["pinned"] = locator.reference.rpartition("@")[2]
+    notes |= _trust(step, fetched, record, plan)
+    return described | {"annotations": notes}
+
+
+def _image_uri(locator: Locator, fetched: Fetched, record: BuildpackRecord) -> str:
+    """``docker://<registry>/<repository>@sha256:<platform manifest>``; a registry entry by its registry id."""
+    from preparer.fetch.locator import RegistryLocator  # deferred, as in _dependency
+
+    if record.resolved == "registry" or isinstance(locator, RegistryLocator):
+        return f"urn:cnb:registry:{record.id}@{record.version}"
+    return f"docker://{fetched.image or fetched.source}"
+
+
+def _image_notes(locator: Locator, fetched: Fetched, record: BuildpackRecord, plan: Plan) -> dict[str, Any]:
+    """An image's index and the platform chosen from it; a registry entry's image."""
+    notes: dict[str, Any] = {}
+    if _image_uri(locator, fetched, record).startswith("urn:") and fetched.image is not None:
+        notes["image"] = f"docker://{fetched.image}"
+    if fetched.index is not None:
+        notes["index"] = fetched.index
+        if plan.target is not None:
+            notes["platform"] = plan.target.platform
+    if record.resolved is not None:
+        notes["resolved"] = record.resolved
+    return notes
+
+
+def _trust(step: Step, fetched: Fetched, record: BuildpackRecord, plan: Plan) -> dict[str, Any]:
+    """How the entry was trusted: the lock it was frozen to, the policy's rule, the signatures verified."""
+    notes: dict[str, Any] = {}
+    if getattr(step, "locked_in", None) is not None:
+        notes["locked"] = True
+    rules = [decision.rule for decision in plan.policy if decision.key == step.entry.key]
+    if rules:
+        notes["policy"] = rules[0]
+    if record.signatures:
+        notes["signatures"] = [_signature(s.to_dict()) for s in record.signatures]
+    carried = [f"{bp.descriptor.id}@{bp.descriptor.version}" for bp in fetched.buildpacks]
+    if len(carried) > 1:
+        notes["buildpacks"] = carried
+    return notes
+
+
+def _signature(said: Mapping[str, Any]) -> dict[str, Any]:
+    """A verified signature as the report says it, with the provenance's camelCase names."""
+    names = {"log-index": "logIndex", "integrated-time": "integratedTime"}
+    return {names.get(key, key): value for key, value in said.items() if key not in ("entry", "image")}
+
+
+def _input_files(plan: Plan, inputs: Inputs) -> Iterable[dict[str, Any]]:
+    """The descriptor (named by its path relative to ``<app>``) and the builder's order.toml, each with its
+    sha256."""
+    made_from = dict(plan.made_from)
+    if plan.descriptor_path is not None:
+        digest = _file_digest(plan.descriptor_path, made_from)
+        if digest is not None:
+            yield {
+                "name": _shown_path(plan.descriptor_path, inputs.app_dir),
+                "digest": {"sha256": digest},
+                "annotations": {"role": "descriptor"},
+            }
+    if plan.builder_order is not None:
+        digest = _file_digest(inputs.order_path, made_from)
+        if digest is not None:
+            yield {
+                "name": str(inputs.order_path),
+                "digest": {"sha256": digest},
+                "annotations": {"role": "builder order"},
+            }

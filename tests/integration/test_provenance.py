@@ -1,0 +1,398 @@
+"""``-provenance`` (docs/provenance.md): the in-toto Statement of SLSA Provenance v1 a run writes with its commit.
+
+Every digest in it is checked against what was really installed: recomputed here from the bytes the suite's HTTP
+server served, the manifests pushed to the suite's registry, the files the run wrote, and, for a tree, with the
+shell command in-toto's spec gives for ``dirHash``. Real CLI in a subprocess, real servers on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tarfile
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import referencing
+
+from preparer import Inputs, InvalidInputsError, prepare
+from tests.buildpacks import make_dir, make_tgz
+from tests.golden import Layout
+from tests.integration.test_fetch_oci import basic
+from tests.integration.test_fleet_pins import two_platforms
+from tests.integration.test_lock import fresh
+from tests.plugins.cli import Result
+from tests.plugins.http_server import FileServer
+from tests.plugins.registry import PASSWORD, USER, Registry, build_package, to_cnb
+from tests.projects import HEAD
+
+SCHEMAS = Path(__file__).resolve().parent.parent / "data" / "provenance"
+
+
+def validate(statement: dict[str, Any]) -> None:
+    """``statement`` is an in-toto Statement v1 whose predicate is SLSA Provenance v1 (the schemas' README)."""
+    loaded = {name: json.loads((SCHEMAS / name).read_text()) for name in ("statement-v1.schema.json",
+                                                                            "slsa-provenance-v1.schema.json")}  # fmt: skip
+    registry: referencing.Registry[Any] = referencing.Registry().with_resources(
+        (schema["$id"], referencing.Resource.from_contents(schema)) for schema in loaded.values()
+    )
+    jsonschema.Draft202012Validator(loaded["statement-v1.schema.json"], registry=registry).validate(statement)
+    provenance = loaded["slsa-provenance-v1.schema.json"]
+    jsonschema.Draft202012Validator(provenance, registry=registry).validate(statement["predicate"])
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def find_dir_hash(root: Path) -> str:
+    """in-toto's ``dirHash`` as its spec computes it by hand, in ``root``."""
+    command = "find . -type f | cut -c3- | LC_ALL=C sort | xargs -r sha256sum | sha256sum | cut -f1 -d' '"
+    return subprocess.run(
+        ["sh", "-c", command], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def dependencies(statement: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The resolved dependencies, by name."""
+    return {d["name"]: d for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]}
+
+
+def cnb_manifest_digest(path: Path) -> str:
+    """The digest of the image manifest a ``.cnb`` file's OCI layout names (its index.json's only entry)."""
+    with tarfile.open(path) as tar:
+        member = tar.extractfile("index.json")
+        assert member is not None
+        [entry] = json.load(member)["manifests"]
+    return str(entry["digest"])
+
+
+def project(*entries: str, env: str = "") -> str:
+    body = "".join(f"[[io.buildpacks.group]]\n{e}\n" for e in entries)
+    return HEAD + body + env
+
+
+def test_every_buildpack_is_described_by_what_was_installed(
+    preparer: Callable[..., Result],
+    layout: Layout,
+    tmp_path: Path,
+    http_server: FileServer,
+    registry: Registry,
+) -> None:
+    """Seven kinds of source in one group, each described by the digest of the bytes the run installed, with no
+    credential or query anywhere in the file."""
+    archive = make_tgz(http_server.root / "prov-http.tgz", "acme/http", "1.0.0", payload=b"served bytes")
+    secret_url = (
+        http_server.url("prov-http.tgz").replace("127.0.0.1", "user:s3cr3t@127.0.0.1") + "?token=t0k3n"
+    )
+    index, amd = two_platforms(tmp_path, registry.ref("prov/multi", "multi"))
+    local_dir = make_dir(layout.app / "bps" / "local", "acme/local", "2.0.0", payload=b"a local tree")
+    local_tgz = make_tgz(layout.app / "bps" / "local.tgz", "acme/localtgz", "3.0.0")
+    work = tmp_path / "cnb-work"
+    work.mkdir()
+    package = build_package(work, [("acme/cnb", "4.0.0", "")], ("acme/cnb", "4.0.0"))
+    cnb = to_cnb(package.layout, "latest", layout.app / "bps" / "acme.cnb")
+    script = "echo building\nexit 0"
+    written = project(
+        f'uri = "{secret_url}#sha256={sha256(archive.read_bytes())}"',
+        f'uri = "docker://{registry.ref("prov/multi", "multi")}"',
+        'uri = "urn:cnb:builder:examples/node@1.2.0"',
+        'uri = "./bps/local"',
+        'uri = "bps/local.tgz"',
+        'uri = "bps/acme.cnb"',
+        'id = "me/inline"\n[io.buildpacks.group.script]\napi = "0.10"\ninline = "echo building\\nexit 0"',
+        env='[[io.buildpacks.build.env]]\nname = "JAVA_OPTS"\nvalue = "-Xmx1g"\n',
+    )
+    out = tmp_path / "out" / "provenance.json"
+    auth = json.dumps({registry.host: basic(USER, PASSWORD)})  # credentials the run has, never shown
+    result = preparer("-provenance", str(out), project=written, env={"CNB_REGISTRY_AUTH": auth})
+    assert result.code == 0, result.stderr
+    text = out.read_text()
+    statement = json.loads(text)
+    validate(statement)
+    for secret in ("s3cr3t", "t0k3n", "token", PASSWORD, "user:", basic(USER, PASSWORD).split()[1]):
+        assert secret not in text
+
+    # The subjects: the files written, each by the sha256 of its bytes on disk.
+    assert statement["subject"] == [
+        {
+            "name": "layers/order.toml",
+            "digest": {"sha256": sha256((layout.layers / "order.toml").read_bytes())},
+        },
+        {"name": "platform/env/JAVA_OPTS", "digest": {"sha256": sha256(b"-Xmx1g")}},
+    ]
+
+    found = dependencies(statement)
+    http = found["acme/http@1.0.0"]
+    assert http["uri"] == f"{http_server.url('prov-http.tgz')}#sha256={sha256(archive.read_bytes())}"
+    assert http["digest"] == {"sha256": sha256(archive.read_bytes())}
+    assert http["annotations"]["pinned"] == f"sha256:{sha256(archive.read_bytes())}"
+
+    image = found["acme/multi@1.0.0"]
+    assert image["uri"] == f"docker://{registry.host}/prov/multi@{amd}"
+    assert image["digest"] == {"sha256": amd.removeprefix("sha256:")}
+    assert (image["annotations"]["index"], image["annotations"]["platform"]) == (index, "linux/amd64")
+
+    builder = found["examples/node@1.2.0"]
+    assert builder["uri"] == "urn:cnb:builder:examples/node@1.2.0"
+    assert builder["digest"] == {"dirHash": find_dir_hash(layout.buildpacks / "examples_node" / "1.2.0")}
+
+    local = found["acme/local@2.0.0"]
+    assert "uri" not in local
+    assert local["annotations"]["path"] == "bps/local"
+    assert local["digest"] == {"dirHash": find_dir_hash(layout.buildpacks / "acme_local" / "2.0.0")}
+    assert local["digest"] == {"dirHash": find_dir_hash(local_dir)}  # the tree installed is the one given
+
+    assert found["acme/localtgz@3.0.0"]["digest"] == {"sha256": sha256(local_tgz.read_bytes())}
+    assert found["acme/localtgz@3.0.0"]["annotations"]["path"] == "bps/local.tgz"
+    assert found["acme/cnb@4.0.0"]["digest"] == {"sha256": cnb_manifest_digest(cnb).removeprefix("sha256:")}
+
+    inline = found["me/inline@0.0.0"]
+    assert inline["digest"] == {"sha256": sha256(script.encode())}
+    assert "uri" not in inline
+
+    # Named in the order's order, then the descriptor and the builder's order.toml.
+    names = [d["name"] for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]]
+    assert names == [
+        "acme/http@1.0.0", "acme/multi@1.0.0", "examples/node@1.2.0", "acme/local@2.0.0", "acme/localtgz@3.0.0",
+        "acme/cnb@4.0.0", "me/inline@0.0.0", "project.toml", str(layout.order),
+    ]  # fmt: skip
+    assert found["project.toml"]["digest"] == {"sha256": sha256((layout.app / "project.toml").read_bytes())}
+    assert found[str(layout.order)]["digest"] == {"sha256": sha256(layout.order.read_bytes())}
+
+    external = statement["predicate"]["buildDefinition"]["externalParameters"]
+    assert external["descriptor"] == {
+        "path": "project.toml",
+        "sha256": sha256((layout.app / "project.toml").read_bytes()),
+    }
+    assert external["buildpacks"]["group"][0]["uri"] == (
+        f"{http_server.url('prov-http.tgz')}#sha256={sha256(archive.read_bytes())}"
+    )
+    internal = statement["predicate"]["buildDefinition"]["internalParameters"]
+    assert internal["execEnv"] == "production"
+    assert (internal["target"]["platform"], internal["target"]["arch"]) == (
+        "linux/amd64",
+        "amd64",
+    )  # as pulled
+    assert statement["predicate"]["runDetails"]["builder"] == {
+        "id": "urn:cnb:preparer",
+        "version": {"preparer": "0.1.0"},
+    }
+    assert text.endswith("}\n")
+    assert text == json.dumps(statement, sort_keys=True, indent=2) + "\n"
+
+
+def test_two_runs_give_the_same_bytes_but_for_the_run_details_metadata(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, http_server: FileServer
+) -> None:
+    make_tgz(http_server.root / "prov-same.tgz", "acme/same", "1.0.0")
+    written = project(f'uri = "{http_server.url("prov-same.tgz")}"')
+    out = tmp_path / "provenance.json"
+    runs = []
+    for _ in range(2):
+        fresh(layout)
+        result = preparer("-provenance", str(out), "-log-level=debug", project=written)
+        assert result.code == 0, result.stderr
+        statement = json.loads(out.read_text())
+        metadata = statement["predicate"]["runDetails"].pop("metadata")
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", metadata["startedOn"])
+        assert metadata["startedOn"] <= metadata["finishedOn"]
+        assert re.fullmatch(r"[0-9a-f]{12}", metadata["invocationId"])
+        runs.append((json.dumps(statement, sort_keys=True, indent=2) + "\n", metadata["invocationId"]))
+    assert runs[0][0] == runs[1][0]
+    assert runs[0][1] != runs[1][1]
+
+
+def test_an_unwritable_path_is_exit_3_before_any_request(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, http_server: FileServer
+) -> None:
+    make_tgz(http_server.root / "prov-never.tgz", "acme/never", "1.0.0")
+    written = project(f'uri = "{http_server.url("prov-never.tgz")}"')
+    (tmp_path / "a-file").write_text("")
+    result = preparer("-provenance", str(tmp_path / "a-file" / "provenance.json"), project=written)
+    assert result.code == 3
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to resolve inputs: -provenance {tmp_path / 'a-file' / 'provenance.json'}: "
+        f"{tmp_path / 'a-file'} is not a directory"
+    )
+    assert http_server.seen("prov-never.tgz") == []
+    assert not (layout.layers / "order.toml").exists()
+
+
+def test_the_same_path_as_the_report_is_refused_naming_both_flags(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    same = tmp_path / "out.json"
+    result = preparer(
+        "-provenance",
+        str(same),
+        "-prepare-report",
+        str(same),
+        project=project('uri = "urn:cnb:builder:examples/node"'),
+    )
+    assert result.code == 3
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to resolve inputs: -provenance and -prepare-report name the same file {same}: give each its own"
+    )
+    assert not (layout.layers / "order.toml").exists()
+    assert tomllib.loads(same.read_text())["error"]["code"] == 3  # the report of a failed run, as always
+
+
+def test_an_existing_file_is_replaced_whole_and_a_failed_run_leaves_it(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    out = tmp_path / "provenance.json"
+    out.write_text("old")
+    os.link(out, tmp_path / "old-link")  # a replaced file is a new one: the old stays whole beside it
+    assert (
+        preparer("-provenance", str(out), project=project('uri = "urn:cnb:builder:examples/node"')).code == 0
+    )
+    assert (tmp_path / "old-link").read_text() == "old"
+    replaced = out.read_text()
+    validate(json.loads(replaced))
+    failed = preparer("-provenance", str(out), project=project('uri = "urn:cnb:builder:examples/nope"'))
+    assert failed.code == 1
+    assert out.read_text() == replaced
+    assert not list(tmp_path.glob(".provenance.json*"))  # no temporary file left beside it
+
+
+def test_a_dry_run_writes_none(preparer: Callable[..., Result], layout: Layout, tmp_path: Path) -> None:
+    out = tmp_path / "provenance.json"
+    result = preparer(
+        "-provenance", str(out), "-dry-run", project=project('uri = "urn:cnb:builder:examples/node"')
+    )
+    assert result.code == 0, result.stderr
+    assert not out.exists()
+
+
+def test_a_relative_path_is_the_working_directory_s(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    (tmp_path / "cwd").mkdir()
+    result = preparer(
+        "-provenance",
+        "prov.json",
+        project=project('uri = "urn:cnb:builder:examples/node"'),
+        cwd=tmp_path / "cwd",
+        env={
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2])
+        },  # this checkout's preparer, from any cwd
+    )
+    assert result.code == 0, result.stderr
+    validate(json.loads((tmp_path / "cwd" / "prov.json").read_text()))
+
+
+def test_the_builder_id_is_the_platform_s_and_an_absolute_uri(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    out = tmp_path / "provenance.json"
+    written = project('uri = "urn:cnb:builder:examples/node"')
+    env = {
+        "CNB_PREPARER_PROVENANCE": str(out),
+        "CNB_PREPARER_PROVENANCE_BUILDER_ID": "https://ci.example/builders/1",
+    }
+    assert preparer(project=written, env=env).code == 0
+    assert (
+        json.loads(out.read_text())["predicate"]["runDetails"]["builder"]["id"]
+        == "https://ci.example/builders/1"
+    )
+    for wrong in ("ci.example/builders", "https://ci.example/a b", "https://ci.example/#frag"):
+        fresh(layout)
+        result = preparer(project=written, env=env | {"CNB_PREPARER_PROVENANCE_BUILDER_ID": wrong})
+        assert result.code == 3
+        assert result.stderr.splitlines()[-1] == (
+            "ERROR: failed to resolve inputs: CNB_PREPARER_PROVENANCE_BUILDER_ID must be an absolute URI "
+            f"(scheme:..., no spaces, no fragment), not {wrong!r}"
+        )
+        assert not (layout.layers / "order.toml").exists()
+
+
+def test_a_lock_is_described_as_written_then_as_read(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, http_server: FileServer
+) -> None:
+    make_tgz(http_server.root / "prov-lock.tgz", "acme/locked", "1.0.0")
+    written = project(f'uri = "{http_server.url("prov-lock.tgz")}"')
+    lock, out = layout.app / "preparer.lock", tmp_path / "provenance.json"
+    assert preparer("-lock", str(lock), "-provenance", str(out), project=written).code == 0
+    first = json.loads(out.read_text())
+    internal = first["predicate"]["buildDefinition"]["internalParameters"]
+    assert internal["lock"] == {
+        "action": "written",
+        "path": "preparer.lock",
+        "sha256": sha256(lock.read_bytes()),
+    }
+    fresh(layout)
+    assert preparer("-lock", str(lock), "-provenance", str(out), project=written).code == 0
+    frozen = json.loads(out.read_text())
+    internal = frozen["predicate"]["buildDefinition"]["internalParameters"]
+    assert internal["lock"] == {
+        "action": "frozen",
+        "path": "preparer.lock",
+        "sha256": sha256(lock.read_bytes()),
+    }
+    [dependency] = [
+        d for d in frozen["predicate"]["buildDefinition"]["resolvedDependencies"] if "@" in d["name"]
+    ]
+    assert dependency["annotations"]["locked"] is True
+    assert dependency["digest"] == {"sha256": sha256((http_server.root / "prov-lock.tgz").read_bytes())}
+
+
+def test_project_metadata_is_a_subject_named_in_the_layers_or_by_its_file_name(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    out = tmp_path / "provenance.json"
+    written = project('uri = "urn:cnb:builder:examples/node"').replace(HEAD, HEAD + 'version = "1.2.3"\n')
+    assert preparer("-provenance", str(out), project=written).code == 0
+    subjects = {s["name"]: s["digest"]["sha256"] for s in json.loads(out.read_text())["subject"]}
+    inside = layout.layers / "project-metadata.toml"
+    assert subjects["layers/project-metadata.toml"] == sha256(inside.read_bytes())
+    fresh(layout)
+    elsewhere = tmp_path / "meta" / "project-metadata.toml"
+    result = preparer("-provenance", str(out), "-project-metadata", str(elsewhere), project=written)
+    assert result.code == 0, result.stderr
+    subjects = {s["name"]: s["digest"]["sha256"] for s in json.loads(out.read_text())["subject"]}
+    assert subjects == {
+        "layers/order.toml": sha256((layout.layers / "order.toml").read_bytes()),
+        "project-metadata.toml": sha256(elsewhere.read_bytes()),
+    }
+
+
+def test_the_library_returns_the_statement_and_a_dry_run_none(layout: Layout, tmp_path: Path) -> None:
+    (layout.app / "project.toml").write_text(project('uri = "urn:cnb:builder:examples/node"'))
+    out = tmp_path / "provenance.json"
+    inputs = Inputs(
+        app_dir=layout.app, layers_dir=layout.layers, platform_dir=layout.platform, buildpacks_dir=layout.buildpacks,
+        order_path=layout.order, download_cache=None, provenance=out,
+    )  # fmt: skip
+    report = prepare(inputs)
+    assert report.provenance is not None
+    assert report.provenance == json.loads(out.read_text())
+    validate(report.provenance)
+    out.unlink()
+    dry = prepare(Inputs(**{**_fields(inputs), "dry_run": True}))
+    assert dry.provenance is None and not out.exists()
+
+
+def _fields(inputs: Inputs) -> dict[str, Any]:
+    import dataclasses
+
+    return {f.name: getattr(inputs, f.name) for f in dataclasses.fields(inputs)}
+
+
+def test_the_library_refuses_a_builder_id_that_is_not_an_absolute_uri(layout: Layout) -> None:
+    with pytest.raises(InvalidInputsError) as raised:
+        Inputs(
+            app_dir=layout.app, layers_dir=layout.layers, platform_dir=layout.platform,
+            buildpacks_dir=layout.buildpacks, order_path=layout.order, provenance_builder_id="preparer",
+        )  # fmt: skip
+    assert str(raised.value) == (
+        "failed to resolve inputs: Inputs.provenance_builder_id must be an absolute URI (scheme:..., no spaces, no "
+        "fragment), not 'preparer'"
+    )

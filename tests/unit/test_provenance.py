@@ -1,0 +1,89 @@
+"""The pure parts of the provenance (docs/provenance.md): in-toto's ``dirHash``, the file's bytes, the builder id."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from preparer import InvalidInputsError
+from preparer.errors import ApplyError
+from preparer.inputs import resolve_inputs
+from preparer.provenance import dir_hash, dumps_statement, statement
+
+
+def small_tree(root: Path) -> Path:
+    """``Z`` (empty), ``b.txt`` (``a\\n``), ``sub/A`` (``hello``), and a link that is not a regular file."""
+    (root / "sub").mkdir(parents=True)
+    (root / "Z").write_bytes(b"")
+    (root / "b.txt").write_bytes(b"a\n")
+    (root / "sub" / "A").write_bytes(b"hello")
+    os.symlink("b.txt", root / "link")
+    return root
+
+
+def test_dir_hash_is_in_totos_worked_out_by_hand(tmp_path: Path) -> None:
+    """The value ``find . -type f | cut -c3- | LC_ALL=C sort | xargs -r sha256sum | sha256sum`` printed in the tree
+    (in-toto attestation spec, ``spec/v1/digest_set.md``). The lines it hashes, in C order (``Z`` before ``b``),
+    hold the well-known digests of the empty string, ``a\\n`` and ``hello``; the link is left out."""
+    summary = (
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855  Z\n"
+        "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7  b.txt\n"
+        "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824  sub/A\n"
+    )
+    import hashlib
+
+    assert hashlib.sha256(summary.encode()).hexdigest() == (
+        "8fb27856efed55a144485843e6e4226ce1723ef6fc51a6f823a3d154144de9c7"
+    )
+    assert dir_hash(small_tree(tmp_path / "tree")) == (
+        "8fb27856efed55a144485843e6e4226ce1723ef6fc51a6f823a3d154144de9c7"
+    )
+
+
+def test_dir_hash_changes_with_a_name_or_a_byte(tmp_path: Path) -> None:
+    tree = small_tree(tmp_path / "tree")
+    before = dir_hash(tree)
+    (tree / "sub" / "A").write_bytes(b"hellO")
+    assert dir_hash(tree) != before
+    (tree / "sub" / "A").write_bytes(b"hello")
+    assert dir_hash(tree) == before
+    (tree / "sub" / "A").rename(tree / "sub" / "B")
+    assert dir_hash(tree) != before
+
+
+def test_dir_hash_of_a_tree_that_cannot_be_read_is_an_apply_error(tmp_path: Path) -> None:
+    with pytest.raises(ApplyError) as raised:
+        dir_hash(tmp_path / "missing")
+    assert str(raised.value).startswith(f"failed to hash {tmp_path / 'missing'}: ")
+
+
+def test_the_bytes_are_sorted_json_with_a_final_newline() -> None:
+    doc = statement([("layers/order.toml", b"x")], {"b": 1, "a": [2]}, {}, [], "urn:cnb:preparer", {})
+    data = dumps_statement(doc)
+    assert data.endswith(b"}\n") and data.count(b"\n}\n") == 1
+    assert data == (json.dumps(json.loads(data), sort_keys=True, indent=2) + "\n").encode()
+    assert json.loads(data)["subject"] == [
+        {
+            "name": "layers/order.toml",
+            "digest": {"sha256": "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"},
+        }
+    ]
+    with pytest.raises(ValueError):  # no float, and no NaN, ever reaches the file
+        dumps_statement({"x": float("nan")})
+
+
+@pytest.mark.parametrize("given", ["urn:cnb:preparer", "https://ci.example/builders/v1", "urn:x:y?z=1"])
+def test_an_absolute_uri_is_a_builder_id(given: str, tmp_path: Path) -> None:
+    environ = {"CNB_PREPARER_PROVENANCE_BUILDER_ID": given}
+    assert resolve_inputs({}, environ, tmp_path).provenance_builder_id == given
+
+
+@pytest.mark.parametrize("given", ["preparer", "/builders/1", "https://x/#y", "https://x/a b", "1http://x"])
+def test_anything_else_is_refused(given: str, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputsError) as raised:
+        resolve_inputs({}, {"CNB_PREPARER_PROVENANCE_BUILDER_ID": given}, tmp_path)
+    assert raised.value.exit_code == 3
+    assert "CNB_PREPARER_PROVENANCE_BUILDER_ID must be an absolute URI" in str(raised.value)
