@@ -24,7 +24,7 @@ from preparer._version import __version__
 from preparer.api import verify_platform_api
 from preparer.errors import FetchErrors, InvalidInputsError, PreparerError
 from preparer.exit import ExitCode
-from preparer.flags import env_of
+from preparer.flags import default, env_of
 from preparer.inputs import log_level_of, no_color, resolve_inputs
 from preparer.log import configure, printable
 from preparer.report import write_report
@@ -215,10 +215,23 @@ def _report_early_failure(parsed: goflags.Parsed, environ: Mapping[str, str], er
         return
 
     path = Path(os.path.abspath(raw))
+    if _names_an_input(path, parsed, environ):
+        return
     try:
         write_report(path, error=(int(error.exit_code), error.message))
     except PreparerError as failure:  # the input error is the one to show
         log.warning("could not write the prepare report %s: %s", path, failure)
+
+
+def _names_an_input(path: Path, parsed: goflags.Parsed, environ: Mapping[str, str]) -> bool:
+    """Whether the report ``path`` is a file the run would read (the descriptor, the platform file, the policy, the
+    lock, the order): a report written there would destroy it."""
+    app = parsed.values.get("app", environ.get(env_of("app"), default("app")))
+    given: list[object] = [os.path.join(app, "project.toml") if isinstance(app, str) else None]
+    for flag in ("project-descriptor", "platform-config", "policy", "lock", "order", "provenance"):
+        given.append(parsed.values.get(flag, environ.get(env_of(flag))))
+    real = os.path.realpath(path)
+    return any(isinstance(p, str) and p and os.path.realpath(p) == real for p in given)
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -209,8 +209,13 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
             report = run_plan(plan, inputs, progress)
     except (PreparerError, Interrupted, interrupt.Stopped) as err:
         error = err.error if isinstance(err, interrupt.Stopped) else err
-        if inputs.prepare_report is not None and _unwritable(inputs.prepare_report) is None:
-            write_report(inputs.prepare_report, error=(int(getattr(error, "exit_code", 1)), str(error)))
+        report_path = inputs.prepare_report
+        if (
+            report_path is not None
+            and _unwritable(report_path) is None
+            and _clash(inputs, "-prepare-report") is None
+        ):
+            write_report(report_path, error=(int(getattr(error, "exit_code", 1)), str(error)))
         raise
     if inputs.prepare_report is not None:
         write_report(inputs.prepare_report, report)
@@ -639,7 +644,10 @@ def _check_outputs(plan: Plan, inputs: Inputs) -> None:
         problem = None if path is None else _unwritable(path)
         if problem is not None:
             raise InvalidInputsError("resolve inputs", f"{flag} {path}: {problem}")
-    _check_provenance_path(inputs.provenance, outputs)
+    for flag in ("-prepare-report", "-provenance"):
+        problem = _clash(inputs, flag)
+        if problem is not None:
+            raise InvalidInputsError("resolve inputs", problem)
     if any(isinstance(step, Fetch) for step in plan.steps):
         problem = _unwritable_dir(inputs.buildpacks_dir)
         if problem is not None:
@@ -650,16 +658,40 @@ def _check_outputs(plan: Plan, inputs: Inputs) -> None:
             )
 
 
-def _check_provenance_path(provenance: Path | None, outputs: list[tuple[str, Path | None]]) -> None:
-    """The provenance has a file of its own: written over another output, one of the two would be lost.
+def _files_named(inputs: Inputs) -> list[tuple[str, Path]]:
+    """Every file a run reads or may write, by the flag that names it."""
+    named: list[tuple[str, Path | None]] = [
+        ("-project-descriptor", inputs.project_descriptor or inputs.app_dir / "project.toml"),
+        ("-platform-config", inputs.platform_config),
+        ("-policy", inputs.policy),
+        ("-order", inputs.order_path),
+        ("-lock", inputs.lock),
+        ("-layers", inputs.layers_dir / "order.toml"),
+        ("-project-metadata", inputs.project_metadata_path),
+        ("-prepare-report", inputs.prepare_report),
+        ("-provenance", inputs.provenance),
+    ]
+    return [(flag, path) for flag, path in named if path is not None]
 
-    :raises InvalidInputsError: naming both flags (exit 3).
-    """
-    for flag, path in outputs:
-        if provenance is not None and flag != "-provenance" and path == provenance:
-            raise InvalidInputsError(
-                "resolve inputs", f"-provenance and {flag} name the same file {path}: give each its own"
-            )
+
+def _clash(inputs: Inputs, flag: str) -> str | None:
+    """Why the file ``flag`` names (the report or the provenance, files of the preparer's own) cannot be written
+    where it is: over another file the run reads or writes, one of the two would be lost; in ``<platform>/env`` the
+    lifecycle would read it as a build variable. ``None`` when it has a place of its own."""
+    named = _files_named(inputs)
+    path = dict(named).get(flag)
+    if path is None:
+        return None
+    real = Path(os.path.realpath(path))
+    if real.parent == Path(os.path.realpath(inputs.platform_dir / "env")):
+        return (
+            f"{flag} {path}: it is in <platform>/env, where the lifecycle reads every file as a build variable: "
+            "give it a place outside"
+        )
+    for other, other_path in named:
+        if other != flag and Path(os.path.realpath(other_path)) == real:
+            return f"{flag} and {other} name the same file {path}: give each its own"
+    return None
 
 
 def _unwritable_dir(directory: Path) -> str | None:

@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 import tarfile
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -239,10 +238,41 @@ def test_the_same_path_as_the_report_is_refused_naming_both_flags(
     )
     assert result.code == 3
     assert result.stderr.splitlines()[-1] == (
-        f"ERROR: failed to resolve inputs: -provenance and -prepare-report name the same file {same}: give each its own"
+        f"ERROR: failed to resolve inputs: -prepare-report and -provenance name the same file {same}: give each its own"
     )
     assert not (layout.layers / "order.toml").exists()
-    assert tomllib.loads(same.read_text())["error"]["code"] == 3  # the report of a failed run, as always
+    assert not same.exists()  # not even the failed run's report: it would be taken for the other
+
+
+@pytest.mark.parametrize("flag", ["-provenance", "-prepare-report"])
+def test_an_output_over_a_file_the_run_reads_is_refused_and_the_file_kept(
+    preparer: Callable[..., Result], layout: Layout, flag: str
+) -> None:
+    written = project('uri = "urn:cnb:builder:examples/node"')
+    descriptor = layout.app / "project.toml"
+    result = preparer(flag, str(descriptor), project=written)
+    assert result.code == 3
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to resolve inputs: {flag} and -project-descriptor name the same file {descriptor}: "
+        "give each its own"
+    )
+    assert descriptor.read_text() == written
+    assert not (layout.layers / "order.toml").exists()
+
+
+@pytest.mark.parametrize("flag", ["-provenance", "-prepare-report"])
+def test_an_output_in_platform_env_is_refused(
+    preparer: Callable[..., Result], layout: Layout, flag: str
+) -> None:
+    inside = layout.platform / "env" / "provenance.json"
+    result = preparer(flag, str(inside), project=project('uri = "urn:cnb:builder:examples/node"'))
+    assert result.code == 3
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to resolve inputs: {flag} {inside}: it is in <platform>/env, where the lifecycle reads "
+        "every file as a build variable: give it a place outside"
+    )
+    assert not inside.exists()
+    assert not (layout.layers / "order.toml").exists()
 
 
 def test_an_existing_file_is_replaced_whole_and_a_failed_run_leaves_it(
@@ -396,3 +426,13 @@ def test_the_library_refuses_a_builder_id_that_is_not_an_absolute_uri(layout: La
         "failed to resolve inputs: Inputs.provenance_builder_id must be an absolute URI (scheme:..., no spaces, no "
         "fragment), not 'preparer'"
     )
+
+
+def test_a_flag_error_never_writes_its_report_over_the_descriptor(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    written = project('uri = "urn:cnb:builder:examples/node"')
+    descriptor = layout.app / "project.toml"
+    result = preparer("-prepare-report", str(descriptor), "-log-level", "loud", project=written)
+    assert result.code == 3
+    assert descriptor.read_text() == written
