@@ -101,6 +101,38 @@ def test_an_id_at_a_version_not_installed_lists_the_versions_found(
     assert "(found: 1.0.0, 1.2.0, 1.2.0-rc.1)" in by_version.stderr
 
 
+def test_the_dry_run_of_an_id_at_a_version_not_installed_lists_the_versions_found(
+    preparer: Callable[..., Result], layout: Layout, http_server: FileServer
+) -> None:
+    index = ("-buildpack-registry-index", http_server.url("index"))
+    result = preparer("-dry-run", *index, project=group("examples/node@1.1.0", "examples/other@1.0.0"))
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert (
+        "  group: examples/node@1.1.0 (not in <buildpacks> (found: 1.0.0, 1.2.0, 1.2.0-rc.1): would look it up in "
+        "the buildpack registry)"
+    ) in lines
+    assert (
+        "  group: examples/other@1.0.0 (not in <buildpacks>: would look it up in the buildpack registry)"
+        in lines
+    )
+    assert "pull it as an image" not in result.stdout  # an image reference cannot name a version with '@'
+    assert http_server.requests == [] and listing(layout.layers) == []
+
+
+@pytest.mark.parametrize("dry_run", [(), ("-dry-run",)], ids=["run", "dry-run"])
+def test_a_builder_urn_at_a_version_not_installed_lists_the_versions_found(
+    preparer: Callable[..., Result], layout: Layout, dry_run: tuple[str, ...]
+) -> None:
+    result = preparer(*dry_run, project=group("urn:cnb:builder:examples/node@1.1.0"))
+    assert result.code == 1, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "ERROR: failed to resolve io.buildpacks.group[0] (examples/node): version '1.1.0' of 'examples/node' was not "
+        f"found in {layout.buildpacks} (found: 1.0.0, 1.2.0, 1.2.0-rc.1)"
+    )
+    assert listing(layout.layers) == []
+
+
 def test_an_id_at_a_version_lists_the_versions_found_when_the_registry_cannot_be_read(
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path
 ) -> None:
