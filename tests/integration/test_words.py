@@ -37,6 +37,72 @@ def test_a_table_declared_twice_is_named_as_written_with_its_first_line(
     assert "('io', 'buildpacks')" not in result.stderr
 
 
+def test_a_table_declared_again_after_another_table_is_named_with_its_first_line(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    text = (
+        HEAD
+        + '[io.buildpacks]\ninclude = ["src"]\n\n[_.metadata]\nx = 1\n\n[io.buildpacks]\nexclude = ["t"]\n'
+    )
+    assert descriptor_error(preparer(project=text), layout) == (
+        f"failed to parse project descriptor: {layout.app / 'project.toml'}: the table [io.buildpacks] is "
+        "declared twice, first at line 3 (at line 9, column 15)"
+    )
+
+
+def test_an_array_of_tables_after_an_array_given_whole_says_which_line_gave_it(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    text = (
+        HEAD + '[io.buildpacks]\ngroup = [{ id = "heroku/python" }]\n\n[[io.buildpacks.group]]\nid = "x/y"\n'
+    )
+    assert descriptor_error(preparer(project=text), layout) == (
+        f"failed to parse project descriptor: {layout.app / 'project.toml'}: [[io.buildpacks.group]]: "
+        "io.buildpacks.group is an array, given whole at line 4; add the entry to it there, or write every entry "
+        "as [[io.buildpacks.group]] (at line 6, column 22)"
+    )
+
+
+#: Each file a run reads as TOML, with a table given twice in it: (its flag, its text, how errors name it).
+TWICE = {
+    "platform": (
+        ("-platform-namespace", "acme", "-platform-config"),
+        '[acme.buildpacks]\ninclude = ["a"]\n\n[other]\nx = 1\n\n[acme.buildpacks]\nexclude = ["b"]\n',
+        (
+            "failed to parse platform config: {path}: the table [acme.buildpacks] is declared twice, first at line 1 "
+            "(at line 7, column 17)"
+        ),
+    ),
+    "policy": (
+        ("-policy",),
+        '[sources]\nallow = ["*"]\n\n[limits]\n\n[sources]\ndeny = []\n',
+        "failed to read policy {path}: the table [sources] is declared twice, first at line 1 (at line 6, column 9)",
+    ),
+    "lock": (
+        ("-lock",),
+        'lock-version = 1\n\n[target]\nos = "linux"\n\n[x]\n\n[target]\narch = "amd64"\n',
+        (
+            "failed to parse lock file: {path}: the table [target] is declared twice, first at line 3 (at line 8, "
+            "column 8)"
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", TWICE)
+def test_a_table_declared_twice_in_any_file_is_named_as_written(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, kind: str
+) -> None:
+    flags, text, message = TWICE[kind]
+    path = tmp_path / f"{kind}.toml"
+    path.write_text(text)
+    result = preparer(*flags, str(path), project=group("examples/node"))
+    assert result.code == 3, result.stderr
+    assert result.stderr.splitlines()[-1] == "ERROR: " + message.format(path=path)
+    assert "('" not in result.stderr  # never tomli's tuple
+    assert listing(layout.layers) == [] and not layout.platform.exists()
+
+
 def test_a_key_given_twice_is_named_with_its_table(preparer: Callable[..., Result], layout: Layout) -> None:
     text = HEAD + '[[io.buildpacks.group]]\nid = "heroku/python"\nid = "heroku/procfile"\n'
     assert descriptor_error(preparer(project=text), layout) == (
