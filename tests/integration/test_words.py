@@ -3,6 +3,7 @@ message read as they read it."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -355,6 +356,49 @@ def test_a_token_endpoints_own_words_are_shown(
         f"ERROR: failed to authenticate to 127.0.0.1:{http_server.port}: the token endpoint: HTTP 429 Too Many "
         f"Requests (TOOMANYREQUESTS: {RATE_LIMITED})"
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "body", "said"),
+    [
+        (
+            401,
+            "application/json",
+            b'{"details": "incorrect username or password"}',
+            "HTTP 401: incorrect username or password",
+        ),
+        (
+            403,
+            "application/json",
+            b'{"errors": [{"code": "DENIED", "message": "requested access is denied"}]}',
+            "HTTP 403: DENIED: requested access is denied",
+        ),
+        (
+            403,
+            "text/plain",
+            b"no \x07pulls for you " * 40,
+            "HTTP 403: " + ("no pulls for you " * 40)[:299] + "\u2026",
+        ),
+        (401, "text/html", b"<html><body>Unauthorized</body></html>", "HTTP 401"),
+    ],
+    ids=["details", "errors", "plain-text", "html"],
+)
+def test_a_token_endpoints_refusal_is_said_in_its_own_words(
+    preparer: Callable[..., Result], http_server: FileServer, status: int, kind: str, body: bytes, said: str
+) -> None:
+    host = f"127.0.0.1:{http_server.port}"
+    http_server.challenges["/v2/lib/private/manifests/1"] = f'Bearer realm="{http_server.url("token")}"'
+    http_server.answers["/token"] = (status, kind, body)
+    secret = "Basic " + base64.b64encode(b"me:wrong-password").decode()
+    result = preparer(
+        project=group(f"docker://{host}/lib/private:1"), env={"CNB_REGISTRY_AUTH": json.dumps({host: secret})}
+    )
+    assert result.code == 1, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to pull {host}/lib/private: unauthorized with credentials from CNB_REGISTRY_AUTH (the token "
+        f"endpoint answered {said})"
+    )
+    assert "wrong-password" not in result.stderr and secret.split()[1] not in result.stderr
 
 
 def test_a_basic_challenge_says_where_credentials_for_the_host_are_read(

@@ -144,8 +144,8 @@ class Registry:
         elif scheme == "bearer" and "realm" in params:
             scope = f"repository:{self.ref.repository}:pull"
             token = auth.request_token(self.transport, params, scope, credential, self.ref.registry)
-            if token is None:
-                raise self._unauthorized(says)
+            if isinstance(token, auth.Refused):  # its words, rather than the registry's challenge's
+                raise self._unauthorized(token.said)
             self.authorization = "Bearer " + token
             self.used_credential = self.used_credential or credential is not None
         else:
