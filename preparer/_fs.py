@@ -281,6 +281,36 @@ def full_disk(err: BaseException | None) -> OSError | None:
     return None
 
 
+class KeptCopyFull(OSError):
+    """A full disk met writing the copy of a download that is kept as it streams (into the download cache, or
+    staging without one), told apart from the writes of what reads the same stream (an extraction into staging):
+    the original's ``errno`` and words, raised from it."""
+
+
+@contextmanager
+def keeping_copy() -> Iterator[None]:
+    """For the block, which writes a download's kept copy (and reads nothing from disk), a full disk is raised as
+    a :class:`KeptCopyFull` (from the original)."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in FULL or isinstance(err, KeptCopyFull):
+            raise
+        raise KeptCopyFull(err.errno, err.strerror) from err
+
+
+def full_in(err: BaseException, root: Path) -> OSError | None:
+    """The full disk behind ``err`` when it is that of the directory ``root`` (the download cache): met writing a
+    kept copy there (:class:`KeptCopyFull`), or naming a file below ``root``; ``None`` otherwise."""
+    full = full_disk(err)
+    if full is None:
+        return None
+    if isinstance(full, KeptCopyFull):
+        return full
+    name = full.filename
+    return full if isinstance(name, str) and is_inside(str(root), name) else None
+
+
 def no_space(err: OSError, place: str, directory: Path | str) -> str:
     """The cause of a full file system, naming the directory the run could not write in and its role
     (``<buildpacks>``, ``<layers>``...): ``no space left on device in <layers> (/layers)``."""

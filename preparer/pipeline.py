@@ -809,7 +809,7 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
     if plan.config.writes_order:
         for label, steps in (("pre", plan.pre), ("group", plan.group or ()), ("post", plan.post)):
             for step in steps:
-                lines.append(f"  {label}: {source_of(step)} ({_what_happens(step)})")
+                lines.append(f"  {label}: {source_of(step)} ({_what_happens(step, inputs.buildpacks_dir)})")
                 runs_on = _runs_on(step, inputs)
                 if runs_on is not None:
                     lines.append(f"    targets: {runs_on}")
@@ -868,7 +868,7 @@ def source_of(step: Step) -> str:
     return redact(step.entry.uri or "")
 
 
-def _what_happens(step: Step) -> str:
+def _what_happens(step: Step, buildpacks_dir: Path) -> str:
     if isinstance(step, Present):
         return "installed in <buildpacks>" if step.resolved else "present"
     if step.entry.script is not None:
@@ -884,8 +884,13 @@ def _what_happens(step: Step) -> str:
         return f"would fetch {pinned.reference}, as locked"
     if isinstance(pinned, HttpLocator):
         return f"would fetch, locked to sha256:{pinned.sha256}"
-    if isinstance(step.locator, IdLocator):
+    locator = step.locator
+    if isinstance(locator, IdLocator) and locator.version is None:
         return "not in <buildpacks>: would look it up in the buildpack registry, else pull it as an image"
+    if isinstance(locator, IdLocator):  # an image reference cannot name a version with '@': the registry only
+        installed = installed_versions(buildpacks_dir, locator.id)
+        found = f" (found: {', '.join(installed)})" if installed else ""
+        return f"not in <buildpacks>{found}: would look it up in the buildpack registry"
     return "would fetch"
 
 

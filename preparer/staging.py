@@ -15,12 +15,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from preparer._fs import claimed_dir, shared_with_others, sweep
+from preparer._fs import claimed_dir, full_disk, no_space, shared_with_others, sweep
 from preparer._logger import log
 from preparer.api import verify_buildpack_api
-from preparer.errors import FetchError, InvalidInputsError
+from preparer.errors import FetchError, InvalidInputsError, NoSpaceError, with_fields
 from preparer.fetch.base import FetchContext, Fetched
-from preparer.fetch.locator import HttpLocator, redact
+from preparer.fetch.locator import HttpLocator, ImageLocator, redact
 from preparer.fetch.parallel import fetch_all
 from preparer.fetch.registries import Registries
 from preparer.fetch.sink import Sink
@@ -213,6 +213,11 @@ def _fetch(step: Fetch, ctx: FetchContext, downloads: EntryDownloads | None) -> 
     except BaseException as err:
         if downloads is not None:
             downloads.failed()
+        full = full_disk(err) if not isinstance(err, NoSpaceError) else None
+        if (
+            full is not None
+        ):  # what the fetch wrote is in staging: the download cache's full disk is a warning
+            raise _staging_full(step, ctx, full) from err
         if isinstance(err, FetchError):
             if err.source is None:
                 err.source = redact(step.entry.uri or step.entry.id or "")
@@ -225,6 +230,19 @@ def _fetch(step: Fetch, ctx: FetchContext, downloads: EntryDownloads | None) -> 
                 if said is not err:
                     raise said from err
         raise
+
+
+def _staging_full(step: Fetch, ctx: FetchContext, full: OSError) -> NoSpaceError:
+    """The error of a fetch that found staging's disk full: ``<buildpacks>``'s, or ``$TMPDIR``'s."""
+    locator = step.pinned or step.locator
+    source = (
+        locator.shown if isinstance(locator, HttpLocator)
+        else locator.reference if isinstance(locator, ImageLocator)
+        else redact(step.entry.uri or step.entry.id or "")
+    )  # fmt: skip
+    place, directory = ctx.sink.staging_place()
+    error = NoSpaceError(f"install {source}", no_space(full, place, directory))
+    return with_fields(error, place=place, directory=str(directory))
 
 
 def _budget(policy: Policy, step: Fetch, totals: RunTotals) -> Budget:

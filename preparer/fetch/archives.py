@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 from preparer import interrupt
-from preparer._fs import full_disk, no_space, temp_file
+from preparer._fs import full_disk, full_in, keeping_copy, no_space, temp_file
 from preparer._record import record
 from preparer.errors import FetchError, NoSpaceError, with_fields
 from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache, KnownTree
@@ -417,21 +417,38 @@ class ArchiveWay:
             self.sink.warn(
                 f"the download cache's copy of {self.source} did not match its digest and was removed"
             )
+        try:
+            return self._file_from(read, local)
+        except Exception as err:
+            full = full_in(err, local.root) if local is not None else None
+            if full is None:
+                raise
+        assert local is not None
+        # The cache's disk is full (what ``read`` made of the first attempt is in staging, which the run removes).
+        self.sink.warn(
+            f"{no_space(full, 'the download cache', local.root)}: {self.source} is downloaded without it"
+        )
+        return self._file_from(read, None)
+
+    def _file_from(self, read: Callable[[Path, str], T], local: DownloadCache | None) -> tuple[T, str | None]:
+        """The archive from the fleet's repository, else its origin, kept in ``local`` (``None``: not kept)."""
         shared = self.shared(False)
         if isinstance(shared, Shared):
-            found = self._through_fleet(lambda: self._file_attempt(read, shared))
+            found = self._through_fleet(lambda: self._file_attempt(read, local, shared))
             if found is not None:
                 return found, "cache repository"
-        return self._retrying(lambda: self._file_attempt(read, None)), None
+        return self._retrying(lambda: self._file_attempt(read, local, None)), None
 
-    def _file_attempt(self, read: Callable[[Path, str], T], shared: Shared | None) -> T:
-        """The archive downloaded whole (into the cache when there is one), checked, read by ``read``, and kept."""
-        local = self.local
+    def _file_attempt(
+        self, read: Callable[[Path, str], T], local: DownloadCache | None, shared: Shared | None
+    ) -> T:
+        """The archive downloaded whole (into ``local`` when it is given, else staging), checked, read by ``read``,
+        and kept."""
         response = shared.open() if shared is not None else self.origin.get()
         upload = self._upload(response) if shared is None else None
         spool = local.tmp_dir() if local is not None else self.sink.staging
         with temp_file(spool, "cnb-") as path, upload if upload is not None else nullcontext():
-            with open(path, "wb") as out:
+            with keeping_copy(), open(path, "wb") as out:  # the network is read, and nothing else
                 _, digest, size = self._stream(response, lambda body: shutil.copyfileobj(body, out, CHUNK),
                                                None, upload)  # fmt: skip
             self._check_bytes(digest, shared)
@@ -543,6 +560,8 @@ class ArchiveWay:
         except LimitExceeded:
             raise
         except FetchError as err:
+            if full_disk(err) is not None:  # a disk of this pod's is full, not the repository's copy bad
+                raise
             self.sink.warn(f"the download cache repository's copy of {self.source} is not used: {err.cause}")
             return None
         return found

@@ -443,7 +443,7 @@ class Fleet:
             token = auth.request_token(self.transport, params, scope, credential, self.config.registry)
         except (FetchError, NetworkError):
             return False
-        if token is None:
+        if not isinstance(token, str):
             return False
         self._authorization = f"Bearer {token}"
         return True

@@ -14,11 +14,13 @@ it, this is the one module that imports the tiers. Fetchers import this one.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from preparer._fs import full_disk, full_in, no_space
 from preparer._logger import log
 from preparer._record import record
 from preparer.errors import FetchError
@@ -157,6 +159,10 @@ class Store:
         self._early = Revalidations()
         #: The image indexes read from the fleet in this run, by digest (verified), for the registry client.
         self._indexes: dict[str, bytes] = {}
+        #: Set once this pod's cache was found full while a blob was kept in it: the run's blobs are not kept.
+        self._blobs_unkept = threading.Event()
+        self._unkept_lock = threading.Lock()
+        self._warn = warn or log.warning
         if fleet is not None:
             from preparer.fetch.fleet import Fleet  # deferred, as in opened_store
 
@@ -245,10 +251,12 @@ class Store:
         download: Callable[[Path], tuple[Path, T]],
         sink: Sink,
         lock_wait: float,
+        image: str = "",
     ) -> tuple[Path, T]:
         """The blob ``digest`` fed to ``consume``: this pod's copy, verified while it is read, else what
         ``download(directory)`` streams into a new file of ``directory`` (and through ``consume``), kept. The
-        download holds the digest's lock, so concurrent preparers pull once.
+        download holds the digest's lock, so concurrent preparers pull once. A cache whose disk is full is not
+        used for the run's blobs from then on, with a warning naming ``image`` (the blob's).
 
         Returns where the blob is (in the cache, or in staging without one) and what ``consume`` made of it."""
         local = self._local
@@ -257,6 +265,8 @@ class Store:
         found = self._cached_blob(local, digest, consume, sink)
         if found is not None:
             return found
+        if self._blobs_unkept.is_set():
+            return download(sink.staging)
         key = "blob:" + digest
         with local.lock(key, lock_wait) as locked:
             if not locked:
@@ -267,8 +277,34 @@ class Store:
             found = self._cached_blob(local, digest, consume, sink)
             if found is not None:
                 return found
-            path, result = download(local.tmp_dir())
-            return local.add_blob(path, digest), result
+            try:
+                path, result = download(local.tmp_dir())
+                return local.add_blob(path, digest), result
+            except Exception as err:
+                if not self._unkept(err, image or digest):
+                    raise
+            # What ``consume`` made of the first attempt is in staging, which the run removes.
+            return download(sink.staging)
+
+    def _unkept(self, err: BaseException, image: str, *, only_cache: bool = False) -> bool:
+        """Whether ``err`` is the full disk of this pod's cache, met keeping what was pulled for ``image``: a cache
+        that cannot be used is not used, so the run's blobs are no longer kept there (said once).
+
+        :param only_cache: what failed wrote nowhere but in the cache (else the error must say it was there).
+        """
+        local = self._local
+        full = None if local is None else full_disk(err) if only_cache else full_in(err, local.root)
+        if full is None or local is None:
+            return False
+        with self._unkept_lock:
+            first = not self._blobs_unkept.is_set()
+            self._blobs_unkept.set()
+        if first:
+            self._warn(
+                f"{no_space(full, 'the download cache', local.root)}: {image} is pulled without it (and so are "
+                "the run's other images)"
+            )
+        return True
 
     @staticmethod
     def _cached_blob(
@@ -315,17 +351,24 @@ class Store:
         sink.warn(f"the download cache's copy of {what} was damaged and was removed")
         return None
 
-    def keep_manifest(self, data: bytes, digest: str, repository: str, private: bool) -> None:
-        """Keep the manifest ``data`` (its ``digest`` checked by the caller) pulled from ``repository``;
-        ``private``: the registry asked for credentials, so its copies are used only after it answers a run."""
+    def keep_manifest(
+        self, data: bytes, digest: str, repository: str, private: bool, image: str = ""
+    ) -> None:
+        """Keep the manifest ``data`` (its ``digest`` checked by the caller) pulled from ``repository`` for
+        ``image``; ``private``: the registry asked for credentials, so its copies are used only after it answers a
+        run."""
         local = self._local
-        if local is None:
+        if local is None or self._blobs_unkept.is_set():
             return
-        with local.temp_file() as tmp:
-            tmp.write_bytes(data)
-            local.add_blob(tmp, digest)
-        if private:
-            local.mark_private(repository)
+        try:
+            if private:  # first: a copy is never kept without its mark
+                local.mark_private(repository)
+            with local.temp_file() as tmp:
+                tmp.write_bytes(data)
+                local.add_blob(tmp, digest)
+        except OSError as err:
+            if not self._unkept(err, image or repository, only_cache=True):
+                raise
 
     # Signatures of images, by digest
 
@@ -390,10 +433,14 @@ class Store:
             for o in objects
         ]
         data = dumps_signature_record(objects_record, int(time.time()))
-        if local is not None:
-            local.put_signatures(repository, digest, data)
-            if private:
-                local.mark_private(repository)
+        if local is not None and not self._blobs_unkept.is_set():
+            try:
+                if private:  # first, as in keep_manifest
+                    local.mark_private(repository)
+                local.put_signatures(repository, digest, data)
+            except OSError as err:
+                if not self._unkept(err, repository, only_cache=True):
+                    raise
         if fleet is not None and not private:  # what credentials fetched is never shared
             fleet.remember_signatures(
                 _spooled(data, "signatures-", spool), sha256_of(data), repository, digest

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from preparer import interrupt
+from preparer._fs import keeping_copy
 from preparer.errors import DigestMismatch, FetchError
 from preparer.fetch.failures import Where, closed_early, failure
 from preparer.fetch.oci import memory
@@ -238,7 +239,11 @@ class Tee:
         if self.limit is not None and self.count > self.limit:
             self.over = True
             return b""
-        self.out.write(data)
+        # The kept copy's disk, not the reader's: its caller tells them apart. Flushed at once, so that no write
+        # is left for ``close``, where a full disk could not be told from the reader's.
+        with keeping_copy():
+            self.out.write(data)
+            self.out.flush()
         return data
 
     def drain(self) -> None:

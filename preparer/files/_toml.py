@@ -172,14 +172,18 @@ def _declared_twice(message: str, line: str, before: str) -> str | None:
 def _given_twice(message: str, line: str, before: str) -> str | None:
     """tomli's ``Cannot overwrite a value`` and ``Cannot mutate immutable namespace`` with the key named."""
     if message.startswith("Cannot mutate immutable namespace "):
-        key = _KEY.match(line)
+        header, key = _HEADER.match(line), _KEY.match(line)
+        written = header[1] if header else key[1] if key else _spelled(message)
         parts = _parts(message)
+        name = ".".join(map(_part, parts))
         first = _first_line(before, parts)
         at = f" at line {first}" if first else ""
-        return (
-            f"{key[1] if key else _spelled(message)}: {'.'.join(map(_part, parts))} is an inline table, given "
-            f"whole{at}; write the key in it there"
-        )
+        if first is not None and _value_at(before, first).startswith("["):
+            return (
+                f"{written}: {name} is an array, given whole{at}; add the entry to it there, or write every entry "
+                f"as [[{name}]]"
+            )
+        return f"{written}: {name} is an inline table, given whole{at}; write the key in it there"
     if message != "Cannot overwrite a value":
         return None
     header = _HEADER.match(line)
@@ -203,6 +207,14 @@ def _given_twice(message: str, line: str, before: str) -> str | None:
         + (f" in {table}" if table else "")
         + (f", first at line {first}" if first else "")
     )
+
+
+def _value_at(before: str, line: int) -> str:
+    """The value of the key/value pair on ``line`` of ``before`` (1-based), as written, from its first character."""
+    lines = before.splitlines()
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    key = _KEY.match(text)
+    return text[key.end() :].lstrip() if key else ""
 
 
 #: A string of a tuple's repr: ``'io'``, or ``"it's"``.

@@ -22,6 +22,7 @@ from preparer._record import field, record
 from preparer.descriptor import lookup
 from preparer.errors import PolicyError, PolicyRefused, with_fields
 from preparer.fetch.guard import SIGNATURE_MAX_AGE, LimitExceeded, RunLimitExceeded
+from preparer.files._toml import readable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -200,8 +201,8 @@ def _parse(data: bytes, name: str, action: str, base: Path | None, keys: dict[st
         raise fail(str(err)) from err
     try:
         doc = tomli.loads(text)
-    except tomli.TOMLDecodeError as err:
-        raise fail(str(err), getattr(err, "lineno", None)) from err
+    except tomli.TOMLDecodeError as err:  # in the words the descriptor's errors use (a table given twice...)
+        raise fail(readable(err, text), getattr(err, "lineno", None)) from err
     parser = _Parser(name, text, action, base, keys)
     policy = parser.policy(doc)
     if parser.problems:

@@ -21,6 +21,7 @@ from tests.buildpacks import make_tgz
 from tests.golden import Layout, listing
 from tests.plugins.cli import Result
 from tests.plugins.http_server import FileServer
+from tests.plugins.registry import Registry, build_package, push, to_cnb
 from tests.projects import group
 
 #: A buildpack of about 200 KiB that does not compress: larger than what is left on the small disks below.
@@ -152,6 +153,82 @@ def test_a_full_download_cache_is_a_warning_and_the_run_goes_on(
     )
     assert result.warnings == [warning]
     assert (layout.buildpacks / "me_big" / "1.0.0" / "data.bin").read_bytes() == PAYLOAD
+
+
+# A .cnb over http is kept whole in the cache, and an image's blobs are kept as they are pulled: the same rules.
+
+
+@pytest.fixture(scope="module")
+def packaged(tmp_path_factory: pytest.TempPathFactory, registry: Registry) -> tuple[Path, str]:
+    """me/big as a buildpackage of about 200 KiB that does not compress: a .cnb file, and an image pushed."""
+    work = tmp_path_factory.mktemp("packaged")
+    package = build_package(work, [("me/big", "1.0.0", "")], ("me/big", "1.0.0"), payload=PAYLOAD)
+    push(package.layout, "latest", registry.ref("me/big", "1"))
+    return to_cnb(package.layout, "latest", work / "big.cnb"), registry.ref("me/big", "1")
+
+
+def package_source(kind: str, packaged: tuple[Path, str], server: FileServer) -> tuple[str, str]:
+    """The project's ``uri`` for the .cnb over http or the image, and how a message names it."""
+    cnb, image = packaged
+    if kind == "cnb":
+        shutil.copy(cnb, server.root / "big.cnb")
+        return server.url("big.cnb"), server.url("big.cnb")
+    return f"docker://{image}", image
+
+
+def without_cache_warning(kind: str, cache: Path, source: str) -> str:
+    if kind == "cnb":
+        return f"Warning: no space left on device in the download cache ({cache}): {source} is downloaded without it"
+    return (
+        f"Warning: no space left on device in the download cache ({cache}): {source} is pulled without it (and so "
+        "are the run's other images)"
+    )
+
+
+@pytest.mark.parametrize("filled", [False, True], ids=["too-small", "already-full"])
+@pytest.mark.parametrize("kind", ["cnb", "image"])
+def test_a_full_download_cache_is_a_warning_for_a_cnb_and_an_image_too(
+    preparer: Callable[..., Result], http_server: FileServer, layout: Layout, tmp_path: Path,
+    mount_tmpfs: Mount, packaged: tuple[Path, str], kind: str, filled: bool,
+) -> None:  # fmt: skip
+    uri, source = package_source(kind, packaged, http_server)
+    cache = tmp_path / "cache"
+    mount_tmpfs(cache, "100k")
+    if filled:  # nothing more fits: not even the image's manifest
+        fill(cache)
+    result = preparer(project=group(uri))
+    assert result.code == 0, result.stderr
+    assert result.warnings == [
+        without_cache_warning(kind, cache, source)
+    ]  # once, for every blob of the image
+    assert (layout.buildpacks / "me_big" / "1.0.0" / "data.bin").read_bytes() == PAYLOAD
+    assert "ERROR" not in result.stderr
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+@pytest.mark.parametrize("kind", ["cnb", "image"])
+def test_a_full_buildpacks_disk_names_it_for_a_cnb_and_an_image_too(
+    preparer: Callable[..., Result], http_server: FileServer, layout: Layout, tmp_path: Path,
+    mount_tmpfs: Mount, packaged: tuple[Path, str], kind: str, warm: bool,
+) -> None:  # fmt: skip
+    uri, source = package_source(kind, packaged, http_server)
+    (layout.app / "project.toml").write_text(group(uri))
+    cache = tmp_path / "cache"
+    if warm:  # the download cache holds the package: it is kept, never blamed
+        assert preparer().code == 0
+        shutil.rmtree(layout.buildpacks / "me_big")
+    cached = listing(cache)
+    mount_tmpfs(layout.buildpacks, "1m")
+    fill(layout.buildpacks)
+    before = listing(layout.root)
+    result = preparer() if warm else preparer("-download-cache", "")
+    assert result.code == 1, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to install {source}: no space left on device in <buildpacks> ({layout.buildpacks})"
+    )
+    assert "download cache" not in result.stderr
+    assert listing(layout.root) == before
+    assert listing(cache) == cached
 
 
 def test_buildpacks_that_cannot_be_written_is_exit_3_before_any_request(

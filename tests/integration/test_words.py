@@ -3,6 +3,7 @@ message read as they read it."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,72 @@ def test_a_table_declared_twice_is_named_as_written_with_its_first_line(
         "declared twice, first at line 3 (at line 6, column 15)"
     )
     assert "('io', 'buildpacks')" not in result.stderr
+
+
+def test_a_table_declared_again_after_another_table_is_named_with_its_first_line(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    text = (
+        HEAD
+        + '[io.buildpacks]\ninclude = ["src"]\n\n[_.metadata]\nx = 1\n\n[io.buildpacks]\nexclude = ["t"]\n'
+    )
+    assert descriptor_error(preparer(project=text), layout) == (
+        f"failed to parse project descriptor: {layout.app / 'project.toml'}: the table [io.buildpacks] is "
+        "declared twice, first at line 3 (at line 9, column 15)"
+    )
+
+
+def test_an_array_of_tables_after_an_array_given_whole_says_which_line_gave_it(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    text = (
+        HEAD + '[io.buildpacks]\ngroup = [{ id = "heroku/python" }]\n\n[[io.buildpacks.group]]\nid = "x/y"\n'
+    )
+    assert descriptor_error(preparer(project=text), layout) == (
+        f"failed to parse project descriptor: {layout.app / 'project.toml'}: [[io.buildpacks.group]]: "
+        "io.buildpacks.group is an array, given whole at line 4; add the entry to it there, or write every entry "
+        "as [[io.buildpacks.group]] (at line 6, column 22)"
+    )
+
+
+#: Each file a run reads as TOML, with a table given twice in it: (its flag, its text, how errors name it).
+TWICE = {
+    "platform": (
+        ("-platform-namespace", "acme", "-platform-config"),
+        '[acme.buildpacks]\ninclude = ["a"]\n\n[other]\nx = 1\n\n[acme.buildpacks]\nexclude = ["b"]\n',
+        (
+            "failed to parse platform config: {path}: the table [acme.buildpacks] is declared twice, first at line 1 "
+            "(at line 7, column 17)"
+        ),
+    ),
+    "policy": (
+        ("-policy",),
+        '[sources]\nallow = ["*"]\n\n[limits]\n\n[sources]\ndeny = []\n',
+        "failed to read policy {path}: the table [sources] is declared twice, first at line 1 (at line 6, column 9)",
+    ),
+    "lock": (
+        ("-lock",),
+        'lock-version = 1\n\n[target]\nos = "linux"\n\n[x]\n\n[target]\narch = "amd64"\n',
+        (
+            "failed to parse lock file: {path}: the table [target] is declared twice, first at line 3 (at line 8, "
+            "column 8)"
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", TWICE)
+def test_a_table_declared_twice_in_any_file_is_named_as_written(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, kind: str
+) -> None:
+    flags, text, message = TWICE[kind]
+    path = tmp_path / f"{kind}.toml"
+    path.write_text(text)
+    result = preparer(*flags, str(path), project=group("examples/node"))
+    assert result.code == 3, result.stderr
+    assert result.stderr.splitlines()[-1] == "ERROR: " + message.format(path=path)
+    assert "('" not in result.stderr  # never tomli's tuple
+    assert listing(layout.layers) == [] and not layout.platform.exists()
 
 
 def test_a_key_given_twice_is_named_with_its_table(preparer: Callable[..., Result], layout: Layout) -> None:
@@ -99,6 +166,38 @@ def test_an_id_at_a_version_not_installed_lists_the_versions_found(
     # As the id + version form says it:
     by_version = preparer(project=HEAD + '[[io.buildpacks.group]]\nid = "examples/node"\nversion = "1.1.0"\n')
     assert "(found: 1.0.0, 1.2.0, 1.2.0-rc.1)" in by_version.stderr
+
+
+def test_the_dry_run_of_an_id_at_a_version_not_installed_lists_the_versions_found(
+    preparer: Callable[..., Result], layout: Layout, http_server: FileServer
+) -> None:
+    index = ("-buildpack-registry-index", http_server.url("index"))
+    result = preparer("-dry-run", *index, project=group("examples/node@1.1.0", "examples/other@1.0.0"))
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert (
+        "  group: examples/node@1.1.0 (not in <buildpacks> (found: 1.0.0, 1.2.0, 1.2.0-rc.1): would look it up in "
+        "the buildpack registry)"
+    ) in lines
+    assert (
+        "  group: examples/other@1.0.0 (not in <buildpacks>: would look it up in the buildpack registry)"
+        in lines
+    )
+    assert "pull it as an image" not in result.stdout  # an image reference cannot name a version with '@'
+    assert http_server.requests == [] and listing(layout.layers) == []
+
+
+@pytest.mark.parametrize("dry_run", [(), ("-dry-run",)], ids=["run", "dry-run"])
+def test_a_builder_urn_at_a_version_not_installed_lists_the_versions_found(
+    preparer: Callable[..., Result], layout: Layout, dry_run: tuple[str, ...]
+) -> None:
+    result = preparer(*dry_run, project=group("urn:cnb:builder:examples/node@1.1.0"))
+    assert result.code == 1, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "ERROR: failed to resolve io.buildpacks.group[0] (examples/node): version '1.1.0' of 'examples/node' was not "
+        f"found in {layout.buildpacks} (found: 1.0.0, 1.2.0, 1.2.0-rc.1)"
+    )
+    assert listing(layout.layers) == []
 
 
 def test_an_id_at_a_version_lists_the_versions_found_when_the_registry_cannot_be_read(
@@ -257,6 +356,49 @@ def test_a_token_endpoints_own_words_are_shown(
         f"ERROR: failed to authenticate to 127.0.0.1:{http_server.port}: the token endpoint: HTTP 429 Too Many "
         f"Requests (TOOMANYREQUESTS: {RATE_LIMITED})"
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "body", "said"),
+    [
+        (
+            401,
+            "application/json",
+            b'{"details": "incorrect username or password"}',
+            "HTTP 401: incorrect username or password",
+        ),
+        (
+            403,
+            "application/json",
+            b'{"errors": [{"code": "DENIED", "message": "requested access is denied"}]}',
+            "HTTP 403: DENIED: requested access is denied",
+        ),
+        (
+            403,
+            "text/plain",
+            b"no \x07pulls for you " * 40,
+            "HTTP 403: " + ("no pulls for you " * 40)[:299] + "\u2026",
+        ),
+        (401, "text/html", b"<html><body>Unauthorized</body></html>", "HTTP 401"),
+    ],
+    ids=["details", "errors", "plain-text", "html"],
+)
+def test_a_token_endpoints_refusal_is_said_in_its_own_words(
+    preparer: Callable[..., Result], http_server: FileServer, status: int, kind: str, body: bytes, said: str
+) -> None:
+    host = f"127.0.0.1:{http_server.port}"
+    http_server.challenges["/v2/lib/private/manifests/1"] = f'Bearer realm="{http_server.url("token")}"'
+    http_server.answers["/token"] = (status, kind, body)
+    secret = "Basic " + base64.b64encode(b"me:wrong-password").decode()
+    result = preparer(
+        project=group(f"docker://{host}/lib/private:1"), env={"CNB_REGISTRY_AUTH": json.dumps({host: secret})}
+    )
+    assert result.code == 1, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to pull {host}/lib/private: unauthorized with credentials from CNB_REGISTRY_AUTH (the token "
+        f"endpoint answered {said})"
+    )
+    assert "wrong-password" not in result.stderr and secret.split()[1] not in result.stderr
 
 
 def test_a_basic_challenge_says_where_credentials_for_the_host_are_read(

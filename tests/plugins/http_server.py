@@ -48,6 +48,8 @@ class FileServer:
     redirects: dict[str, str] = field(default_factory=dict)
     #: ``WWW-Authenticate`` of the paths answered with a 401 (a Basic or Bearer challenge), every time.
     challenges: dict[str, str] = field(default_factory=dict)
+    #: ``(status, content type, body)`` of the paths answered so every time: an error document of one's own.
+    answers: dict[str, tuple[int, str, bytes]] = field(default_factory=dict)
     #: Seconds every request waits before it is answered: an origin far away.
     latency: float = 0.0
     #: Requests being answered now, and the most there were at once.
@@ -110,6 +112,16 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
                 fault = queue.pop(0) if queue else None
                 location = server.redirects.get(path)
                 challenge = server.challenges.get(path)
+                answer = server.answers.get(path)
+            if answer is not None:
+                status, kind, body = answer
+                self.answer(status)
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             if challenge is not None and fault is None:
                 self.answer(401)
                 self.send_response(401)

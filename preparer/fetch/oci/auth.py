@@ -309,11 +309,19 @@ def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
     return header.split(" ", 1)[0].lower(), dict(_CHALLENGE.findall(header))
 
 
+@record
+class Refused:
+    """A token endpoint's refusal of a credential, or of anonymity (401, 403), in its own words when it gave any
+    (``the token endpoint answered HTTP 401: incorrect username or password``)."""
+
+    said: str
+
+
 def request_token(
     transport: Transport, params: dict[str, str], scope: str, credential: Credential | None, registry: str
-) -> str | None:
+) -> str | Refused:
     """A bearer token for ``scope`` (``repository:<name>:pull``) from the challenge's realm, with the credential
-    if there is one (basic, or docker's identity token); ``None`` when the endpoint refuses it (401, 403).
+    if there is one (basic, or docker's identity token); :class:`Refused` when the endpoint refuses it (401, 403).
 
     :raises FetchError: a TLS failure, another error answer, or no token in the answer.
     :raises NetworkError: the endpoint cannot be reached.
@@ -349,8 +357,9 @@ def request_token(
             raise FetchError(action, str(found)) from None
         raise found from err
     if response.status_code in (401, 403):
-        response.close()
-        return None
+        status = response.status_code
+        words = endpoint_says(response)
+        return Refused(f"the token endpoint answered HTTP {status}" + (f": {words}" if words else ""))
     if response.status_code >= 400:
         says = endpoint_says(response)
         check_status(response, action, "the token endpoint", says)

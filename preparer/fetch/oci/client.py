@@ -144,8 +144,8 @@ class Registry:
         elif scheme == "bearer" and "realm" in params:
             scope = f"repository:{self.ref.repository}:pull"
             token = auth.request_token(self.transport, params, scope, credential, self.ref.registry)
-            if token is None:
-                raise self._unauthorized(says)
+            if isinstance(token, auth.Refused):  # its words, rather than the registry's challenge's
+                raise self._unauthorized(token.said)
             self.authorization = "Bearer " + token
             self.used_credential = self.used_credential or credential is not None
         else:
@@ -210,7 +210,7 @@ class Registry:
                 "manifest digest mismatch: expected {expected}, got {got}",
             )
         parsed = self._parse_manifest(data, digest)
-        self.ctx.store.keep_manifest(data, digest, self.name, self.used_credential)
+        self.ctx.store.keep_manifest(data, digest, self.name, self.used_credential, str(self.ref))
         return parsed
 
     def _check_size(self, identifier: str, count: int, size: int | None) -> None:
@@ -317,7 +317,7 @@ class Registry:
         self._check_digest(digest, "a blob")
         ctx = self.ctx
         download = lambda directory: self._download(digest, size, directory, consume, shown)
-        return ctx.store.blob(digest, consume, download, ctx.sink, ctx.lock_wait)
+        return ctx.store.blob(digest, consume, download, ctx.sink, ctx.lock_wait, str(self.ref))
 
     def _download(
         self,
