@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from preparer import interrupt
-from preparer._logger import log
+from preparer._logger import CallerFailed, log
 from preparer._record import record
 from preparer.api import verify_buildpack_api
 from preparer.appfilter import Trash
@@ -205,7 +205,7 @@ def _committed(message: str, *args: object) -> None:
     the committed run into a failure."""
     try:
         log.info(message, *args)
-    except Exception:  # noqa: BLE001 - the caller's handler; the run is done
+    except CallerFailed:  # the caller's handler; the run is done
         return
 
 

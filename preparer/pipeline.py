@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from preparer import interrupt
 from preparer._fs import full_disk, no_space
-from preparer._logger import log, named_run
+from preparer._logger import CallerFailed, log, named_run
 from preparer.appfilter import Removal, plan_removal
 from preparer.apply import apply_plan, check_present
 from preparer.config import EffectiveConfig, effective_config, platform_layers
@@ -59,15 +59,6 @@ R = TypeVar("R")
 
 class TypeError_(TypeError):
     """An argument of the wrong type given to an entry point."""
-
-
-class CallerFailed(BaseException):
-    """A callback of the caller's (``progress``) raised ``error``: it leaves the run as the caller's own exception,
-    never as one of the package's (a :class:`BaseException` on its way, so that nothing converts it)."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 def callers(progress: ProgressCallback | None) -> ProgressCallback | None:
