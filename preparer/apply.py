@@ -72,7 +72,8 @@ def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressCallback | N
     warnings: list[str] = []
     with fetching(inputs, warnings.append, plan.registry_hosts, plan.target) as ctx:
         # A frozen entry's bytes that are not the locked ones fail as the lock's (preparer.lock.locked_failure).
-        fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
+        expected = {download.entry: download.size for download in plan.downloads}
+        fetched = fetch_steps(to_fetch, ctx, plan.rules, progress, expected)
         said = check_fetched(
             to_fetch, fetched, inputs.buildpacks_dir, plan.target, enforced=inputs.checks_targets
         )

@@ -363,7 +363,8 @@ def _plan_run(inputs: Inputs) -> Plan:
     interrupt.check()  # a handle set before the run began
     # Before they are read, so that a change while planning is seen when the plan runs; only for a plan handed to
     # the caller (prepare's own runs a moment later, in the same call, and is not checked again).
-    made_from = _fingerprints(inputs) if _entered.get() <= 1 else ()
+    handed_out = _entered.get() <= 1
+    made_from = _fingerprints(inputs) if handed_out else ()
     descriptor, config, warnings = read_inputs(inputs)
     target = target_of(inputs)
     log.debug("The build's target: %s (%s)", target.platform, target.source)
@@ -401,7 +402,12 @@ def _plan_run(inputs: Inputs) -> Plan:
                 "%s: %s is installed in %s: using %s@%s, no request made",
                 step.entry.key, step.entry.uri, inputs.buildpacks_dir, step.id, step.version,
             )  # fmt: skip
-    return replace(_platform_decisions(plan, inputs, config.filter_key), inputs=inputs, made_from=made_from)
+    plan = replace(_platform_decisions(plan, inputs, config.filter_key), inputs=inputs, made_from=made_from)
+    if handed_out or inputs.dry_run:  # a plan someone sees: what it downloads, and how large
+        from preparer.downloads import plan_downloads  # deferred: only plans handed out or shown are measured
+
+        plan = replace(plan, downloads=plan_downloads(plan, inputs))
+    return plan
 
 
 def _fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
@@ -754,6 +760,10 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
                 if runs_on is not None:
                     lines.append(f"    targets: {runs_on}")
         lines.append(f"  would write {inputs.layers_dir / 'order.toml'}")
+    if plan.downloads:
+        from preparer.downloads import describe_downloads  # deferred, as plan_downloads
+
+        lines += describe_downloads(plan.downloads)
     for action in plan.env:
         verb = {"written": "would write", "kept": "would keep", "skipped": "would skip"}[action.action]
         lines.append(f"  {verb} {inputs.platform_dir / 'env' / action.entry.name}")
