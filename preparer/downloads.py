@@ -147,13 +147,16 @@ def _http(
         return _download(step, shown, None)
     headers = cache.validators_of(locator.url) if locator.sha256 is None else {}
     try:
-        response = ctx.transport.get(
-            locator.url,
-            headers,
-            action=f"measure {shown}",
-            check=False,
-            method="HEAD",
-            hop=_no_redirect(policy),
+        response = ctx.transport.retrying(  # no retry: what a network error was is said as a FetchError
+            f"measure {shown}",
+            lambda: ctx.transport.get(
+                locator.url,
+                headers,
+                action=f"measure {shown}",
+                check=False,
+                method="HEAD",
+                hop=_no_redirect(policy),
+            ),
         )
     except PreparerError as err:
         log.debug("The size of %s is not known: %s", shown, err)

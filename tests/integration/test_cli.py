@@ -237,12 +237,15 @@ def test_platform_file_flags_and_env(preparer: Callable[..., Result], tmp_path: 
     assert missing.code == 3
 
 
-def test_dry_run_makes_no_request(preparer: Callable[..., Result], layout: Layout) -> None:
-    # Nothing listens on port 9: a request would fail the run.
+def test_dry_run_fetches_nothing_and_a_source_it_cannot_measure_fails_nothing(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    # Nothing listens on port 9: the dry run's one HEAD (to measure the download) fails, and only the size is unknown.
     project = '[_]\nschema-version = "0.2"\n[[io.buildpacks.group]]\nuri = "http://127.0.0.1:9/bp.tgz"\n'
     result = preparer("-dry-run", project=project)
     assert result.code == 0, result.stderr
     assert "  group: http://127.0.0.1:9/bp.tgz (would fetch)" in result.stdout.splitlines()
+    assert "  would download http://127.0.0.1:9/bp.tgz (size unknown)" in result.stdout.splitlines()
     assert not (layout.layers / "order.toml").exists()
 
 
