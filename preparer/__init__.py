@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from preparer.inputs import Inputs
     from preparer.interrupt import Cancel
     from preparer.pipeline import committed_report, describe_plan, plan_run, prepare, run_plan
-    from preparer.plan import NotInstalled, Plan
+    from preparer.plan import NotInstalled, Plan, PlannedDownload
     from preparer.policy.rules import Policy, check_policy, parse_policy
     from preparer.progress import Download
     from preparer.report import BuildpackRecord, EnvRecord, LockChange, LockRecord, Report, SignatureRecord
@@ -75,6 +75,7 @@ __all__ = [
     "NotFoundError",
     "NotInstalled",
     "Plan",
+    "PlannedDownload",
     "PlatformAPIError",
     "Policy",
     "PolicyError",
@@ -124,6 +125,7 @@ _HOMES = {
     **dict.fromkeys(("committed_report", "describe_plan", "plan_run", "prepare", "run_plan"), "preparer.pipeline"),
     **dict.fromkeys(("plan_run_async", "prepare_async", "run_plan_async"), "preparer.aio"),
     "Plan": "preparer.plan",
+    "PlannedDownload": "preparer.plan",
     "Download": "preparer.progress",
     **dict.fromkeys(
         ("BuildpackRecord", "EnvRecord", "LockChange", "LockRecord", "Report", "SignatureRecord"), "preparer.report"

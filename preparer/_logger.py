@@ -13,9 +13,54 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
-log = logging.getLogger("preparer")
-log.addHandler(logging.NullHandler())
+logger = logging.getLogger("preparer")
+logger.addHandler(logging.NullHandler())
+
+
+class CallerFailed(BaseException):
+    """Code of the caller's raised ``error`` inside a run: a logging handler or filter, a ``progress`` callback, a
+    SIGINT handler. It leaves the run as the caller's own exception, never as one of the package's: on its way it is
+    a :class:`BaseException`, so that no ``except Exception`` converts it, and the entry points
+    (:func:`preparer.pipeline.typed`) raise ``error`` itself."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Log:
+    """The ``preparer`` logger as the library's modules call it: what a handler or filter of the caller's raises
+    from a call is :class:`CallerFailed` (records are made and located as by the logger itself)."""
+
+    def __init__(self, target: logging.Logger) -> None:
+        self.target = target
+
+    def _say(self, level: int, msg: object, args: tuple[object, ...], kwargs: dict[str, Any]) -> None:
+        if not self.target.isEnabledFor(level):
+            return
+        kwargs.setdefault("stacklevel", 3)  # the line that called debug/info/..., not this module
+        try:
+            self.target.log(level, msg, *args, **kwargs)
+        except Exception as err:
+            raise CallerFailed(err) from err
+
+    def debug(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._say(logging.DEBUG, msg, args, kwargs)
+
+    def info(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._say(logging.INFO, msg, args, kwargs)
+
+    def warning(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._say(logging.WARNING, msg, args, kwargs)
+
+    def error(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._say(logging.ERROR, msg, args, kwargs)
+
+
+#: What the library's modules log with (the ``preparer`` logger, :class:`_Log`).
+log = _Log(logger)
 
 _run_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("preparer_run_id", default=None)
 #: When the current run began (seconds since the epoch), set with its id.
@@ -30,7 +75,7 @@ class _RunId(logging.Filter):
         return True
 
 
-log.addFilter(_RunId())
+logger.addFilter(_RunId())
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from preparer import interrupt
-from preparer._logger import log
+from preparer._logger import CallerFailed, log
 from preparer._record import record
 from preparer.api import verify_buildpack_api
 from preparer.appfilter import Trash
@@ -74,7 +74,8 @@ def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressCallback | N
     warnings: list[str] = []
     with fetching(inputs, warnings.append, plan.registry_hosts, plan.target) as ctx:
         # A frozen entry's bytes that are not the locked ones fail as the lock's (preparer.lock.locked_failure).
-        fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
+        expected = {download.entry: download.size for download in plan.downloads}
+        fetched = fetch_steps(to_fetch, ctx, plan.rules, progress, expected)
         said = check_fetched(
             to_fetch, fetched, inputs.buildpacks_dir, plan.target, enforced=inputs.checks_targets
         )
@@ -222,7 +223,7 @@ def _committed(message: str, *args: object) -> None:
     the committed run into a failure."""
     try:
         log.info(message, *args)
-    except Exception:  # noqa: BLE001 - the caller's handler; the run is done
+    except CallerFailed:  # the caller's handler; the run is done
         return
 
 

@@ -454,14 +454,17 @@ def until_returned(work: Callable[[], T]) -> T:
     global _returning
     if threading.current_thread() is not threading.main_thread():
         return work()
+    callers = _mark_callers() if _returning == 0 else None
     _returning += 1
     try:
         result = work()
     except BaseException:
         _returning -= 1
+        _unmark_callers(callers)
         _give_back()
         raise
     _returning -= 1
+    _unmark_callers(callers)
     try:
         _give_back()
     except BaseException as err:
@@ -470,6 +473,48 @@ def until_returned(work: Callable[[], T]) -> T:
             err.add_note("preparer: the run was complete when this signal was handled; its result is kept")
         raise
     return result
+
+
+class _Callers:
+    """The caller's SIGINT handler while an entry point runs (:func:`until_returned`): what it raises, wherever the
+    signal lands, is :class:`~preparer._logger.CallerFailed`, so that no ``except Exception`` of the run converts
+    it and the entry point raises the caller's own exception, once everything the run opened is closed."""
+
+    def __init__(self, handler: Callable[[int, FrameType | None], object]) -> None:
+        self.handler = handler
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        from preparer._logger import CallerFailed  # deferred: only a caller's handler that raises needs it
+
+        try:
+            self.handler(signum, frame)
+        except BaseException as err:
+            raise CallerFailed(err) from err
+
+
+def _mark_callers() -> Callable[[int, FrameType | None], object] | None:
+    """Put the caller's own SIGINT handler (one installed with :func:`signal.signal`; not Python's, whose
+    :class:`KeyboardInterrupt` needs no marking, nor the command's) inside a :class:`_Callers`; the handler, or
+    ``None`` when there is none to mark."""
+    handler = signal.getsignal(signal.SIGINT)
+    if not callable(handler) or handler in (_on_signal, signal.default_int_handler, _hold_callers_signal):
+        return None
+    if isinstance(handler, _Callers):
+        return None
+    signal.signal(signal.SIGINT, _Callers(handler))
+    return handler
+
+
+def _unmark_callers(handler: Callable[[int, FrameType | None], object] | None) -> None:
+    """The caller's handler as it was, in place of the :class:`_Callers` around it (installed, or set aside by
+    :func:`deferred`)."""
+    global _set_aside
+    if handler is None:
+        return
+    if isinstance(_set_aside, _Callers):
+        _set_aside = _set_aside.handler
+    if isinstance(signal.getsignal(signal.SIGINT), _Callers):
+        signal.signal(signal.SIGINT, handler)
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from preparer import interrupt
 from preparer._fs import full_disk, no_space
-from preparer._logger import log, named_run
+from preparer._logger import CallerFailed, log, named_run
 from preparer.appfilter import Removal, plan_removal
 from preparer.apply import apply_plan, check_present
 from preparer.config import EffectiveConfig, effective_config, platform_layers
@@ -59,15 +59,6 @@ R = TypeVar("R")
 
 class TypeError_(TypeError):
     """An argument of the wrong type given to an entry point."""
-
-
-class CallerFailed(BaseException):
-    """A callback of the caller's (``progress``) raised ``error``: it leaves the run as the caller's own exception,
-    never as one of the package's (a :class:`BaseException` on its way, so that nothing converts it)."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 def callers(progress: ProgressCallback | None) -> ProgressCallback | None:
@@ -378,7 +369,8 @@ def _plan_run(inputs: Inputs) -> Plan:
     # Before they are read, so that a change while planning is seen when the plan runs; only for a plan handed to
     # the caller (prepare's own runs a moment later, in the same call, and is not checked again).
     # A provenance gives the sha256 of the files as the plan read them.
-    made_from = _fingerprints(inputs) if _entered.get() <= 1 or inputs.provenance is not None else ()
+    handed_out = _entered.get() <= 1
+    made_from = _fingerprints(inputs) if handed_out or inputs.provenance is not None else ()
     descriptor, config, warnings = read_inputs(inputs)
     target = target_of(inputs)
     log.debug("The build's target: %s (%s)", target.platform, target.source)
@@ -416,7 +408,12 @@ def _plan_run(inputs: Inputs) -> Plan:
                 "%s: %s is installed in %s: using %s@%s, no request made",
                 step.entry.key, step.entry.uri, inputs.buildpacks_dir, step.id, step.version,
             )  # fmt: skip
-    return replace(_platform_decisions(plan, inputs, config.filter_key), inputs=inputs, made_from=made_from)
+    plan = replace(_platform_decisions(plan, inputs, config.filter_key), inputs=inputs, made_from=made_from)
+    if handed_out or inputs.dry_run:  # a plan someone sees: what it downloads, and how large
+        from preparer.downloads import plan_downloads  # deferred: only plans handed out or shown are measured
+
+        plan = replace(plan, downloads=plan_downloads(plan, inputs, probe=not inputs.dry_run))
+    return plan
 
 
 def _fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
@@ -814,6 +811,10 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
                 if runs_on is not None:
                     lines.append(f"    targets: {runs_on}")
         lines.append(f"  would write {inputs.layers_dir / 'order.toml'}")
+    if plan.downloads:
+        from preparer.downloads import describe_downloads  # deferred, as plan_downloads
+
+        lines += describe_downloads(plan.downloads)
     for action in plan.env:
         verb = {"written": "would write", "kept": "would keep", "skipped": "would skip"}[action.action]
         lines.append(f"  {verb} {inputs.platform_dir / 'env' / action.entry.name}")

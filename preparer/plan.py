@@ -70,6 +70,28 @@ class EnvAction:
 
 
 @record
+class PlannedDownload:
+    """One entry's download, as the plan knows it before the run (measured by :mod:`preparer.downloads`).
+
+    Attributes:
+        entry: the group entry, as written: ``io.buildpacks.group[1]``.
+        source: what is fetched, canonical and without credentials: the URL (no user information, no query), or
+            the image reference (``registry/repository:tag`` or ``@sha256:...``), as the lock pins it when the run is
+            frozen to one.
+        buildpack: the buildpack's id, when the entry names it.
+        size: bytes the run will download for it, when known without downloading them (0 when ``cached``);
+            ``None`` when unknown.
+        cached: whether this pod's download cache holds all of it (and the origin, asked, says it is current).
+    """
+
+    entry: str
+    source: str
+    buildpack: str | None
+    size: int | None
+    cached: bool = False
+
+
+@record
 class Plan:
     """What a run will do, before any fetch or write."""
 
@@ -107,11 +129,24 @@ class Plan:
     #: The files the plan was read from (descriptor, platform file, policy, lock, the builder's order) and the
     #: SHA-256 of each (``None``: it did not exist): :func:`preparer.run_plan` refuses a plan whose files changed.
     made_from: tuple[tuple[str, str | None], ...] = ()
+    #: What the run will download, an entry at a time, and how large, when known before it starts
+    #: (:mod:`preparer.downloads`); empty when not measured (the plan :func:`preparer.prepare` makes and shows no one).
+    downloads: tuple[PlannedDownload, ...] = ()
 
     @property
     def steps(self) -> tuple[Step, ...]:
         """Every step, in order: pre, group, post."""
         return (*self.pre, *(self.group or ()), *self.post)
+
+    @property
+    def download_size(self) -> int:
+        """The bytes of :attr:`downloads` whose size is known (what a progress bar's total is)."""
+        return sum(d.size for d in self.downloads if d.size is not None)
+
+    @property
+    def unknown_sizes(self) -> int:
+        """How many of :attr:`downloads` are of unknown size (not counted in :attr:`download_size`)."""
+        return sum(1 for d in self.downloads if d.size is None)
 
 
 def make_plan(

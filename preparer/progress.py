@@ -33,7 +33,10 @@ class Download:
             (``registry/repository@sha256:... sha256:0123``); an entry may download several (an image's layers).
         buildpack: the buildpack's id, when the entry names it.
         done: bytes received so far.
-        total: bytes expected, when the server said (``None`` otherwise).
+        total: bytes expected of this download, when the server said (``None`` otherwise).
+        expected: bytes the plan expects the whole entry to download (:attr:`preparer.plan.PlannedDownload.size`:
+            measured before the run, by :func:`preparer.plan_run` or a dry run), when known; ``None`` otherwise, and
+            for the runs of :func:`preparer.prepare`, whose plan is not measured.
     """
 
     kind: Kind
@@ -43,6 +46,7 @@ class Download:
     buildpack: str | None
     done: int
     total: int | None
+    expected: int | None = None
 
 
 #: A callback given download events (``prepare(inputs, progress=...)``).
@@ -59,8 +63,10 @@ class EntryDownloads:
         source: str,
         buildpack: str | None,
         url: str | None = None,
+        expected: int | None = None,
     ) -> None:
         self.deliver, self.entry, self.source, self.buildpack = deliver, entry, source, buildpack
+        self.expected = expected
         #: What the entry downloads first, for the failure of one that failed before any byte came.
         self.url = url or source
         #: The last event of each download (by what it downloads).
@@ -91,6 +97,6 @@ class EntryDownloads:
             self._say("failed", self.url, 0, None)
 
     def _say(self, kind: Kind, url: str, done: int, total: int | None) -> None:
-        event = Download(kind, self.entry, self.source, url, self.buildpack, done, total)
+        event = Download(kind, self.entry, self.source, url, self.buildpack, done, total, self.expected)
         self.last[url] = event
         self.deliver(event)

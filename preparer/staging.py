@@ -175,12 +175,14 @@ def fetch_steps(
     ctx: FetchContext,
     policy: Policy | None = None,
     progress: ProgressCallback | None = None,
+    expected: Mapping[str, int | None] | None = None,
 ) -> list[Fetched]:
     """Fetch every entry in parallel, each with the fetcher for its kind of source; the first failure (in entry
     order) is raised. With a policy, each fetch is held to its limits, and all of them to the run's.
 
     :param progress: given each entry's download events (:class:`~preparer.progress.Download`), from the fetch
         threads: the caller makes it safe to enter from several (:func:`preparer.pipeline.callers`).
+    :param expected: the bytes each entry (by key) is expected to download, as the plan measured them.
     """
     http = [locator for s in steps if isinstance(locator := s.pinned or s.locator, HttpLocator)]
     if len(http) > 1:  # their revalidation requests, sent together rather than one fetch thread at a time
@@ -193,17 +195,18 @@ def fetch_steps(
     jobs = []
     for step in steps:
         guard = _budget(policy, step, totals) if policy is not None and totals is not None else None
-        downloads = None if progress is None else _downloads(step, progress)
+        size = (expected or {}).get(step.entry.key)
+        downloads = None if progress is None else _downloads(step, progress, size)
         sink = replace(ctx.sink, guard=guard, progress=downloads or ctx.sink.progress)
         jobs.append(partial(_fetch, step, replace(ctx, sink=sink), downloads))
     return fetch_all(jobs)
 
 
-def _downloads(step: Fetch, progress: ProgressCallback) -> EntryDownloads:
+def _downloads(step: Fetch, progress: ProgressCallback, expected: int | None = None) -> EntryDownloads:
     entry = step.entry
     bp_id = entry.id or getattr(step.locator, "id", None)
     url = step.locator.target.shown if isinstance(step.locator, HttpLocator) else None
-    return EntryDownloads(progress, entry.key, redact(entry.uri or entry.id or ""), bp_id, url)
+    return EntryDownloads(progress, entry.key, redact(entry.uri or entry.id or ""), bp_id, url, expected)
 
 
 def _fetch(step: Fetch, ctx: FetchContext, downloads: EntryDownloads | None) -> Fetched:

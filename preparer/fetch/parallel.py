@@ -8,10 +8,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from preparer import interrupt
+from preparer._logger import CallerFailed
 from preparer.errors import FetchErrors, PreparerError, RunLimitReached
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 T = TypeVar("T")
 
@@ -71,13 +72,8 @@ def fetch_all(jobs: Sequence[Callable[[], T]], *, max_workers: int = MAX_WORKERS
             if cf.wait(futures, timeout=ANSWER_GRACE).not_done:
                 scope.call_off()
                 cf.wait(futures, timeout=STOP_GRACE)
-    except BaseException:  # a signal, in this (the main) thread
-        interrupt.stop()
-        scope.call_off()
-        for future in futures:
-            future.cancel()
-        cf.wait(futures, timeout=STOP_GRACE)
-        pool.shutdown(wait=False, cancel_futures=True)
+    except BaseException as err:  # a signal, in this (the main) thread
+        _abandon(err, scope, futures, pool)
         raise
     pool.shutdown(wait=not failed.is_set(), cancel_futures=True)
     interrupt.check()  # stopped from elsewhere: that is why the jobs failed
@@ -90,6 +86,23 @@ def fetch_all(jobs: Sequence[Callable[[], T]], *, max_workers: int = MAX_WORKERS
         assert result is not None  # no job was skipped: none failed
         results.append(result)
     return results
+
+
+def _abandon(
+    err: BaseException, scope: interrupt.Scope, futures: list[Future[T | None]], pool: ThreadPoolExecutor
+) -> None:
+    """A signal in the main thread while it waits for the fetches: they are called off and given
+    :data:`STOP_GRACE` seconds. One the command or Python turns into a stop stops every run of the process; what the
+    caller's own handler raised (:class:`~preparer._logger.CallerFailed`) stops this run alone."""
+    from concurrent import futures as cf  # deferred, as in fetch_all
+
+    if not isinstance(err, CallerFailed):
+        interrupt.stop()
+    scope.call_off()
+    for future in futures:
+        future.cancel()
+    cf.wait(futures, timeout=STOP_GRACE)
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _failure(future: Future[T | None]) -> BaseException | None:

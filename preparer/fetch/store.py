@@ -181,6 +181,21 @@ class Store:
         meta = self._local.http_meta(url) if self._local is not None else None
         return meta["digest"] if meta else None
 
+    def holds(self, digest: str) -> bool:
+        """Whether this pod's cache holds the blob, or the extracted archive, ``digest`` (a hint for what a plan will
+        download: what is read back is verified, as ever)."""
+        local = self._local
+        return local is not None and (local.blob_path(digest) is not None or local.has_tree(digest))
+
+    def validators_of(self, url: str) -> dict[str, str]:
+        """The conditional request headers that ask the origin of ``url`` whether this pod's extracted copy is
+        current (what :meth:`revalidate` sends); empty when the cache holds none."""
+        local = self._local
+        meta = local.http_meta(url) if local is not None else None
+        if local is None or meta is None or not local.has_tree(meta["digest"]):
+            return {}
+        return conditional(meta)
+
     # The run
 
     @property

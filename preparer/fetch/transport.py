@@ -312,8 +312,9 @@ class Transport:
         action: str,
         check: bool = True,
         hop: Callable[[HttpUrl], None] | None = None,
+        method: str = "GET",
     ) -> requests.Response:
-        """GET ``url``, streaming, following redirects. Connection errors and timeouts become
+        """GET ``url`` (or ``method``: ``HEAD`` for what a plan measures), streaming, following redirects. Connection errors and timeouts become
         :class:`NetworkError`; with ``check``, error answers raise as :func:`check_status` says.
 
         Redirects are followed here, one hop at a time, each decided on the canonical URL it names
@@ -331,7 +332,7 @@ class Transport:
             raise FetchError(action, f"not a valid URL: {err}") from None
         sent = dict(headers or {})
         for _ in range(MAX_REDIRECTS + 1):
-            response = self._get_once(target, sent, action)
+            response = self._get_once(target, sent, action, method)
             location = response.headers.get("Location")
             if response.status_code == 407:  # from a plain http proxy (an https one fails the tunnel)
                 response.close()
@@ -394,7 +395,9 @@ class Transport:
             connect, between = min(connect, left) or 0.001, min(between, left) or 0.001
         return connect, between
 
-    def _get_once(self, url: HttpUrl, headers: dict[str, str], action: str) -> requests.Response:
+    def _get_once(
+        self, url: HttpUrl, headers: dict[str, str], action: str, method: str = "GET"
+    ) -> requests.Response:
         import requests  # deferred (heavy): only runs that download import it
 
         interrupt.check()
@@ -409,8 +412,8 @@ class Transport:
             None if url.userinfo or "Authorization" in headers else netrc_auth(url.host, self.environ)
         )
         try:
-            response = self.session().get(
-                url.request, headers=headers, stream=True, timeout=timeouts, allow_redirects=False,
+            response = self.session().request(
+                method, url.request, headers=headers, stream=True, timeout=timeouts, allow_redirects=False,
                 proxies={url.scheme: proxy} if proxy else {}, auth=credentials,
             )  # fmt: skip
         except requests.RequestException as err:

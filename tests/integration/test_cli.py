@@ -238,11 +238,12 @@ def test_platform_file_flags_and_env(preparer: Callable[..., Result], tmp_path: 
 
 
 def test_dry_run_makes_no_request(preparer: Callable[..., Result], layout: Layout) -> None:
-    # Nothing listens on port 9: a request would fail the run.
+    # Nothing listens on port 9: a request would fail the run, or make its size known.
     project = '[_]\nschema-version = "0.2"\n[[io.buildpacks.group]]\nuri = "http://127.0.0.1:9/bp.tgz"\n'
     result = preparer("-dry-run", project=project)
     assert result.code == 0, result.stderr
     assert "  group: http://127.0.0.1:9/bp.tgz (would fetch)" in result.stdout.splitlines()
+    assert "  would download http://127.0.0.1:9/bp.tgz (size unknown)" in result.stdout.splitlines()
     assert not (layout.layers / "order.toml").exists()
 
 

@@ -52,6 +52,10 @@ class FileServer:
     answers: dict[str, tuple[int, str, bytes]] = field(default_factory=dict)
     #: Seconds every request waits before it is answered: an origin far away.
     latency: float = 0.0
+    #: Paths answered in chunks, without ``Content-Length`` (``Transfer-Encoding: chunked``), to GET and HEAD alike.
+    chunked: set[str] = field(default_factory=set)
+    #: The paths asked for with ``HEAD`` (each is in ``requests`` too), in order.
+    heads: list[str] = field(default_factory=list)
     #: Requests being answered now, and the most there were at once.
     in_flight: int = 0
     most_in_flight: int = 0
@@ -91,6 +95,12 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
         def answer(self, status: int) -> None:
             with server.lock:
                 server.requests.append((urlsplit(self.path).path, status, dict(self.headers)))
+
+        def do_HEAD(self) -> None:
+            """As GET, without the body (a fault queued for the path is taken by the HEAD)."""
+            with server.lock:
+                server.heads.append(urlsplit(self.path).path)
+            self.do_GET()
 
         def do_GET(self) -> None:
             with server.lock:
@@ -163,6 +173,15 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
                 return
             self.answer(200)
             self.send_response(200)
+            if path in server.chunked:
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                if self.command == "GET":
+                    for start in range(0, len(body), 1000):
+                        piece = body[start : start + 1000]
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    self.wfile.write(b"0\r\n\r\n")
+                return
             if fault == "endless":
                 self.send_header("Connection", "close")
                 self.end_headers()
@@ -178,6 +197,8 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("ETag", etag)
             self.send_header("Last-Modified", "Sun, 01 Nov 2026 00:00:00 GMT")
             self.end_headers()
+            if self.command == "HEAD":
+                return
             if fault == "slow":
                 time.sleep(server.slow_seconds)
             if fault == "trickle":

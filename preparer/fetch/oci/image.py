@@ -89,6 +89,28 @@ def _pull(ref: Reference, ctx: FetchContext, signed: tuple[Reference, FetchConte
     return fetched
 
 
+def image_blobs(locator: ImageLocator, ctx: FetchContext) -> tuple[tuple[str, int | None], ...]:
+    """What pulling ``locator`` downloads, read from its manifests alone: the digest and size (``None``: its
+    descriptor gives none) of the image config and of each layer of the manifest for ``ctx.registries.platform``
+    (through an index). The manifests are asked for as a pull asks (mirrors, credentials); no blob is.
+
+    :raises InvalidInputsError: a malformed reference (exit 3).
+    :raises FetchError: the manifests cannot be had (exit 1).
+    """
+    ref = parse_reference(locator.reference)
+    registry = _registry(ref, ctx)
+    manifest = follow_index(
+        registry.manifest(ref.identifier), registry.manifest, ctx.registries.platform, str(ref)
+    )[0]
+    layers = manifest.get("layers")
+    descriptors = [manifest.get("config"), *(layers if isinstance(layers, list) else [])]
+    return tuple(
+        (str(d.get("digest")), descriptor_size(d))
+        for d in descriptors
+        if isinstance(d, dict) and is_digest(d.get("digest"))
+    )
+
+
 def _signatures(
     origin: tuple[Reference, FetchContext], registry: Any, digests: tuple[str, str]
 ) -> tuple[Verified, ...]:

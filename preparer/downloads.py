@@ -1,0 +1,248 @@
+"""What a plan will download, and how large, known before the first byte: so that a service's web UI shows a total
+before a run starts (:attr:`preparer.plan.Plan.downloads`).
+
+Each entry that fetches over the network is one :class:`PlannedDownload`. Its size comes from what costs no
+download: for an http archive, the ``Content-Length`` of one ``HEAD`` request (conditional, when this pod's download
+cache holds the archive: a 304 says the copy is current, and nothing is downloaded); for an image, its manifests
+(through an index to the build's platform): the sizes of its config and layers, less the blobs the download cache
+holds. An archive pinned by ``#sha256=`` (or by the lock) that the cache holds needs no request at all. Nothing is
+asked when the run is offline (``-download-cache-repo-mode offline``), nor for a local path or an inline script,
+which download nothing; an entry resolved through the buildpack registry (a ``urn:cnb:registry:`` or a bare id) is
+of unknown size, since resolving it is a download of the index. A probe that fails leaves the size unknown: the run
+itself says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from preparer._logger import log
+from preparer.errors import FetchError, PreparerError
+from preparer.plan import Fetch, Plan, PlannedDownload
+
+if TYPE_CHECKING:
+    from preparer.fetch.base import FetchContext
+    from preparer.fetch.locator import HttpLocator, ImageLocator
+    from preparer.fetch.store import Store
+    from preparer.fetch.url import HttpUrl
+    from preparer.inputs import Inputs
+
+
+def plan_downloads(plan: Plan, inputs: Inputs, *, probe: bool = True) -> tuple[PlannedDownload, ...]:
+    """What ``plan`` will download, an entry at a time, in the plan's order (see the module's docstring).
+
+    :param probe: whether requests may be made (a ``HEAD``, an image's manifests); without, only what the download
+        cache says is known.
+    :raises Cancelled: the run was stopped meanwhile (through the interrupt machinery, as every request).
+    """
+    from preparer.fetch.locator import HttpLocator, ImageLocator  # deferred: only plans that fetch measure
+
+    steps = [s for s in plan.steps if isinstance(s, Fetch) and s.entry.script is None]
+    measured = [s for s in steps if isinstance(s.pinned or s.locator, HttpLocator | ImageLocator)]
+    if not steps:
+        return ()
+    online = probe and inputs.download_cache_repo_mode != "offline"
+    with _probing(inputs, plan, online) as (cache, ctx):
+        found = []
+        for step in steps:
+            locator = step.pinned or step.locator
+            if step not in measured:
+                if _local(step):
+                    continue  # a path on disk: nothing is downloaded
+                found.append(_download(step, _shown(step), None))
+            elif isinstance(locator, HttpLocator):
+                found.append(_http(step, locator, cache, ctx, plan.rules is not None))
+            else:
+                assert isinstance(locator, ImageLocator)
+                found.append(_image(step, locator, cache, ctx))
+        return tuple(found)
+
+
+def _local(step: Fetch) -> bool:
+    from preparer.fetch.locator import PathLocator  # deferred, as above
+
+    return isinstance(step.locator, PathLocator)
+
+
+def _shown(step: Fetch) -> str:
+    from preparer.fetch.locator import HttpLocator, ImageLocator, redact  # deferred, as above
+
+    locator = step.pinned or step.locator
+    if isinstance(locator, HttpLocator):
+        return locator.shown
+    if isinstance(locator, ImageLocator):
+        from preparer.fetch.oci.reference import parse_reference  # deferred: only images are named so
+
+        try:
+            return str(parse_reference(locator.reference))
+        except PreparerError:
+            return redact(locator.reference)
+    return redact(step.entry.uri or step.entry.id or "")
+
+
+def _download(step: Fetch, source: str, size: int | None, cached: bool = False) -> PlannedDownload:
+    bp_id = step.entry.id or getattr(step.locator, "id", None)
+    return PlannedDownload(step.entry.key, source, bp_id, size, cached)
+
+
+@contextmanager
+def _probing(inputs: Inputs, plan: Plan, online: bool) -> Iterator[tuple[Store, FetchContext | None]]:
+    """The download cache, read only (an empty store: none, or not to be trusted), and, when requests may be made, what
+    the probes send them with: the run's transport settings (the caller's session when ``Inputs.transport`` gives
+    one), no retry, closed when the block ends."""
+    from preparer.fetch.store import Store  # deferred, as above
+
+    cache = Store.reading(inputs.download_cache) if inputs.download_cache is not None else Store()
+    if not online:
+        yield cache, None
+        return
+    # Deferred, as above: what requests are sent with.
+    from preparer.fetch.base import FetchContext
+    from preparer.fetch.registries import Registries
+    from preparer.fetch.sink import Sink
+    from preparer.fetch.transport import RunClock, Transport
+
+    clock = RunClock(inputs.run_timeout)
+    transport = Transport(
+        timeouts=(min(5.0, inputs.http_timeout), min(10.0, inputs.http_timeout)),
+        retries=0,
+        deadline=inputs.download_timeout,
+        clock=clock,
+        environ=inputs.environ,
+    )
+    if inputs.transport is not None:
+        transport.use_session(inputs.transport.session())
+    target = plan.target
+    registries = Registries(
+        insecure=inputs.insecure_registries,
+        environ=inputs.environ,
+        hosts=plan.registry_hosts,
+        platform=target.platform if target is not None else inputs.target_platform,
+        platform_source=target.source if target is not None else "",
+        index=inputs.registry_index,
+    )
+    try:
+        # Nothing is written: manifests are read into memory, and the staging directory is never made.
+        yield (
+            cache,
+            FetchContext(sink=Sink(Path(inputs.buildpacks_dir)), transport=transport, registries=registries),
+        )
+    finally:
+        transport.close()
+        clock.stop()
+
+
+def _http(
+    step: Fetch, locator: HttpLocator, cache: Store, ctx: FetchContext | None, policy: bool
+) -> PlannedDownload:
+    """An http archive: cached when the cache holds its pinned digest (no request), or when the origin answers 304
+    to a conditional ``HEAD``; else the ``Content-Length`` of the ``HEAD``'s answer."""
+    shown = locator.shown
+    if locator.sha256 is not None and cache.holds("sha256:" + locator.sha256):
+        return _download(step, shown, 0, cached=True)
+    if ctx is None:
+        return _download(step, shown, None)
+    headers = cache.validators_of(locator.url) if locator.sha256 is None else {}
+    try:
+        response = ctx.transport.retrying(  # no retry: what a network error was is said as a FetchError
+            f"measure {shown}",
+            lambda: ctx.transport.get(
+                locator.url,
+                headers,
+                action=f"measure {shown}",
+                check=False,
+                method="HEAD",
+                hop=_no_redirect(policy),
+            ),
+        )
+    except PreparerError as err:
+        log.debug("The size of %s is not known: %s", shown, err)
+        return _download(step, shown, None)
+    response.close()
+    if response.status_code == 304 and headers:
+        return _download(step, shown, 0, cached=True)
+    length = response.headers.get("Content-Length", "")
+    if response.status_code != 200 or not length.isdigit():
+        return _download(step, shown, None)
+    return _download(step, shown, int(length))
+
+
+def _no_redirect(policy: bool) -> Callable[[HttpUrl], None] | None:
+    """Under a platform policy (``policy``), a probe follows no redirect (its size is then unknown): only the run's
+    own requests, each hop decided by the policy's ``http.allow``, go to hosts the entry does not name."""
+    if not policy:
+        return None
+
+    def refuse(url: HttpUrl) -> None:
+        raise FetchError(f"measure {url.shown}", "a redirect is not followed to measure a download")
+
+    return refuse
+
+
+def _image(step: Fetch, locator: ImageLocator, cache: Store, ctx: FetchContext | None) -> PlannedDownload:
+    """An image: the sizes of its config and layers that the download cache does not hold, from its manifests."""
+    shown = _shown(step)
+    if ctx is None:
+        return _download(step, shown, None)
+    from preparer.fetch.oci.image import image_blobs  # deferred: only plans with images read manifests
+
+    try:
+        blobs = image_blobs(locator, ctx)
+    except PreparerError as err:
+        log.debug("The size of %s is not known: %s", shown, err)
+        return _download(step, shown, None)
+    missing = [(digest, size) for digest, size in blobs if not cache.holds(digest)]
+    if not missing:
+        return _download(step, shown, 0, cached=True)
+    sizes = [size for _, size in missing]
+    if any(size is None for size in sizes):
+        return _download(step, shown, None)
+    return _download(step, shown, sum(size for size in sizes if size is not None))
+
+
+def describe_downloads(downloads: tuple[PlannedDownload, ...]) -> list[str]:
+    """The dry run's lines for ``downloads``: one for each, then their total (none without a download)."""
+    if not downloads:
+        return []
+    lines = []
+    for download in downloads:
+        if download.cached:
+            lines.append(f"  would use {download.source} from the download cache (nothing to download)")
+        else:
+            size = "size unknown" if download.size is None else human_size(download.size)
+            lines.append(f"  would download {download.source} ({size})")
+    lines.append("  " + summary(downloads))
+    return lines
+
+
+def summary(downloads: tuple[PlannedDownload, ...]) -> str:
+    """``3 downloads, 14.2 MiB, 1 of unknown size`` (and how many the cache holds)."""
+    count = len(downloads)
+    unknown = sum(1 for d in downloads if d.size is None)
+    cached = sum(1 for d in downloads if d.cached)
+    parts = [f"{count} download{'' if count == 1 else 's'}", human_size(total_size(downloads))]
+    if unknown:
+        parts.append(f"{unknown} of unknown size")
+    if cached:
+        parts.append(f"{cached} in the download cache")
+    return ", ".join(parts)
+
+
+def total_size(downloads: tuple[PlannedDownload, ...]) -> int:
+    """The bytes of the downloads whose size is known."""
+    return sum(d.size for d in downloads if d.size is not None)
+
+
+def human_size(count: int) -> str:
+    """``count`` bytes as people read them: ``512 B``, ``1.2 KiB``, ``14.2 MiB``, ``1.0 GiB``."""
+    if count < 1024:
+        return f"{count} B"
+    value = float(count)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if value < 1024 or unit == "GiB":
+            break
+    return f"{value:.1f} {unit}"
