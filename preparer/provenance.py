@@ -49,32 +49,61 @@ def dir_hash(root: Path) -> str:
     sha256sum`` prints in ``root``. Links and other special files are not regular files, and are left out, as that
     command leaves them out; a link is never followed.
 
+    A builder's buildpack may hold thousands of small files, so the tree is read the cheap way: each directory
+    listed once (the kind of each entry comes with its name, no ``stat``), each file opened relative to its
+    directory and read into one buffer reused for every file.
+
     :raises ApplyError: the tree cannot be read, or a file's name holds a newline (exit 1).
     """
-    import stat  # deferred, as the rest of this module: only runs with a provenance
-
     files: list[tuple[bytes, str]] = []
+    buffer = bytearray(1 << 16)
+    view = memoryview(buffer)
+    pending = [(str(root), "", os.O_RDONLY | os.O_DIRECTORY)]  # the root itself may be a link, as os.walk's
     try:
-        for directory, dirs, names in os.walk(root, onerror=_raise):
-            dirs.sort()
-            for name in names:
-                path = os.path.join(directory, name)
-                if not stat.S_ISREG(os.lstat(path).st_mode):
-                    continue
-                relative = os.path.relpath(path, root)
-                if "\n" in relative:
-                    raise ApplyError(f"hash {root}", f"a file's name holds a newline: {relative!r}")
-                files.append((os.fsencode(relative), path))
-        summary = hashlib.sha256()
-        for name_bytes, path in sorted(files):
-            summary.update(f"{_file_sha256(path)}  ".encode() + name_bytes + b"\n")
+        while pending:
+            directory, prefix, flags = pending.pop()
+            fd = os.open(directory, flags)
+            try:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        relative = prefix + entry.name
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(
+                                (os.path.join(directory, entry.name), relative + "/", _NO_LINK_DIR)
+                            )
+                        elif entry.is_file(follow_symlinks=False):
+                            if "\n" in relative:
+                                raise ApplyError(
+                                    f"hash {root}", f"a file's name holds a newline: {relative!r}"
+                                )
+                            files.append((os.fsencode(relative), _sha256_at(fd, entry.name, buffer, view)))
+            finally:
+                os.close(fd)
     except OSError as err:
         raise ApplyError(f"hash {root}", err.strerror or str(err)) from err
-    return summary.hexdigest()
+    files.sort()
+    return hashlib.sha256(
+        b"".join(f"{digest}  ".encode() + name + b"\n" for name, digest in files)
+    ).hexdigest()
 
 
-def _raise(err: OSError) -> None:
-    raise err
+#: How a directory below the root is opened: never through a link.
+_NO_LINK_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def _sha256_at(dir_fd: int, name: str, buffer: bytearray, view: memoryview) -> str:
+    """The sha256 hex of the file ``name`` in the directory ``dir_fd`` (never through a link), read into
+    ``buffer``."""
+    digest = hashlib.sha256()
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    try:
+        while read := os.readv(fd, (buffer,)):
+            digest.update(view[:read])
+            if read < len(buffer):  # a regular file reads short only at its end: no read more to say so
+                break
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
 
 
 def _file_sha256(path: str) -> str:
