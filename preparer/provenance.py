@@ -383,14 +383,23 @@ def _image_uri(locator: Locator, fetched: Fetched, record: BuildpackRecord) -> s
 
     if record.resolved == "registry" or isinstance(locator, RegistryLocator):
         return f"urn:cnb:registry:{record.id}@{record.version}"
-    return f"docker://{fetched.image or fetched.source}"
+    return _docker_uri(fetched.image or fetched.source)
+
+
+def _docker_uri(image: str) -> str:
+    """``docker://<registry>/<repository>@sha256:...`` with the registry named as the policy names it (Docker Hub
+    is ``docker.io``, however it was written or keyed): one image, one uri."""
+    from preparer.fetch.oci.reference import parse_reference  # deferred, as in _dependency
+
+    ref = parse_reference(image)
+    return f"docker://{ref.name}@{ref.digest}" if ref.digest else f"docker://{image}"
 
 
 def _image_notes(locator: Locator, fetched: Fetched, record: BuildpackRecord, plan: Plan) -> dict[str, Any]:
     """An image's index and the platform chosen from it; a registry entry's image."""
     notes: dict[str, Any] = {}
     if _image_uri(locator, fetched, record).startswith("urn:") and fetched.image is not None:
-        notes["image"] = f"docker://{fetched.image}"
+        notes["image"] = _docker_uri(fetched.image)
     if fetched.index is not None:
         notes["index"] = fetched.index
         if plan.target is not None:
