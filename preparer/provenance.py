@@ -358,12 +358,12 @@ def _dependency(
         notes["inline"] = True
     elif isinstance(locator, PathLocator):
         notes["path"] = _shown_path(locator.path, inputs.app_dir)
-        digest = record.digest
+        digest = fetched.archive or record.digest
         described["digest"] = (
             {"sha256": digest.removeprefix("sha256:")} if digest else {"dirHash": dir_hash(installed)}
         )
     else:
-        described["digest"] = {"sha256": (record.digest or "").removeprefix("sha256:")}
+        described["digest"] = {"sha256": (fetched.archive or record.digest or "").removeprefix("sha256:")}
         if isinstance(locator, HttpLocator):
             described["uri"] = locator.shown + (f"#sha256={locator.sha256}" if locator.sha256 else "")
             if locator.sha256:
@@ -373,6 +373,10 @@ def _dependency(
             notes |= _image_notes(locator, fetched, record, plan)
             if isinstance(locator, ImageLocator) and "@" in locator.reference:
                 notes["pinned"] = locator.reference.rpartition("@")[2]
+    if (
+        fetched.manifest is not None
+    ):  # a .cnb, on disk or downloaded: by the file's digest, holding this image
+        notes["manifest"] = fetched.manifest
     notes |= _trust(step, fetched, record, plan)
     return described | {"annotations": notes}
 
