@@ -49,32 +49,61 @@ def dir_hash(root: Path) -> str:
     sha256sum`` prints in ``root``. Links and other special files are not regular files, and are left out, as that
     command leaves them out; a link is never followed.
 
+    A builder's buildpack may hold thousands of small files, so the tree is read the cheap way: each directory
+    listed once (the kind of each entry comes with its name, no ``stat``), each file opened relative to its
+    directory and read into one buffer reused for every file.
+
     :raises ApplyError: the tree cannot be read, or a file's name holds a newline (exit 1).
     """
-    import stat  # deferred, as the rest of this module: only runs with a provenance
-
     files: list[tuple[bytes, str]] = []
+    buffer = bytearray(1 << 16)
+    view = memoryview(buffer)
+    pending = [(str(root), "", os.O_RDONLY | os.O_DIRECTORY)]  # the root itself may be a link, as os.walk's
     try:
-        for directory, dirs, names in os.walk(root, onerror=_raise):
-            dirs.sort()
-            for name in names:
-                path = os.path.join(directory, name)
-                if not stat.S_ISREG(os.lstat(path).st_mode):
-                    continue
-                relative = os.path.relpath(path, root)
-                if "\n" in relative:
-                    raise ApplyError(f"hash {root}", f"a file's name holds a newline: {relative!r}")
-                files.append((os.fsencode(relative), path))
-        summary = hashlib.sha256()
-        for name_bytes, path in sorted(files):
-            summary.update(f"{_file_sha256(path)}  ".encode() + name_bytes + b"\n")
+        while pending:
+            directory, prefix, flags = pending.pop()
+            fd = os.open(directory, flags)
+            try:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        relative = prefix + entry.name
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(
+                                (os.path.join(directory, entry.name), relative + "/", _NO_LINK_DIR)
+                            )
+                        elif entry.is_file(follow_symlinks=False):
+                            if "\n" in relative:
+                                raise ApplyError(
+                                    f"hash {root}", f"a file's name holds a newline: {relative!r}"
+                                )
+                            files.append((os.fsencode(relative), _sha256_at(fd, entry.name, buffer, view)))
+            finally:
+                os.close(fd)
     except OSError as err:
         raise ApplyError(f"hash {root}", err.strerror or str(err)) from err
-    return summary.hexdigest()
+    files.sort()
+    return hashlib.sha256(
+        b"".join(f"{digest}  ".encode() + name + b"\n" for name, digest in files)
+    ).hexdigest()
 
 
-def _raise(err: OSError) -> None:
-    raise err
+#: How a directory below the root is opened: never through a link.
+_NO_LINK_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def _sha256_at(dir_fd: int, name: str, buffer: bytearray, view: memoryview) -> str:
+    """The sha256 hex of the file ``name`` in the directory ``dir_fd`` (never through a link), read into
+    ``buffer``."""
+    digest = hashlib.sha256()
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    try:
+        while read := os.readv(fd, (buffer,)):
+            digest.update(view[:read])
+            if read < len(buffer):  # a regular file reads short only at its end: no read more to say so
+                break
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
 
 
 def _file_sha256(path: str) -> str:
@@ -329,12 +358,12 @@ def _dependency(
         notes["inline"] = True
     elif isinstance(locator, PathLocator):
         notes["path"] = _shown_path(locator.path, inputs.app_dir)
-        digest = record.digest
+        digest = fetched.archive or record.digest
         described["digest"] = (
             {"sha256": digest.removeprefix("sha256:")} if digest else {"dirHash": dir_hash(installed)}
         )
     else:
-        described["digest"] = {"sha256": (record.digest or "").removeprefix("sha256:")}
+        described["digest"] = {"sha256": (fetched.archive or record.digest or "").removeprefix("sha256:")}
         if isinstance(locator, HttpLocator):
             described["uri"] = locator.shown + (f"#sha256={locator.sha256}" if locator.sha256 else "")
             if locator.sha256:
@@ -344,6 +373,10 @@ def _dependency(
             notes |= _image_notes(locator, fetched, record, plan)
             if isinstance(locator, ImageLocator) and "@" in locator.reference:
                 notes["pinned"] = locator.reference.rpartition("@")[2]
+    if (
+        fetched.manifest is not None
+    ):  # a .cnb, on disk or downloaded: by the file's digest, holding this image
+        notes["manifest"] = fetched.manifest
     notes |= _trust(step, fetched, record, plan)
     return described | {"annotations": notes}
 
@@ -354,14 +387,23 @@ def _image_uri(locator: Locator, fetched: Fetched, record: BuildpackRecord) -> s
 
     if record.resolved == "registry" or isinstance(locator, RegistryLocator):
         return f"urn:cnb:registry:{record.id}@{record.version}"
-    return f"docker://{fetched.image or fetched.source}"
+    return _docker_uri(fetched.image or fetched.source)
+
+
+def _docker_uri(image: str) -> str:
+    """``docker://<registry>/<repository>@sha256:...`` with the registry named as the policy names it (Docker Hub
+    is ``docker.io``, however it was written or keyed): one image, one uri."""
+    from preparer.fetch.oci.reference import parse_reference  # deferred, as in _dependency
+
+    ref = parse_reference(image)
+    return f"docker://{ref.name}@{ref.digest}" if ref.digest else f"docker://{image}"
 
 
 def _image_notes(locator: Locator, fetched: Fetched, record: BuildpackRecord, plan: Plan) -> dict[str, Any]:
     """An image's index and the platform chosen from it; a registry entry's image."""
     notes: dict[str, Any] = {}
     if _image_uri(locator, fetched, record).startswith("urn:") and fetched.image is not None:
-        notes["image"] = f"docker://{fetched.image}"
+        notes["image"] = _docker_uri(fetched.image)
     if fetched.index is not None:
         notes["index"] = fetched.index
         if plan.target is not None:

@@ -42,6 +42,10 @@ class Fetched:
     image: str | None = None
     #: The digest of the image index the image was pulled through (its platform manifest is ``digest``), if any.
     index: str | None = None
+    #: A buildpackage file's (``.cnb``, on disk or downloaded): the sha256 of the file and of the image manifest it
+    #: holds (``digest`` is the one of the two the report gives).
+    archive: str | None = None
+    manifest: str | None = None
 
 
 @record

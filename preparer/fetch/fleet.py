@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 ARTIFACT_TYPE = "application/vnd.buildpacks.preparer.archive.v1"
 REF_TYPE = "application/vnd.buildpacks.preparer.ref.v1"
 DIGEST = "io.buildpacks.preparer.digest"
+#: A ``ref-`` record's: the image index the tag named, when it named one (its platform manifest is :data:`DIGEST`).
+INDEX = "io.buildpacks.preparer.index"
 LAYER_TYPE = "application/vnd.buildpacks.preparer.archive.v1.content"
 #: A record of the signature objects that satisfied a policy for an image (re-verified by every reader).
 SIGNATURES_TYPE = "application/vnd.buildpacks.preparer.signatures.v1"
@@ -236,15 +238,18 @@ class Fleet:
         """The last archive recorded for ``url``."""
         return self._archive(url_tag(url))
 
-    def ref_digest(self, reference: str) -> str | None:
-        """The digest recorded for the image reference ``reference`` (a tag), or ``None``."""
+    def ref_digest(self, reference: str) -> tuple[str, str | None] | None:
+        """The digest recorded for the image reference ``reference`` (a tag), and the image index it was pulled
+        through (``None``: none, or none recorded); ``None`` when there is no record."""
         tag = ref_tag(reference)
         doc = self._record(tag, REF_TYPE)
-        digest = (doc.get("annotations") or {}).get(DIGEST) if doc is not None else None
+        annotations = (doc.get("annotations") or {}) if doc is not None else {}
+        digest = annotations.get(DIGEST)
         if doc is not None and not is_digest(digest):
             self._malformed(tag, "not a preparer reference record")
             return None
-        return str(digest) if digest else None
+        index = annotations.get(INDEX)
+        return (str(digest), str(index) if is_digest(index) else None) if digest else None
 
     def signatures(self, repository: str, digest: str) -> bytes | None:
         """The signature record of the image ``digest`` of ``repository`` (its JSON), or ``None``."""
@@ -495,10 +500,13 @@ class Fleet:
             annotations = self._annotations(url, hit.validators)
             self.pending.append(_Pending("record", hit.digest, url, annotations, size=hit.size))
 
-    def remember_ref(self, reference: str, digest: str) -> None:
-        """Record that the tag ``reference`` named ``digest`` (for offline runs)."""
+    def remember_ref(self, reference: str, digest: str, index: str | None = None) -> None:
+        """Record that the tag ``reference`` named ``digest``, through the image index ``index`` if any (for
+        offline runs)."""
         if self.config.mode == "read-write":
             annotations = {SOURCE: reference, DIGEST: digest, CHECKED: str(int(time.time()))}
+            if index is not None:
+                annotations[INDEX] = index
             self.pending.append(_Pending("ref", digest, reference, annotations))
 
     def remember_image(

@@ -159,6 +159,8 @@ class Store:
         self._early = Revalidations()
         #: The image indexes read from the fleet in this run, by digest (verified), for the registry client.
         self._indexes: dict[str, bytes] = {}
+        #: The image index each tag served offline from the fleet named, as its record says (:meth:`tag_index`).
+        self._tag_indexes: dict[str, str] = {}
         #: Set once this pod's cache was found full while a blob was kept in it: the run's blobs are not kept.
         self._blobs_unkept = threading.Event()
         self._unkept_lock = threading.Lock()
@@ -535,7 +537,9 @@ class Store:
                 found = self._image_from_index(reference, digest, pull, sink)
         elif self.offline and self._fleet is not None:
             recorded = self._fleet.ref_digest(reference)  # a tag: the platform manifest it last named
-            found = self._image_from_copy(reference, recorded, pull, sink) if recorded else None
+            found = self._image_from_copy(reference, recorded[0], pull, sink) if recorded else None
+            if found is not None and recorded is not None and recorded[1] is not None:
+                self._tag_index(reference, recorded[0], recorded[1])
         if found is not None:
             return found[0], "cache repository"
         if self.offline:
@@ -544,6 +548,24 @@ class Store:
             seed = "sha256-" + digest.removeprefix("sha256:") if digest else ref_tag(reference)
             raise offline_miss(f"pull {reference}", seed)
         return pull(None, {}), None
+
+    def _tag_index(self, reference: str, digest: str, index: str) -> None:
+        """Keep ``index`` as the image index the tag ``reference`` named, when the fleet holds that index's bytes
+        (verified against its digest) and they list the platform manifest ``digest``: an image served offline is
+        described as one pulled from its origin (:meth:`tag_index`)."""
+        import json  # deferred: offline runs only
+
+        data = self._fleet.index(index) if self._fleet is not None else None
+        try:
+            listed = json.loads(data)["manifests"] if data is not None else []
+            if any(isinstance(m, dict) and m.get("digest") == digest for m in listed):
+                self._tag_indexes[reference] = index
+        except (ValueError, TypeError, KeyError):
+            return
+
+    def tag_index(self, reference: str) -> str | None:
+        """The image index the tag ``reference``, served offline from the fleet, was recorded to name."""
+        return self._tag_indexes.get(reference)
 
     def _image_from_copy(
         self, reference: str, digest: str, pull: Callable[[str | None, Mapping[str, str]], T], sink: Sink
@@ -607,7 +629,7 @@ class Store:
         if fleet is None:
             return
         if named is None:
-            fleet.remember_ref(reference, digest)
+            fleet.remember_ref(reference, digest, index)
         kept_index = local.blob_path(index) if local is not None and index is not None else None
         if index is not None and kept_index is not None:
             fleet.remember_index(kept_index, index, reference)

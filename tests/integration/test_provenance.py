@@ -151,7 +151,10 @@ def test_every_buildpack_is_described_by_what_was_installed(
 
     assert found["acme/localtgz@3.0.0"]["digest"] == {"sha256": sha256(local_tgz.read_bytes())}
     assert found["acme/localtgz@3.0.0"]["annotations"]["path"] == "bps/local.tgz"
-    assert found["acme/cnb@4.0.0"]["digest"] == {"sha256": cnb_manifest_digest(cnb).removeprefix("sha256:")}
+    assert found["acme/cnb@4.0.0"]["digest"] == {"sha256": sha256(cnb.read_bytes())}  # the file, as sha256sum
+    assert found["acme/cnb@4.0.0"]["annotations"]["manifest"] == cnb_manifest_digest(
+        cnb
+    )  # the image it holds
 
     inline = found["me/inline@0.0.0"]
     assert inline["digest"] == {"sha256": sha256(script.encode())}

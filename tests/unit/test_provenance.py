@@ -87,3 +87,24 @@ def test_anything_else_is_refused(given: str, tmp_path: Path) -> None:
         resolve_inputs({}, {"CNB_PREPARER_PROVENANCE_BUILDER_ID": given}, tmp_path)
     assert raised.value.exit_code == 3
     assert "CNB_PREPARER_PROVENANCE_BUILDER_ID must be an absolute URI" in str(raised.value)
+
+
+def test_dir_hash_agrees_with_the_spec_s_command_on_an_awkward_tree(tmp_path: Path) -> None:
+    """Files of the read buffer's size and one byte either side, a name that is not UTF-8, nested directories, a
+    link to a directory (not entered) and a root reached through a link (followed, as the command's ``cd``)."""
+    import subprocess
+
+    tree = tmp_path / "tree"
+    (tree / "a" / "b" / "c").mkdir(parents=True)
+    for size in (0, 1, (1 << 16) - 1, 1 << 16, (1 << 16) + 1, 3 << 16):
+        (tree / "a" / f"f{size}").write_bytes(os.urandom(size))
+    (tree / "a" / "b" / "c" / "deep").write_bytes(b"deep")
+    (tree / os.fsdecode(b"caf\xe9")).write_bytes(b"latin-1 name")
+    os.symlink("a", tree / "linked-dir")
+    os.symlink(tree, tmp_path / "root-link")
+    command = "find . -type f | cut -c3- | LC_ALL=C sort | xargs -r sha256sum | sha256sum | cut -f1 -d' '"
+    expected = subprocess.run(
+        ["sh", "-c", command], cwd=tree, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert dir_hash(tree) == expected
+    assert dir_hash(tmp_path / "root-link") == expected

@@ -50,6 +50,8 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
 
     fetched, via = ctx.store.image(str(ref), ref.digest, pull, ctx.sink)
     pinned = f"{ref.registry}/{ref.repository}@{fetched.digest}" if fetched.digest else None
+    if via is not None and fetched.index is None:  # a tag served offline: the index its record names
+        fetched = replace(fetched, index=ctx.store.tag_index(str(ref)))
     return (
         replace(fetched, image=pinned)
         if via is None

@@ -7,9 +7,11 @@ checked against its digest.
 from __future__ import annotations
 
 import json
+import os
 import tarfile
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,12 +37,32 @@ class Layout:
         self.path, self.source, self.staging = path, source, staging
         self.lock = threading.Lock()
         try:
-            self.tar = tarfile.open(path, mode="r:")  # noqa: SIM115 (closed by fetch_cnb's with block)
+            # One open file for the tar and its digest, so that the digest is of the bytes read.
+            self.file = open(path, "rb")  # noqa: SIM115 (closed by fetch_cnb's with block)
+            self.tar = tarfile.open(fileobj=self.file, mode="r:")  # noqa: SIM115 (as the file)
             self.members = {
                 m.name.removeprefix("./").lstrip("/"): m for m in self.tar.getmembers() if m.isfile()
             }
         except (OSError, tarfile.TarError) as err:
+            if hasattr(self, "file"):
+                self.file.close()
             raise FetchError(f"read {source}", f"not an OCI layout tar ({err})") from err
+
+    def sha256(self) -> str:
+        """``sha256:<hex>`` of the whole file, read from the descriptor the tar is read from (its position kept).
+
+        :raises FetchError: the file cannot be read (exit 1).
+        """
+        import hashlib  # deferred: only a .cnb on disk is hashed whole
+
+        digest, offset, fd = hashlib.sha256(), 0, self.file.fileno()
+        try:
+            while chunk := os.pread(fd, 1 << 20, offset):
+                digest.update(chunk)
+                offset += len(chunk)
+        except OSError as err:
+            raise FetchError(f"read {self.source}", err.strerror or str(err)) from err
+        return f"sha256:{digest.hexdigest()}"
 
     def read(self, name: str) -> bytes:
         member = self.members.get(name)
@@ -117,11 +139,16 @@ class Layout:
 def fetch_cnb(path: Path, *, source: str, digest: str | None, ctx: FetchContext) -> Fetched:
     """Stage every buildpack of the ``.cnb`` at ``path``; the order names its top-level buildpack.
 
+    :param digest: the file's ``sha256:<hex>`` when the caller hashed it as it read it (a download, an archive
+        found to be a layout): the result's ``digest``; else (a ``.cnb`` on disk) the result's ``digest`` is the
+        image manifest's, and the file is hashed here, for the provenance. Both are the result's ``archive`` and
+        ``manifest``.
     :raises FetchError: not a layout, missing or corrupt blobs, not a buildpackage (exit 1).
     """
     memory.when_allowed()  # the command's process only
     layout = Layout(path, source, ctx.sink.staging)
-    with layout.tar:
+    with layout.file, layout.tar:
+        archive = digest or layout.sha256()
         # index.json is an index: follow it (and any nested index) to the image for the build's platform.
         index = layout.json(layout.read("index.json"), "index.json")
         manifest, _, manifest_digest = follow_index(
@@ -132,6 +159,7 @@ def fetch_cnb(path: Path, *, source: str, digest: str | None, ctx: FetchContext)
             raise FetchError(f"read {source}", "the manifest names no image config")
         config = layout.json(layout.blob(str(config_descriptor.get("digest"))), "config")
         check_image_platform(config, ctx.registries, source, ctx.sink.warn, verb="read")
-        return install_buildpackage(
+        fetched = install_buildpackage(
             manifest, config, layout.read_layer, source=source, digest=digest or manifest_digest, ctx=ctx
         )
+    return replace(fetched, archive=archive, manifest=manifest_digest)
