@@ -97,6 +97,7 @@ def fetching(
                 index=inputs.registry_index,
             ),
             buildpacks_dir=inputs.buildpacks_dir,
+            hash_files=inputs.provenance is not None,
         )
 
 

@@ -63,6 +63,9 @@ class FetchContext:
     registries: Registries = field(default_factory=Registries)
     #: ``<buildpacks>``, where a bare buildpack id was looked for first (named when it is found nowhere).
     buildpacks_dir: Path | None = None
+    #: Whether a buildpackage file on disk is hashed whole as it is read (for the provenance, which names it by its
+    #: sha256); a run without one does not pay for the extra read.
+    hash_files: bool = False
 
     @property
     def lock_wait(self) -> float:

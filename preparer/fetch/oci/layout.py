@@ -141,14 +141,14 @@ def fetch_cnb(path: Path, *, source: str, digest: str | None, ctx: FetchContext)
 
     :param digest: the file's ``sha256:<hex>`` when the caller hashed it as it read it (a download, an archive
         found to be a layout): the result's ``digest``; else (a ``.cnb`` on disk) the result's ``digest`` is the
-        image manifest's, and the file is hashed here, for the provenance. Both are the result's ``archive`` and
-        ``manifest``.
+        image manifest's, and the file is hashed here when ``ctx.hash_files`` asks (for the provenance). Both are
+        the result's ``archive`` and ``manifest``.
     :raises FetchError: not a layout, missing or corrupt blobs, not a buildpackage (exit 1).
     """
     memory.when_allowed()  # the command's process only
     layout = Layout(path, source, ctx.sink.staging)
     with layout.file, layout.tar:
-        archive = digest or layout.sha256()
+        archive = digest or (layout.sha256() if ctx.hash_files else None)
         # index.json is an index: follow it (and any nested index) to the image for the build's platform.
         index = layout.json(layout.read("index.json"), "index.json")
         manifest, _, manifest_digest = follow_index(
