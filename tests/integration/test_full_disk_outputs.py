@@ -5,15 +5,18 @@ byte for byte, and nothing of the run is left."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.buildpacks import make_tgz
 from tests.golden import Layout, listing
 from tests.integration.test_full_disk import Mount, fill, mount_tmpfs, served
 from tests.plugins.cli import Result
 from tests.plugins.http_server import FileServer
+from tests.projects import group
 
 __all__ = ["mount_tmpfs"]  # the fixture, used by name
 
@@ -75,3 +78,52 @@ def test_a_full_disk_where_an_output_file_goes_names_its_directory(
     assert listing(layout.root) == before
     assert contents(layout.root) == kept
     assert listing(outputs) == [".filler"]
+
+
+def test_a_failed_run_whose_report_cannot_be_written_says_its_own_error(
+    preparer: Callable[..., Result],
+    http_server: FileServer,
+    layout: Layout,
+    tmp_path: Path,
+    mount_tmpfs: Mount,
+) -> None:
+    outputs = tmp_path / "outputs"
+    mount_tmpfs(outputs, "64k")
+    fill(outputs)
+    result = preparer(
+        "-prepare-report", str(outputs / "report.toml"), project=group(http_server.url("nope.tgz"))
+    )
+    assert result.code == 1, result.stderr
+    unwritten = (
+        f"failed to write {outputs / 'report.toml'}: no space left on device in the directory ({outputs})"
+    )
+    assert result.warnings == [f"Warning: the failed run's report was not written: {unwritten}"]
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to download {http_server.url('nope.tgz')}: HTTP 404 Not Found"
+    )
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["downloaded", "from-the-cache"])
+def test_a_big_archive_that_fills_staging_while_it_is_extracted_names_buildpacks(
+    preparer: Callable[..., Result], http_server: FileServer, layout: Layout, tmp_path: Path,
+    mount_tmpfs: Mount, cached: bool,
+) -> None:  # fmt: skip
+    """8 MiB of zeros, a few KiB as a .tgz: the disk (1 MiB, nothing used) fills in the middle of the extraction
+    into staging, or of the copy of the download cache's tree."""
+    make_tgz(http_server.root / "zeros.tgz", "me/zeros", payload=bytes(8 << 20))
+    (layout.app / "project.toml").write_text(group(http_server.url("zeros.tgz")))
+    if cached:
+        assert preparer().code == 0
+        shutil.rmtree(layout.buildpacks / "me_zeros")
+    cache = listing(tmp_path / "cache")
+    mount_tmpfs(layout.buildpacks, "1m")
+    before = listing(layout.root)
+    result = preparer() if cached else preparer("-download-cache", "")
+    assert result.code == 1, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to install {http_server.url('zeros.tgz')}: no space left on device in <buildpacks> "
+        f"({layout.buildpacks})"
+    )
+    assert "download cache" not in result.stderr
+    assert listing(layout.root) == before
+    assert listing(tmp_path / "cache") == cache  # the cached copy is kept
