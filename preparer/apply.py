@@ -10,7 +10,7 @@ deleted. A failure in any step undoes the steps before it.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -51,22 +51,31 @@ class Outcome:
     provenance: dict[str, Any] | None = None
 
 
-def apply_plan(plan: Plan, inputs: Inputs, progress: ProgressCallback | None = None) -> Outcome:
+#: A report file committed with the rest: its path, and its bytes as made from what the commit does.
+ReportFile = tuple[Path, Callable[[Outcome], bytes]]
+
+
+def apply_plan(
+    plan: Plan, inputs: Inputs, progress: ProgressCallback | None = None, report: ReportFile | None = None
+) -> Outcome:
     """Fetch, check and commit ``plan``. The only function that writes outputs.
 
     :param progress: given every download's events (:class:`~preparer.progress.Download`), one at a time.
+    :param report: the report file, written with the commit (a disk too full for it undoes everything).
     :raises PreparerError: any failure; nothing has changed then.
     :raises Interrupted: the run was asked to stop (:mod:`preparer.interrupt`); nothing has changed, or, when the
         request came during the commit's last steps, everything has.
     """
     with interrupt.run():
-        return _fetch_and_commit(plan, inputs, progress)
+        return _fetch_and_commit(plan, inputs, progress, report)
 
 
-def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> Outcome:
+def _fetch_and_commit(
+    plan: Plan, inputs: Inputs, progress: ProgressCallback | None, report: ReportFile | None
+) -> Outcome:
     to_fetch = [s for s in plan.steps if isinstance(s, Fetch)]
     if not to_fetch:
-        return _commit(plan, inputs, {}, [])
+        return _commit(plan, inputs, {}, [], report)
     # Deferred: fetching brings the cache, the extractor, hashlib, zlib, json, filelock, requests... and many runs
     # fetch nothing.
     from preparer.staging import check_fetched, fetch_steps, fetching
@@ -87,7 +96,8 @@ def _fetch_and_commit(plan: Plan, inputs: Inputs, progress: ProgressCallback | N
 
             check_locked(to_fetch, fetched, plan.lock)
         # Everything is fetched and checked: commit, while the staged buildpacks still exist.
-        outcome = _commit(plan, inputs, dict(zip(map(id, to_fetch), fetched, strict=True)), warnings)
+        results = dict(zip(map(id, to_fetch), fetched, strict=True))
+        outcome = _commit(plan, inputs, results, warnings, report)
         ctx.store.commit()  # after the run's commit (the fleet's write-back): it can no longer change what it did
         return replace(outcome, warnings=tuple(warnings))
 
@@ -143,7 +153,9 @@ def _owner(inputs: Inputs) -> tuple[int, int] | None:
     return (inputs.uid if inputs.uid is not None else -1, inputs.gid if inputs.gid is not None else -1)
 
 
-def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: list[str]) -> Outcome:
+def _commit(
+    plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: list[str], report: ReportFile | None
+) -> Outcome:
     """Write everything, each step undone if a later one fails (see the module's docstring)."""
     owner = _owner(inputs)
     pending = PendingWrites(
@@ -164,6 +176,11 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
             records = _records(plan.steps, results, inputs.buildpacks_dir, installation, installed)
             subjects = (inputs.layers_dir / "order.toml" if order else None, *env_paths, metadata_path)
             provenance = _provenance(plan, inputs, results, records, subjects, lock, pending)
+            done = _done(inputs, installed, order, env_paths, metadata_path, lock_path, provenance)
+            written = tuple(str(path) for _, path, _ in done)
+            outcome = Outcome(tuple(records), written, removed, tuple(warnings), lock, provenance)
+            if report is not None:
+                pending.add(report[0], report[1](outcome))
             interrupt.check()  # the last moment a request to stop undoes everything
             pending.commit()
             if installation is not None:
@@ -178,25 +195,43 @@ def _commit(plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: l
             if installation is not None:
                 installation.close()
         trash.empty()
-    written = [str(p) for p in installed]
+    lines = [(message, path, args) for message, path, args in done if message]
+    last = lines.pop() if provenance is not None and inputs.provenance is not None else None
+    for message, path, args in lines:
+        _committed(message, path, *args)
+    if plan.removal is not None:
+        _committed("Removed %d files from %s (%s)", removed, inputs.app_dir, plan.config.filter_key)
+    if last is not None:  # the provenance, which names everything above
+        _committed(last[0], last[1])
+    return outcome
+
+
+def _done(
+    inputs: Inputs,
+    installed: list[Path],
+    order: Order | None,
+    env_paths: Sequence[Path],
+    metadata_path: Path | None,
+    lock_path: Path | None,
+    provenance: dict[str, Any] | None,
+) -> list[tuple[str, Path, tuple[object, ...]]]:
+    """What the commit writes, in the report's order, each with the line logged once it is done (``""``: none, as
+    for the buildpacks installed) and that line's other arguments."""
+    done: list[tuple[str, Path, tuple[object, ...]]] = []
     if order is not None:
         shown = "; ".join(", ".join(e.ref for e in g) for g in order.groups)
         count = len(order.groups)
-        path = inputs.layers_dir / "order.toml"
-        _committed("Wrote %s: %d group%s: %s", path, count, "" if count == 1 else "s", shown)
-        written.insert(0, str(path))
-    done: list[tuple[str, Path | None]] = [("Wrote build env %s", env_path) for env_path in env_paths]
-    done += [("Wrote project metadata %s", metadata_path), ("Wrote the lock file %s", lock_path)]
-    for message, done_path in done:
-        if done_path is not None:
-            _committed(message, done_path)
-            written.append(str(done_path))
-    if plan.removal is not None:
-        _committed("Removed %d files from %s (%s)", removed, inputs.app_dir, plan.config.filter_key)
+        plural = "" if count == 1 else "s"
+        done.append(("Wrote %s: %d group%s: %s", inputs.layers_dir / "order.toml", (count, plural, shown)))
+    done += [("", path, ()) for path in installed]
+    done += [("Wrote build env %s", env_path, ()) for env_path in env_paths]
+    if metadata_path is not None:
+        done.append(("Wrote project metadata %s", metadata_path, ()))
+    if lock_path is not None:
+        done.append(("Wrote the lock file %s", lock_path, ()))
     if provenance is not None and inputs.provenance is not None:
-        _committed("Wrote the provenance %s", inputs.provenance)
-        written.append(str(inputs.provenance))
-    return Outcome(tuple(records), tuple(written), removed, tuple(warnings), lock, provenance)
+        done.append(("Wrote the provenance %s", inputs.provenance, ()))
+    return done
 
 
 def _provenance(

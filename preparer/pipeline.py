@@ -19,7 +19,7 @@ from preparer import interrupt
 from preparer._fs import full_disk, no_space
 from preparer._logger import CallerFailed, log, named_run
 from preparer.appfilter import Removal, plan_removal
-from preparer.apply import apply_plan, check_present
+from preparer.apply import Outcome, apply_plan, check_present
 from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
 from preparer.errors import (
@@ -30,14 +30,22 @@ from preparer.errors import (
     UnexpectedError,
     with_fields,
 )
-from preparer.files._toml import load_toml_text, read_regular
+from preparer.files._toml import dumps_toml, load_toml_text, read_regular
 from preparer.files.buildpack import installed_versions, similar_installed
 from preparer.files.order import Order, read_order
 from preparer.inputs import Inputs
 from preparer.interrupt import Cancel, Interrupted
 from preparer.metadata import MetadataWrite, describe_metadata, plan_metadata
 from preparer.plan import Fetch, NotInstalled, Plan, Present, Step, make_plan
-from preparer.report import EnvRecord, LockRecord, MetadataRecord, Report, unapplied_message, write_report
+from preparer.report import (
+    EnvRecord,
+    LockRecord,
+    MetadataRecord,
+    Report,
+    report_to_toml,
+    unapplied_message,
+    write_report,
+)
 from preparer.target import (
     Target,
     build_target,
@@ -196,8 +204,8 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
             for line in describe_plan(plan, inputs):
                 log.info("%s", line)
             report = replace(_report(plan, inputs), lock=_dry_lock(plan, inputs, progress))
-        else:
-            report = run_plan(plan, inputs, progress)
+        else:  # the report is written with the commit: a disk too full for it undoes the run
+            return _applied(plan, inputs, progress, inputs.prepare_report)
     except (PreparerError, Interrupted, interrupt.Stopped) as err:
         error = err.error if isinstance(err, interrupt.Stopped) else err
         report_path = inputs.prepare_report
@@ -206,7 +214,11 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
             and _unwritable(report_path) is None
             and _clash(inputs, "-prepare-report") is None
         ):
-            write_report(report_path, error=(int(getattr(error, "exit_code", 1)), str(error)))
+            try:
+                write_report(report_path, error=(int(getattr(error, "exit_code", 1)), str(error)))
+            except PreparerError as unwritten:  # the run's own error is the one to tell (a full disk, often)
+                if unwritten.message != getattr(error, "message", None):
+                    log.warning("the failed run's report was not written: %s", unwritten.message)
         raise
     if inputs.prepare_report is not None:
         write_report(inputs.prepare_report, report)
@@ -750,14 +762,29 @@ def run_plan(
     with interrupt.run(cancel, deadline), named_run(run_id):
         if _entered.get() == 1:  # a saved plan (prepare's own was made a moment ago, in the same call)
             _check_not_stale(plan, inputs)
-        outcome = apply_plan(plan, inputs, callers(progress))
-    report = _report(plan, inputs, outcome.buildpacks, outcome.written, outcome.removed)
-    return replace(
-        report,
-        warnings=(*report.warnings, *outcome.warnings),
-        lock=outcome.lock,
-        provenance=outcome.provenance,
-    )
+        return _applied(plan, inputs, callers(progress))
+
+
+def _applied(
+    plan: Plan, inputs: Inputs, progress: ProgressCallback | None, report_path: Path | None = None
+) -> Report:
+    """Carry ``plan`` out (:func:`~preparer.apply.apply_plan`) and report it; with ``report_path``, the report
+    file is written with the commit."""
+
+    def reported(outcome: Outcome) -> Report:
+        report = _report(plan, inputs, outcome.buildpacks, outcome.written, outcome.removed)
+        return replace(
+            report,
+            warnings=(*report.warnings, *outcome.warnings),
+            lock=outcome.lock,
+            provenance=outcome.provenance,
+        )
+
+    def report_file(outcome: Outcome) -> bytes:
+        return dumps_toml(report_to_toml(reported(outcome))).encode()
+
+    report = None if report_path is None else (report_path, report_file)
+    return reported(apply_plan(plan, inputs, progress, report))
 
 
 def _report(

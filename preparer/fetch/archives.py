@@ -347,7 +347,7 @@ class ArchiveWay:
                 # Pinned: read the rest, so a tampered or corrupt body is reported as the mismatch it is.
                 return err
 
-        upload = self._upload(response) if shared is None else None
+        upload = self._upload(response, local) if shared is None else None
         with upload if upload is not None else nullcontext():
             outcome, digest, size = self._stream(response, extract, MAX_TRAILING, upload)
             self._check_bytes(digest, shared)
@@ -445,7 +445,7 @@ class ArchiveWay:
         """The archive downloaded whole (into ``local`` when it is given, else staging), checked, read by ``read``,
         and kept."""
         response = shared.open() if shared is not None else self.origin.get()
-        upload = self._upload(response) if shared is None else None
+        upload = self._upload(response, local) if shared is None else None
         spool = local.tmp_dir() if local is not None else self.sink.staging
         with temp_file(spool, "cnb-") as path, upload if upload is not None else nullcontext():
             with keeping_copy(), open(path, "wb") as out:  # the network is read, and nothing else
@@ -533,13 +533,15 @@ class ArchiveWay:
         mine = conditional(meta) if meta is not None and meta.get("digest") == hit.digest else {}
         return bool(mine) and mine == conditional(hit.validators)
 
-    def _upload(self, response: requests.Response) -> Upload | None:
+    def _upload(self, response: requests.Response, local: DownloadCache | None) -> Upload | None:
         """The upload of an archive about to be downloaded from its origin, when it is to be shared (never for a
-        URL that may carry a credential: user information, or a query); its bytes wait in ``spool`` when the
-        repository is slower than the origin."""
+        URL that may carry a credential: user information, or a query). Its bytes wait, when the repository is
+        slower than the origin, where the download itself is written: in ``local``'s temporary directory when the
+        attempt keeps it there, else in staging (so a full download cache, which the next attempt goes without, is
+        not written to again)."""
         if self.fleet is None or self.locator.target.private:
             return None
-        spool = self.local.tmp_dir() if self.local is not None else self.sink.staging
+        spool = local.tmp_dir() if local is not None else self.sink.staging
         length = response.headers.get("Content-Length")
         return self.fleet.upload(spool, self.pinned, int(length) if length and length.isdigit() else None)
 

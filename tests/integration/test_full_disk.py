@@ -58,11 +58,10 @@ def mount_tmpfs() -> Iterator[Mount]:
 
 def fill(directory: Path) -> None:
     """Use up what is left of the file system of ``directory`` (with a file outside what the preparer reads)."""
-    with (directory / ".filler").open("wb") as out:
+    with (directory / ".filler").open("wb", buffering=0) as out:  # unbuffered: closing it writes nothing more
         try:
             while True:
-                out.write(b"\0" * 65536)
-                out.flush()
+                out.write(b"\0" * 4096)
         except OSError as err:
             assert err.errno == errno.ENOSPC
 
