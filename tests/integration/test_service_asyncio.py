@@ -116,9 +116,11 @@ def test_a_failing_task_group_cancels_its_runs(http_server: FileServer, tmp_path
 
 def test_run_plan_async_is_cancelled_with_its_task(http_server: FileServer, tmp_path: Path) -> None:
     inputs = slow_build(tmp_path, http_server)
+    http_server.faults.pop("/slow.tgz")  # the plan's HEAD (measuring the download) is answered at once...
 
     async def service() -> tuple[list[str], list[str]]:
         plan = await plan_run_async(inputs)
+        http_server.fail("slow.tgz", "slow")  # ...and the download itself is held back
         task = asyncio.create_task(run_plan_async(plan))
         await asyncio.sleep(0.3)
         task.cancel()
