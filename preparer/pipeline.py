@@ -861,6 +861,8 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
         write = plan.project_metadata
         verb = "would write" if write.action == "written" else "would keep the platform's"
         lines.append(f"  {verb} {write.path} ({describe_metadata(write.metadata)})")
+    if inputs.provenance is not None:
+        lines.append(f"  provenance: would write {inputs.provenance} (a run writes it; a dry run does not)")
     return lines
 
 

@@ -303,6 +303,9 @@ def test_a_dry_run_writes_none(preparer: Callable[..., Result], layout: Layout, 
     )
     assert result.code == 0, result.stderr
     assert not out.exists()
+    assert (
+        f"  provenance: would write {out} (a run writes it; a dry run does not)" in result.stdout.splitlines()
+    )
 
 
 def test_a_relative_path_is_the_working_directory_s(
