@@ -307,6 +307,7 @@ def _records(
                 s.subject,
                 s.log_index,
                 s.integrated_time,
+                s.line,
             )
             for s in result.signatures
         )

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from preparer.files._toml import PendingWrites
     from preparer.inputs import Inputs
     from preparer.plan import Plan, Step
-    from preparer.report import BuildpackRecord, LockRecord
+    from preparer.report import BuildpackRecord, LockRecord, SignatureRecord
 
 #: The Statement's ``_type`` (in-toto attestation spec, ``spec/v1/statement.md``).
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -422,17 +422,25 @@ def _trust(step: Step, fetched: Fetched, record: BuildpackRecord, plan: Plan) ->
     if rules:
         notes["policy"] = rules[0]
     if record.signatures:
-        notes["signatures"] = [_signature(s.to_dict()) for s in record.signatures]
+        notes["signatures"] = [_signature(s, plan) for s in record.signatures]
     carried = [f"{bp.descriptor.id}@{bp.descriptor.version}" for bp in fetched.buildpacks]
     if len(carried) > 1:
         notes["buildpacks"] = carried
     return notes
 
 
-def _signature(said: Mapping[str, Any]) -> dict[str, Any]:
-    """A verified signature as the report says it, with the provenance's camelCase names."""
+def _signature(signature: SignatureRecord, plan: Plan) -> dict[str, Any]:
+    """A verified signature as the report says it, with the provenance's camelCase names, and the
+    ``[[image.signed-by]]`` rule it satisfied (``image.signed-by, line 4 of policy.toml``)."""
     names = {"log-index": "logIndex", "integrated-time": "integratedTime"}
-    return {names.get(key, key): value for key, value in said.items() if key not in ("entry", "image")}
+    said = {
+        names.get(key, key): value
+        for key, value in signature.to_dict().items()
+        if key not in ("entry", "image")
+    }
+    if signature.line is not None and plan.rules is not None:
+        said["rule"] = f"image.signed-by, line {signature.line} of {plan.rules.path}"
+    return said
 
 
 def _input_files(plan: Plan, inputs: Inputs) -> Iterable[dict[str, Any]]:

@@ -69,6 +69,8 @@ class SignatureRecord:
         issuer, subject: a keyless signature's certificate: its OIDC issuer and its subject (SAN).
         log_index: a keyless signature's transparency log entry (its global ``logIndex``).
         integrated_time: a keyless signature's verified signing time, seconds since the epoch.
+        line: the line of the platform policy's ``[[image.signed-by]]`` rule it satisfied (the provenance names the
+            rule; the report file does not).
     """
 
     entry: str
@@ -80,6 +82,7 @@ class SignatureRecord:
     subject: str = ""
     log_index: int | None = None
     integrated_time: int | None = None
+    line: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """As the report file has it (a keyless signature's signing time in RFC 3339, UTC)."""

@@ -49,7 +49,7 @@ class Verified:
     """A signature that satisfied one ``[[image.signed-by]]`` rule: its format, the digest it is for, the key's
     fingerprint (``""`` for a keyless signature), and where it was found; for a keyless signature, the certificate's
     ``issuer`` and ``subject``, the log entry's ``log_index`` and the verified signing time (``integrated_time``,
-    seconds since the epoch)."""
+    seconds since the epoch); ``line``: the line of the rule's ``[[image.signed-by]]`` header."""
 
     format: str
     digest: str
@@ -59,6 +59,7 @@ class Verified:
     subject: str = ""
     log_index: int | None = None
     integrated_time: int | None = None
+    line: int | None = None
 
 
 def signature_tag(digest: str) -> str:

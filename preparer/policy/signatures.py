@@ -363,7 +363,7 @@ class _Progress:
             fingerprint, self.checks = _verifying(self.rule, said, self.checks)
             if fingerprint is None:
                 return False
-            self.verified = Verified(obj.format, digest, fingerprint, obj.found)
+            self.verified = Verified(obj.format, digest, fingerprint, obj.found, line=self.rule.line)
             return True
         # Only what claims this image is worth a key's time for the verdict; the rest, for the refusal's words.
         if (self.other if said.problem is None else self.not_signature) is not None:
@@ -394,7 +394,7 @@ class _Progress:
             self.other_signer = self.other_signer or verdict
             return False
         self.verified = Verified(obj.format, digest, "", obj.found, verdict.issuer, verdict.subject,
-                                 verdict.log_index, verdict.signed_at)  # fmt: skip
+                                 verdict.log_index, verdict.signed_at, self.rule.line)  # fmt: skip
         return True
 
 

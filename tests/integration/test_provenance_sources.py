@@ -150,9 +150,12 @@ def test_keyed_signatures_are_described_as_the_report_says_them(
     report = tomllib.loads((tmp_path / "report.toml").read_text())
     found = dependencies(statement)["acme/signed@1.0.0"]
     fmt = "cosign" if sign is cosign_sign else "bundle"
-    assert found["annotations"]["signatures"] == [{"digest": digest, "format": fmt, "key": key.fingerprint}]
+    rule = f"image.signed-by, line 3 of {pol}"  # the rule it satisfied, which the report file does not name
+    assert found["annotations"]["signatures"] == [
+        {"digest": digest, "format": fmt, "key": key.fingerprint, "rule": rule}
+    ]
     said = [{k: v for k, v in s.items() if k not in ("entry", "image")} for s in report["signature"]]
-    assert found["annotations"]["signatures"] == said
+    assert found["annotations"]["signatures"] == [s | {"rule": rule} for s in said]
     assert found["annotations"]["policy"]  # the rule that allowed it
     assert found["digest"] == {"sha256": digest.removeprefix("sha256:")}
     assert statement["predicate"]["buildDefinition"]["internalParameters"]["policy"] == {
