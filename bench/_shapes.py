@@ -17,8 +17,8 @@ SMALL_FILES = 2000
 DIRECTORIES = 20
 
 
-def make_manyfile(root: Path, bp_id: str, seed: int, big: int = 32 * MIB) -> Path:
-    """A many-file buildpack directory at ``root``."""
+def make_manyfile(root: Path, bp_id: str, seed: int, big: int = 32 * MIB, small: int = SMALL_FILES) -> Path:
+    """A many-file buildpack directory at ``root``: ``small`` small files, and a binary of ``big`` bytes."""
     rng = random.Random(seed)
     (root / "bin").mkdir(parents=True)
     (root / "buildpack.toml").write_text(f'api = "0.10"\n[buildpack]\nid = "{bp_id}"\nversion = "1.0.0"\n')
@@ -27,7 +27,7 @@ def make_manyfile(root: Path, bp_id: str, seed: int, big: int = 32 * MIB) -> Pat
         (root / "bin" / name).chmod(0o755)
     for d in range(DIRECTORIES):
         (root / "vendor" / f"pkg{d:02}" / "lib").mkdir(parents=True)
-    for i in range(SMALL_FILES):
+    for i in range(small):
         directory = root / "vendor" / f"pkg{i % DIRECTORIES:02}" / ("lib" if i % 3 else "")
         (directory / f"file{i:04}.rb").write_bytes(rng.randbytes(rng.randint(64, 2048)))
     with open(root / "bin" / "tool", "wb") as f:
