@@ -191,6 +191,33 @@ def test_every_buildpack_is_described_by_what_was_installed(
     assert text == json.dumps(statement, sort_keys=True, indent=2) + "\n"
 
 
+def test_a_builder_buildpack_of_thousands_of_files_is_hashed_whole(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    """A tree of the shape users have (thousands of small files, nested directories and one of a thousand): its
+    ``dirHash`` is the spec's command's, and a file changed or added anywhere in it changes the digest."""
+    tree = make_dir(layout.buildpacks / "acme_many" / "1.0.0", "acme/many")
+    for i in range(2100):
+        directory = tree / "vendor" / (f"pkg{i % 7}/lib" if i >= 1000 else "flat")
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"file{i:04}.rb").write_bytes(b"x" * (i % 300))
+    out = tmp_path / "provenance.json"
+    written = project('id = "acme/many"\nversion = "1.0.0"')
+    digests = []
+    for change in (None, "vendor/flat/file0999.rb", "vendor/pkg3/lib/new.rb"):
+        if change is not None:
+            (tree / change).write_bytes(b"changed")
+        (layout.layers / "order.toml").unlink(missing_ok=True)  # the run installs nothing: the tree stays
+        result = preparer("-provenance", str(out), project=written)
+        assert result.code == 0, result.stderr
+        [found] = [
+            d for d in dependencies(json.loads(out.read_text())).values() if d["name"] == "acme/many@1.0.0"
+        ]
+        assert found["digest"] == {"dirHash": find_dir_hash(tree)}
+        digests.append(found["digest"]["dirHash"])
+    assert len(set(digests)) == 3
+
+
 def test_two_runs_give_the_same_bytes_but_for_the_run_details_metadata(
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path, http_server: FileServer
 ) -> None:

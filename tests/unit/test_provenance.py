@@ -60,6 +60,16 @@ def test_dir_hash_of_a_tree_that_cannot_be_read_is_an_apply_error(tmp_path: Path
     assert str(raised.value).startswith(f"failed to hash {tmp_path / 'missing'}: ")
 
 
+def test_a_file_name_holding_a_newline_is_an_apply_error(tmp_path: Path) -> None:
+    """in-toto's lines could not say where such a name ends: the tree is refused, naming the file."""
+    tree = small_tree(tmp_path / "tree")
+    (tree / "sub" / "two\nlines").write_bytes(b"")
+    with pytest.raises(ApplyError) as raised:
+        dir_hash(tree)
+    assert str(raised.value) == f"failed to hash {tree}: a file's name holds a newline: 'sub/two\\nlines'"
+    assert raised.value.exit_code == 1
+
+
 def test_the_bytes_are_sorted_json_with_a_final_newline() -> None:
     doc = statement([("layers/order.toml", b"x")], {"b": 1, "a": [2]}, {}, [], "urn:cnb:preparer", {})
     data = dumps_statement(doc)
