@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
 from hypothesis import settings
@@ -49,3 +51,18 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     for name in list(os.environ):
         if name.startswith("CNB_"):
             monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def own_handler() -> Iterator[Callable[[Callable[[int, FrameType | None], object]], None]]:
+    """Install a SIGINT handler of the test's with ``signal.signal``, as a service does; the previous one comes
+    back after the test."""
+    previous = signal.getsignal(signal.SIGINT)
+
+    def install(handler: Callable[[int, FrameType | None], object]) -> None:
+        signal.signal(signal.SIGINT, handler)
+
+    try:
+        yield install
+    finally:
+        signal.signal(signal.SIGINT, previous)

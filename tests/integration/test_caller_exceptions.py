@@ -24,12 +24,9 @@ import pytest
 from preparer import Inputs, UnexpectedError, committed_report, prepare
 from tests.buildpacks import make_tgz
 from tests.golden import BUILDER, Layout
+from tests.integration.test_caller_sigint import Shutdown
 from tests.plugins.http_server import FileServer
 from tests.projects import HEAD
-
-
-class Shutdown(Exception):
-    """What a service's own SIGINT handler raises."""
 
 
 class SinkGone(Exception):
@@ -102,20 +99,6 @@ def raising_on() -> Iterator[Callable[[str], list[str]]]:
         for handler in handlers:
             logger.removeHandler(handler)
         logger.setLevel(level)
-
-
-@pytest.fixture
-def own_handler() -> Iterator[Callable[[Callable[[int, FrameType | None], object]], None]]:
-    """Install a SIGINT handler of the test's with ``signal.signal``; the previous one comes back after the test."""
-    previous = signal.getsignal(signal.SIGINT)
-
-    def install(handler: Callable[[int, FrameType | None], object]) -> None:
-        signal.signal(signal.SIGINT, handler)
-
-    try:
-        yield install
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def test_a_logging_handler_that_raises_while_the_run_plans_is_the_callers_exception(

@@ -104,21 +104,6 @@ def signal_on(http_server: FileServer) -> Iterator[Callable[[str], list[str]]]:
         logger.setLevel(level)
 
 
-@pytest.fixture
-def own_handler() -> Iterator[Callable[[Callable[[int, FrameType | None], object]], None]]:
-    """Install a SIGINT handler of the test's with ``signal.signal``, as a service does; the previous one comes
-    back after the test."""
-    previous = signal.getsignal(signal.SIGINT)
-
-    def install(handler: Callable[[int, FrameType | None], object]) -> None:
-        signal.signal(signal.SIGINT, handler)
-
-    try:
-        yield install
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 ALL = dict.fromkeys(("order.toml", "env/A", "env/B", "buildpack", "excluded file removed"), True)
 
 
