@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from preparer import Cancel, Cancelled, Inputs, prepare
+from preparer import Cancel, Cancelled, Inputs, plan_run, prepare, run_plan
 from preparer.errors import FetchError
 from tests.buildpacks import make_tgz
 from tests.golden import BUILDER, Layout
@@ -148,6 +148,22 @@ def test_two_hundred_runs_that_download_hold_nothing_after(
         assert [bp.id for bp in report.buildpacks] == ["svc/bp0", "svc/bp1", "svc/img"]
 
     before, after = many_runs(tmp_path, RUNS, one)
+    assert_nothing_held(before, after)
+
+
+def test_plans_that_measure_their_downloads_hold_nothing_after(
+    keep_alive: FileServer, image: str, tmp_path: Path
+) -> None:
+    """``plan_run`` asks each source how large it is (a HEAD, an image's manifests) with a transport of its own:
+    closed with the planning, as the run's is with the run."""
+    uris = (keep_alive.url("bp0.tgz"), keep_alive.url("bp1.tgz"), image)
+
+    def one(root: Path) -> None:
+        plan = plan_run(build(root, *uris))
+        assert plan.unknown_sizes == 0 and plan.download_size > 0
+        assert [bp.id for bp in run_plan(plan).buildpacks] == ["svc/bp0", "svc/bp1", "svc/img"]
+
+    before, after = many_runs(tmp_path, RUNS // 2, one)  # half: the runs themselves are counted above
     assert_nothing_held(before, after)
 
 
