@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from preparer.errors import BuildpackAPIError, PlatformAPIError
 
-_VERSION = re.compile(r"^v?(\d+)\.?(\d*)$")
+_VERSION = re.compile(r"^v?([0-9]+)\.?([0-9]*)$")
 
 
 class APIVersion(NamedTuple):

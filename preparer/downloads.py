@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from preparer._logger import log
+from preparer._numbers import decimal
 from preparer.errors import FetchError, PreparerError
 from preparer.plan import Fetch, Plan, PlannedDownload
 
@@ -164,10 +165,10 @@ def _http(
     response.close()
     if response.status_code == 304 and headers:
         return _download(step, shown, 0, cached=True)
-    length = response.headers.get("Content-Length", "")
-    if response.status_code != 200 or not length.isdigit():
+    length = decimal(response.headers.get("Content-Length", ""))
+    if response.status_code != 200 or length is None:
         return _download(step, shown, None)
-    return _download(step, shown, int(length))
+    return _download(step, shown, length)
 
 
 def _no_redirect(policy: bool) -> Callable[[HttpUrl], None] | None:

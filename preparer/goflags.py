@@ -46,7 +46,7 @@ def parse_bool(text: str) -> bool | None:
 
 
 #: Compiled on first use (by ``re``'s cache), as few command lines give a duration.
-_DURATION = r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)"
+_DURATION = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 

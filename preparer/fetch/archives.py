@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 from preparer import interrupt
 from preparer._fs import full_disk, full_in, keeping_copy, no_space, temp_file
+from preparer._numbers import decimal
 from preparer._record import record
 from preparer.errors import FetchError, NoSpaceError, with_fields
 from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache, KnownTree
@@ -543,7 +544,7 @@ class ArchiveWay:
             return None
         spool = local.tmp_dir() if local is not None else self.sink.staging
         length = response.headers.get("Content-Length")
-        return self.fleet.upload(spool, self.pinned, int(length) if length and length.isdigit() else None)
+        return self.fleet.upload(spool, self.pinned, decimal(length or ""))
 
     def _keep_upload(self, upload: Upload | None, digest: str, size: int, validators: dict[str, str]) -> None:
         """The archive ``digest`` (``size`` bytes) passed its checks: the upload under way is finished, and its

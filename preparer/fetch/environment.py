@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from preparer._numbers import decimal
+
 if TYPE_CHECKING:
     import ipaddress
 
@@ -76,7 +78,8 @@ def bypassed(host: str, port: int | None, no_proxy: str) -> bool:
         name, wanted = entry, None
         if entry.count(":") == 1 or (entry.startswith("[") and "]:" in entry):  # a port (never bare IPv6)
             name, _, number = entry.rpartition(":")
-            wanted = int(number) if number.isdigit() else -1
+            wanted = decimal(number)
+            wanted = -1 if wanted is None else wanted
         if wanted is not None and wanted != port:
             continue
         name = name.strip("[]")

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from preparer import interrupt
 from preparer._fs import PER_FILE_WORK, current_umask, file_record, is_inside
+from preparer._numbers import decimal
 from preparer._record import record
 from preparer.errors import FetchError
 from preparer.fetch.streams import MAX_TRAILING, Reader, TarStream, damage_ahead, damaged
@@ -214,9 +215,10 @@ class _Reader:
             name = pax.get("path", long_name or name)
             link = pax.get("linkpath", long_link or link)
             if "size" in pax:
-                if not pax["size"].isdigit():
+                pax_size = decimal(pax["size"])
+                if pax_size is None:
                     raise ValueError("malformed PAX size")
-                size = int(pax["size"])
+                size = pax_size
             if any(key.startswith("GNU.sparse") for key in pax):
                 raise _Refused(name, "sparse files are not allowed")
             long_name = long_link = None

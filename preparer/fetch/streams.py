@@ -20,6 +20,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from preparer import interrupt
 from preparer._fs import keeping_copy
+from preparer._numbers import decimal
 from preparer.errors import DigestMismatch, FetchError
 from preparer.fetch.failures import Where, closed_early, failure
 from preparer.fetch.oci import memory
@@ -206,7 +207,7 @@ def stream_body(
     :raises FetchError: more than ``trailing`` bytes after what ``consume`` read.
     """
     length = response.headers.get("Content-Length")
-    total = int(length) if length and length.isdigit() else None
+    total = decimal(length or "")
     response.raw.decode_content = False
     where = Where.of(response.url)
     body = NetworkReader(response.raw, source, total, progress, deadline, guard, where)

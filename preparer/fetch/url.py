@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from preparer._numbers import decimal
+
 # No regular expression and no dataclass here: this module is imported by every run that names an http URL, and
 # compiling patterns or generating methods at import cost more than all the URLs of a run take to parse.
 
@@ -158,9 +160,9 @@ def _host_port(hostport: str, scheme: str) -> tuple[str, int | None]:
         raise UrlError("its host is empty, holds an escape or is not ASCII (write a name in its xn-- form)")
     port = None
     if port_text:
-        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        port = decimal(port_text)
+        if port is None or not 0 < port < 65536:
             raise UrlError("its port is not a number from 1 to 65535")
-        port = int(port_text)
     return host, None if port == _DEFAULT_PORTS[scheme] else port
 
 

@@ -331,7 +331,7 @@ def dumps_toml(doc: dict[str, Any]) -> str:
 
 
 #: The temporary name of a pending write, ``.<name>.preparer-<pid>-<n>.tmp``.
-_PENDING_NAME = re.compile(r"\..+\.preparer-\d+-\d+\.tmp\Z", re.DOTALL)
+_PENDING_NAME = re.compile(r"\..+\.preparer-[0-9]+-[0-9]+\.tmp\Z", re.DOTALL)
 
 
 class PendingWrites:

@@ -308,7 +308,7 @@ class _Parser:
         value = self.lookup(doc, key)
         if value is None or _count(value):
             return value
-        match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", value) if isinstance(value, str) else None
+        match = re.fullmatch(r"\s*([0-9]+)\s*([A-Za-z]*)\s*", value) if isinstance(value, str) else None
         if match and match.group(2).lower() in _UNITS:
             return int(match.group(1)) * _UNITS[match.group(2).lower()]
         raise self.fail(key, 'must be a number of bytes (an integer, or a string such as "512MiB")')

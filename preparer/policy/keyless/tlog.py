@@ -24,6 +24,7 @@ import hashlib
 import json
 from typing import Any
 
+from preparer._numbers import decimal
 from preparer.policy.keyless.model import Evidence, KeylessProblem, LogEntry, LogKey, TrustedRoot
 from preparer.policy.payload import PayloadProblem, b64, read_json
 
@@ -262,7 +263,8 @@ def _checkpoint_body(note: str) -> tuple[str, int, bytes]:
     if len(lines) < 3 or not lines[0]:
         raise KeylessProblem("the checkpoint lacks an origin, a tree size or a root hash")
     origin, size_text, hash_text = lines[:3]
-    if not size_text.isdigit() or (size_text.startswith("0") and size_text != "0") or len(size_text) > 20:
+    size = decimal(size_text)
+    if size is None or (size_text.startswith("0") and size_text != "0") or len(size_text) > 20:
         raise KeylessProblem(f"the checkpoint's tree size '{size_text[:40]}' is not a decimal number")
     try:
         hash_ = base64.b64decode(hash_text, validate=True)
@@ -270,7 +272,7 @@ def _checkpoint_body(note: str) -> tuple[str, int, bytes]:
         hash_ = b""
     if len(hash_) != 32:
         raise KeylessProblem("the checkpoint's root hash is not the base64 of a SHA-256 hash")
-    return origin, int(size_text), hash_
+    return origin, size, hash_
 
 
 # -- the entry is for this signature ------------------------------------------------------------------------------
