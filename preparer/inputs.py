@@ -665,10 +665,9 @@ def _duration(text: str, flag: str) -> float:
 
 def _seconds(environ: Mapping[str, str], name: str) -> float:
     raw = environ.get(name) or env_default(name)
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = -1.0
+    # ASCII digits and a point only: Python's float() also takes spaces, underscores and other scripts' digits.
+    plain = re.fullmatch(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", raw)
+    seconds = float(raw) if plain else -1.0
     if not 0 < seconds < float("inf"):
         raise InvalidInputsError("resolve inputs", f"{name} must be a positive number of seconds")
     return seconds

@@ -99,3 +99,13 @@ def test_the_command_refuses_such_a_port_before_any_request(
     assert not (layout.layers / "order.toml").exists()
     [problem] = check_descriptor(layout.app / "project.toml")
     assert "its port is not a number from 1 to 65535" in str(problem)
+
+
+@pytest.mark.parametrize("value", ["\u0661\u0665", "1_0", " 5", "5 ", "nan", "inf", "-5"])
+def test_a_timeout_setting_is_plain_seconds(value: str, preparer: Callable[..., Result]) -> None:
+    result = preparer(env={"CNB_PREPARER_HTTP_TIMEOUT": value}, project='[_]\nschema-version = "0.2"\n')
+    assert result.code == 3, result.stderr
+    assert "CNB_PREPARER_HTTP_TIMEOUT must be a positive number of seconds" in result.stderr
+    assert (
+        preparer(env={"CNB_PREPARER_HTTP_TIMEOUT": "2.5"}, project='[_]\nschema-version = "0.2"\n').code == 0
+    )
