@@ -166,7 +166,7 @@ def _http(
     if response.status_code == 304 and headers:
         return _download(step, shown, 0, cached=True)
     length = decimal(response.headers.get("Content-Length", ""))
-    if response.status_code != 200 or length is None:
+    if response.status_code != 200 or length is None or length >= 1 << 63:  # more than any file: not a size
         return _download(step, shown, None)
     return _download(step, shown, length)
 

@@ -109,3 +109,10 @@ def test_a_timeout_setting_is_plain_seconds(value: str, preparer: Callable[..., 
     assert (
         preparer(env={"CNB_PREPARER_HTTP_TIMEOUT": "2.5"}, project='[_]\nschema-version = "0.2"\n').code == 0
     )
+
+
+def test_a_descriptor_size_beyond_int64_is_no_size() -> None:
+    from preparer.fetch.oci.buildpackage import descriptor_size
+
+    assert descriptor_size({"size": (1 << 63) - 1}) == (1 << 63) - 1
+    assert [descriptor_size({"size": s}) for s in (1 << 63, 10**100, -1, True, "12", 1.0)] == [None] * 6

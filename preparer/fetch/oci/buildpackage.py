@@ -151,9 +151,10 @@ def _list(value: Any) -> list[Any]:
 
 
 def descriptor_size(descriptor: dict[str, Any]) -> int | None:
-    """The ``size`` of an OCI descriptor, when it is a proper one (a non-negative integer)."""
+    """The ``size`` of an OCI descriptor, when it is a proper one (a non-negative integer, an int64 as the image spec
+    says)."""
     size = descriptor.get("size")
-    return size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+    return size if isinstance(size, int) and not isinstance(size, bool) and 0 <= size < 1 << 63 else None
 
 
 def _label(labels: dict[str, Any], name: str, source: str) -> dict[str, Any]:
