@@ -14,6 +14,7 @@ itself says why.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,33 +34,37 @@ if TYPE_CHECKING:
 
 
 def plan_downloads(plan: Plan, inputs: Inputs, *, probe: bool = True) -> tuple[PlannedDownload, ...]:
-    """What ``plan`` will download, an entry at a time, in the plan's order (see the module's docstring).
+    """What ``plan`` will download, an entry at a time, in the plan's order (see the module's docstring); the entries
+    are asked about at once, as a run fetches them (:func:`~preparer.fetch.parallel.fetch_all`).
 
     :param probe: whether requests may be made (a ``HEAD``, an image's manifests); without, only what the download
         cache says is known.
     :raises Cancelled: the run was stopped meanwhile (through the interrupt machinery, as every request).
     """
-    from preparer.fetch.locator import HttpLocator, ImageLocator  # deferred: only plans that fetch measure
+    # Deferred: only plans that fetch measure.
+    from preparer.fetch.locator import HttpLocator, ImageLocator
+    from preparer.fetch.parallel import fetch_all
 
-    steps = [s for s in plan.steps if isinstance(s, Fetch) and s.entry.script is None]
-    measured = [s for s in steps if isinstance(s.pinned or s.locator, HttpLocator | ImageLocator)]
+    # A path on disk and an inline script download nothing.
+    steps = [
+        s
+        for s in plan.steps
+        if isinstance(s, Fetch) and s.entry.script is None and (s.pinned is not None or not _local(s))
+    ]
     if not steps:
         return ()
     online = probe and inputs.download_cache_repo_mode != "offline"
     with _probing(inputs, plan, online) as (cache, ctx):
-        found = []
+        jobs: list[Callable[[], PlannedDownload]] = []
         for step in steps:
             locator = step.pinned or step.locator
-            if step not in measured:
-                if _local(step):
-                    continue  # a path on disk: nothing is downloaded
-                found.append(_download(step, _shown(step), None))
-            elif isinstance(locator, HttpLocator):
-                found.append(_http(step, locator, cache, ctx, plan.rules is not None))
-            else:
-                assert isinstance(locator, ImageLocator)
-                found.append(_image(step, locator, cache, ctx))
-        return tuple(found)
+            if isinstance(locator, HttpLocator):
+                jobs.append(functools.partial(_http, step, locator, cache, ctx, plan.rules is not None))
+            elif isinstance(locator, ImageLocator):
+                jobs.append(functools.partial(_image, step, locator, cache, ctx))
+            else:  # found through the buildpack registry: resolving it is the index's download
+                jobs.append(functools.partial(_download, step, _shown(step), None))
+        return tuple(fetch_all(jobs) if ctx is not None else [job() for job in jobs])
 
 
 def _local(step: Fetch) -> bool:

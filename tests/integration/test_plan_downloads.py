@@ -70,6 +70,25 @@ def test_an_archives_size_comes_from_one_head_and_the_events_carry_it(
     assert events[-1].kind == "finished" and events[-1].done == size
 
 
+def test_the_entries_are_measured_at_once_and_listed_in_the_plans_order(
+    http_server: FileServer, tmp_path: Path
+) -> None:
+    """A web UI waits for the total: the probes go out together, as the run's fetches do, each answer held back."""
+    names = [f"many{n}.tgz" for n in range(4)]
+    for n, name in enumerate(names):
+        make_tgz(http_server.root / name, f"svc/many{n}", payload=bytes(n * 1000))
+    _layout, inputs = build(tmp_path / "b", *(http_server.url(name) for name in names))
+    http_server.latency = 0.3
+    try:
+        plan = plan_run(inputs)
+    finally:
+        http_server.latency = 0.0
+    assert http_server.most_in_flight >= 2
+    assert sorted(http_server.heads) == [f"/{name}" for name in names]
+    assert [d.source for d in plan.downloads] == [http_server.url(name) for name in names]
+    assert [d.size for d in plan.downloads] == [(http_server.root / name).stat().st_size for name in names]
+
+
 def test_a_chunked_answer_is_of_unknown_size_and_the_rest_still_counts(
     http_server: FileServer, tmp_path: Path
 ) -> None:
