@@ -158,9 +158,7 @@ def _commit(
 ) -> Outcome:
     """Write everything, each step undone if a later one fails (see the module's docstring)."""
     owner = _owner(inputs)
-    pending = PendingWrites(
-        (("<layers>", inputs.layers_dir), ("<platform>", inputs.platform_dir), ("<app>", inputs.app_dir))
-    )
+    pending = PendingWrites(inputs.build_dirs)
     trash = Trash(inputs.app_dir)
     installation = _installation(inputs.buildpacks_dir) if results else None
     installed: list[Path] = []
@@ -171,7 +169,7 @@ def _commit(
             order = _stage_order(plan, results, inputs, owner, pending)
             env_paths = _stage_env(plan, inputs.platform_dir, owner, pending)
             metadata_path = _stage_metadata(plan, owner, pending)
-            lock_path, lock = _stage_lock(plan, results, inputs.app_dir, owner, pending)
+            lock_path, lock = _stage_lock(plan, results, owner, pending)
             removed = trash.move(plan.removal) if plan.removal is not None else 0
             records = _records(plan.steps, results, inputs.buildpacks_dir, installation, installed)
             subjects = (inputs.layers_dir / "order.toml" if order else None, *env_paths, metadata_path)
@@ -365,7 +363,6 @@ def _stage_metadata(plan: Plan, owner: tuple[int, int] | None, pending: PendingW
     write = plan.project_metadata
     if write is None or write.action != "written":
         return None
-    pending.ready(write.path.parent)
     pending.add(write.path, dumps_toml(write.metadata.document()).encode(), 0o644, owner)
     return write.path
 
@@ -373,7 +370,6 @@ def _stage_metadata(plan: Plan, owner: tuple[int, int] | None, pending: PendingW
 def _stage_lock(
     plan: Plan,
     results: dict[int, Fetched],
-    app_dir: Path,
     owner: tuple[int, int] | None,
     pending: PendingWrites,
 ) -> tuple[Path | None, LockRecord | None]:
@@ -381,7 +377,7 @@ def _stage_lock(
     A lock given as bytes is not written: the record carries it.
 
     The lock usually lives in the app, whose directories its author controls: below ``<app>`` it is reached one
-    directory at a time, never through a link (:meth:`PendingWrites.ready`), so a planted link cannot send root's
+    directory at a time, never through a link (:meth:`PendingWrites.ready_below`), so a planted link cannot send root's
     write elsewhere."""
     state = plan.lock
     if state is None:
@@ -400,13 +396,8 @@ def _stage_lock(
     record = LockRecord(shown, "written", data, lock_changes(state.entries, entries))
     if state.in_memory:
         return None, record
-    if state.path.parent.is_relative_to(app_dir):
-        directory = pending.ready(app_dir, *state.path.parent.relative_to(app_dir).parts)
-    else:
-        directory = pending.ready(state.path.parent)
-    path = directory / state.path.name
-    pending.add(path, data, 0o644, owner)
-    return path, record
+    pending.add(state.path, data, 0o644, owner)
+    return state.path, record
 
 
 def _stage_env(

@@ -217,8 +217,10 @@ def _report_early_failure(parsed: goflags.Parsed, environ: Mapping[str, str], er
     path = Path(os.path.abspath(raw))
     if _names_an_input(path, parsed, environ):
         return
+    given = {name: _given(parsed, environ, name) for name in ("layers", "platform", "app")}
+    places = tuple((f"<{name}>", Path(os.path.abspath(value))) for name, value in given.items() if value)
     try:
-        write_report(path, error=(int(error.exit_code), error.message))
+        write_report(path, error=(int(error.exit_code), error.message), places=places)
     except PreparerError as failure:  # the input error is the one to show
         log.warning("could not write the prepare report %s: %s", path, failure)
 
@@ -226,12 +228,18 @@ def _report_early_failure(parsed: goflags.Parsed, environ: Mapping[str, str], er
 def _names_an_input(path: Path, parsed: goflags.Parsed, environ: Mapping[str, str]) -> bool:
     """Whether the report ``path`` is a file the run would read (the descriptor, the platform file, the policy, the
     lock, the order): a report written there would destroy it."""
-    app = parsed.values.get("app", environ.get(env_of("app"), default("app")))
-    given: list[object] = [os.path.join(app, "project.toml") if isinstance(app, str) else None]
+    app = _given(parsed, environ, "app")
+    given: list[object] = [os.path.join(app, "project.toml") if app else None]
     for flag in ("project-descriptor", "platform-config", "policy", "lock", "order", "provenance"):
         given.append(parsed.values.get(flag, environ.get(env_of(flag))))
     real = os.path.realpath(path)
     return any(isinstance(p, str) and p and os.path.realpath(p) == real for p in given)
+
+
+def _given(parsed: goflags.Parsed, environ: Mapping[str, str], name: str) -> str:
+    """The flag ``name`` as given, else its variable, else its default (``""`` when it is not text)."""
+    value = parsed.values.get(name, environ.get(env_of(name), default(name)))
+    return value if isinstance(value, str) else ""
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -183,6 +183,12 @@ class Inputs:
         _check_values(self)
 
     @property
+    def build_dirs(self) -> tuple[tuple[str, Path], ...]:
+        """The build's directories others may write (the build user, the app's author), by the name messages give
+        them: a file the run writes below one is reached from it without following a link."""
+        return (("<layers>", self.layers_dir), ("<platform>", self.platform_dir), ("<app>", self.app_dir))
+
+    @property
     def project_metadata_path(self) -> Path | None:
         """Where project-metadata.toml goes, or ``None`` when it is not written."""
         if not self.write_project_metadata:

@@ -215,13 +215,14 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
             and _clash(inputs, "-prepare-report") is None
         ):
             try:
-                write_report(report_path, error=(int(getattr(error, "exit_code", 1)), str(error)))
+                error_of = (int(getattr(error, "exit_code", 1)), str(error))
+                write_report(report_path, error=error_of, places=inputs.build_dirs)
             except PreparerError as unwritten:  # the run's own error is the one to tell (a full disk, often)
                 if unwritten.message != getattr(error, "message", None):
                     log.warning("the failed run's report was not written: %s", unwritten.message)
         raise
     if inputs.prepare_report is not None:
-        write_report(inputs.prepare_report, report)
+        write_report(inputs.prepare_report, report, places=inputs.build_dirs)
     return report
 
 

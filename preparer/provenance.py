@@ -191,7 +191,6 @@ def stage_provenance(
         inputs.provenance_builder_id,
         metadata,
     )
-    pending.ready(inputs.provenance.parent)
     pending.add(inputs.provenance, dumps_statement(doc), 0o644)
     return doc
 

@@ -9,7 +9,6 @@ effective configuration, credentials removed), ``[[buildpacks]]`` (``id``, ``ver
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -286,8 +285,15 @@ def report_to_toml(report: Report) -> dict[str, Any]:
     return doc
 
 
-def write_report(path: Path, report: Report | None = None, *, error: tuple[int, str] | None = None) -> None:
-    """Write the report file: ``report``'s document, or for a failed run only ``[error]`` with ``(code, message)``.
+def write_report(
+    path: Path,
+    report: Report | None = None,
+    *,
+    error: tuple[int, str] | None = None,
+    places: tuple[tuple[str, Path], ...] = (),
+) -> None:
+    """Write the report file: ``report``'s document, or for a failed run only ``[error]`` with ``(code, message)``;
+    below one of the build's directories (``places``), never through a link.
 
     :raises ApplyError: the file cannot be written (exit 1).
     """
@@ -296,6 +302,4 @@ def write_report(path: Path, report: Report | None = None, *, error: tuple[int, 
     else:
         assert report is not None
         doc = report_to_toml(report)
-    with contextlib.suppress(OSError):  # write_atomic reports the failure
-        path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, dumps_toml(doc).encode())
+    write_atomic(path, dumps_toml(doc).encode(), places=places)  # its directory made as needed

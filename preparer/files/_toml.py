@@ -387,9 +387,22 @@ class PendingWrites:
         _sweep_pending(fd)
         return path
 
+    def ready_below(self, directory: Path) -> Path:
+        """:meth:`ready` for ``directory``, reached from the deepest of the platform's directories (:attr:`places`)
+        that holds it: below that one, others may write (the build user, the app's author), so no link is followed
+        there; above it, the path is the platform's."""
+        holding = [base for _, base in self.places if directory == base or base in directory.parents]
+        if not holding:
+            return self.ready(directory)
+        base = max(holding, key=lambda b: len(b.parts))
+        return self.ready(base, *directory.relative_to(base).parts)
+
     def add(self, path: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> None:
-        """Write ``data`` to a temporary file beside ``path``, with its final mode and owner."""
-        directory = self.dirs[path.parent] if path.parent in self.dirs else self.dirs[self.ready(path.parent)]
+        """Write ``data`` to a temporary file beside ``path``, with its final mode and owner (its directory made
+        ready with :meth:`ready_below` when it is not)."""
+        directory = (
+            self.dirs[path.parent] if path.parent in self.dirs else self.dirs[self.ready_below(path.parent)]
+        )
         try:
             fd, tmp = _locked_temp(directory, path.name)
         except OSError as err:
@@ -509,13 +522,20 @@ def _sweep_pending(directory: int) -> None:
             os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o644, owner: tuple[int, int] | None = None) -> None:
+def write_atomic(
+    path: Path,
+    data: bytes,
+    mode: int = 0o644,
+    owner: tuple[int, int] | None = None,
+    places: tuple[tuple[str, Path], ...] = (),
+) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory and ``os.replace``.
 
     :param owner: ``(uid, gid)`` to own the file, or ``None`` to keep the writer's.
+    :param places: the build's directories (:attr:`PendingWrites.places`): below one, no link is followed.
     :raises ApplyError: when the directory or file cannot be written (exit 1).
     """
-    pending = PendingWrites()
+    pending = PendingWrites(places)
     try:
         pending.add(path, data, mode, owner)
         pending.commit()

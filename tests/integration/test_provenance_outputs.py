@@ -186,3 +186,22 @@ def test_a_saved_plan_run_later_writes_the_provenance_of_what_it_installed(
         "name": "layers/order.toml",
         "digest": {"sha256": sha256((layout.layers / "order.toml").read_bytes())},
     }
+
+
+@pytest.mark.parametrize("flag", ["-provenance", "-prepare-report"])
+@pytest.mark.parametrize("where", ["app", "layers"])
+def test_a_link_planted_below_a_build_directory_cannot_send_the_file_elsewhere(
+    flag: str, where: str, preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    """Below <app> (its author's) and <layers> (the build user's, from an earlier build), a directory of the path
+    that is a link is refused, as for the lock; the file is never written where the link leads."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    base = layout.app if where == "app" else layout.layers
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "out").symlink_to(elsewhere)
+    result = preparer(flag, str(base / "out" / "record.json"), project=project('id = "examples/node"'))
+    assert result.code == 1, result.stderr
+    assert "out" in result.stderr and "link" in result.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert not (layout.layers / "order.toml").exists()
