@@ -134,9 +134,28 @@ def run(argv: Sequence[str], environ: Mapping[str, str]) -> int:
     said: list[str] = []
     color = not no_color(parsed.values, environ, said.append)
     configure(log_level_of(parsed.values, environ), color=color)
-    for warning in (*parsed.warnings, *said):
+    for warning in (*parsed.warnings, *said, *_unknown_settings(environ)):
         log.warning("%s", warning)
     return _prepare(parsed, environ, color)
+
+
+def _unknown_settings(environ: Mapping[str, str]) -> list[str]:
+    """A warning for each ``CNB_PREPARER_*`` variable that is no setting (a typo is otherwise a setting silently
+    not applied), with the one meant when it is near."""
+    from preparer.flags import BY_ENV
+
+    unknown = sorted(n for n in environ if n.startswith("CNB_PREPARER_") and n not in BY_ENV)
+    if not unknown:
+        return []
+    from preparer._near import closest  # deferred: most environments hold none
+
+    known = sorted(name for name in BY_ENV if name.startswith("CNB_PREPARER_"))
+    warnings = []
+    for name in unknown:
+        near = closest(name, known, most=3)
+        meant = f" (did you mean {near}?)" if near else f" (the preparer's are {', '.join(known)})"
+        warnings.append(f"{name} is not a setting of the preparer{meant}: it is ignored")
+    return warnings
 
 
 def _prepare(parsed: goflags.Parsed, environ: Mapping[str, str], color: bool) -> int:

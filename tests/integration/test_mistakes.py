@@ -211,3 +211,25 @@ def test_a_mistyped_key_of_an_entry_says_which_it_is_near(preparer: Callable[...
     assert missing.stderr.endswith(
         "io.buildpacks.build.env[0]: name is required (nmae is written: did you mean name?)\n"
     )
+
+
+def test_a_misspelled_setting_of_the_preparer_is_named_not_silently_ignored(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    out = tmp_path / "provenance.json"
+    result = preparer(
+        env={"CNB_PREPARER_PROVANANCE": str(out), "CNB_PREPARER_SHINY": "1"},
+        project=HEAD + '[[io.buildpacks.group]]\nid = "examples/node"\n',
+    )
+    assert result.code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert (
+        "Warning: CNB_PREPARER_PROVANANCE is not a setting of the preparer (did you mean CNB_PREPARER_PROVENANCE?): "
+        "it is ignored"
+    ) in lines
+    [shiny] = [line for line in lines if line.startswith("Warning: CNB_PREPARER_SHINY ")]
+    assert "(the preparer's are CNB_PREPARER_DOWNLOAD_TIMEOUT, " in shiny and shiny.endswith(
+        ": it is ignored"
+    )
+    assert not out.exists()
+    assert not [line for line in lines if "CNB_PREPARER_PROVENANCE " in line]  # a known one is never named
