@@ -18,7 +18,12 @@ from hypothesis import settings
 settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
 
-pytest_plugins = ["tests.plugins.cli", "tests.plugins.http_server", "tests.plugins.registry"]
+pytest_plugins = [
+    "tests.plugins.cli",
+    "tests.plugins.http_server",
+    "tests.plugins.registry",
+    "tests.plugins.signing",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

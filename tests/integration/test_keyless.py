@@ -17,13 +17,12 @@ from pathlib import Path
 import pytest
 
 from tests.golden import Layout
-from tests.integration.test_signatures import installed, push_image
+from tests.integration.test_signatures import installed, push_image, run
 from tests.keyless import GITHUB_ISSUER, WORKFLOW
 from tests.keyless_sign import Signer, bundle_keyless, cosign_keyless, make_signer
 from tests.plugins.cli import Result
 from tests.plugins.registry import Front, Registry
 from tests.plugins.signing import cosign_sign, make_key
-from tests.projects import group
 
 #: The identity of the workflow the tests' certificates name, as a platform writes it.
 SUBJECT_REGEXP = r"^https://github\.com/acme/buildpacks/\.github/workflows/release\.yml@refs/heads/.*$"
@@ -45,10 +44,6 @@ def keyless_policy(
         f'[[image.signed-by]]\nimages = ["{images}"]\n{extra}\n[[image.signed-by.identities]]\n{identity}'
     )
     return path
-
-
-def run(preparer: Callable[..., Result], pol: Path, ref: str, *extra: str) -> Result:
-    return preparer("-policy", str(pol), *extra, project=group(f"docker://{ref}"))
 
 
 @pytest.mark.parametrize("sign", [cosign_keyless, bundle_keyless], ids=["tag scheme", "bundle"])

@@ -23,8 +23,8 @@ from preparer.policy.keyless.evidence import from_bundle
 from preparer.policy.keyless.root import load_root
 from preparer.policy.keyless.verify import verify
 from tests.golden import Layout
-from tests.integration.test_keyless import SUBJECT_REGEXP, keyless_policy, run
-from tests.integration.test_signatures import installed, push_image
+from tests.integration.test_keyless import SUBJECT_REGEXP, keyless_policy
+from tests.integration.test_signatures import installed, push_image, run
 from tests.keyless import GITHUB_ISSUER, T0, WORKFLOW
 from tests.keyless_log import hashedrekord
 from tests.keyless_sign import Signer, bundle_keyless, keyless_bundle, make_signer

@@ -19,7 +19,7 @@ import pytest
 from tests.golden import Layout, listing
 from tests.plugins.cli import Result
 from tests.plugins.registry import Registry, buildpack_layer, push_package
-from tests.plugins.signing import Key, cosign_sign, make_key
+from tests.plugins.signing import Key, cosign_sign
 from tests.projects import group
 
 
@@ -52,11 +52,6 @@ SPELLINGS = [
     ("LOCALHOST:{port}", "localhost:{port}"),
 ]
 IDS = [f"rule {rule} ref {ref}" for rule, ref in SPELLINGS]
-
-
-@pytest.fixture
-def key(tmp_path: Path) -> Key:
-    return make_key(tmp_path / "keys")
 
 
 def signed_by(tmp_path: Path, images: list[str], key: Key) -> Path:

@@ -17,10 +17,10 @@ import pytest
 import requests
 
 from tests.golden import Layout
-from tests.integration.test_signatures import installed, push_image
+from tests.integration.test_signatures import installed, push_image, run
 from tests.plugins.cli import Result
 from tests.plugins.registry import Registry
-from tests.plugins.signing import Key, cosign_sign, make_key
+from tests.plugins.signing import Key, cosign_sign
 from tests.projects import group
 
 
@@ -45,20 +45,11 @@ def records(cache: Path) -> list[Path]:
 
 
 @pytest.fixture
-def key(tmp_path: Path) -> Key:
-    return make_key(tmp_path / "keys")
-
-
-@pytest.fixture
 def signed(registry: Registry, tmp_path: Path, key: Key) -> tuple[str, str, str]:
     """A signed image: ``(reference by digest, repository, the signature manifest's digest)``."""
     repository, digest = push_image(registry, tmp_path)
     signature = cosign_sign(registry, repository, digest, key)
     return f"{registry.host}/{repository}@{digest}", repository, signature
-
-
-def run(preparer: Callable[..., Result], pol: Path, ref: str) -> Result:
-    return preparer("-policy", str(pol), project=group(f"docker://{ref}"))
 
 
 def test_a_withdrawn_signature_admits_the_image_from_the_record_until_it_is_a_day_old(

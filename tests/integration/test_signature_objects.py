@@ -39,11 +39,6 @@ from tests.plugins.signing import (
 from tests.projects import group
 
 
-@pytest.fixture
-def key(tmp_path: Path) -> Key:
-    return make_key(tmp_path / "keys")
-
-
 def sha(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 

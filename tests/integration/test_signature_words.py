@@ -24,11 +24,6 @@ def inline_policy(tmp_path: Path, keys: list[str]) -> Path:
     return path
 
 
-@pytest.fixture
-def key(tmp_path: Path) -> Key:
-    return make_key(tmp_path / "keys")
-
-
 def test_an_inline_pem_key_verifies_as_its_file_does(
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, key: Key
 ) -> None:

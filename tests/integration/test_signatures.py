@@ -62,11 +62,6 @@ def installed(layout: Layout) -> bool:
     return "acme_signed/1.0.0/" in listing(layout.buildpacks)
 
 
-@pytest.fixture
-def key(tmp_path: Path) -> Key:
-    return make_key(tmp_path / "keys")
-
-
 def run(preparer: Callable[..., Result], pol: Path, ref: str, *extra: str) -> Result:
     return preparer("-policy", str(pol), *extra, project=group(f"docker://{ref}"))
 

@@ -7,6 +7,8 @@
   of predicate type ``https://sigstore.dev/cosign/sign/v1``, signed over DSSE's PAE, pushed as an OCI 1.1 referrer
   (``subject`` = the image) and listed in the referrers tag schema's index (tag ``sha256-<hex>``), which is what
   cosign writes on a registry without the referrers API (Debian's docker-registry 2.8).
+
+The fixture ``key`` is a new P-256 key of the test's own (:func:`make_key` in ``tmp_path/keys``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.plugins.registry import Registry, put_manifest, upload_blob
 
@@ -102,6 +106,11 @@ def make_key(directory: Path, name: str = "cosign", curve: str = "p256") -> Key:
     )
     (directory / f"{name}.key").write_bytes(private)
     return Key(signing, public, curve)
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> Key:
+    return make_key(tmp_path / "keys")
 
 
 def simple_signing(reference: str, digest: str, kind: str = "cosign container image signature") -> bytes:
