@@ -9,6 +9,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from preparer.policy.keyless.model import LogKey, Window
 from tests.keyless import GITHUB_ISSUER, T0, WORKFLOW, Leaf, Sigstore, der, make_sigstore, spki
@@ -80,6 +81,23 @@ def cosign_keyless(
     return sign_tag_scheme(registry, repository, digest, [(payload, signature)], [annotations])
 
 
+def tlog_entry(signer: Signer, body: bytes, kind: str, at: int = T0) -> dict[str, Any]:
+    """``body`` (a ``kind`` 0.0.1 entry) added to the signer's Rekor log at ``at``, as a bundle's ``tlogEntries``
+    item: its promise, inclusion proof and checkpoint."""
+    entry = signer.log.add(body, at=at)
+    assert entry.promise is not None and entry.proof is not None
+    proof = entry.proof
+    return {
+        "logIndex": str(entry.log_index), "logId": {"keyId": _b64(entry.log_id)},
+        "kindVersion": {"kind": kind, "version": "0.0.1"}, "integratedTime": str(at),
+        "inclusionPromise": {"signedEntryTimestamp": _b64(entry.promise)},
+        "inclusionProof": {"logIndex": str(proof.log_index), "rootHash": _b64(proof.root_hash),
+                           "treeSize": str(proof.tree_size), "hashes": [_b64(h) for h in proof.hashes],
+                           "checkpoint": {"envelope": proof.checkpoint}},
+        "canonicalizedBody": _b64(body),
+    }  # fmt: skip
+
+
 def keyless_bundle(signer: Signer, payload: bytes, leaf: Leaf | None = None, at: int = T0) -> bytes:
     """A Sigstore bundle v0.3 as cosign v3 makes one: a DSSE envelope over ``payload`` (an in-toto statement) signed
     with a Fulcio leaf, logged in Rekor as ``dsse`` 0.0.1 with its promise, inclusion proof and checkpoint."""
@@ -93,21 +111,10 @@ def keyless_bundle(signer: Signer, payload: bytes, leaf: Leaf | None = None, at:
                  "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(payload).hexdigest()},
                  "signatures": [{"signature": _b64(signature), "verifier": _b64(pem(leaf.der).encode())}]},
     }, sort_keys=True, separators=(",", ":")).encode()  # fmt: skip
-    entry = signer.log.add(body, at=at)
-    assert entry.promise is not None and entry.proof is not None
-    proof = entry.proof
-    tlog = {
-        "logIndex": str(entry.log_index), "logId": {"keyId": _b64(entry.log_id)},
-        "kindVersion": {"kind": "dsse", "version": "0.0.1"}, "integratedTime": str(at),
-        "inclusionPromise": {"signedEntryTimestamp": _b64(entry.promise)},
-        "inclusionProof": {"logIndex": str(proof.log_index), "rootHash": _b64(proof.root_hash),
-                           "treeSize": str(proof.tree_size), "hashes": [_b64(h) for h in proof.hashes],
-                           "checkpoint": {"envelope": proof.checkpoint}},
-        "canonicalizedBody": _b64(body),
-    }  # fmt: skip
     return json.dumps({
         "mediaType": BUNDLE,
-        "verificationMaterial": {"certificate": {"rawBytes": _b64(leaf.der)}, "tlogEntries": [tlog]},
+        "verificationMaterial": {"certificate": {"rawBytes": _b64(leaf.der)},
+                                 "tlogEntries": [tlog_entry(signer, body, "dsse", at)]},
         "dsseEnvelope": envelope,
     }).encode()  # fmt: skip
 

@@ -27,7 +27,7 @@ from tests.integration.test_keyless import SUBJECT_REGEXP, keyless_policy
 from tests.integration.test_signatures import installed, push_image, run
 from tests.keyless import GITHUB_ISSUER, T0, WORKFLOW
 from tests.keyless_log import hashedrekord
-from tests.keyless_sign import Signer, bundle_keyless, keyless_bundle, make_signer
+from tests.keyless_sign import Signer, bundle_keyless, keyless_bundle, make_signer, tlog_entry
 from tests.plugins.cli import Result
 from tests.plugins.registry import Registry
 from tests.plugins.signing import BUNDLE, attach_bundle, statement
@@ -57,23 +57,11 @@ def sign_blob(signer: Signer, artifact: bytes, at: int = T0) -> bytes:
     logged in Rekor as a ``hashedrekord`` 0.0.1 with its promise, inclusion proof and checkpoint."""
     leaf = signer.leaf(at=at)
     signature = leaf.sign(artifact)
-    body = hashedrekord(signature, leaf.der, artifact)
-    entry = signer.log.add(body, at=at)
-    assert entry.promise is not None and entry.proof is not None
-    proof = entry.proof
+    tlog = tlog_entry(signer, hashedrekord(signature, leaf.der, artifact), "hashedrekord", at)
 
     def b64(data: bytes) -> str:
         return base64.b64encode(data).decode()
 
-    tlog = {
-        "logIndex": str(entry.log_index), "logId": {"keyId": b64(entry.log_id)},
-        "kindVersion": {"kind": "hashedrekord", "version": "0.0.1"}, "integratedTime": str(at),
-        "inclusionPromise": {"signedEntryTimestamp": b64(entry.promise)},
-        "inclusionProof": {"logIndex": str(proof.log_index), "rootHash": b64(proof.root_hash),
-                           "treeSize": str(proof.tree_size), "hashes": [b64(h) for h in proof.hashes],
-                           "checkpoint": {"envelope": proof.checkpoint}},
-        "canonicalizedBody": b64(body),
-    }  # fmt: skip
     return json.dumps({
         "mediaType": BUNDLE,
         "verificationMaterial": {"certificate": {"rawBytes": b64(leaf.der)}, "tlogEntries": [tlog]},
