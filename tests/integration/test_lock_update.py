@@ -40,23 +40,23 @@ def two_entries(
     preparer: Callable[..., Result], registry: Registry, http_server: FileServer, tmp_path: Path, lock: Path
 ) -> tuple[str, str, str]:
     """A project of an image by tag (``acme/img`` 1.0.0) and an archive (``acme/a`` 1.0.0), locked; then the tag is
-    moved to 1.1.0, as a new release does. The repository, the first digest, the moved one."""
+    moved to 1.1.0, as a new release does. The image's ``uri``, the first digest, the moved one."""
     repository = f"lock/{uuid.uuid4().hex[:8]}"
+    image = f"docker://{registry.host}/{repository}:latest"
     first = push(registry, tmp_path, repository, "1.0.0")
     make_tgz(http_server.root / "a.tgz", "acme/a", "1.0.0")
     make_tgz(http_server.root / "b.tgz", "acme/b", "2.0.0")
-    project = group(f"docker://{registry.host}/{repository}:latest", http_server.url("a.tgz"))
+    project = group(image, http_server.url("a.tgz"))
     assert preparer("-lock", str(lock), project=project).code == 0
     moved = push(registry, tmp_path, repository, "1.1.0")
-    return repository, first, moved
+    return image, first, moved
 
 
 def test_update_lock_resolves_only_the_edited_entry_and_keeps_a_moved_tag(
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry,
     http_server: FileServer, lock: Path,
 ) -> None:  # fmt: skip
-    repository, first, moved = two_entries(preparer, registry, http_server, tmp_path, lock)
-    image = f"docker://{registry.host}/{repository}:latest"
+    image, first, moved = two_entries(preparer, registry, http_server, tmp_path, lock)
     edited = group(image, http_server.url("b.tgz"))  # the user changed the second entry only
     stale = preparer("-lock", str(lock), project=edited)
     assert stale.code == 3 and stale.stderr.rstrip().endswith("rerun with -update-lock")
@@ -75,8 +75,7 @@ def test_an_added_and_a_removed_entry_are_the_only_changes(
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry,
     http_server: FileServer, lock: Path,
 ) -> None:  # fmt: skip
-    repository, first, _ = two_entries(preparer, registry, http_server, tmp_path, lock)
-    image = f"docker://{registry.host}/{repository}:latest"
+    image, first, _ = two_entries(preparer, registry, http_server, tmp_path, lock)
     fresh(layout)
     added = preparer("-lock", str(lock), "-update-lock", project=group(image, http_server.url("a.tgz")) +
                      '[[io.buildpacks.group]]\nid = "examples/node"\n')  # fmt: skip
@@ -103,8 +102,8 @@ def test_an_entry_named_by_id_or_key_moves_and_all_moves_everything(
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry,
     http_server: FileServer, lock: Path,
 ) -> None:  # fmt: skip
-    repository, _, moved = two_entries(preparer, registry, http_server, tmp_path, lock)
-    project = group(f"docker://{registry.host}/{repository}:latest", http_server.url("a.tgz"))
+    image, _, moved = two_entries(preparer, registry, http_server, tmp_path, lock)
+    project = group(image, http_server.url("a.tgz"))
     make_tgz(http_server.root / "v2" / "a.tgz", "acme/a", "1.1.0")
     shutil.copy(http_server.root / "v2" / "a.tgz", http_server.root / "a.tgz")  # the archive moved too
     for name in ("acme/img", "io.buildpacks.group[0]"):
@@ -162,8 +161,8 @@ def test_the_environment_names_entries_comma_separated(
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry,
     http_server: FileServer, lock: Path,
 ) -> None:  # fmt: skip
-    repository, _, moved = two_entries(preparer, registry, http_server, tmp_path, lock)
-    project = group(f"docker://{registry.host}/{repository}:latest", http_server.url("a.tgz"))
+    image, _, moved = two_entries(preparer, registry, http_server, tmp_path, lock)
+    project = group(image, http_server.url("a.tgz"))
     fresh(layout)
     result = preparer(
         "-lock", str(lock), project=project, env={"CNB_PREPARER_UPDATE_LOCK": "acme/img,acme/a"}
@@ -180,8 +179,7 @@ def test_a_dry_run_update_says_what_it_fetches_and_never_that_nothing_is(
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry,
     http_server: FileServer, lock: Path,
 ) -> None:  # fmt: skip
-    repository, _, _ = two_entries(preparer, registry, http_server, tmp_path, lock)
-    image = f"docker://{registry.host}/{repository}:latest"
+    image, _, _ = two_entries(preparer, registry, http_server, tmp_path, lock)
     before = lock.read_bytes()
     fresh(layout)
     result = preparer(
