@@ -106,8 +106,8 @@ def json_problem(err: BaseException) -> str:
     return "not JSON"
 
 
-#: At most this much of a token endpoint's error answer is read for its own words.
-MAX_ERROR_ANSWER = 16 << 10
+#: At most this much of an error answer (a registry's, its token endpoint's) is read for its own words.
+MAX_ERROR_BODY = 16 << 10
 
 
 def endpoint_says(response: requests.Response) -> str:
@@ -118,7 +118,7 @@ def endpoint_says(response: requests.Response) -> str:
 
     try:
         with response:
-            data = response.raw.read(MAX_ERROR_ANSWER, decode_content=True)
+            data = response.raw.read(MAX_ERROR_BODY, decode_content=True)
     except (OSError, urllib3.exceptions.HTTPError):
         return ""
     text = data.decode("utf-8", "replace")
@@ -134,6 +134,11 @@ def endpoint_says(response: requests.Response) -> str:
         words = [str(value) for key in keys if (value := (first or body).get(key))]
     elif body is None and "<" not in text:  # plain text; an HTML page says nothing worth a line
         words = [text]
+    return spoken(words)
+
+
+def spoken(words: list[str]) -> str:
+    """A server's ``words`` as one printable line of at most 300 characters, joined by ``: ``."""
     said = ": ".join(" ".join("".join(c if c.isprintable() else " " for c in w).split()) for w in words if w)
     return said if len(said) <= 300 else said[:299] + "…"
 

@@ -379,29 +379,24 @@ class Registry:
         return self._retrying(attempt)
 
 
-#: At most this much of an error answer's body is read for the registry's own words.
-MAX_ERROR_BODY = 16 << 10
-
-
 def registry_says(response: requests.Response) -> str:
     """The registry's own words for an error answer (``errors[0]``: its code and message, as skopeo shows them),
-    read from at most :data:`MAX_ERROR_BODY` bytes of the body, printable and at most 300 characters; ``""`` when
+    read from at most :data:`~preparer.fetch.oci.auth.MAX_ERROR_BODY` bytes of the body, printable and at most 300
+    characters (:func:`~preparer.fetch.oci.auth.spoken`); ``""`` when
     the body says nothing readable. The response is closed."""
     import urllib3  # deferred (heavy), as everywhere a request was made
 
     # Any body at all: a registry's explanation is a courtesy, never a failure of its own.
     try:
         with response:
-            data = response.raw.read(MAX_ERROR_BODY, decode_content=True)
+            data = response.raw.read(auth.MAX_ERROR_BODY, decode_content=True)
         errors = json.loads(data).get("errors")
         first = errors[0] if isinstance(errors, list) and errors else None
     except (OSError, ValueError, AttributeError, RecursionError, urllib3.exceptions.HTTPError):
         return ""
     if not isinstance(first, dict):
         return ""
-    words = [str(first.get(key) or "") for key in ("code", "message")]
-    said = ": ".join(" ".join("".join(c if c.isprintable() else " " for c in w).split()) for w in words if w)
-    return said if len(said) <= 300 else said[:299] + "…"
+    return auth.spoken([str(first.get(key) or "") for key in ("code", "message")])
 
 
 def _endpoint_transport(base: Transport, endpoint: Host) -> Transport:
