@@ -11,11 +11,13 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from preparer import Download, Inputs, PlannedDownload, plan_run, prepare, run_plan
+from preparer import Cancel, Cancelled, Download, Inputs, PlannedDownload, plan_run, prepare, run_plan
 from preparer.downloads import human_size
 from tests.buildpacks import make_dir, make_tgz
 from tests.golden import BUILDER, Layout
@@ -217,3 +219,44 @@ def test_a_plan_made_inside_prepare_is_not_measured(http_server: FileServer, tmp
     make_tgz(http_server.root / "bp.tgz", "svc/plain")
     prepare(build(tmp_path / "b", http_server.url("bp.tgz"))[1])
     assert http_server.heads == []
+
+
+def test_a_cancel_stops_the_measuring_at_once_and_leaves_no_thread(
+    http_server: FileServer, tmp_path: Path
+) -> None:
+    """A service cancels a plan whose probes wait on a server that holds its answers back: ``plan_run`` returns
+    ``Cancelled`` at once, and none of its probe threads is left."""
+    names = ["held0.tgz", "held1.tgz"]
+    for name in names:
+        make_tgz(http_server.root / name, "svc/held")
+    _layout, inputs = build(tmp_path / "b", *(http_server.url(name) for name in names))
+    handle = Cancel()
+    raised: list[BaseException] = []
+    stopped: list[float] = []
+
+    def planning() -> None:
+        try:
+            plan_run(inputs, cancel=handle)
+        except BaseException as err:  # noqa: BLE001 - handed to the test's thread
+            raised.append(err)
+        stopped.append(time.monotonic())
+
+    http_server.latency = 3.0
+    try:
+        thread = threading.Thread(target=planning)
+        thread.start()
+        ends = time.monotonic() + 10
+        while len(http_server.heads) < 2 and time.monotonic() < ends:
+            time.sleep(0.01)
+        time.sleep(0.2)  # both probes are waiting for their answers
+        cancelled = time.monotonic()
+        handle.set()
+        thread.join(10)
+    finally:
+        http_server.latency = 0.0
+    assert [type(e) for e in raised] == [Cancelled]
+    assert stopped[0] - cancelled < 0.5
+    ends = time.monotonic() + 1  # (their sockets are shut: they end as soon as they are scheduled)
+    while [t for t in threading.enumerate() if t.name.startswith("fetch")] and time.monotonic() < ends:
+        time.sleep(0.02)
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("fetch")]
