@@ -15,10 +15,10 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from preparer._fs import claimed_dir, full_disk, no_space, shared_with_others, sweep
+from preparer._fs import claimed_dir, full_disk, shared_with_others, sweep
 from preparer._logger import log
 from preparer.api import verify_buildpack_api
-from preparer.errors import FetchError, InvalidInputsError, NoSpaceError, with_fields
+from preparer.errors import FetchError, InvalidInputsError, NoSpaceError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.locator import HttpLocator, ImageLocator, redact
 from preparer.fetch.parallel import fetch_all
@@ -244,9 +244,7 @@ def _staging_full(step: Fetch, ctx: FetchContext, full: OSError) -> NoSpaceError
         else locator.reference if isinstance(locator, ImageLocator)
         else redact(step.entry.uri or step.entry.id or "")
     )  # fmt: skip
-    place, directory = ctx.sink.staging_place()
-    error = NoSpaceError(f"install {source}", no_space(full, place, directory))
-    return with_fields(error, place=place, directory=str(directory))
+    return ctx.sink.staging_full(source, full)
 
 
 def _budget(policy: Policy, step: Fetch, totals: RunTotals) -> Budget:

@@ -23,7 +23,7 @@ from preparer import interrupt
 from preparer._fs import full_disk, full_in, keeping_copy, no_space, temp_file
 from preparer._numbers import decimal
 from preparer._record import record
-from preparer.errors import FetchError, NoSpaceError, with_fields
+from preparer.errors import FetchError, NoSpaceError
 from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache, KnownTree
 from preparer.fetch.guard import LimitExceeded
 from preparer.fetch.sink import Sink
@@ -577,11 +577,7 @@ class ArchiveWay:
             return None
         if local is not None:
             return CacheFull(full)
-        place, directory = self.sink.staging_place()
-        return with_fields(
-            NoSpaceError(f"install {self.source}", no_space(full, place, directory)),
-            place=place, directory=str(directory),
-        )  # fmt: skip
+        return self.sink.staging_full(self.source, full)
 
     def _retrying(self, attempt: Callable[[], T]) -> T:
         return self.origin.transport.retrying(self.origin.action, attempt)

@@ -55,6 +55,8 @@ INDEX_TYPE = "application/vnd.buildpacks.preparer.index.v1"
 INDEX_LAYER = "application/vnd.buildpacks.preparer.index.v1+json"
 #: An index larger than this is not read (the registry client's bound on a manifest).
 MAX_INDEX = 4 << 20
+#: What a warning about a malformed record calls a record of each type.
+_KINDS = {ARTIFACT_TYPE: "archive", REF_TYPE: "reference", SIGNATURES_TYPE: "signature", INDEX_TYPE: "index"}
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -253,13 +255,13 @@ class Fleet:
 
     def signatures(self, repository: str, digest: str) -> bytes | None:
         """The signature record of the image ``digest`` of ``repository`` (its JSON), or ``None``."""
-        hit = self._layer(signatures_tag(repository, digest), SIGNATURES_TYPE, "signature")
+        hit = self._layer(signatures_tag(repository, digest), SIGNATURES_TYPE)
         return None if hit is None else self.small_blob(hit, MAX_SIGNATURES_RECORD)
 
     def index(self, digest: str) -> bytes | None:
         """The image index ``digest`` (its bytes, verified against the digest), when the repository records it."""
         tag = index_tag(digest)
-        hit = self._layer(tag, INDEX_TYPE, "index")
+        hit = self._layer(tag, INDEX_TYPE)
         if hit is None:
             return None
         if hit.digest != digest:
@@ -343,11 +345,11 @@ class Fleet:
         return self.config.max_age > 0 and 0 <= time.time() - checked <= self.config.max_age
 
     def _archive(self, tag: str) -> Hit | None:
-        return self._layer(tag, ARTIFACT_TYPE, "archive")
+        return self._layer(tag, ARTIFACT_TYPE)
 
-    def _layer(self, tag: str, artifact_type: str, kind: str) -> Hit | None:
-        """The one layer of the ``kind`` record tagged ``tag`` (its digest, size and the record's annotations), or
-        ``None`` when there is none, or it is malformed (then said once)."""
+    def _layer(self, tag: str, artifact_type: str) -> Hit | None:
+        """The one layer of the record of ``artifact_type`` tagged ``tag`` (its digest, size and the record's
+        annotations), or ``None`` when there is none, or it is malformed (then said once)."""
         doc = self._record(tag, artifact_type)
         if doc is None:
             return None
@@ -356,7 +358,7 @@ class Fleet:
             digest, size = str(layer["digest"]), int(layer["size"])
             annotations = {str(k): str(v) for k, v in (doc.get("annotations") or {}).items()}
         except (ValueError, KeyError, TypeError, IndexError, AttributeError):
-            self._malformed(tag, f"not a preparer {kind} record")
+            self._malformed(tag, f"not a preparer {_KINDS[artifact_type]} record")
             return None
         if not is_digest(digest) or size < 0:
             self._malformed(tag, "its layer has no sha256 digest")
@@ -385,10 +387,7 @@ class Fleet:
         except (ValueError, RecursionError):
             doc = None
         if not isinstance(doc, dict) or doc.get("artifactType") != artifact_type:
-            kind = {ARTIFACT_TYPE: "archive", INDEX_TYPE: "index", SIGNATURES_TYPE: "signature"}.get(
-                artifact_type, "reference"
-            )
-            self._malformed(tag, f"not a preparer {kind} record")
+            self._malformed(tag, f"not a preparer {_KINDS[artifact_type]} record")
             return None
         return doc
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from preparer._fs import no_space
 from preparer._logger import log
 from preparer._record import record
+from preparer.errors import NoSpaceError, with_fields
 from preparer.fetch.guard import Guard
 from preparer.fetch.streams import ProgressFn
 
@@ -34,8 +36,11 @@ class Sink:
     #: The platform policy's limits and decisions for this fetch (``None``: no policy).
     guard: Guard | None = None
 
-    def staging_place(self) -> tuple[str, Path]:
-        """Where staging is, as a full disk names it: ``<buildpacks>``, beside which it is made (hidden), or
-        ``staging`` (``$TMPDIR``, when ``<buildpacks>`` cannot be written); and that directory."""
-        hidden = self.staging.name.startswith(".")
-        return ("<buildpacks>" if hidden else "staging"), self.staging.parent
+    def staging_full(self, source: str, full: OSError) -> NoSpaceError:
+        """The error of installing ``source`` into staging on a full disk (``full``), naming where staging is:
+        ``<buildpacks>``, beside which it is made (hidden), or ``staging`` (``$TMPDIR``, when ``<buildpacks>``
+        cannot be written); and that directory."""
+        place = "<buildpacks>" if self.staging.name.startswith(".") else "staging"
+        directory = self.staging.parent
+        error = NoSpaceError(f"install {source}", no_space(full, place, directory))
+        return with_fields(error, place=place, directory=str(directory))

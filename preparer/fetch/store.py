@@ -245,10 +245,7 @@ class Store:
         for locator in locators:
             if locator.sha256 is not None or locator.is_cnb:
                 continue
-            meta = local.http_meta(locator.url)
-            if meta is None or not local.has_tree(meta["digest"]):
-                continue
-            headers = conditional(meta)
+            headers = self.validators_of(locator.url)
             if headers:
                 self._early.start(Origin(locator, transport), headers)
 

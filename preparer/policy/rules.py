@@ -274,12 +274,8 @@ class _Parser:
             else:
                 self.rules[dotted] = Rule(dotted, self.line(dotted))
 
-    def lookup(self, doc: dict[str, Any], key: str) -> Any:
-        """The value at ``key``, or ``None`` (also under a table that is not one, a problem said once)."""
-        return lookup(doc, key)
-
     def globs(self, doc: dict[str, Any], key: str) -> tuple[str, ...] | None:
-        value = self.lookup(doc, key)
+        value = lookup(doc, key)
         if value is None:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
@@ -297,7 +293,7 @@ class _Parser:
             raise self.fail(key, str(err)) from None
 
     def flag(self, doc: dict[str, Any], key: str, default: bool) -> bool:
-        value = self.lookup(doc, key)
+        value = lookup(doc, key)
         if value is None:
             return default
         if not isinstance(value, bool):
@@ -305,7 +301,7 @@ class _Parser:
         return value
 
     def size(self, doc: dict[str, Any], key: str) -> int | None:
-        value = self.lookup(doc, key)
+        value = lookup(doc, key)
         if value is None or _count(value):
             return value
         match = re.fullmatch(r"\s*([0-9]+)\s*([A-Za-z]*)\s*", value) if isinstance(value, str) else None
@@ -317,7 +313,7 @@ class _Parser:
         """A Go duration, as ``-download-cache-max-age`` takes one (``"24h"``, ``"90m"``, ``"0"``), in seconds."""
         from preparer.goflags import parse_duration  # deferred: only policies that set a duration
 
-        value = self.lookup(doc, key)
+        value = lookup(doc, key)
         if value is None:
             return default
         seconds = parse_duration(value) if isinstance(value, str) else 0.0 if value == 0 else None
@@ -326,7 +322,7 @@ class _Parser:
         return seconds
 
     def count(self, doc: dict[str, Any], key: str) -> int | None:
-        value = self.lookup(doc, key)
+        value = lookup(doc, key)
         if value is None or _count(value):
             return value
         raise self.fail(key, "must be a non-negative integer")
@@ -369,7 +365,7 @@ class _Parser:
     def signed_by(self, doc: dict[str, Any]) -> tuple[SignedBy, ...]:
         """Every ``[[image.signed-by]]`` rule, its keys and the trusted root its identities need read now: a key or a
         root that cannot be used stops the run before any request (exit 3), naming the file and the rule's line."""
-        value = self.lookup(doc, "image.signed-by")
+        value = lookup(doc, "image.signed-by")
         if value is None:
             return ()
         key = "image.signed-by"
@@ -529,7 +525,7 @@ class _Parser:
         """``[sigstore] trusted-root``, read: the trusted root that identity rules need (the rule at ``rule`` has
         one)."""
         key = "sigstore.trusted-root"
-        written = self.lookup(doc, key)
+        written = lookup(doc, key)
         if written is None:
             raise self.error(
                 "image.signed-by.identities",

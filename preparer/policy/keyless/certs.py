@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import struct
-import time
 from typing import Any
 
-from preparer.policy.keyless.model import Authority, KeylessProblem, TrustedRoot
+from preparer.policy.keyless.model import Authority, KeylessProblem, TrustedRoot, when
 
 #: Fulcio's OIDC issuer extension, a DER UTF8String; and the deprecated one before it, the raw UTF-8 bytes.
 OIDC_ISSUER = "1.3.6.1.4.1.57264.1.8"
@@ -49,8 +48,8 @@ def chain_to_authority(leaf: bytes, given: tuple[bytes, ...], root: TrustedRoot,
     start, end = _seconds(cert.not_valid_before_utc), _seconds(cert.not_valid_after_utc)
     if not start <= at <= end:
         raise KeylessProblem(
-            f"the certificate was not valid at the signing time {_when(at)} (it was valid from {_when(start)} to "
-            f"{_when(end)})"
+            f"the certificate was not valid at the signing time {when(at)} (it was valid from {when(start)} to "
+            f"{when(end)})"
         )
     intermediates = [
         _certificate(der, f"certificate {i} of the signature's chain") for i, der in enumerate(given)
@@ -58,7 +57,7 @@ def chain_to_authority(leaf: bytes, given: tuple[bytes, ...], root: TrustedRoot,
     authorities = [authority for authority in root.authorities if authority.window.holds(at)]
     if not authorities:
         raise KeylessProblem(
-            f"no certificate authority of the trusted root {root.path} was valid at the signing time {_when(at)}"
+            f"no certificate authority of the trusted root {root.path} was valid at the signing time {when(at)}"
         )
     # Fulcio's CAs carry an extended key usage (codeSigning) that the Web PKI's CA profile refuses, and its leaves
     # name no DNS name and no clientAuth: the profile is checked above, and the path with these policies.
@@ -84,7 +83,7 @@ def chain_to_authority(leaf: bytes, given: tuple[bytes, ...], root: TrustedRoot,
         return authority
     raise KeylessProblem(
         f"the certificate (issued by {_name(cert.issuer)}) does not chain to a certificate authority of the trusted "
-        f"root {root.path} valid at the signing time {_when(at)} ({'; '.join(dict.fromkeys(reasons))})"
+        f"root {root.path} valid at the signing time {when(at)} ({'; '.join(dict.fromkeys(reasons))})"
     )
 
 
@@ -167,7 +166,9 @@ def _sct_problem(sct: Any, issuer_key_hash: bytes, tbs: bytes, root: TrustedRoot
     log = next((log for log in logs if log.window.holds(millis // 1000)), None)
     if log is None:
         name = logs[0].url or sct.log_id.hex()
-        return f"the certificate's SCT is from the CT log {name}, not trusted at its time {_when(millis // 1000)}"
+        return (
+            f"the certificate's SCT is from the CT log {name}, not trusted at its time {when(millis // 1000)}"
+        )
     name = log.url or log.log_id.hex()
     extensions = sct.extension_bytes
     signed = (
@@ -354,7 +355,3 @@ def _datetime(at: int) -> Any:
     import datetime
 
     return datetime.datetime.fromtimestamp(at, datetime.UTC)
-
-
-def _when(at: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))

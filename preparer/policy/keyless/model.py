@@ -6,9 +6,15 @@ are ``cryptography`` public key objects (typed ``Any`` here so that importing th
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from preparer._record import field, record
+
+
+def when(at: int) -> str:
+    """The time ``at`` (seconds since the epoch) as messages write it: ``2024-04-02T19:19:20Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
 
 class KeylessProblem(ValueError):

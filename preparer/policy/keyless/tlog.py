@@ -25,7 +25,7 @@ import json
 from typing import Any
 
 from preparer._numbers import decimal
-from preparer.policy.keyless.model import Evidence, KeylessProblem, LogEntry, LogKey, TrustedRoot
+from preparer.policy.keyless.model import Evidence, KeylessProblem, LogEntry, LogKey, TrustedRoot, when
 from preparer.policy.payload import PayloadProblem, b64, read_json
 
 #: A checkpoint is a few hundred bytes; one larger than this is refused unread.
@@ -34,12 +34,6 @@ MAX_CHECKPOINT_BYTES = 64 << 10
 MAX_NOTE_SIGNATURES = 64
 #: The deepest a Merkle path can be: a tree of at most 2^64 leaves.
 MAX_PROOF_HASHES = 64
-
-
-def _when(at: int) -> str:
-    import datetime  # deferred: only messages need it
-
-    return datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _log_keys(entry: LogEntry, root: TrustedRoot, at: int | None) -> tuple[LogKey, ...]:
@@ -53,7 +47,7 @@ def _log_keys(entry: LogEntry, root: TrustedRoot, at: int | None) -> tuple[LogKe
     if not valid:
         log = known[0].url or entry.log_id.hex()
         raise KeylessProblem(
-            f"the key of log {log} was not valid at {_when(at or 0)}, when the entry {entry.log_index} says "
+            f"the key of log {log} was not valid at {when(at or 0)}, when the entry {entry.log_index} says "
             "it was logged (the trusted root's validFor)"
         )
     return valid

@@ -25,10 +25,9 @@ from __future__ import annotations
 import calendar
 import hashlib
 import re
-import time
 from typing import Any
 
-from preparer.policy.keyless.model import Authority, KeylessProblem, TrustedRoot
+from preparer.policy.keyless.model import Authority, KeylessProblem, TrustedRoot, when
 
 #: A timestamp is one or two KiB with its certificates; a larger one is refused unread.
 MAX_TIMESTAMP_BYTES = 64 << 10
@@ -69,13 +68,13 @@ def verify_timestamp(token: bytes, signature: bytes, root: TrustedRoot) -> int:
             outside.append(authority)
     if outside:
         window = outside[0].window
-        end = "still in use" if window.end is None else _when(window.end)
+        end = "still in use" if window.end is None else when(window.end)
         raise KeylessProblem(
-            f"the RFC 3161 timestamp's authority {_name(outside[0])} was not valid at its time {_when(at)} (the "
-            f"trusted root's validFor: from {_when(window.start)}, to {end})"
+            f"the RFC 3161 timestamp's authority {_name(outside[0])} was not valid at its time {when(at)} (the "
+            f"trusted root's validFor: from {when(window.start)}, to {end})"
         )
     raise KeylessProblem(
-        f"the RFC 3161 timestamp of {_when(at)} is not signed by a timestamp authority of the trusted root "
+        f"the RFC 3161 timestamp of {when(at)} is not signed by a timestamp authority of the trusted root "
         f"{root.path} ({'; '.join(dict.fromkeys(reasons))})"
     )
 
@@ -190,7 +189,3 @@ def _name(authority: Authority) -> str:
     from cryptography import x509  # deferred, as in _signed_by
 
     return str(x509.load_der_x509_certificate(authority.chain[0]).subject.rfc4514_string()) or "(unnamed)"
-
-
-def _when(at: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
