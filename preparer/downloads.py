@@ -105,31 +105,16 @@ def _probing(inputs: Inputs, plan: Plan, online: bool) -> Iterator[tuple[Store, 
     if not online:
         yield cache, None
         return
-    # Deferred, as above: what requests are sent with.
+    # Deferred, as above: what requests are sent with, as the run sends them.
     from preparer.fetch.base import FetchContext
-    from preparer.fetch.registries import Registries
     from preparer.fetch.sink import Sink
-    from preparer.fetch.transport import RunClock, Transport
+    from preparer.fetch.transport import RunClock
+    from preparer.staging import run_registries, run_transport
 
     clock = RunClock(inputs.run_timeout)
-    transport = Transport(
-        timeouts=(min(5.0, inputs.http_timeout), min(10.0, inputs.http_timeout)),
-        retries=0,
-        deadline=inputs.download_timeout,
-        clock=clock,
-        environ=inputs.environ,
-    )
-    if inputs.transport is not None:
-        transport.use_session(inputs.transport.session())
-    target = plan.target
-    registries = Registries(
-        insecure=inputs.insecure_registries,
-        environ=inputs.environ,
-        hosts=plan.registry_hosts,
-        platform=target.platform if target is not None else inputs.target_platform,
-        platform_source=target.source if target is not None else "",
-        index=inputs.registry_index,
-    )
+    timeouts = (min(5.0, inputs.http_timeout), min(10.0, inputs.http_timeout))
+    transport = run_transport(inputs, clock, timeouts, retries=0)
+    registries = run_registries(inputs, plan.registry_hosts, plan.target)
     try:
         # Nothing is written: manifests are read into memory, and the staging directory is never made.
         yield (

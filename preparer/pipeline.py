@@ -718,14 +718,7 @@ def _unwritable_dir(directory: Path) -> str | None:
 def _unwritable(path: Path) -> str | None:
     """Why the file ``path`` cannot be written (it is a directory; the directory it would be made in is not one,
     or cannot be written), or ``None``."""
-    if path.is_dir():
-        return "is a directory"
-    existing = next(p for p in path.parents if p.exists() or p == p.parent)
-    if not existing.is_dir():
-        return f"{existing} is not a directory"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{existing} cannot be written"
-    return None
+    return "is a directory" if path.is_dir() else _unwritable_dir(path.parent)
 
 
 @typed

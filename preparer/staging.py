@@ -82,30 +82,26 @@ def fetching(
             )
         )
         # The run's connections end with it: a service running many builds keeps no socket of a finished one.
-        transport = stack.enter_context(_run_transport(inputs, clock))
+        timeouts = (min(10.0, inputs.http_timeout), inputs.http_timeout)
+        transport = stack.enter_context(run_transport(inputs, clock, timeouts))
         yield FetchContext(
             sink=Sink(staging, warn=warn),
             store=store,
             transport=transport,
-            registries=Registries(
-                insecure=inputs.insecure_registries,
-                environ=inputs.environ,
-                hosts=registry_hosts,
-                platform=target.platform if target is not None else inputs.target_platform,
-                platform_source=target.source if target is not None else "",
-                platform_enforced=inputs.checks_targets,
-                index=inputs.registry_index,
-            ),
+            registries=run_registries(inputs, registry_hosts, target),
             buildpacks_dir=inputs.buildpacks_dir,
             hash_files=inputs.provenance is not None,
         )
 
 
-def _run_transport(inputs: Inputs, clock: RunClock) -> Transport:
-    """The run's transport: its timeouts and clock, and the caller's session when ``Inputs.transport`` gives one
-    (an in-memory one; the caller's to close)."""
+def run_transport(
+    inputs: Inputs, clock: RunClock, timeouts: tuple[float, float], retries: int = Transport.retries
+) -> Transport:
+    """A transport of the run: ``timeouts`` and ``retries``, the run's clock, download deadline and environment, and
+    the caller's session when ``Inputs.transport`` gives one (an in-memory one; the caller's to close)."""
     transport = Transport(
-        timeouts=(min(10.0, inputs.http_timeout), inputs.http_timeout),
+        timeouts=timeouts,
+        retries=retries,
         deadline=inputs.download_timeout,
         clock=clock,
         environ=inputs.environ,
@@ -113,6 +109,22 @@ def _run_transport(inputs: Inputs, clock: RunClock) -> Transport:
     if inputs.transport is not None:
         transport.use_session(inputs.transport.session())
     return transport
+
+
+def run_registries(
+    inputs: Inputs, hosts: Mapping[str, RegistryHosts] | None, target: Target | None
+) -> Registries:
+    """The run's registries: its insecure ones, mirrors (``hosts``) and index, and the platform images must be
+    for: ``target``'s, else ``inputs.target_platform``."""
+    return Registries(
+        insecure=inputs.insecure_registries,
+        environ=inputs.environ,
+        hosts=hosts,
+        platform=target.platform if target is not None else inputs.target_platform,
+        platform_source=target.source if target is not None else "",
+        platform_enforced=inputs.checks_targets,
+        index=inputs.registry_index,
+    )
 
 
 def _enter_staging(stack: contextlib.ExitStack[bool | None], buildpacks_dir: Path) -> Path:
