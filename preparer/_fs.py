@@ -85,8 +85,6 @@ def temp_file(directory: Path, prefix: str) -> Iterator[Path]:
 
 #: A claimed directory's name while it is being claimed (``mkdtemp``'s name, before it is locked and renamed).
 _BEING_CLAIMED = ".new"
-#: Seconds after which a directory left half-claimed is taken to be dead (claiming takes microseconds).
-_CLAIM_GRACE = 60.0
 
 
 @contextmanager
@@ -99,21 +97,42 @@ def claimed_dir(parent: Path, prefix: str) -> Iterator[Path]:
 
     :raises OSError: the directory cannot be made.
     """
-    import fcntl  # deferred: only runs that fetch claim directories
-    import shutil
+    import shutil  # deferred: only runs that fetch claim directories
 
-    fresh = new_dir(parent, prefix, _BEING_CLAIMED)
-    fd = os.open(fresh, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    path = fresh.with_name(fresh.name.removesuffix(_BEING_CLAIMED))
+    fresh, path, fd = _claim(parent, prefix)
     try:
-        with contextlib.suppress(OSError):  # a file system without locks: never swept, as if always in use
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        os.rename(fresh, path)
         yield path
     finally:
         shutil.rmtree(fresh, ignore_errors=True)
         shutil.rmtree(path, ignore_errors=True)
         os.close(fd)
+
+
+def _claim(parent: Path, prefix: str) -> tuple[Path, Path, int]:
+    """A directory made, locked, then given its final name: ``(its first name, its final name, the locked
+    descriptor)``. A sweep may remove the directory between the ``mkdir`` and the lock (it is then nobody's, as a
+    killed run's is): the rename finds it gone, and another is made."""
+    import fcntl  # deferred, as in claimed_dir
+
+    for _ in range(100):
+        fresh = new_dir(parent, prefix, _BEING_CLAIMED)
+        try:
+            fd = os.open(fresh, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue  # swept before it was opened
+        path = fresh.with_name(fresh.name.removesuffix(_BEING_CLAIMED))
+        try:  # a file system without locks: never swept, as if always in use
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            os.rename(fresh, path)
+        except FileNotFoundError:
+            os.close(fd)
+            continue  # swept before it was locked
+        except BaseException:
+            os.close(fd)
+            raise
+        return fresh, path, fd
+    raise FileExistsError(errno.EEXIST, "every directory made was swept before it was claimed", str(parent))
 
 
 def sweep(parent: Path, prefix: str) -> list[str]:
@@ -124,7 +143,6 @@ def sweep(parent: Path, prefix: str) -> list[str]:
     """
     import fcntl  # deferred, as in claimed_dir: only runs that fetch sweep
     import shutil
-    import time
 
     removed: list[str] = []
     try:
@@ -140,9 +158,7 @@ def sweep(parent: Path, prefix: str) -> list[str]:
         try:
             if info.st_uid != os.geteuid():
                 continue
-            if entry.name.endswith(_BEING_CLAIMED) and time.time() - info.st_mtime < _CLAIM_GRACE:
-                continue  # being claimed right now, perhaps
-            try:
+            try:  # one being claimed and not locked yet is removed too: its claimer makes another (_claim)
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 continue  # held: a live run's
