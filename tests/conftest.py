@@ -23,6 +23,7 @@ pytest_plugins = [
     "tests.plugins.http_server",
     "tests.plugins.registry",
     "tests.plugins.signing",
+    "tests.signed",  # the signed-image scenario: fixtures scene and signer
 ]
 
 ROOT = Path(__file__).resolve().parent.parent

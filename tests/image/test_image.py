@@ -351,16 +351,16 @@ def test_signatures_are_verified_inside_as_in_the_package(
     """The verifier (cryptography and its Rust extension, imported lazily) is in the bundle: images signed with
     P-256 and Ed25519 keys are installed, an unsigned one refused with the same message, inside the hardened pod as
     through the package."""
-    from tests.integration.test_signatures import push_image
-    from tests.plugins.signing import bundle_sign, cosign_sign, make_key
+    from tests.plugins.signing import make_key
+    from tests.signed import push_image
 
     key = make_key(tmp_path / "keys")
     edwards = make_key(tmp_path / "keys", "ed", curve="ed25519")
-    signed, signed_digest = push_image(registry, tmp_path)
-    cosign_sign(registry, signed, signed_digest, key)
-    bundled, bundled_digest = push_image(registry, tmp_path, signed.replace("signed/", "bundled/"))
-    bundle_sign(registry, bundled, bundled_digest, edwards)
-    unsigned, unsigned_digest = push_image(registry, tmp_path)
+    signed = push_image(registry, tmp_path)
+    signed.sign(key, "sig")
+    bundled = push_image(registry, tmp_path, signed.repository.replace("signed/", "bundled/"))
+    bundled.sign(edwards, "bundle")
+    unsigned = push_image(registry, tmp_path)
     policy = b'[[image.signed-by]]\nkeys = ["cosign.pub", "ed.pub"]\n'
     files = {
         "policy.toml": policy,
@@ -368,11 +368,8 @@ def test_signatures_are_verified_inside_as_in_the_package(
         "ed.pub": edwards.public.read_bytes(),
     }
     args = [*FLAGS, "-policy", "/workspace/policy.toml"]
-    for refs, code in (([f"{signed}@{signed_digest}", f"{bundled}@{bundled_digest}"], 0),
-                       ([f"{unsigned}@{unsigned_digest}"], 1)):  # fmt: skip
-        project = HEAD + "".join(
-            f'[[io.buildpacks.group]]\nuri = "docker://{registry.host}/{r}"\n' for r in refs
-        )
+    for refs, code in (([signed.pinned, bundled.pinned], 0), ([unsigned.pinned], 1)):
+        project = HEAD + "".join(f'[[io.buildpacks.group]]\nuri = "docker://{r}"\n' for r in refs)
         compared = compare(rootfs, tmp_path / str(code), args, project, files=files)
         assert compared.contained.code == code, compared.contained.stderr
         assert_same_outcome(compared)

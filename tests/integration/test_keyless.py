@@ -11,74 +11,49 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.golden import Layout
-from tests.integration.test_signatures import installed, push_image, run
 from tests.keyless import GITHUB_ISSUER, WORKFLOW
-from tests.keyless_sign import Signer, bundle_keyless, cosign_keyless, make_signer
-from tests.plugins.cli import Result
+from tests.keyless_sign import Signer, make_signer
 from tests.plugins.registry import Front, Registry
-from tests.plugins.signing import cosign_sign, make_key
-
-#: The identity of the workflow the tests' certificates name, as a platform writes it.
-SUBJECT_REGEXP = r"^https://github\.com/acme/buildpacks/\.github/workflows/release\.yml@refs/heads/.*$"
+from tests.plugins.signing import make_key
+from tests.signed import RELEASES, SUBJECT_REGEXP, Form, Identity, Rule, Scene
 
 
-@pytest.fixture
-def signer(tmp_path: Path) -> Signer:
-    return make_signer(tmp_path / "sigstore")
-
-
-def keyless_policy(
-    tmp_path: Path, signer: Signer, images: str = "*", identity: str = "", extra: str = ""
-) -> Path:
-    """A policy trusting ``identity`` (default: the tests' workflow) for ``images``, with the signer's root."""
-    identity = identity or f"issuer = \"{GITHUB_ISSUER}\"\nsubject-regexp = '{SUBJECT_REGEXP}'\n"
-    path = tmp_path / "policy.toml"
-    path.write_text(
-        f'[sigstore]\ntrusted-root = "{signer.root.relative_to(tmp_path)}"\n\n'
-        f'[[image.signed-by]]\nimages = ["{images}"]\n{extra}\n[[image.signed-by.identities]]\n{identity}'
-    )
-    return path
-
-
-@pytest.mark.parametrize("sign", [cosign_keyless, bundle_keyless], ids=["tag scheme", "bundle"])
+@pytest.mark.parametrize("form", ["sig", "bundle"], ids=["tag scheme", "bundle"])
 def test_a_keyless_signed_image_is_installed_and_its_signer_reported(
-    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, signer: Signer,
-    sign: Callable[..., object],
-) -> None:  # fmt: skip
-    repository, digest = push_image(registry, tmp_path)
-    sign(registry, repository, digest, signer)
+    scene: Scene, tmp_path: Path, registry: Registry, signer: Signer, form: Form
+) -> None:
+    image = scene.image()
+    image.sign_keyless(signer, form)
     report = tmp_path / "report.toml"
-    result = run(preparer, keyless_policy(tmp_path, signer), f"{registry.host}/{repository}:latest",
-                 "-prepare-report", str(report))  # fmt: skip
+    pol = scene.policy(Rule(["*"], identities=[RELEASES]), trusted_root=signer.root)
+    result = scene.run(pol, image.tagged, "-prepare-report", str(report))
     assert result.code == 0, result.stderr
-    assert installed(layout)
+    assert scene.installed()
     [signature] = tomllib.loads(report.read_text())["signature"]
     log_index = signature.pop("log-index")
     assert isinstance(log_index, int) and log_index >= 1000
     # The leaf lived ten minutes in 2023: it is judged at its verified signing time, not now.
     assert signature == {
-        "entry": "io.buildpacks.group[0]", "image": f"{registry.host}/{repository}:latest", "digest": digest,
-        "format": "cosign" if sign is cosign_keyless else "bundle", "issuer": GITHUB_ISSUER, "subject": WORKFLOW,
-        "integrated-time": "2023-11-14T22:13:20Z",
+        "entry": "io.buildpacks.group[0]", "image": f"{registry.host}/{image.repository}:latest",
+        "digest": image.digest, "format": "cosign" if form == "sig" else "bundle", "issuer": GITHUB_ISSUER,
+        "subject": WORKFLOW, "integrated-time": "2023-11-14T22:13:20Z",
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("sign", [cosign_keyless, bundle_keyless], ids=["tag scheme", "bundle"])
+@pytest.mark.parametrize("form", ["sig", "bundle"], ids=["tag scheme", "bundle"])
 def test_another_signer_is_refused_naming_its_issuer_and_subject(
-    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, signer: Signer,
-    sign: Callable[..., object],
-) -> None:  # fmt: skip
-    repository, digest = push_image(registry, tmp_path)
+    scene: Scene, registry: Registry, signer: Signer, form: Form
+) -> None:
+    image = scene.image()
+    repository, digest = image.repository, image.digest
     other = "https://github.com/mallory/fork/.github/workflows/release.yml@refs/heads/main"
-    sign(registry, repository, digest, signer, signer.leaf(subject=other))
-    pol = keyless_policy(tmp_path, signer)
-    result = run(preparer, pol, f"{registry.host}/{repository}:latest")
+    image.sign_keyless(signer, form, signer.leaf(subject=other))
+    pol = scene.policy(Rule(["*"], identities=[RELEASES]), trusted_root=signer.root)
+    result = scene.run(pol, image.tagged)
     assert result.code == 1
     assert result.stderr.strip().splitlines()[-1] == (
         f"ERROR: failed to fetch {registry.host}/{repository}:latest: not signed by an identity the platform policy "
@@ -87,104 +62,101 @@ def test_another_signer_is_refused_naming_its_issuer_and_subject(
         f"subject-regexp {SUBJECT_REGEXP}); looked for signatures of {digest} at the tag "
         f"{digest.replace(':', '-')}.sig and among the referrers of {digest}"
     )
-    assert not installed(layout)
+    assert not scene.installed()
 
 
 def test_a_pattern_written_for_cosigns_partial_match_matches_nothing_more(
-    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, signer: Signer
+    scene: Scene, signer: Signer
 ) -> None:
     """cosign matches ``--certificate-identity-regexp`` anywhere in the value; here it must match all of it, so a
     pattern that relied on a partial match refuses, never widens."""
-    repository, digest = push_image(registry, tmp_path)
-    cosign_keyless(registry, repository, digest, signer)
-    partial = f"issuer = \"{GITHUB_ISSUER}\"\nsubject-regexp = 'github\\.com/acme/buildpacks'\n"
-    result = run(
-        preparer, keyless_policy(tmp_path, signer, identity=partial), f"{registry.host}/{repository}:latest"
-    )
+    image = scene.image()
+    image.sign_keyless(signer, "sig")
+    partial = Identity(GITHUB_ISSUER, subject_regexp=r"github\.com/acme/buildpacks")
+    pol = scene.policy(Rule(["*"], identities=[partial]), trusted_root=signer.root)
+    result = scene.run(pol, image.tagged)
     assert result.code == 1 and "which no identity of the rule matches" in result.stderr
-    assert not installed(layout)
+    assert not scene.installed()
 
 
-@pytest.mark.parametrize("sign", [cosign_keyless, bundle_keyless], ids=["tag scheme", "bundle"])
+@pytest.mark.parametrize("form", ["sig", "bundle"], ids=["tag scheme", "bundle"])
 def test_a_certificate_from_another_sigstore_does_not_verify(
-    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, signer: Signer,
-    sign: Callable[..., object],
-) -> None:  # fmt: skip
+    scene: Scene, tmp_path: Path, signer: Signer, form: Form
+) -> None:
     """The same identity, certified and logged by a Sigstore the trusted root does not name: refused."""
-    repository, digest = push_image(registry, tmp_path)
-    sign(registry, repository, digest, make_signer(tmp_path / "elsewhere"))
-    result = run(preparer, keyless_policy(tmp_path, signer), f"{registry.host}/{repository}:latest")
+    image = scene.image()
+    image.sign_keyless(make_signer(tmp_path / "elsewhere"), form)
+    pol = scene.policy(Rule(["*"], identities=[RELEASES]), trusted_root=signer.root)
+    result = scene.run(pol, image.tagged)
     assert result.code == 1
     assert "not signed by an identity the platform policy trusts" in result.stderr
     assert "does not verify:" in result.stderr
-    assert not installed(layout)
+    assert not scene.installed()
 
 
-def test_a_signing_time_outside_the_certificate_is_refused(
-    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, signer: Signer
-) -> None:
+def test_a_signing_time_outside_the_certificate_is_refused(scene: Scene, signer: Signer) -> None:
     """A leaf used after its ten minutes (a stolen key): the log's time is outside the certificate's."""
-    repository, digest = push_image(registry, tmp_path)
+    image = scene.image()
     from tests.keyless import T0
 
-    cosign_keyless(registry, repository, digest, signer, signer.leaf(at=T0), at=T0 + 3600)
-    result = run(preparer, keyless_policy(tmp_path, signer), f"{registry.host}/{repository}:latest")
+    image.sign_keyless(signer, "sig", signer.leaf(at=T0), at=T0 + 3600)
+    pol = scene.policy(Rule(["*"], identities=[RELEASES]), trusted_root=signer.root)
+    result = scene.run(pol, image.tagged)
     assert result.code == 1 and "does not verify:" in result.stderr
-    assert not installed(layout)
+    assert not scene.installed()
 
 
 def test_a_rule_with_keys_and_identities_is_satisfied_by_either(
-    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, signer: Signer
+    scene: Scene, tmp_path: Path, signer: Signer
 ) -> None:
     key = make_key(tmp_path / "keys")
-    pol = keyless_policy(tmp_path, signer, extra=f'keys = ["{key.public.relative_to(tmp_path)}"]\n')
-    keyed_repository, keyed_digest = push_image(registry, tmp_path)
-    cosign_sign(registry, keyed_repository, keyed_digest, key)
-    assert run(preparer, pol, f"{registry.host}/{keyed_repository}:latest").code == 0
-    keyless_repository, keyless_digest = push_image(registry, tmp_path)
-    bundle_keyless(registry, keyless_repository, keyless_digest, signer)
-    assert run(preparer, pol, f"{registry.host}/{keyless_repository}:latest").code == 0
-    unsigned, _ = push_image(registry, tmp_path)
-    result = run(preparer, pol, f"{registry.host}/{unsigned}:latest")
+    pol = scene.policy(Rule(["*"], keys=[key.public], identities=[RELEASES]), trusted_root=signer.root)
+    keyed = scene.image()
+    keyed.sign(key, "sig")
+    assert scene.run(pol, keyed.tagged).code == 0
+    keyless = scene.image()
+    keyless.sign_keyless(signer, "bundle")
+    assert scene.run(pol, keyless.tagged).code == 0
+    unsigned = scene.image()
+    result = scene.run(pol, unsigned.tagged)
     assert (
         result.code == 1 and "not signed by a key or an identity the platform policy trusts" in result.stderr
     )
 
 
 def test_a_warm_run_verifies_the_recorded_keyless_signature_again_and_asks_nothing(
-    preparer: Callable[..., Result], tmp_path: Path, registry: Registry, front: Front, signer: Signer
+    scene: Scene, tmp_path: Path, front: Front, signer: Signer
 ) -> None:
-    repository, digest = push_image(registry, tmp_path)
-    cosign_keyless(registry, repository, digest, signer)
-    ref = f"{front.host}/{repository}@{digest}"
-    pol = keyless_policy(tmp_path, signer)
-    assert run(preparer, pol, ref).code == 0
+    image = scene.image()
+    image.sign_keyless(signer, "sig")
+    ref = image.via(front.host).pinned
+    pol = scene.policy(Rule(["*"], identities=[RELEASES]), trusted_root=signer.root)
+    assert scene.run(pol, ref).code == 0
     front.requests.clear()
     report = tmp_path / "warm.toml"
-    result = run(preparer, pol, ref, "-prepare-report", str(report))
+    result = scene.run(pol, ref, "-prepare-report", str(report))
     assert result.code == 0, result.stderr
     assert front.requests == []
     assert tomllib.loads(report.read_text())["signature"][0]["subject"] == WORKFLOW
     # Another platform's identity: the record does not satisfy it, the registry is asked and refuses.
-    other = (
-        f'issuer = "{GITHUB_ISSUER}"\nsubject = "https://github.com/acme/other/.github/workflows/x.yml@v1"\n'
-    )
-    result = run(preparer, keyless_policy(tmp_path, signer, identity=other), ref)
+    other = Identity(GITHUB_ISSUER, subject="https://github.com/acme/other/.github/workflows/x.yml@v1")
+    pol = scene.policy(Rule(["*"], identities=[other]), trusted_root=signer.root)
+    result = scene.run(pol, ref)
     assert result.code == 1 and "which no identity of the rule matches" in result.stderr
     assert front.requests != []
 
 
 def test_the_dry_run_shows_each_identity_and_the_trusted_roots_fingerprint(
-    preparer: Callable[..., Result], tmp_path: Path, registry: Registry, signer: Signer
+    scene: Scene, registry: Registry, signer: Signer
 ) -> None:
-    repository, _ = push_image(registry, tmp_path)
-    pol = keyless_policy(tmp_path, signer)
-    result = run(preparer, pol, f"{registry.host}/{repository}:latest", "-dry-run")
+    image = scene.image()
+    pol = scene.policy(Rule(["*"], identities=[RELEASES]), trusted_root=signer.root)
+    result = scene.run(pol, image.tagged, "-dry-run")
     assert result.code == 0, result.stderr
     fingerprint = hashlib.sha256(signer.root.read_bytes()).hexdigest()
     assert (
-        f"  signatures: io.buildpacks.group[0] ({registry.host}/{repository}): image.signed-by, line 4 of {pol}: "
-        f"identity issuer {GITHUB_ISSUER}, subject-regexp {SUBJECT_REGEXP}, "
+        f"  signatures: io.buildpacks.group[0] ({registry.host}/{image.repository}): image.signed-by, line 4 of "
+        f"{pol}: identity issuer {GITHUB_ISSUER}, subject-regexp {SUBJECT_REGEXP}, "
         f"trusted root {signer.root} (sha256:{fingerprint})"
     ) in result.stdout
 
@@ -268,14 +240,14 @@ IDENTITY = f'issuer = "{GITHUB_ISSUER}"\nsubject = "{WORKFLOW}"\n'
     ],
 )
 def test_a_keyless_rule_that_cannot_work_is_exit_3_before_any_request(
-    preparer: Callable[..., Result], tmp_path: Path, signer: Signer, front: Front, text: str, says: str
+    scene: Scene, tmp_path: Path, signer: Signer, front: Front, text: str, says: str
 ) -> None:
     doc = json.loads(signer.root.read_text())
     doc["ctlogs"] = []
     (signer.root.parent / "no-ctlogs.json").write_text(json.dumps(doc))
     pol = tmp_path / "policy.toml"
     pol.write_text(text)
-    result = run(preparer, pol, f"{front.host}/any/thing:1")
+    result = scene.run(pol, f"{front.host}/any/thing:1")
     assert result.code == 3, result.stderr
     expected = f"ERROR: failed to read policy {pol}: " + says.replace("POLICY", str(pol)).replace(
         "DIR", str(tmp_path)

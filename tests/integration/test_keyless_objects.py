@@ -22,33 +22,26 @@ import pytest
 from preparer.policy.keyless.evidence import from_bundle
 from preparer.policy.keyless.root import load_root
 from preparer.policy.keyless.verify import verify
-from tests.golden import Layout
-from tests.integration.test_keyless import SUBJECT_REGEXP, keyless_policy
-from tests.integration.test_signatures import installed, push_image, run
 from tests.keyless import GITHUB_ISSUER, T0, WORKFLOW
 from tests.keyless_log import hashedrekord
-from tests.keyless_sign import Signer, bundle_keyless, keyless_bundle, make_signer, tlog_entry
-from tests.plugins.cli import Result
+from tests.keyless_sign import Signer, keyless_bundle, tlog_entry
 from tests.plugins.registry import Registry
 from tests.plugins.signing import BUNDLE, attach_bundle, statement
+from tests.signed import RELEASES, SUBJECT_REGEXP, Image, Rule, Scene
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 SLSA = "https://slsa.dev/provenance/v1"
 
 
-@pytest.fixture
-def signer(tmp_path: Path) -> Signer:
-    return make_signer(tmp_path / "sigstore")
-
-
-def manifest_bytes(registry: Registry, repository: str, digest: str) -> bytes:
-    """The manifest ``digest`` of ``repository`` as the registry serves it: the bytes its digest is of."""
+def manifest_bytes(image: Image) -> bytes:
+    """The image's manifest as the registry serves it: the bytes its digest is of."""
     request = urllib.request.Request(
-        f"http://{registry.host}/v2/{repository}/manifests/{digest}", headers={"Accept": OCI_MANIFEST}
+        f"http://{image.registry.host}/v2/{image.repository}/manifests/{image.digest}",
+        headers={"Accept": OCI_MANIFEST},
     )
     with urllib.request.urlopen(request) as response:
         data: bytes = response.read()
-    assert "sha256:" + hashlib.sha256(data).hexdigest() == digest
+    assert "sha256:" + hashlib.sha256(data).hexdigest() == image.digest
     return data
 
 
@@ -70,11 +63,10 @@ def sign_blob(signer: Signer, artifact: bytes, at: int = T0) -> bytes:
     }).encode()  # fmt: skip
 
 
-def signed_blob(registry: Registry, repository: str, digest: str, signer: Signer) -> bytes:
+def signed_blob(image: Image, signer: Signer) -> bytes:
     """The image's manifest signed as a blob by the trusted identity: its message digest is the image's digest."""
-    data = sign_blob(signer, manifest_bytes(registry, repository, digest))
-    found = verify(from_bundle(data, "blob", artifact=manifest_bytes(registry, repository, digest)),
-                   load_root(signer.root))  # fmt: skip
+    data = sign_blob(signer, manifest_bytes(image))
+    found = verify(from_bundle(data, "blob", artifact=manifest_bytes(image)), load_root(signer.root))
     assert (found.issuer, found.subject) == (
         GITHUB_ISSUER,
         WORKFLOW,
@@ -82,16 +74,16 @@ def signed_blob(registry: Registry, repository: str, digest: str, signer: Signer
     return data
 
 
-def attestation(registry: Registry, repository: str, digest: str, signer: Signer) -> bytes:
+def attestation(image: Image, signer: Signer) -> bytes:
     """An in-toto statement about the image's digest with a SLSA provenance predicate, signed by the trusted
     identity as a DSSE bundle (what ``cosign attest`` makes)."""
-    data = keyless_bundle(signer, statement(f"{registry.host}/{repository}", digest, predicate_type=SLSA))
+    data = keyless_bundle(signer, statement(image.name, image.digest, predicate_type=SLSA))
     found = verify(from_bundle(data, "attestation"), load_root(signer.root))
     assert (found.issuer, found.subject) == (GITHUB_ISSUER, WORKFLOW)
     return data
 
 
-OBJECTS: dict[str, tuple[Callable[[Registry, str, str, Signer], bytes], str]] = {
+OBJECTS: dict[str, tuple[Callable[[Image, Signer], bytes], str]] = {
     "message signature (sign-blob)": (signed_blob, "the bundle holds no DSSE envelope"),
     "attestation of another predicate": (attestation, f"it is an attestation of {SLSA}, not a signature"),
 }
@@ -99,19 +91,15 @@ OBJECTS: dict[str, tuple[Callable[[Registry, str, str, Signer], bytes], str]] = 
 
 @pytest.mark.parametrize("kind", OBJECTS)
 def test_a_keyless_bundle_that_signs_no_image_is_no_signature(
-    preparer: Callable[..., Result],
-    layout: Layout,
-    tmp_path: Path,
-    registry: Registry,
-    signer: Signer,
-    kind: str,
+    scene: Scene, registry: Registry, signer: Signer, kind: str
 ) -> None:
-    repository, digest = push_image(registry, tmp_path)
+    image = scene.image()
+    repository, digest = image.repository, image.digest
     make, problem = OBJECTS[kind]
     # Its referrer claims, in annotations nobody signed, to hold cosign's image signature.
-    attach_bundle(registry, repository, digest, make(registry, repository, digest, signer))
-    pol = keyless_policy(tmp_path, signer)
-    result = run(preparer, pol, f"{registry.host}/{repository}:latest")
+    attach_bundle(registry, repository, digest, make(image, signer))
+    pol = scene.policy(Rule(["*"], identities=[RELEASES]), trusted_root=signer.root)
+    result = scene.run(pol, image.tagged)
     assert result.code == 1, result.stderr
     # An attestation by a trusted signer is named as such; a message signature's bytes are unknown to the run, so
     # its signer cannot be told.
@@ -126,18 +114,18 @@ def test_a_keyless_bundle_that_signs_no_image_is_no_signature(
         f"trusts (image.signed-by, line 4 of {pol}): {why}; looked for signatures of {digest} at the tag "
         f"{digest.replace(':', '-')}.sig and among the referrers of {digest}"
     )
-    assert not installed(layout)
+    assert not scene.installed()
 
 
 @pytest.mark.parametrize("kind", OBJECTS)
 def test_the_debug_log_says_why_the_bundle_is_no_image_signature(
-    preparer: Callable[..., Result], tmp_path: Path, registry: Registry, signer: Signer, kind: str
+    scene: Scene, signer: Signer, kind: str
 ) -> None:
-    repository, digest = push_image(registry, tmp_path)
+    image = scene.image()
     make, why = OBJECTS[kind]
-    referrer, _ = attach_bundle(registry, repository, digest, make(registry, repository, digest, signer))
-    result = run(preparer, keyless_policy(tmp_path, signer), f"{registry.host}/{repository}:latest",
-                 "-log-level", "debug")  # fmt: skip
+    referrer, _ = attach_bundle(image.registry, image.repository, image.digest, make(image, signer))
+    pol = scene.policy(Rule(["*"], identities=[RELEASES]), trusted_root=signer.root)
+    result = scene.run(pol, image.tagged, "-log-level", "debug")
     assert result.code == 1
     said = f"Signature object referrer {referrer} is no image signature: {why}"
     assert said in result.stdout.splitlines(), result.stdout
@@ -145,23 +133,18 @@ def test_the_debug_log_says_why_the_bundle_is_no_image_signature(
 
 @pytest.mark.parametrize("kind", OBJECTS)
 def test_beside_an_image_signature_it_neither_counts_nor_refuses(
-    preparer: Callable[..., Result],
-    layout: Layout,
-    tmp_path: Path,
-    registry: Registry,
-    signer: Signer,
-    kind: str,
+    scene: Scene, tmp_path: Path, signer: Signer, kind: str
 ) -> None:
     """The control of the tests above: the same registry, policy and signer install the image once it also has a
     cosign image signature (so the refusal above was the object's kind); and that object, listed first, is not
     reported as the signature."""
-    repository, digest = push_image(registry, tmp_path)
+    image = scene.image()
     make, _ = OBJECTS[kind]
-    attach_bundle(registry, repository, digest, make(registry, repository, digest, signer))
-    bundle_keyless(registry, repository, digest, signer)
+    attach_bundle(image.registry, image.repository, image.digest, make(image, signer))
+    image.sign_keyless(signer, "bundle")
     report = tmp_path / "report.toml"
-    result = run(preparer, keyless_policy(tmp_path, signer), f"{registry.host}/{repository}:latest",
-                 "-prepare-report", str(report))  # fmt: skip
+    pol = scene.policy(Rule(["*"], identities=[RELEASES]), trusted_root=signer.root)
+    result = scene.run(pol, image.tagged, "-prepare-report", str(report))
     assert result.code == 0, result.stderr
-    assert installed(layout)
+    assert scene.installed()
     assert f'subject = "{WORKFLOW}"' in report.read_text()

@@ -9,32 +9,13 @@ Docker Hub's spellings cannot be fetched here (no network): tests/unit/test_imag
 
 from __future__ import annotations
 
-import json
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.golden import Layout, listing
-from tests.plugins.cli import Result
-from tests.plugins.registry import Registry, buildpack_layer, push_package
-from tests.plugins.signing import Key, cosign_sign
-from tests.projects import group
-
-
-def push_image(registry: Registry, tmp_path: Path, namespace: str, name: str = "spelled") -> tuple[str, str]:
-    """A buildpackage of the one buildpack ``acme/<name>`` at ``<namespace>/<random>:latest``: ``(repository,
-    manifest digest)``."""
-    bp = (f"acme/{name}", "1.0.0")
-    repository = f"{namespace}/{uuid.uuid4().hex[:12]}"
-    layer = buildpack_layer(tmp_path / f"src-{uuid.uuid4().hex[:6]}", [(*bp, "")])
-    digest, _ = push_package(registry, repository, "latest", [(layer, [(*bp, "")])], bp)
-    return repository, digest
-
-
-def installed(layout: Layout, name: str = "spelled") -> bool:
-    return f"acme_{name}/1.0.0/" in listing(layout.buildpacks)
+from tests.plugins.registry import Registry
+from tests.plugins.signing import Key
+from tests.signed import Rule, Scene
 
 
 def port(registry: Registry) -> str:
@@ -54,60 +35,42 @@ SPELLINGS = [
 IDS = [f"rule {rule} ref {ref}" for rule, ref in SPELLINGS]
 
 
-def signed_by(tmp_path: Path, images: list[str], key: Key) -> Path:
-    path = tmp_path / "policy.toml"
-    keys = json.dumps([str(key.public.relative_to(tmp_path))])
-    path.write_text(f"# signatures\n\n[[image.signed-by]]\nimages = {json.dumps(images)}\nkeys = {keys}\n")
-    return path
-
-
 @pytest.mark.parametrize(("rule", "ref"), SPELLINGS, ids=IDS)
 def test_a_signature_rule_cannot_be_escaped_by_another_spelling_of_its_registry(
-    preparer: Callable[..., Result],
-    layout: Layout,
-    tmp_path: Path,
-    registry: Registry,
-    key: Key,
-    rule: str,
-    ref: str,
+    scene: Scene, registry: Registry, key: Key, rule: str, ref: str
 ) -> None:
     rule, ref = rule.format(port=port(registry)), ref.format(port=port(registry))
-    pol = signed_by(tmp_path, [f"{rule}/corp/*"], key)
-    signed, digest = push_image(registry, tmp_path, "corp")
-    cosign_sign(registry, signed, digest, key)
-    reached = preparer("-policy", str(pol), project=group(f"docker://{ref}/{signed}"))
+    pol = scene.policy(Rule([f"{rule}/corp/*"], keys=[key.public]))
+    signed = scene.image(namespace="corp", buildpack="spelled")
+    signed.sign(key, "sig")
+    reached = scene.run(pol, f"{ref}/{signed.repository}")
     assert reached.code == 0, reached.stderr  # the spelling reaches the registry, and the rule applied to it
-    assert installed(layout)
+    assert scene.installed("spelled")
 
-    unsigned, _ = push_image(registry, tmp_path, "corp", "unsigned")
-    result = preparer("-policy", str(pol), project=group(f"docker://{ref}/{unsigned}"))
+    unsigned = scene.image(namespace="corp", buildpack="unsigned")
+    result = scene.run(pol, f"{ref}/{unsigned.repository}")
     assert result.code == 1, result.stderr
     assert (
         f"not signed by a key the platform policy trusts (image.signed-by, line 3 of {pol}): no signature found"
         in result.stderr
     )
-    assert not installed(layout, "unsigned")
+    assert not scene.installed("unsigned")
 
 
 @pytest.mark.parametrize(("rule", "ref"), SPELLINGS, ids=IDS)
 def test_an_allow_rule_decides_every_spelling_of_its_registry_as_the_one_it_names(
-    preparer: Callable[..., Result],
-    layout: Layout,
-    tmp_path: Path,
-    registry: Registry,
-    rule: str,
-    ref: str,
+    scene: Scene, tmp_path: Path, registry: Registry, rule: str, ref: str
 ) -> None:
     rule, ref = rule.format(port=port(registry)), ref.format(port=port(registry))
     pol = tmp_path / "policy.toml"
     pol.write_text(f'[image]\nallow = ["{rule}/corp/*"]\n')
-    allowed, _ = push_image(registry, tmp_path, "corp")
-    result = preparer("-policy", str(pol), project=group(f"docker://{ref}/{allowed}"))
+    allowed = scene.image(namespace="corp", buildpack="spelled").repository
+    result = scene.run(pol, f"{ref}/{allowed}")
     assert result.code == 0, result.stderr
-    assert installed(layout)
+    assert scene.installed("spelled")
 
-    other, _ = push_image(registry, tmp_path, "other", "other")
-    result = preparer("-policy", str(pol), project=group(f"docker://{ref}/{other}"))
+    other = scene.image(namespace="other", buildpack="other").repository
+    result = scene.run(pol, f"{ref}/{other}")
     assert result.code == 3
     canonical = ref.lower().replace(f":0{port(registry)}", f":{port(registry)}").replace(":000", ":")
     canonical = canonical.replace("[::ffff:127.0.0.1]", "127.0.0.1")
@@ -118,19 +81,19 @@ def test_an_allow_rule_decides_every_spelling_of_its_registry_as_the_one_it_name
 
 @pytest.mark.parametrize("host", ["127.1", "0x7f.0.0.1", "0177.0.0.1", "2130706433"])
 def test_an_address_written_another_way_is_refused_before_any_request(
-    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, key: Key, host: str
+    scene: Scene, registry: Registry, key: Key, host: str
 ) -> None:
     """A resolver reads these as 127.0.0.1: no rule could name them all, so they are not references at all."""
-    pol = signed_by(tmp_path, [f"{registry.host}/corp/*"], key)
-    unsigned, _ = push_image(registry, tmp_path, "corp", "unsigned")
+    pol = scene.policy(Rule([f"{registry.host}/corp/*"], keys=[key.public]))
+    unsigned = scene.image(namespace="corp", buildpack="unsigned").repository
     ref = f"{host}:{port(registry)}/{unsigned}"
-    result = preparer("-policy", str(pol), project=group(f"docker://{ref}"))
+    result = scene.run(pol, ref)
     assert result.code == 3
     assert (
         f"'{host}:{port(registry)}' is an IPv4 address written another way: write it as 127.0.0.1"
         in result.stderr
     )
-    assert not installed(layout, "unsigned")
+    assert not scene.installed("unsigned")
 
 
 TAG = "a tag (':v1') is never part of what is matched: name the repository"
@@ -151,16 +114,16 @@ EMPTY = "it has an empty path component ('//', or a '/' at its start or end)"
     ],
 )  # fmt: skip
 def test_a_glob_that_can_never_match_is_exit_3_naming_it_its_key_and_line(
-    preparer: Callable[..., Result], tmp_path: Path, key: Key, table: str, glob: str, problem: str
+    scene: Scene, tmp_path: Path, key: Key, table: str, glob: str, problem: str
 ) -> None:
     if table == "image":
         pol = tmp_path / "policy.toml"
         pol.write_text(f'[sources]\nallow = ["image"]\n\n[image]\nallow = ["registry.example/*", "{glob}"]\n')
         where = f"image.allow (line 5 of {pol})"
     else:
-        pol = signed_by(tmp_path, ["registry.example/*", glob], key)
+        pol = scene.policy(Rule(["registry.example/*", glob], keys=[key.public]))
         where = f"image.signed-by (line 3 of {pol}): images"
-    result = preparer("-policy", str(pol), project=group("docker://registry.example/corp/bp"))
+    result = scene.run(pol, "registry.example/corp/bp")
     assert result.code == 3
     assert result.stderr == (
         f"ERROR: failed to read policy {pol}: {where}: '{glob}' can never match an image: {problem}\n"

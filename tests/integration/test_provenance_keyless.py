@@ -19,18 +19,17 @@ from typing import Any
 import pytest
 
 from tests.golden import Layout
-from tests.integration.test_keyless import keyless_policy
 from tests.integration.test_lock import fresh
 from tests.integration.test_provenance import dependencies, project
 from tests.integration.test_provenance_sources import run_and_read
-from tests.integration.test_signatures import push_image
 from tests.keyless import GITHUB_ISSUER, T0, WORKFLOW, rfc3339
-from tests.keyless_sign import Signer, bundle_keyless, cosign_keyless, make_signer
+from tests.keyless_sign import Signer
 from tests.plugins.cli import Result
 from tests.plugins.registry import Registry
-from tests.plugins.signing import cosign_sign, make_key
+from tests.plugins.signing import make_key
+from tests.signed import RELEASES, Form, Identity, Rule, Scene
 
-#: The buildpack of :func:`push_image`'s buildpackage.
+#: The buildpack of :meth:`Scene.image`'s buildpackage.
 NAME = "acme/signed@1.0.0"
 #: The Rekor log of tests/keyless_log.py logs each entry among padding entries of its own, which these begin.
 PADDING = (b'{"other": ', b'{"later": ')
@@ -54,29 +53,29 @@ def said_by_report(report: Path, *rules: str) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.parametrize("sign", [cosign_keyless, bundle_keyless], ids=["tag scheme", "bundle"])
+@pytest.mark.parametrize("form", ["sig", "bundle"], ids=["tag scheme", "bundle"])
 def test_a_keyless_signature_is_described_as_the_report_and_the_signer_say(
-    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry,
-    sign: Callable[..., object],
+    preparer: Callable[..., Result], layout: Layout, scene: Scene, tmp_path: Path, registry: Registry,
+    signer: Signer, form: Form,
 ) -> None:  # fmt: skip
     """A subject and a signing time of this test's own (not the kit's defaults), so that each value is the
     signature's; a warm run, which verifies the signature recorded with the download, describes it the same."""
-    signer = make_signer(tmp_path / "sigstore")
-    repository, digest = push_image(registry, tmp_path)
+    image = scene.image()
+    repository, digest = image.repository, image.digest
     subject = (
         f"https://github.com/acme/buildpacks/.github/workflows/release.yml@refs/heads/r-{uuid.uuid4().hex}"
     )
     at = T0 + 86400 + 17
-    sign(registry, repository, digest, signer, signer.leaf(subject=subject, at=at), at=at)
+    image.sign_keyless(signer, form, signer.leaf(subject=subject, at=at), at=at)
     [log_index] = logged(signer)
-    pol = keyless_policy(tmp_path, signer)
-    written = project(f'uri = "docker://{registry.host}/{repository}:latest"')
+    pol = scene.policy(Rule(["*"], identities=[RELEASES]), trusted_root=signer.root)
+    written = project(f'uri = "docker://{image.tagged}"')
     statement, _, _ = run_and_read(preparer, tmp_path, written, "-policy", str(pol))
     found = dependencies(statement)[NAME]
     assert found["annotations"]["signatures"] == [
         {
             "digest": digest,
-            "format": "cosign" if sign is cosign_keyless else "bundle",
+            "format": "cosign" if form == "sig" else "bundle",
             "issuer": GITHUB_ISSUER,
             "subject": subject,
             "logIndex": log_index,
@@ -97,40 +96,37 @@ def test_a_keyless_signature_is_described_as_the_report_and_the_signer_say(
 
 
 def test_a_rule_with_keys_and_identities_says_which_satisfied_it(
-    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry
+    preparer: Callable[..., Result], layout: Layout, scene: Scene, tmp_path: Path, signer: Signer
 ) -> None:
     """One rule trusting a key and an identity: an image signed with the key is described by the key's
     fingerprint and no signer, an image signed keylessly by the signer and no key; both by the one rule."""
-    signer = make_signer(tmp_path / "sigstore")
     key = make_key(tmp_path / "keys")
-    pol = keyless_policy(tmp_path, signer, extra=f'keys = ["{key.public.relative_to(tmp_path)}"]\n')
+    pol = scene.policy(Rule(["*"], keys=[key.public], identities=[RELEASES]), trusted_root=signer.root)
     rule = f"image.signed-by, line 4 of {pol}"
-    keyed_repository, keyed_digest = push_image(registry, tmp_path)
-    cosign_sign(registry, keyed_repository, keyed_digest, key)
-    keyless_repository, keyless_digest = push_image(registry, tmp_path)
-    cosign_keyless(registry, keyless_repository, keyless_digest, signer)
+    keyed_image = scene.image()
+    keyed_image.sign(key, "sig")
+    keyless_image = scene.image()
+    keyless_image.sign_keyless(signer, "sig")
     [log_index] = logged(signer)
 
     statement, _, _ = run_and_read(
-        preparer, tmp_path, project(f'uri = "docker://{registry.host}/{keyed_repository}:latest"'),
-        "-policy", str(pol),
-    )  # fmt: skip
+        preparer, tmp_path, project(f'uri = "docker://{keyed_image.tagged}"'), "-policy", str(pol)
+    )
     keyed = dependencies(statement)[NAME]["annotations"]
     assert keyed["signatures"] == [
-        {"digest": keyed_digest, "format": "cosign", "key": key.fingerprint, "rule": rule}
+        {"digest": keyed_image.digest, "format": "cosign", "key": key.fingerprint, "rule": rule}
     ]
     assert keyed["signatures"] == said_by_report(tmp_path / "report.toml", rule)
 
     fresh(layout)
     statement, _, _ = run_and_read(
-        preparer, tmp_path, project(f'uri = "docker://{registry.host}/{keyless_repository}:latest"'),
-        "-policy", str(pol),
-    )  # fmt: skip
+        preparer, tmp_path, project(f'uri = "docker://{keyless_image.tagged}"'), "-policy", str(pol)
+    )
     keyless = dependencies(statement)[NAME]["annotations"]
     [signature] = keyless["signatures"]
     assert "key" not in signature
     assert signature == {
-        "digest": keyless_digest, "format": "cosign", "issuer": GITHUB_ISSUER,
+        "digest": keyless_image.digest, "format": "cosign", "issuer": GITHUB_ISSUER,
         "subject": WORKFLOW,
         "logIndex": log_index, "integratedTime": rfc3339(T0), "rule": rule,
     }  # fmt: skip
@@ -138,28 +134,25 @@ def test_a_rule_with_keys_and_identities_says_which_satisfied_it(
 
 
 def test_two_rules_on_one_image_are_each_named_with_the_signature_that_satisfied_it(
-    preparer: Callable[..., Result], tmp_path: Path, registry: Registry
+    preparer: Callable[..., Result], scene: Scene, tmp_path: Path, registry: Registry, signer: Signer
 ) -> None:
     """A rule trusting a key and a rule trusting an identity both cover the image, which carries a keyed
     signature (its ``.sig`` tag) and a keyless one (a bundle among its referrers): two signatures, each with its
     rule's line."""
-    signer = make_signer(tmp_path / "sigstore")
     key = make_key(tmp_path / "keys")
-    repository, digest = push_image(registry, tmp_path)
-    cosign_sign(registry, repository, digest, key)
-    bundle_keyless(registry, repository, digest, signer)
+    image = scene.image()
+    digest = image.digest
+    image.sign(key, "sig")
+    image.sign_keyless(signer, "bundle")
     [log_index] = logged(signer)
-    pol = tmp_path / "policy.toml"
-    pol.write_text(
-        f'[sigstore]\ntrusted-root = "{signer.root.relative_to(tmp_path)}"\n\n'
-        f'[[image.signed-by]]\nimages = ["*"]\nkeys = ["{key.public.relative_to(tmp_path)}"]\n\n'
-        f'[[image.signed-by]]\nimages = ["{registry.host}/signed/*"]\n\n'
-        f'[[image.signed-by.identities]]\nissuer = "{GITHUB_ISSUER}"\nsubject = "{WORKFLOW}"\n'
+    pol = scene.policy(
+        Rule(["*"], keys=[key.public]),
+        Rule([f"{registry.host}/signed/*"], identities=[Identity(GITHUB_ISSUER, subject=WORKFLOW)]),
+        trusted_root=signer.root,
     )
     statement, _, _ = run_and_read(
-        preparer, tmp_path, project(f'uri = "docker://{registry.host}/{repository}:latest"'),
-        "-policy", str(pol),
-    )  # fmt: skip
+        preparer, tmp_path, project(f'uri = "docker://{image.tagged}"'), "-policy", str(pol)
+    )
     keyed_rule, keyless_rule = f"image.signed-by, line 4 of {pol}", f"image.signed-by, line 8 of {pol}"
     assert dependencies(statement)[NAME]["annotations"]["signatures"] == [
         {"digest": digest, "format": "cosign", "key": key.fingerprint, "rule": keyed_rule},

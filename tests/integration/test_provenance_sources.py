@@ -26,11 +26,11 @@ from tests.integration.test_bare_ids import index, packages  # noqa: F401 - fixt
 from tests.integration.test_fetch_oci import basic, private  # noqa: F401 - a fixture
 from tests.integration.test_lock import fresh
 from tests.integration.test_provenance import dependencies, project, validate
-from tests.integration.test_signatures import policy, push_image
 from tests.plugins.cli import Result
 from tests.plugins.http_server import FileServer
 from tests.plugins.registry import PASSWORD, USER, HubProxy, Registry, TokenRegistry, build_package, push
-from tests.plugins.signing import Key, bundle_sign, cosign_sign, make_key
+from tests.plugins.signing import Key, make_key
+from tests.signed import Form, Rule, Scene
 
 #: RFC 3986 ``URI`` as far as a verifier reads one: a scheme, then only unreserved, reserved and ``%XX``.
 RFC3986 = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-F]{2})*")
@@ -131,25 +131,21 @@ def test_a_token_endpoint_s_tokens_are_never_written(
     assert found["uri"] == f"docker://{token_registry.host}/me/tokened@{digest}"
 
 
-@pytest.mark.parametrize("sign", [cosign_sign, bundle_sign], ids=["tag scheme", "bundle"])
+@pytest.mark.parametrize("form", ["sig", "bundle"], ids=["tag scheme", "bundle"])
 def test_keyed_signatures_are_described_as_the_report_says_them(
-    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry,
-    sign: Callable[..., object],
-) -> None:  # fmt: skip
+    preparer: Callable[..., Result], scene: Scene, tmp_path: Path, registry: Registry, form: Form
+) -> None:
     key: Key = make_key(tmp_path / "keys")
-    repository, digest = push_image(registry, tmp_path)
-    sign(registry, repository, digest, key)
-    pol = policy(tmp_path, ([f"{registry.host}/signed/*"], [key.public]))
+    image = scene.image()
+    digest = image.digest
+    image.sign(key, form)
+    pol = scene.policy(Rule([f"{registry.host}/signed/*"], keys=[key.public]))
     statement, _, _ = run_and_read(
-        preparer,
-        tmp_path,
-        project(f'uri = "docker://{registry.host}/{repository}:latest"'),
-        "-policy",
-        str(pol),
+        preparer, tmp_path, project(f'uri = "docker://{image.tagged}"'), "-policy", str(pol)
     )
     report = tomllib.loads((tmp_path / "report.toml").read_text())
     found = dependencies(statement)["acme/signed@1.0.0"]
-    fmt = "cosign" if sign is cosign_sign else "bundle"
+    fmt = "cosign" if form == "sig" else "bundle"
     rule = f"image.signed-by, line 3 of {pol}"  # the rule it satisfied, which the report file does not name
     assert found["annotations"]["signatures"] == [
         {"digest": digest, "format": fmt, "key": key.fingerprint, "rule": rule}

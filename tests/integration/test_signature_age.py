@@ -16,22 +16,18 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.golden import Layout
-from tests.integration.test_signatures import installed, push_image, run
 from tests.plugins.cli import Result
 from tests.plugins.registry import Registry
-from tests.plugins.signing import Key, cosign_sign
+from tests.plugins.signing import Key
 from tests.projects import group
+from tests.signed import Rule, Scene, push_image, write_policy
 
 
 def signed_policy(tmp_path: Path, key: Key, max_age: str | None = None) -> Path:
     """A policy requiring ``key``'s signature of every image, with ``image.signature-max-age`` when given."""
-    head = f'[image]\nsignature-max-age = "{max_age}"\n\n' if max_age is not None else ""
-    path = tmp_path / f"policy-{uuid.uuid4().hex[:6]}.toml"
-    path.write_text(
-        f'{head}[[image.signed-by]]\nimages = ["*"]\nkeys = ["{key.public.relative_to(tmp_path)}"]\n'
-    )
-    return path
+    head = f'[image]\nsignature-max-age = "{max_age}"\n' if max_age is not None else ""
+    name = f"policy-{uuid.uuid4().hex[:6]}.toml"
+    return write_policy(tmp_path, Rule(["*"], keys=[key.public]), head=head, name=name)
 
 
 def withdraw(registry: Registry, repository: str, signature: str) -> None:
@@ -46,64 +42,60 @@ def records(cache: Path) -> list[Path]:
 
 @pytest.fixture
 def signed(registry: Registry, tmp_path: Path, key: Key) -> tuple[str, str, str]:
-    """A signed image: ``(reference by digest, repository, the signature manifest's digest)``."""
-    repository, digest = push_image(registry, tmp_path)
-    signature = cosign_sign(registry, repository, digest, key)
-    return f"{registry.host}/{repository}@{digest}", repository, signature
+    """An image signed by ``key`` in cosign's tag scheme: ``(reference by digest, repository, the signature
+    manifest's digest)``."""
+    image = push_image(registry, tmp_path)
+    signature = image.sign(key, "sig")
+    return image.pinned, image.repository, signature
 
 
 def test_a_withdrawn_signature_admits_the_image_from_the_record_until_it_is_a_day_old(
-    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, key: Key,
-    signed: tuple[str, str, str],
-) -> None:  # fmt: skip
+    scene: Scene, tmp_path: Path, registry: Registry, key: Key, signed: tuple[str, str, str]
+) -> None:
     ref, repository, signature = signed
     pol = signed_policy(tmp_path, key)
-    assert run(preparer, pol, ref).code == 0
+    assert scene.run(pol, ref).code == 0
     [record] = records(tmp_path / "cache")
     verified = json.loads(record.read_text())["verified"]
     assert abs(verified - time.time()) < 60  # the time the registry was asked
     withdraw(registry, repository, signature)
-    again = run(preparer, pol, ref)
+    again = scene.run(pol, ref)
     assert again.code == 0, again.stderr  # within 24 h the record spares the registry
-    assert installed(layout)
+    assert scene.installed()
     doc = json.loads(record.read_text())
     record.write_text(json.dumps(doc | {"verified": verified - 24 * 3600 - 1}))
-    late = run(preparer, pol, ref)
+    late = scene.run(pol, ref)
     assert late.code == 1
     assert "not signed by a key the platform policy trusts" in late.stderr
     assert "no signature found" in late.stderr
 
 
 def test_a_record_without_a_time_is_expired(
-    preparer: Callable[..., Result],
-    tmp_path: Path,
-    registry: Registry,
-    key: Key,
-    signed: tuple[str, str, str],
+    scene: Scene, tmp_path: Path, registry: Registry, key: Key, signed: tuple[str, str, str]
 ) -> None:
     """A record an older preparer wrote (no ``verified``) sends the run to the registry."""
     ref, repository, signature = signed
     pol = signed_policy(tmp_path, key)
-    assert run(preparer, pol, ref).code == 0
+    assert scene.run(pol, ref).code == 0
     [record] = records(tmp_path / "cache")
     doc = json.loads(record.read_text())
     record.write_text(json.dumps({"objects": doc["objects"]}))
     withdraw(registry, repository, signature)
-    result = run(preparer, pol, ref)
+    result = scene.run(pol, ref)
     assert result.code == 1
     assert "no signature found" in result.stderr
 
 
 @pytest.mark.parametrize(("max_age", "admitted"), [("0", False), ("1h", True), ("90s", True)])
 def test_signature_max_age_is_the_policys(
-    preparer: Callable[..., Result], tmp_path: Path, registry: Registry, key: Key, signed: tuple[str, str, str],
+    scene: Scene, tmp_path: Path, registry: Registry, key: Key, signed: tuple[str, str, str],
     max_age: str, admitted: bool,
 ) -> None:  # fmt: skip
     ref, repository, signature = signed
     pol = signed_policy(tmp_path, key, max_age)
-    assert run(preparer, pol, ref).code == 0
+    assert scene.run(pol, ref).code == 0
     withdraw(registry, repository, signature)
-    assert run(preparer, pol, ref).code == (0 if admitted else 1)
+    assert scene.run(pol, ref).code == (0 if admitted else 1)
 
 
 @pytest.mark.parametrize("value", ['"1 day"', '"-1h"', "3600", "true"])

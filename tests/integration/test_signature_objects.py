@@ -21,9 +21,8 @@ from typing import Any
 import pytest
 
 from tests.golden import Layout
-from tests.integration.test_signatures import installed, policy, push_image, run
 from tests.plugins.cli import Result, base_env
-from tests.plugins.registry import Front, Registry, upload_blob
+from tests.plugins.registry import Front, upload_blob
 from tests.plugins.signing import (
     BUNDLE,
     OCI_INDEX,
@@ -37,84 +36,90 @@ from tests.plugins.signing import (
     statement,
 )
 from tests.projects import group
+from tests.signed import Image, Rule, Scene
 
 
 def sha(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def layer(registry: Registry, repository: str, payload: bytes, signature: bytes, upload: bool = True) -> Any:
+def layer(image: Image, payload: bytes, signature: bytes, upload: bool = True) -> Any:
     """A layer of a ``.sig`` manifest: ``payload`` (uploaded, unless not ``upload``) and its signature."""
-    digest = upload_blob(registry, repository, payload) if upload else sha(payload)
+    digest = upload_blob(image.registry, image.repository, payload) if upload else sha(payload)
     return {"mediaType": SIMPLE_SIGNING, "size": len(payload), "digest": digest,
             "annotations": {"dev.cosignproject.cosign/signature": base64.b64encode(signature).decode()}}  # fmt: skip
 
 
-def serve_sig(front: Front, repository: str, digest: str, layers: list[Any]) -> None:
-    """The front answers for the tag ``sha256-<hex>.sig`` a manifest of ``layers``."""
+def serve_sig(front: Front, image: Image, layers: list[Any]) -> None:
+    """The front answers for the image's tag ``sha256-<hex>.sig`` a manifest of ``layers``."""
     manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
                 "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "size": 2,
                            "digest": "sha256:" + "1" * 64}, "layers": layers}  # fmt: skip
-    path = f"/v2/{repository}/manifests/{digest.replace(':', '-')}.sig"
+    path = f"/v2/{image.repository}/manifests/{image.digest.replace(':', '-')}.sig"
     front.overrides[path] = (200, {"Content-Type": OCI_MANIFEST}, json.dumps(manifest).encode())
 
 
-def serve_referrers(front: Front, repository: str, digest: str, entries: list[Any]) -> None:
-    """The front answers for the referrers tag schema's tag ``sha256-<hex>`` an index of ``entries`` (the test
-    registry has no referrers API: it answers 404, and the tag is asked)."""
+def serve_referrers(front: Front, image: Image, entries: list[Any]) -> None:
+    """The front answers for the image's referrers tag schema's tag ``sha256-<hex>`` an index of ``entries`` (the
+    test registry has no referrers API: it answers 404, and the tag is asked)."""
     index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries}
-    path = f"/v2/{repository}/manifests/{digest.replace(':', '-')}"
+    path = f"/v2/{image.repository}/manifests/{image.digest.replace(':', '-')}"
     front.overrides[path] = (200, {"Content-Type": OCI_INDEX}, json.dumps(index).encode())
 
 
-def serve_referrer(front: Front, repository: str, body: bytes) -> Any:
-    """The front serves ``body`` as the referrer manifest of its digest; its index entry."""
-    front.overrides[f"/v2/{repository}/manifests/{sha(body)}"] = (200, {"Content-Type": OCI_MANIFEST}, body)
+def serve_referrer(front: Front, image: Image, body: bytes) -> Any:
+    """The front serves ``body`` as the referrer manifest of its digest in the image's repository; its index
+    entry."""
+    front.overrides[f"/v2/{image.repository}/manifests/{sha(body)}"] = (
+        200,
+        {"Content-Type": OCI_MANIFEST},
+        body,
+    )
     return {"mediaType": OCI_MANIFEST, "digest": sha(body), "size": len(body), "artifactType": BUNDLE}
 
 
-def valid_layer(registry: Registry, repository: str, digest: str, key: Key) -> Any:
-    payload = simple_signing(f"{registry.host}/{repository}", digest)
-    return layer(registry, repository, payload, key.sign(payload))
+def valid_layer(image: Image, key: Key) -> Any:
+    payload = simple_signing(image.name, image.digest)
+    return layer(image, payload, key.sign(payload))
 
 
-def valid_referrer(registry: Registry, repository: str, digest: str, key: Key) -> Any:
-    data = bundle(key, statement(f"{registry.host}/{repository}", digest))
-    return attach_bundle(registry, repository, digest, data, tag_schema=False)[1]
+def valid_referrer(image: Image, key: Key) -> Any:
+    data = bundle(key, statement(image.name, image.digest))
+    return attach_bundle(image.registry, image.repository, image.digest, data, tag_schema=False)[1]
 
 
 # One object that cannot be read is skipped
 
 
-def _not_json_referrer(registry: Registry, front: Front, repository: str, digest: str, key: Key) -> Any:
-    return ("referrers", serve_referrer(front, repository, b"{not json"))
+def _not_json_referrer(image: Image, front: Front, key: Key) -> Any:
+    return ("referrers", serve_referrer(front, image, b"{not json"))
 
 
-def _missing_bundle_blob(registry: Registry, front: Front, repository: str, digest: str, key: Key) -> Any:
-    data = bundle(key, statement(f"{registry.host}/{repository}", digest))  # valid, but never uploaded
+def _missing_bundle_blob(image: Image, front: Front, key: Key) -> Any:
+    data = bundle(key, statement(image.name, image.digest))  # valid, but never uploaded
     manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": BUNDLE,
                 "config": {"mediaType": "application/vnd.oci.empty.v1+json", "size": 2,
-                           "digest": upload_blob(registry, repository, b"{}")},
+                           "digest": upload_blob(image.registry, image.repository, b"{}")},
                 "layers": [{"mediaType": BUNDLE, "digest": sha(data), "size": len(data)}],
-                "subject": {"mediaType": OCI_MANIFEST, "digest": digest, "size": 0}}  # fmt: skip
-    return ("referrers", serve_referrer(front, repository, json.dumps(manifest).encode()))
+                "subject": {"mediaType": OCI_MANIFEST, "digest": image.digest, "size": 0}}  # fmt: skip
+    return ("referrers", serve_referrer(front, image, json.dumps(manifest).encode()))
 
 
-def _payload_not_text(registry: Registry, front: Front, repository: str, digest: str, key: Key) -> Any:
-    payload = b"\x80" + simple_signing(f"{registry.host}/{repository}", digest)  # signed by the trusted key
-    return ("sig", layer(registry, repository, payload, key.sign(payload)))
+def _payload_not_text(image: Image, front: Front, key: Key) -> Any:
+    payload = b"\x80" + simple_signing(image.name, image.digest)  # signed by the trusted key
+    return ("sig", layer(image, payload, key.sign(payload)))
 
 
-def _missing_payload(registry: Registry, front: Front, repository: str, digest: str, key: Key) -> Any:
-    payload = simple_signing(f"{registry.host}/{repository}", digest) + b" "
-    return ("sig", layer(registry, repository, payload, key.sign(payload), upload=False))  # a 404
+def _missing_payload(image: Image, front: Front, key: Key) -> Any:
+    payload = simple_signing(image.name, image.digest) + b" "
+    return ("sig", layer(image, payload, key.sign(payload), upload=False))  # a 404
 
 
-def _payload_digest_mismatch(registry: Registry, front: Front, repository: str, digest: str, key: Key) -> Any:
-    payload = simple_signing(f"{registry.host}/{repository}", digest) + b"  "
-    described = layer(registry, repository, payload, key.sign(payload))
+def _payload_digest_mismatch(image: Image, front: Front, key: Key) -> Any:
+    payload = simple_signing(image.name, image.digest) + b"  "
+    described = layer(image, payload, key.sign(payload))
     other = payload.replace(b"cosign", b"COSIGN")  # same size, other bytes
-    front.overrides[f"/v2/{repository}/blobs/{described['digest']}"] = (200, {}, other)
+    front.overrides[f"/v2/{image.repository}/blobs/{described['digest']}"] = (200, {}, other)
     return ("sig", described)
 
 
@@ -132,53 +137,41 @@ BROKEN = {
 
 @pytest.mark.parametrize("case", list(BROKEN))
 def test_one_unreadable_signature_object_is_skipped_and_another_proves_the_image(
-    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, front: Front, key: Key,
-    case: str,
-) -> None:  # fmt: skip
-    repository, digest = push_image(registry, tmp_path)
+    scene: Scene, front: Front, key: Key, case: str
+) -> None:
+    image = scene.image()
     make, refusal = BROKEN[case]
-    where, broken = make(registry, front, repository, digest, key)
+    where, broken = make(image, front, key)
     serve = serve_sig if where == "sig" else serve_referrers
-    pol = policy(tmp_path, (["*"], [key.public]))
-    ref = f"{front.host}/{repository}@{digest}"
+    pol = scene.policy(Rule(["*"], keys=[key.public]))
+    ref = image.via(front.host).pinned
     # Alone, it proves nothing: refused as an unsigned image is, in words, without a traceback.
-    serve(front, repository, digest, [broken])
-    alone = run(preparer, pol, ref)
+    serve(front, image, [broken])
+    alone = scene.run(pol, ref)
     assert alone.code == 1, alone.stderr
     assert "Traceback" not in alone.stderr
     assert "not signed by a key the platform policy trusts" in alone.stderr and refusal in alone.stderr
     # Before a valid signature, it is skipped (a debug line) and the image installed.
     good = valid_layer if where == "sig" else valid_referrer
-    serve(front, repository, digest, [broken, good(registry, repository, digest, key)])
-    result = run(preparer, pol, ref, "-log-level", "debug")
+    serve(front, image, [broken, good(image, key)])
+    result = scene.run(pol, ref, "-log-level", "debug")
     assert result.code == 0, result.stderr
-    assert installed(layout)
+    assert scene.installed()
     skipped = "is no image signature" if case == "payload not text" else "skipped"
     assert any(skipped in line for line in result.stdout.splitlines()), result.stdout  # debug lines: stdout
 
 
-def test_a_payload_larger_than_the_bound_is_skipped_unread(
-    preparer: Callable[..., Result],
-    layout: Layout,
-    tmp_path: Path,
-    registry: Registry,
-    front: Front,
-    key: Key,
-) -> None:
-    repository, digest = push_image(registry, tmp_path)
+def test_a_payload_larger_than_the_bound_is_skipped_unread(scene: Scene, front: Front, key: Key) -> None:
+    image = scene.image()
     huge = {"mediaType": SIMPLE_SIGNING, "size": (16 << 20) + 1, "digest": "sha256:" + "0" * 64,
             "annotations": {"dev.cosignproject.cosign/signature": "AA=="}}  # fmt: skip
-    serve_sig(front, repository, digest, [huge, valid_layer(registry, repository, digest, key)])
-    result = run(preparer, policy(tmp_path, (["*"], [key.public])), f"{front.host}/{repository}@{digest}")
+    serve_sig(front, image, [huge, valid_layer(image, key)])
+    result = scene.run(scene.policy(Rule(["*"], keys=[key.public])), image.via(front.host).pinned)
     assert result.code == 0, result.stderr
-    assert f"/v2/{repository}/blobs/sha256:{'0' * 64}" not in front.requests
+    assert f"/v2/{image.repository}/blobs/sha256:{'0' * 64}" not in front.requests
 
 
 # Read as cosign reads it, or no signature
-
-
-def _signed_payload(registry: Registry, repository: str, digest: str, key: Key, payload: bytes) -> Any:
-    return layer(registry, repository, payload, key.sign(payload))
 
 
 AMBIGUOUS: dict[str, tuple[Callable[[str, str], bytes], str]] = {
@@ -203,36 +196,32 @@ AMBIGUOUS: dict[str, tuple[Callable[[str, str], bytes], str]] = {
 
 @pytest.mark.parametrize("case", list(AMBIGUOUS))
 def test_a_payload_cosign_could_read_otherwise_is_no_signature_even_by_a_trusted_key(
-    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, front: Front, key: Key,
-    case: str,
-) -> None:  # fmt: skip
-    repository, digest = push_image(registry, tmp_path)
+    scene: Scene, front: Front, key: Key, case: str
+) -> None:
+    image = scene.image()
     make, problem = AMBIGUOUS[case]
-    payload = make(f"{registry.host}/{repository}", digest)
-    serve_sig(front, repository, digest, [_signed_payload(registry, repository, digest, key, payload)])
-    result = run(preparer, policy(tmp_path, (["*"], [key.public])), f"{front.host}/{repository}@{digest}")
+    payload = make(image.name, image.digest)
+    serve_sig(front, image, [layer(image, payload, key.sign(payload))])
+    result = scene.run(scene.policy(Rule(["*"], keys=[key.public])), image.via(front.host).pinned)
     assert result.code == 1
     assert "Traceback" not in result.stderr
     assert f"what key sha256:{key.fingerprint} signed is no image signature: " in result.stderr
     assert problem in result.stderr
-    assert not installed(layout)
+    assert not scene.installed()
 
 
 def test_a_bundle_whose_subject_is_in_upper_case_is_no_signature(
-    preparer: Callable[..., Result],
-    layout: Layout,
-    tmp_path: Path,
-    registry: Registry,
-    front: Front,
-    key: Key,
+    scene: Scene, front: Front, key: Key
 ) -> None:
-    repository, digest = push_image(registry, tmp_path)
-    upper = "sha256:" + digest.removeprefix("sha256:").upper()
-    data = bundle(key, statement(f"{registry.host}/{repository}", upper))
+    image = scene.image()
+    upper = "sha256:" + image.digest.removeprefix("sha256:").upper()
+    data = bundle(key, statement(image.name, upper))
     serve_referrers(
-        front, repository, digest, [attach_bundle(registry, repository, digest, data, tag_schema=False)[1]]
+        front,
+        image,
+        [attach_bundle(image.registry, image.repository, image.digest, data, tag_schema=False)[1]],
     )
-    result = run(preparer, policy(tmp_path, (["*"], [key.public])), f"{front.host}/{repository}@{digest}")
+    result = scene.run(scene.policy(Rule(["*"], keys=[key.public])), image.via(front.host).pinned)
     assert result.code == 1
     assert "its statement names no sha256 subject in 64 lowercase hex digits" in result.stderr
 
@@ -242,16 +231,16 @@ def test_a_bundle_whose_subject_is_in_upper_case_is_no_signature(
 
 @pytest.mark.parametrize("status", [400, 405, 501])
 def test_a_registry_whose_referrers_api_answers_an_error_falls_back_to_the_tag_schema(
-    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry, front: Front, key: Key,
-    status: int,
-) -> None:  # fmt: skip
-    repository, digest = push_image(registry, tmp_path)
-    serve_referrers(front, repository, digest, [valid_referrer(registry, repository, digest, key)])
+    scene: Scene, front: Front, key: Key, status: int
+) -> None:
+    image = scene.image()
+    repository, digest = image.repository, image.digest
+    serve_referrers(front, image, [valid_referrer(image, key)])
     api = f"/v2/{repository}/referrers/{digest}?artifactType=" + BUNDLE.replace("/", "%2F").replace(
         "+", "%2B"
     )
     front.overrides[api] = (status, {}, b"")
-    result = run(preparer, policy(tmp_path, (["*"], [key.public])), f"{front.host}/{repository}@{digest}")
+    result = scene.run(scene.policy(Rule(["*"], keys=[key.public])), image.via(front.host).pinned)
     assert result.code == 0, result.stderr
     assert front.requests.count(api) == 1  # asked once, not retried
     assert f"/v2/{repository}/manifests/{digest.replace(':', '-')}" in front.requests
@@ -282,21 +271,21 @@ PAD = 2_400_000
 
 
 def test_many_large_signature_objects_are_judged_one_at_a_time_and_bounded_in_all(
-    layout: Layout, tmp_path: Path, registry: Registry, front: Front, key: Key
+    scene: Scene, layout: Layout, tmp_path: Path, front: Front, key: Key
 ) -> None:
-    repository, digest = push_image(registry, tmp_path)
+    image = scene.image()
     stranger = make_key(tmp_path / "stranger")
     junk = []
     for number in range(20):  # signed by a key no rule trusts, each different
-        doc = json.loads(statement(f"{registry.host}/{repository}", digest))
+        doc = json.loads(statement(image.name, image.digest))
         doc["predicate"] = {"pad": "x" * PAD + str(number)}
         data = bundle(stranger, json.dumps(doc).encode())
-        junk.append(attach_bundle(registry, repository, digest, data, tag_schema=False)[1])
-    good = valid_referrer(registry, repository, digest, key)
-    (layout.app / "project.toml").write_text(group(f"docker://{front.host}/{repository}@{digest}"))
-    pol = str(policy(tmp_path, (["*"], [key.public])))
+        junk.append(attach_bundle(image.registry, image.repository, image.digest, data, tag_schema=False)[1])
+    good = valid_referrer(image, key)
+    (layout.app / "project.toml").write_text(group(f"docker://{image.via(front.host).pinned}"))
+    pol = str(scene.policy(Rule(["*"], keys=[key.public])))
     # All 20 before the valid one: past the bound, the image is refused even though a valid signature follows.
-    serve_referrers(front, repository, digest, [*junk, good])
+    serve_referrers(front, image, [*junk, good])
     refused, peak = run_measured(layout, tmp_path, "-policy", pol)
     assert refused.code == 1
     assert "would go past the 67108864 bytes read for one image's signatures" in refused.stderr
@@ -304,12 +293,12 @@ def test_many_large_signature_objects_are_judged_one_at_a_time_and_bounded_in_al
     print(f"peak RSS refusing past the bound: {peak:.1f} MiB")
     assert peak < 80, peak
     # 16 objects of 3 MiB, then the valid one: read one after another, kept by none; the 4 after it never asked.
-    serve_referrers(front, repository, digest, [*junk[:16], good, *junk[16:]])
+    serve_referrers(front, image, [*junk[:16], good, *junk[16:]])
     front.requests.clear()
     (tmp_path / "again").mkdir()
     result, peak = run_measured(layout, tmp_path / "again", "-policy", pol)
     assert result.code == 0, result.stderr
-    assert installed(layout)
+    assert scene.installed()
     print(f"peak RSS with 16 bundles of 3 MiB (49 MiB) before the valid one: {peak:.1f} MiB")
     assert peak < 80, peak  # what was judged is not kept: the 49 MiB read would double it if it were
     assert not any(junk[n]["digest"] in p for n in range(16, 20) for p in front.requests)
