@@ -6,28 +6,21 @@ written); :func:`run_plan` carries a plan out; :func:`prepare` does both, as the
 
 from __future__ import annotations
 
-import contextvars
-import functools
 import os
-import threading
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from preparer import interrupt
-from preparer._fs import full_disk, no_space
-from preparer._logger import CallerFailed, log, named_run
+from preparer._logger import log, named_run
 from preparer.appfilter import Removal, plan_removal
 from preparer.apply import Outcome, apply_plan, check_present
 from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
+from preparer.entrypoints import TypeError_, callers, check_arguments, depth, typed
 from preparer.errors import (
-    Cancelled,
     InvalidInputsError,
-    NoSpaceError,
     PreparerError,
-    UnexpectedError,
     with_fields,
 )
 from preparer.files._toml import dumps_toml, load_toml_text, read_regular
@@ -58,104 +51,7 @@ from preparer.target import (
 if TYPE_CHECKING:
     from preparer.files.lockfile import LockFile
     from preparer.policy.rules import Policy
-    from preparer.progress import Download, ProgressCallback
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-class TypeError_(TypeError):
-    """An argument of the wrong type given to an entry point."""
-
-
-def callers(progress: ProgressCallback | None) -> ProgressCallback | None:
-    """``progress`` as the run calls it: one event at a time, and whatever it raises is the caller's
-    (:class:`CallerFailed`)."""
-    if progress is None:
-        return None
-    callback, lock = progress, threading.Lock()
-
-    def called(event: Download) -> None:
-        with lock:  # the run's fetch threads report at once: the callback is entered by one at a time
-            try:
-                callback(event)
-            except Exception as err:
-                raise CallerFailed(err) from err
-
-    return called
-
-
-def _check_arguments(
-    inputs: object, plan: object = None, cancel: object = None, deadline: object = None, run_id: object = None
-) -> None:
-    """:raises TypeError: an argument that is not what the function takes (the caller's mistake, not a run's)."""
-    if not isinstance(inputs, Inputs) and inputs is not None:
-        raise TypeError_(f"expected preparer.Inputs, got {type(inputs).__name__}: build one with Inputs(...)")
-    if plan is not None and not isinstance(plan, Plan):
-        raise TypeError_(f"expected a preparer.Plan (from plan_run), got {type(plan).__name__}")
-    if cancel is not None and not isinstance(cancel, Cancel):
-        raise TypeError_(f"cancel= takes a preparer.Cancel, not {type(cancel).__name__}")
-    if deadline is not None and (not isinstance(deadline, int | float) or isinstance(deadline, bool)):
-        raise TypeError_(f"deadline= takes a number of seconds, not {type(deadline).__name__}")
-    if run_id is not None and not isinstance(run_id, str):
-        raise TypeError_(f"run_id= takes a str, not {type(run_id).__name__}")
-
-
-def typed(function: Callable[P, R]) -> Callable[P, R]:
-    """The library's promise for ``function``: every error it raises is a :class:`PreparerError` (one it did not
-    foresee becomes :class:`UnexpectedError`, exit 1, naming the original), except the caller's own: an argument
-    of the wrong type is a :class:`TypeError` before anything runs, and what a callback raises comes back as
-    itself."""
-
-    @functools.wraps(function)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        # A Ctrl-C held during the commit reaches the caller's SIGINT handler once the call is over; what that
-        # handler raises is the caller's own, and carries the report (committed_report).
-        return interrupt.until_returned(functools.partial(checked, *args, **kwargs))
-
-    def checked(*args: P.args, **kwargs: P.kwargs) -> R:
-        token = _entered.set(_entered.get() + 1)
-        try:
-            return function(*args, **kwargs)
-        except (PreparerError, TypeError_):
-            raise
-        except CallerFailed as failed:
-            if (
-                _entered.get() > 1
-            ):  # inside another entry point (prepare calls run_plan): the outer one says it
-                raise
-            raise failed.error from None
-        except interrupt.Interrupted as stopped:  # a signal, or interrupt.stop(): an ordinary error out here
-            raise Cancelled.by_signal(stopped.signum) from None
-        except interrupt.Stopped as stopped:  # the run's handle, or its deadline
-            raise stopped.error from None
-        except Exception as err:
-            full = full_disk(err)
-            if full is not None:  # a write that no edge named: its file's directory is
-                where = str(Path(full.filename).parent) if isinstance(full.filename, str) else None
-                cause = no_space(full, "the directory", where) if where else "no space left on device"
-                raise with_fields(NoSpaceError("prepare", cause), directory=where) from err
-            raise UnexpectedError(
-                "prepare", f"an error the preparer does not foresee ({err or 'no words'})"
-            ) from err
-        finally:
-            _entered.reset(token)
-
-    return wrapper
-
-
-def committed_report(error: BaseException) -> Report | None:
-    """The report of a run that was complete when ``error`` was raised by the caller's own SIGINT handler (Python's
-    :class:`KeyboardInterrupt`, or one installed with :func:`signal.signal`), given a Ctrl-C that came during the
-    commit and was held until :func:`prepare` or :func:`run_plan` was done: the outputs are written, as the report
-    says. ``None`` for any other error: the run failed, and nothing changed."""
-    found = getattr(error, interrupt.RESULT_ATTRIBUTE, None)
-    return found if isinstance(found, Report) else None
-
-
-#: How deep the current thread is in the entry points (:func:`typed`).
-_entered: contextvars.ContextVar[int] = contextvars.ContextVar("preparer_entered", default=0)
+    from preparer.progress import ProgressCallback
 
 
 @typed
@@ -182,7 +78,7 @@ def prepare(
     :raises preparer.errors.Cancelled: the run was stopped (its handle, its deadline, SIGINT, SIGTERM, or
         :func:`preparer.interrupt.stop`); see :func:`preparer.apply.apply_plan`.
     """
-    _check_arguments(inputs, None, cancel, deadline, run_id)
+    check_arguments(inputs, None, cancel, deadline, run_id)
     if progress is not None and not callable(progress):
         raise TypeError_(f"progress= takes a callable, not {type(progress).__name__}")
     with interrupt.run(cancel, deadline), named_run(run_id):
@@ -372,7 +268,7 @@ def plan_run(
     :raises PreparerError: invalid inputs (exit 3), missing buildpacks or paths (exit 1), an unsupported Buildpack
         API (exit 12); :class:`~preparer.errors.Cancelled` when it was stopped.
     """
-    _check_arguments(inputs, None, cancel, deadline, run_id)
+    check_arguments(inputs, None, cancel, deadline, run_id)
     with interrupt.run(cancel, deadline), named_run(run_id):
         return _plan_run(inputs)
 
@@ -382,7 +278,7 @@ def _plan_run(inputs: Inputs) -> Plan:
     # Before they are read, so that a change while planning is seen when the plan runs; only for a plan handed to
     # the caller (prepare's own runs a moment later, in the same call, and is not checked again).
     # A provenance gives the sha256 of the files as the plan read them.
-    handed_out = _entered.get() <= 1
+    handed_out = depth() <= 1
     made_from = _fingerprints(inputs) if handed_out or inputs.provenance is not None else ()
     descriptor, config, warnings = read_inputs(inputs)
     target = target_of(inputs)
@@ -742,7 +638,7 @@ def run_plan(
     :raises PreparerError: any failure; nothing has changed on disk then.
     :raises preparer.errors.Cancelled: the run was stopped; see :func:`preparer.apply.apply_plan`.
     """
-    _check_arguments(inputs, plan, cancel, deadline, run_id)
+    check_arguments(inputs, plan, cancel, deadline, run_id)
     made_for = plan.inputs
     if inputs is None:
         if made_for is None:
@@ -754,7 +650,7 @@ def run_plan(
             "make a plan for these with plan_run",
         )  # fmt: skip
     with interrupt.run(cancel, deadline), named_run(run_id):
-        if _entered.get() == 1:  # a saved plan (prepare's own was made a moment ago, in the same call)
+        if depth() == 1:  # a saved plan (prepare's own was made a moment ago, in the same call)
             _check_not_stale(plan, inputs)
         return _applied(plan, inputs, callers(progress))
 

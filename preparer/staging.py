@@ -194,7 +194,7 @@ def fetch_steps(
     order) is raised. With a policy, each fetch is held to its limits, and all of them to the run's.
 
     :param progress: given each entry's download events (:class:`~preparer.progress.Download`), from the fetch
-        threads: the caller makes it safe to enter from several (:func:`preparer.pipeline.callers`).
+        threads: the caller makes it safe to enter from several (:func:`preparer.entrypoints.callers`).
     :param expected: the bytes each entry (by key) is expected to download, as the plan measured them.
     """
     http = [locator for s in steps if isinstance(locator := s.pinned or s.locator, HttpLocator)]
