@@ -30,7 +30,8 @@ from preparer.files.order import Order, read_order
 from preparer.inputs import Inputs
 from preparer.interrupt import Cancel, Interrupted
 from preparer.metadata import MetadataWrite, plan_metadata
-from preparer.plan import Fetch, NotInstalled, Plan, Present, make_plan
+from preparer.outputs import check_outputs, failure_report_writable
+from preparer.plan import NotInstalled, Plan, Present, make_plan
 from preparer.report import (
     EnvRecord,
     LockRecord,
@@ -104,11 +105,7 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
     except (PreparerError, Interrupted, interrupt.Stopped) as err:
         error = err.error if isinstance(err, interrupt.Stopped) else err
         report_path = inputs.prepare_report
-        if (
-            report_path is not None
-            and _unwritable(report_path) is None
-            and _clash(inputs, "-prepare-report") is None
-        ):
+        if report_path is not None and failure_report_writable(inputs):
             try:
                 error_of = (int(getattr(error, "exit_code", 1)), str(error))
                 write_report(report_path, error=error_of, places=inputs.build_dirs)
@@ -396,7 +393,7 @@ def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
         log.warning("%s", warning)
     if said:
         plan = replace(plan, warnings=(*plan.warnings, *said))
-    _check_outputs(plan, inputs)
+    check_outputs(plan, inputs)
     return plan
 
 
@@ -528,92 +525,6 @@ def _update_names(plan: Plan, path: Path, before: LockFile | None, names: tuple[
         path, made_for, plan.target.platform, plan.target.source,
     )  # fmt: skip
     return ("all",)
-
-
-def _check_outputs(plan: Plan, inputs: Inputs) -> None:
-    """Every file the run will write can be written: checked with the other inputs, so that a report path with a
-    typo fails before the run changes anything, not after.
-
-    :raises InvalidInputsError: naming the flag and why (exit 3).
-    """
-    outputs = [("-prepare-report", inputs.prepare_report), ("-provenance", inputs.provenance)]
-    if plan.lock is not None and plan.lock.mode != "frozen" and not plan.lock.in_memory:
-        outputs.append(("-lock", plan.lock.path))
-    if plan.config.writes_order:
-        outputs.append(("-layers", inputs.layers_dir / "order.toml"))
-    if any(action.action == "written" for action in plan.env):
-        outputs.append(("-platform", inputs.platform_dir / "env" / "_"))
-    if plan.project_metadata is not None and plan.project_metadata.action == "written":
-        outputs.append(("-project-metadata", plan.project_metadata.path))
-    for flag, path in outputs:
-        problem = None if path is None else _unwritable(path)
-        if problem is not None:
-            raise InvalidInputsError("resolve inputs", f"{flag} {path}: {problem}")
-    for flag in ("-prepare-report", "-provenance"):
-        problem = _clash(inputs, flag)
-        if problem is not None:
-            raise InvalidInputsError("resolve inputs", problem)
-    if any(isinstance(step, Fetch) for step in plan.steps):
-        problem = _unwritable_dir(inputs.buildpacks_dir)
-        if problem is not None:
-            raise InvalidInputsError(
-                "resolve inputs",
-                f"-buildpacks {inputs.buildpacks_dir}: {problem}, and the buildpacks the run fetches are "
-                "installed there",
-            )
-
-
-def _files_named(inputs: Inputs) -> list[tuple[str, Path]]:
-    """Every file a run reads or may write, by the flag that names it."""
-    named: list[tuple[str, Path | None]] = [
-        ("-project-descriptor", inputs.project_descriptor or inputs.app_dir / "project.toml"),
-        ("-platform-config", inputs.platform_config),
-        ("-policy", inputs.policy),
-        ("-order", inputs.order_path),
-        ("-lock", inputs.lock),
-        ("-layers", inputs.layers_dir / "order.toml"),
-        ("-project-metadata", inputs.project_metadata_path),
-        ("-prepare-report", inputs.prepare_report),
-        ("-provenance", inputs.provenance),
-    ]
-    return [(flag, path) for flag, path in named if path is not None]
-
-
-def _clash(inputs: Inputs, flag: str) -> str | None:
-    """Why the file ``flag`` names (the report or the provenance, files of the preparer's own) cannot be written
-    where it is: over another file the run reads or writes, one of the two would be lost; in ``<platform>/env`` the
-    lifecycle would read it as a build variable. ``None`` when it has a place of its own."""
-    named = _files_named(inputs)
-    path = dict(named).get(flag)
-    if path is None:
-        return None
-    real = Path(os.path.realpath(path))
-    if real.parent == Path(os.path.realpath(inputs.platform_dir / "env")):
-        return (
-            f"{flag} {path}: it is in <platform>/env, where the lifecycle reads every file as a build variable: "
-            "give it a place outside"
-        )
-    for other, other_path in named:
-        if other != flag and Path(os.path.realpath(other_path)) == real:
-            return f"{flag} and {other} name the same file {path}: give each its own"
-    return None
-
-
-def _unwritable_dir(directory: Path) -> str | None:
-    """Why files cannot be made in ``directory`` (or, when it is missing, in the directory it would be made in),
-    or ``None``."""
-    existing = next(p for p in (directory, *directory.parents) if p.exists() or p == p.parent)
-    if not existing.is_dir():
-        return f"{existing} is not a directory"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{existing} cannot be written"
-    return None
-
-
-def _unwritable(path: Path) -> str | None:
-    """Why the file ``path`` cannot be written (it is a directory; the directory it would be made in is not one,
-    or cannot be written), or ``None``."""
-    return "is a directory" if path.is_dir() else _unwritable_dir(path.parent)
 
 
 @typed
