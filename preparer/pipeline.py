@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from preparer import interrupt
 from preparer._logger import log, named_run
@@ -22,13 +22,13 @@ from preparer.entrypoints import TypeError_, callers, check_arguments, depth, ty
 from preparer.errors import (
     InvalidInputsError,
     PreparerError,
-    with_fields,
 )
 from preparer.files._toml import dumps_toml, load_toml_text, read_regular
 from preparer.files.buildpack import installed_versions, similar_installed
 from preparer.files.order import Order, read_order
 from preparer.inputs import Inputs
 from preparer.interrupt import Cancel, Interrupted
+from preparer.lock.modes import dry_lock, lock_path, unused_lock, with_lock
 from preparer.metadata import MetadataWrite, plan_metadata
 from preparer.outputs import check_outputs, failure_report_writable
 from preparer.plan import NotInstalled, Plan, Present, make_plan
@@ -49,7 +49,7 @@ from preparer.target import (
 )
 
 if TYPE_CHECKING:
-    from preparer.files.lockfile import LockFile
+    from preparer.files.locked import Locked
     from preparer.policy.rules import Policy
     from preparer.progress import ProgressCallback
 
@@ -119,35 +119,19 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
 
 
 def _dry_lock(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> LockRecord | None:
-    """A dry run's lock: the one it is frozen to; with ``-update-lock``, the entries it moves resolved again (into
-    staging and the download cache, as a run fetches), and what the lock would change said, a line per entry, and
-    returned; nothing else is written. A lock that would be written for the first time is not resolved."""
-    state = plan.lock
-    if state is None:
-        return None
-    from preparer.files.lockfile import dumps_lock  # deferred: only runs with a lock
-    from preparer.lock import changes, lock_changes
+    """A dry run's lock (:func:`preparer.lock.modes.dry_lock`): with ``-update-lock``, the entries it moves are
+    fetched to resolve them again."""
 
-    shown = None if state.in_memory else str(state.path)
-    if state.mode == "frozen":
-        assert state.entries is not None
-        return LockRecord(shown, "frozen", state.data or dumps_lock(state.entries, state.target))
-    if state.mode != "update":
-        return LockRecord(shown, "not written")
-    from preparer.apply import resolve_plan  # deferred: a dry run fetches only to update a lock
+    def resolve() -> tuple[Locked, ...]:
+        from preparer.apply import resolve_plan  # deferred: a dry run fetches only to update a lock
 
-    for step in plan.steps:
-        if step.entry.key not in state.kept and not isinstance(step, Present):
-            log.info("Fetching %s (%s) to resolve it again", step.entry.key, source_of(step))
-    entries = resolve_plan(plan, inputs, progress)
-    lines = changes(state.entries, entries)
-    log.info("The lock file %s would %s", state.path, "change:" if lines else "not change")
-    for line in lines:
-        log.info("  lock: %s", line)
-    made_for = plan.target.platform if plan.target is not None else None
-    return LockRecord(
-        shown, "would write", dumps_lock(entries, made_for), lock_changes(state.entries, entries)
-    )
+        kept = plan.lock.kept if plan.lock is not None else frozenset()
+        for step in plan.steps:
+            if step.entry.key not in kept and not isinstance(step, Present):
+                log.info("Fetching %s (%s) to resolve it again", step.entry.key, source_of(step))
+        return resolve_plan(plan, inputs, progress)
+
+    return dry_lock(plan, resolve)
 
 
 def target_of(inputs: Inputs) -> Target:
@@ -291,7 +275,7 @@ def _plan_run(inputs: Inputs) -> Plan:
     # Before anything in <app> changes: excluding .git must not lose what it says.
     metadata, metadata_warnings = plan_metadata(descriptor, inputs.app_dir, inputs.project_metadata_path)
     interrupt.check()
-    unused = _unused_lock(inputs)
+    unused = unused_lock(inputs)
     if unused is not None:
         metadata_warnings.append(unused)
     for warning in metadata_warnings:
@@ -385,8 +369,7 @@ def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
         from preparer.fetch.oci.hosts import load_hosts_dir  # deferred: only runs with mirrors read them
 
         plan = replace(plan, registry_hosts=load_hosts_dir(inputs.registry_hosts_dir))
-    if inputs.lock is not None or inputs.lock_data is not None or inputs.require_lock:
-        plan = _locked(plan, inputs)
+    plan = with_lock(plan, inputs)
     present = [s for s in plan.steps if isinstance(s, Present)]
     said = check_present(present, inputs.buildpacks_dir, plan.target, enforced=inputs.checks_targets)
     for warning in said:
@@ -408,123 +391,6 @@ def _policy(inputs: Inputs) -> Policy:
         return parse_policy(given, base=inputs.policy_base)
     assert given is not None
     return given
-
-
-def lock_path(inputs: Inputs) -> Path | None:
-    """The lock file the run reads or writes: ``-lock``, else, when a lock is required, ``<app>/preparer.lock``;
-    ``None`` without one, or with a lock given as bytes (``Inputs.lock_data``: none on disk)."""
-    if inputs.lock is not None:
-        return inputs.lock
-    if inputs.lock_data is not None or not inputs.require_lock:
-        return None
-    from preparer.files.lockfile import DEFAULT_LOCK_NAME  # deferred: only runs with a lock read one
-
-    return inputs.app_dir / DEFAULT_LOCK_NAME
-
-
-def _unused_lock(inputs: Inputs) -> str | None:
-    """The warning for a lock at the documented place that this run does not use (no ``-lock``), or ``None``. A
-    run given its lock as bytes (``Inputs.lock_data``) uses that one: it says nothing of a file."""
-    if inputs.lock is not None or inputs.lock_data is not None or inputs.require_lock:
-        return None
-    unused = inputs.app_dir / "preparer.lock"  # lockfile.DEFAULT_LOCK_NAME, without importing the module
-    if not unused.is_file():
-        return None
-    return (
-        f"{unused} is not used: this run is not frozen to it, since -lock is not given; to install what it "
-        f"locks, add -lock {unused} (CNB_PREPARER_LOCK)"
-    )
-
-
-def _no_lock(path: Path, in_memory: bool) -> InvalidInputsError:
-    """The error of a run that requires a lock (``-require-lock``) and has none: no file at ``path``, or an
-    empty ``Inputs.lock_data``."""
-    if in_memory:
-        error = InvalidInputsError(
-            "apply lock",
-            "Inputs.lock_data is empty (no lock yet), and the platform requires a lock (Inputs.require_lock): "
-            "nothing is resolved without one. Make it with a run without require_lock (Report.lock.data) and "
-            "keep it",
-        )
-        return with_fields(error, field="lock_data")
-    error = InvalidInputsError(
-        "apply lock file",
-        f"{path} does not exist, and the platform requires a lock (-require-lock, CNB_PREPARER_REQUIRE_LOCK): "
-        f"nothing is resolved without one. Write it with a run of your own (-lock {path.name}, without "
-        "-require-lock) and commit it with the app",
-    )
-    return with_fields(error, field="lock")
-
-
-def _locked(plan: Plan, inputs: Inputs) -> Plan:
-    """``plan`` with its lock: frozen to it when the file exists (and ``-update-lock`` is not given), else with
-    the lock to write after the run (and, to update, what it locked before and the entries it keeps). A lock
-    given as bytes (``Inputs.lock_data``) is read the same way; ``b""`` is a lock that does not exist yet."""
-    from preparer.files.lockfile import (  # deferred: only runs with a lock read one
-        LOCK_DATA_NAME,
-        LockState,
-        NewerLockError,
-        parse_lock,
-        read_lock,
-    )
-    from preparer.lock import check_target, freeze, update
-
-    in_memory = inputs.lock_data is not None
-    data = inputs.lock_data
-    path = LOCK_DATA_NAME if in_memory else lock_path(inputs)
-    assert path is not None
-    if (not data) if in_memory else not path.exists():
-        if inputs.require_lock:
-            raise _no_lock(path, in_memory)
-        mode: Literal["update", "write"] = "update" if inputs.update_lock else "write"
-        return replace(plan, lock=LockState(path, None, mode, in_memory))
-
-    def read() -> LockFile:
-        return parse_lock(data, str(path)) if data is not None else read_lock(path)
-
-    def versions_of(bp_id: str) -> list[str]:
-        return installed_versions(inputs.buildpacks_dir, bp_id)
-
-    if inputs.update_lock:
-        try:
-            read_before: LockFile | None = read()
-        except NewerLockError:
-            raise  # never rewritten in the old format
-        except PreparerError as err:  # rewritten anyway: every entry is resolved again
-            log.warning("the lock file %s is rewritten, every entry resolved again: %s", path, err.cause)
-            read_before = None
-        before = read_before.entries if read_before is not None else None
-        names = _update_names(plan, path, read_before, inputs.update_lock_names)
-        updating = update(plan, path, before, names, versions_of)
-        if updating.lock is not None:
-            updating = replace(updating, lock=replace(updating.lock, in_memory=in_memory, data=data))
-        if before is not None and updating.lock is not None:
-            log.info(
-                "Updating the lock file %s: %d entries kept as locked, %d resolved again",
-                path, len(updating.lock.kept), len(plan.steps) - len(updating.lock.kept),
-            )  # fmt: skip
-        return updating
-    lock_file = read()
-    check_target(path, lock_file.target, plan.target)
-    entries = lock_file.entries
-    frozen = freeze(plan, path, entries, versions_of)
-    log.info("Frozen to the lock file %s (%d entries)", path, len(entries))
-    return replace(frozen, lock=LockState(path, entries, "frozen", in_memory, data, target=lock_file.target))
-
-
-def _update_names(plan: Plan, path: Path, before: LockFile | None, names: tuple[str, ...]) -> tuple[str, ...]:
-    """The entries ``-update-lock`` resolves again: ``names``, or every one (``all``) when the lock was made for
-    another target, since what it locks was resolved for another platform (an index's other manifest)."""
-    from preparer.target import same_platform  # deferred, as the lock's modules
-
-    made_for = before.target if before is not None else None
-    if made_for is None or plan.target is None or same_platform(made_for, plan.target.platform):
-        return names
-    log.info(
-        "The lock file %s was made for %s; this build is %s (%s): every entry is resolved again",
-        path, made_for, plan.target.platform, plan.target.source,
-    )  # fmt: skip
-    return ("all",)
 
 
 @typed

@@ -240,9 +240,9 @@ def _fetch(step: Fetch, ctx: FetchContext, downloads: EntryDownloads | None) -> 
             if err.url is None and isinstance(step.locator, HttpLocator):
                 err.url = step.locator.target.shown
             if step.locked_in is not None:
-                from preparer.lock import locked_failure  # deferred: only frozen runs fetch what a lock pins
+                from preparer.lock.modes import fetch_failure  # deferred: only frozen runs fetch a pin
 
-                said = locked_failure(step, err)
+                said = fetch_failure(step, err)
                 if said is not err:
                     raise said from err
         raise
