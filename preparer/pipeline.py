@@ -23,7 +23,7 @@ from preparer.errors import (
     InvalidInputsError,
     PreparerError,
 )
-from preparer.files._toml import dumps_toml, load_toml_text, read_regular
+from preparer.files._toml import dumps_toml, load_toml_text
 from preparer.files.buildpack import installed_versions, similar_installed
 from preparer.files.order import Order, read_order
 from preparer.inputs import Inputs
@@ -41,6 +41,7 @@ from preparer.report import (
     unapplied_message,
     write_report,
 )
+from preparer.stale import check_not_stale, fingerprints
 from preparer.target import (
     Target,
     build_target,
@@ -259,7 +260,7 @@ def _plan_run(inputs: Inputs) -> Plan:
     # the caller (prepare's own runs a moment later, in the same call, and is not checked again).
     # A provenance gives the sha256 of the files as the plan read them.
     handed_out = depth() <= 1
-    made_from = _fingerprints(inputs) if handed_out or inputs.provenance is not None else ()
+    made_from = fingerprints(inputs) if handed_out or inputs.provenance is not None else ()
     descriptor, config, warnings = read_inputs(inputs)
     target = target_of(inputs)
     log.debug("The build's target: %s (%s)", target.platform, target.source)
@@ -303,56 +304,6 @@ def _plan_run(inputs: Inputs) -> Plan:
 
         plan = replace(plan, downloads=plan_downloads(plan, inputs, probe=not inputs.dry_run))
     return plan
-
-
-def _fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
-    """The SHA-256 of each file a plan is made from (``None``: it does not exist, or is not a file)."""
-    import hashlib  # deferred: only plans are fingerprinted
-
-    paths = (
-        inputs.descriptor_path,
-        inputs.platform_config,
-        inputs.policy,
-        lock_path(inputs),
-        inputs.order_path,
-    )
-    found = []
-    for path in paths:
-        if path is None:
-            continue
-        try:  # read as every input file is: a FIFO or a device is refused, never waited on or read forever
-            digest: str | None = hashlib.sha256(read_regular(path, FINGERPRINTED_BYTES)).hexdigest()
-        except (OSError, ValueError):
-            digest = None  # what reads it says why, in the run
-        found.append((str(path), digest))
-    return tuple(found)
-
-
-#: A file a plan is made from is fingerprinted up to this size (each has its own, smaller bound where it is read).
-FINGERPRINTED_BYTES = 16 << 20
-
-
-def _check_not_stale(plan: Plan, inputs: Inputs) -> None:
-    """``plan`` still says what its files say: none of them changed since :func:`plan_run` read them, and
-    include/exclude selects the same files of the app. A saved plan is refused otherwise, as ``terraform apply``
-    refuses a stale one: carrying out what the files no longer say would surprise.
-
-    :raises InvalidInputsError: naming what changed (exit 3); nothing has changed on disk.
-    """
-    if plan.inputs is None:
-        return
-    changed = [path for (path, digest), (_, now) in zip(plan.made_from, _fingerprints(inputs), strict=False)
-               if digest != now]  # fmt: skip
-    if not changed and plan.removal is not None:
-        config = plan.config
-        keep = (plan.descriptor_path, lock_path(inputs))  # as _plan_run keeps them
-        now_removed = plan_removal(inputs.app_dir, config.include, config.exclude, *keep)
-        if (now_removed.files, now_removed.dirs) != (plan.removal.files, plan.removal.dirs):
-            changed.append(f"the files of {inputs.app_dir} that {config.filter_key} selects")
-    if changed:
-        raise InvalidInputsError(
-            "run the plan", f"{', '.join(changed)} changed since it was made: make a new plan with plan_run"
-        )
 
 
 def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
@@ -427,7 +378,7 @@ def run_plan(
         )  # fmt: skip
     with interrupt.run(cancel, deadline), named_run(run_id):
         if depth() == 1:  # a saved plan (prepare's own was made a moment ago, in the same call)
-            _check_not_stale(plan, inputs)
+            check_not_stale(plan, inputs)
         return _applied(plan, inputs, callers(progress))
 
 
