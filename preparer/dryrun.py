@@ -1,16 +1,58 @@
-"""The dry run's account of a plan (``-dry-run``, :func:`describe_plan`): what a real run would fetch, write and
-remove, a line each, read from the plan and the ``buildpack.toml`` files already on disk, and nothing fetched."""
+"""The dry run (``-dry-run``, ``Inputs.dry_run``): its account of a plan (:func:`describe_plan`), what a real run
+would fetch, write and remove, a line each, read from the plan and the ``buildpack.toml`` files already on disk; and
+its report. Nothing is fetched, unless ``-update-lock`` asks what the lock would become."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from preparer._logger import log
 from preparer.errors import PreparerError
 from preparer.files.buildpack import installed_versions
 from preparer.inputs import Inputs
+from preparer.lock.modes import dry_lock
 from preparer.metadata import describe_metadata
 from preparer.plan import Plan, Present, Step
+from preparer.report import LockRecord, Report
+from preparer.reporting import plan_report
 from preparer.target import describe_runs_on, directory_files
+
+if TYPE_CHECKING:
+    from preparer.files.locked import Locked
+    from preparer.progress import ProgressCallback
+
+
+def dry_run(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> Report:
+    """Say what ``plan`` would do (:func:`describe_plan`), a line each to the ``preparer`` logger, and report it:
+    nothing is installed, written or removed."""
+    if plan.lock is not None and plan.lock.mode == "update":
+        log.info(
+            "Dry run: nothing is installed, written or removed; -update-lock fetches the entries it "
+            "resolves again (into a temporary directory and the download cache), to say what would change"
+        )
+    else:
+        log.info("Dry run: nothing is fetched, written or removed")
+    for line in describe_plan(plan, inputs):
+        log.info("%s", line)
+    return replace(plan_report(plan, inputs.dry_run), lock=_lock(plan, inputs, progress))
+
+
+def _lock(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> LockRecord | None:
+    """The dry run's lock (:func:`preparer.lock.modes.dry_lock`): with ``-update-lock``, the entries it moves are
+    fetched to resolve them again."""
+
+    def resolve() -> tuple[Locked, ...]:
+        from preparer.apply import resolve_plan  # deferred: a dry run fetches only to update a lock
+
+        kept = plan.lock.kept if plan.lock is not None else frozenset()
+        for step in plan.steps:
+            if step.entry.key not in kept and not isinstance(step, Present):
+                log.info("Fetching %s (%s) to resolve it again", step.entry.key, source_of(step))
+        return resolve_plan(plan, inputs, progress)
+
+    return dry_lock(plan, resolve)
 
 
 def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:

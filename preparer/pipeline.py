@@ -8,49 +8,34 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from preparer import interrupt
 from preparer._logger import log, named_run
 from preparer.appfilter import Removal, plan_removal
-from preparer.apply import Outcome, apply_plan, check_present
+from preparer.apply import apply_plan, check_present
 from preparer.config import EffectiveConfig, effective_config, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
-from preparer.dryrun import describe_plan, source_of
+from preparer.dryrun import dry_run
 from preparer.entrypoints import TypeError_, callers, check_arguments, depth, typed
-from preparer.errors import (
-    InvalidInputsError,
-    PreparerError,
-)
-from preparer.files._toml import dumps_toml, load_toml_text
+from preparer.errors import InvalidInputsError, PreparerError
+from preparer.files._toml import load_toml_text
 from preparer.files.buildpack import installed_versions, similar_installed
 from preparer.files.order import Order, read_order
 from preparer.inputs import Inputs
 from preparer.interrupt import Cancel, Interrupted
-from preparer.lock.modes import dry_lock, lock_path, unused_lock, with_lock
-from preparer.metadata import MetadataWrite, plan_metadata
-from preparer.outputs import check_outputs, failure_report_writable
+from preparer.lock.modes import lock_path, unused_lock, with_lock
+from preparer.metadata import plan_metadata
+from preparer.outputs import check_outputs
 from preparer.plan import NotInstalled, Plan, Present, make_plan
-from preparer.report import (
-    EnvRecord,
-    LockRecord,
-    MetadataRecord,
-    Report,
-    report_to_toml,
-    unapplied_message,
-    write_report,
-)
+from preparer.report import Report, unapplied_message, write_report
+from preparer.reporting import applied_report, report_failure, report_file
 from preparer.stale import check_not_stale, fingerprints
-from preparer.target import (
-    Target,
-    build_target,
-    host_platform,
-    platform_source,
-)
+from preparer.target import Target, build_target, host_platform, platform_source
 
 if TYPE_CHECKING:
-    from preparer.files.locked import Locked
     from preparer.policy.rules import Policy
     from preparer.progress import ProgressCallback
 
@@ -89,50 +74,15 @@ def prepare(
 def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
     try:
         plan = plan_run(inputs)
-        if inputs.dry_run:
-            updating = plan.lock is not None and plan.lock.mode == "update"
-            if updating:
-                log.info(
-                    "Dry run: nothing is installed, written or removed; -update-lock fetches the entries it "
-                    "resolves again (into a temporary directory and the download cache), to say what would change"
-                )
-            else:
-                log.info("Dry run: nothing is fetched, written or removed")
-            for line in describe_plan(plan, inputs):
-                log.info("%s", line)
-            report = replace(_report(plan, inputs), lock=_dry_lock(plan, inputs, progress))
-        else:  # the report is written with the commit: a disk too full for it undoes the run
+        if not inputs.dry_run:  # the report is written with the commit: a disk too full for it undoes the run
             return _applied(plan, inputs, progress, inputs.prepare_report)
+        report = dry_run(plan, inputs, progress)
     except (PreparerError, Interrupted, interrupt.Stopped) as err:
-        error = err.error if isinstance(err, interrupt.Stopped) else err
-        report_path = inputs.prepare_report
-        if report_path is not None and failure_report_writable(inputs):
-            try:
-                error_of = (int(getattr(error, "exit_code", 1)), str(error))
-                write_report(report_path, error=error_of, places=inputs.build_dirs)
-            except PreparerError as unwritten:  # the run's own error is the one to tell (a full disk, often)
-                if unwritten.message != getattr(error, "message", None):
-                    log.warning("the failed run's report was not written: %s", unwritten.message)
+        report_failure(inputs, err.error if isinstance(err, interrupt.Stopped) else err)
         raise
     if inputs.prepare_report is not None:
         write_report(inputs.prepare_report, report, places=inputs.build_dirs)
     return report
-
-
-def _dry_lock(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> LockRecord | None:
-    """A dry run's lock (:func:`preparer.lock.modes.dry_lock`): with ``-update-lock``, the entries it moves are
-    fetched to resolve them again."""
-
-    def resolve() -> tuple[Locked, ...]:
-        from preparer.apply import resolve_plan  # deferred: a dry run fetches only to update a lock
-
-        kept = plan.lock.kept if plan.lock is not None else frozenset()
-        for step in plan.steps:
-            if step.entry.key not in kept and not isinstance(step, Present):
-                log.info("Fetching %s (%s) to resolve it again", step.entry.key, source_of(step))
-        return resolve_plan(plan, inputs, progress)
-
-    return dry_lock(plan, resolve)
 
 
 def target_of(inputs: Inputs) -> Target:
@@ -387,65 +337,9 @@ def _applied(
 ) -> Report:
     """Carry ``plan`` out (:func:`~preparer.apply.apply_plan`) and report it; with ``report_path``, the report
     file is written with the commit."""
-
-    def reported(outcome: Outcome) -> Report:
-        report = _report(plan, inputs, outcome.buildpacks, outcome.written, outcome.removed)
-        return replace(
-            report,
-            warnings=(*report.warnings, *outcome.warnings),
-            lock=outcome.lock,
-            provenance=outcome.provenance,
-        )
-
-    def report_file(outcome: Outcome) -> bytes:
-        return dumps_toml(report_to_toml(reported(outcome))).encode()
-
-    report = None if report_path is None else (report_path, report_file)
-    return reported(apply_plan(plan, inputs, progress, report))
-
-
-def _report(
-    plan: Plan,
-    inputs: Inputs,
-    buildpacks: tuple[Any, ...] = (),
-    written: tuple[str, ...] = (),
-    removed: int = 0,
-) -> Report:
-    return Report(
-        descriptor_path=str(plan.descriptor_path) if plan.descriptor_path else None,
-        schema_version=plan.schema_version,
-        effective=_redacted(plan.config.properties),
-        buildpacks=buildpacks,
-        env=tuple(EnvRecord(action.entry.name, action.action) for action in plan.env),
-        app_removed=removed,
-        unapplied=plan.config.unapplied,
-        warnings=plan.warnings,
-        dry_run=inputs.dry_run,
-        written=written,
-        project_metadata=_metadata_record(plan.project_metadata, inputs.dry_run),
-        policy=plan.policy,
-        target=plan.target,
-    )
-
-
-def _metadata_record(write: MetadataWrite | None, dry_run: bool) -> MetadataRecord | None:
-    if write is None:
-        return None
-    action = {"written": "would write", "kept": "would keep"}[write.action] if dry_run else write.action
-    return MetadataRecord(str(write.path), action, write.metadata.document())
-
-
-def _redacted(value: Any) -> Any:
-    """``value`` with credentials removed from every URL in it: the report is output too."""
-    if isinstance(value, dict):
-        return {k: _redacted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redacted(v) for v in value]
-    if isinstance(value, str) and "://" in value:
-        from preparer.fetch.locator import redact  # deferred: the fetch package stays off runs without URLs
-
-        return redact(value)
-    return value
+    dry = inputs.dry_run
+    report = None if report_path is None else (report_path, partial(report_file, plan, dry))
+    return applied_report(plan, dry, apply_plan(plan, inputs, progress, report))
 
 
 def _builder_order(config: EffectiveConfig, path: Path) -> Order | None:
