@@ -79,10 +79,11 @@ def _fetch_and_commit(
         return _commit(plan, inputs, {}, [], report)
     # Deferred: fetching brings the cache, the extractor, hashlib, zlib, json, filelock, requests... and many runs
     # fetch nothing.
+    from preparer.settings import fetch_settings
     from preparer.staging import check_fetched, fetch_steps, fetching
 
     warnings: list[str] = []
-    with fetching(inputs, warnings.append, plan.registry_hosts, plan.target) as ctx:
+    with fetching(fetch_settings(inputs), warnings.append, plan.registry_hosts, plan.target) as ctx:
         # A frozen entry's bytes that are not the locked ones fail as the lock's (preparer.lock.modes.fetch_failure).
         expected = {download.entry: download.size for download in plan.downloads}
         fetched = fetch_steps(to_fetch, ctx, plan.rules, progress, expected)
@@ -110,9 +111,11 @@ def resolve_plan(plan: Plan, inputs: Inputs, progress: ProgressCallback | None =
         to_fetch = [s for s in plan.steps if isinstance(s, Fetch) and s.entry.key not in kept]
         if not to_fetch:
             return written_entries(plan.lock, plan.steps, {})
-        from preparer.staging import check_fetched, fetch_steps, fetching  # deferred, as resolved
+        # Deferred, as in _fetch_and_commit.
+        from preparer.settings import fetch_settings
+        from preparer.staging import check_fetched, fetch_steps, fetching
 
-        with fetching(inputs, log.warning, plan.registry_hosts, plan.target) as ctx:
+        with fetching(fetch_settings(inputs), log.warning, plan.registry_hosts, plan.target) as ctx:
             fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
             for warning in check_fetched(
                 to_fetch, fetched, inputs.buildpacks_dir, plan.target, enforced=inputs.checks_targets
@@ -241,10 +244,12 @@ def _provenance(
     """Stage the provenance with the commit, when the run writes one (:mod:`preparer.provenance`)."""
     if inputs.provenance is None:
         return None
-    from preparer.provenance import stage_provenance  # deferred: only runs with a provenance
+    # Deferred: only runs with a provenance.
+    from preparer.provenance import stage_provenance
+    from preparer.settings import provenance_settings
 
     written = [path for path in subjects if path is not None]
-    return stage_provenance(plan, inputs, results, records, written, lock, pending)
+    return stage_provenance(plan, provenance_settings(inputs), results, records, written, lock, pending)
 
 
 def _committed(message: str, *args: object) -> None:

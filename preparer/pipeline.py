@@ -250,9 +250,11 @@ def _plan_run(inputs: Inputs) -> Plan:
             )  # fmt: skip
     plan = replace(_platform_decisions(plan, inputs, config.filter_key), inputs=inputs, made_from=made_from)
     if handed_out or inputs.dry_run:  # a plan someone sees: what it downloads, and how large
-        from preparer.downloads import plan_downloads  # deferred: only plans handed out or shown are measured
+        # Deferred: only plans handed out or shown are measured.
+        from preparer.downloads import plan_downloads
+        from preparer.settings import fetch_settings
 
-        plan = replace(plan, downloads=plan_downloads(plan, inputs, probe=not inputs.dry_run))
+        plan = replace(plan, downloads=plan_downloads(plan, fetch_settings(inputs), probe=not inputs.dry_run))
     return plan
 
 
