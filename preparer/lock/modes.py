@@ -83,10 +83,15 @@ def _no_lock(path: Path, in_memory: bool) -> InvalidInputsError:
     return with_fields(error, field="lock")
 
 
-def _locked(plan: Plan, inputs: Inputs) -> Plan:
-    """``plan`` with its lock: frozen to it when the file exists (and ``-update-lock`` is not given), else with
-    the lock to write after the run (and, to update, what it locked before and the entries it keeps). A lock
-    given as bytes (``Inputs.lock_data``) is read the same way; ``b""`` is a lock that does not exist yet."""
+def with_lock(plan: Plan, inputs: Inputs) -> Plan:
+    """``plan`` with the run's lock, when it has one: frozen to it when the file exists (and ``-update-lock`` is not
+    given), else with the lock to write after the run (and, to update, what it locked before and the entries it
+    keeps). A lock given as bytes (``Inputs.lock_data``) is read the same way; ``b""`` is one not made yet.
+
+    :raises InvalidInputsError: a required lock that is missing, an entry that no longer matches it (exit 3).
+    """
+    if inputs.lock is None and inputs.lock_data is None and not inputs.require_lock:
+        return plan
     from preparer.files.lockfile import (  # deferred: only runs with a lock read one
         LOCK_DATA_NAME,
         LockState,
@@ -152,17 +157,6 @@ def _update_names(plan: Plan, path: Path, before: LockFile | None, names: tuple[
         path, made_for, plan.target.platform, plan.target.source,
     )  # fmt: skip
     return ("all",)
-
-
-def with_lock(plan: Plan, inputs: Inputs) -> Plan:
-    """``plan`` with the run's lock, when it has one (:func:`_locked`); else ``plan``.
-
-    :raises InvalidInputsError: a required lock that does not exist, an entry that no longer matches the lock, a
-        lock made for another target (exit 3).
-    """
-    if inputs.lock is None and inputs.lock_data is None and not inputs.require_lock:
-        return plan
-    return _locked(plan, inputs)
 
 
 # After fetching
