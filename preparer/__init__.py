@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from preparer.aio import plan_run_async, prepare_async, run_plan_async
     from preparer.check import check_descriptor
     from preparer.descriptor import Unapplied
+    from preparer.dryrun import describe_plan
+    from preparer.entrypoints import committed_report
     from preparer.errors import (
         ApplyError,
         BuilderError,
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
     from preparer.files.locked import Locked
     from preparer.inputs import Inputs
     from preparer.interrupt import Cancel
-    from preparer.pipeline import committed_report, describe_plan, plan_run, prepare, run_plan
+    from preparer.pipeline import plan_run, prepare, run_plan
     from preparer.plan import NotInstalled, Plan, PlannedDownload
     from preparer.policy.rules import Policy, check_policy, parse_policy
     from preparer.progress import Download
@@ -122,7 +124,9 @@ _HOMES = {
     **dict.fromkeys(("Policy", "check_policy", "parse_policy"), "preparer.policy.rules"),
     "Inputs": "preparer.inputs",
     "Cancel": "preparer.interrupt",
-    **dict.fromkeys(("committed_report", "describe_plan", "plan_run", "prepare", "run_plan"), "preparer.pipeline"),
+    "committed_report": "preparer.entrypoints",
+    "describe_plan": "preparer.dryrun",
+    **dict.fromkeys(("plan_run", "prepare", "run_plan"), "preparer.pipeline"),
     **dict.fromkeys(("plan_run_async", "prepare_async", "run_plan_async"), "preparer.aio"),
     "Plan": "preparer.plan",
     "PlannedDownload": "preparer.plan",

@@ -25,6 +25,7 @@ from preparer.files._toml import PendingWrites, dumps_toml
 from preparer.files.buildpack import buildpack_dir, read_buildpack_toml
 from preparer.files.order import Order, OrderElement, dumps_order
 from preparer.inputs import Inputs
+from preparer.lock.modes import check_locked, committed_lock, written_entries
 from preparer.plan import Fetch, Plan, Present, Step, compose_order
 from preparer.report import BuildpackRecord, LockRecord, SignatureRecord
 from preparer.target import Target, check_targets, directory_files, installed
@@ -78,11 +79,12 @@ def _fetch_and_commit(
         return _commit(plan, inputs, {}, [], report)
     # Deferred: fetching brings the cache, the extractor, hashlib, zlib, json, filelock, requests... and many runs
     # fetch nothing.
+    from preparer.settings import fetch_settings
     from preparer.staging import check_fetched, fetch_steps, fetching
 
     warnings: list[str] = []
-    with fetching(inputs, warnings.append, plan.registry_hosts, plan.target) as ctx:
-        # A frozen entry's bytes that are not the locked ones fail as the lock's (preparer.lock.locked_failure).
+    with fetching(fetch_settings(inputs), warnings.append, plan.registry_hosts, plan.target) as ctx:
+        # A frozen entry's bytes that are not the locked ones fail as the lock's (preparer.lock.modes.fetch_failure).
         expected = {download.entry: download.size for download in plan.downloads}
         fetched = fetch_steps(to_fetch, ctx, plan.rules, progress, expected)
         said = check_fetched(
@@ -92,8 +94,6 @@ def _fetch_and_commit(
             log.warning("%s", warning)
         warnings += said
         if plan.lock is not None:
-            from preparer.lock import check_locked  # deferred: only runs with a lock
-
             check_locked(to_fetch, fetched, plan.lock)
         # Everything is fetched and checked: commit, while the staged buildpacks still exist.
         results = dict(zip(map(id, to_fetch), fetched, strict=True))
@@ -106,22 +106,22 @@ def resolve_plan(plan: Plan, inputs: Inputs, progress: ProgressCallback | None =
     """What every entry of ``plan`` resolves to now, as a lock keeps it: fetched into staging (and the download
     cache) and checked as a run does, and nothing committed. The entries an update keeps as locked are not fetched:
     they are what the lock says."""
-    from preparer.lock import updated  # deferred, as the fetchers
-
     kept = plan.lock.kept if plan.lock is not None else frozenset()
     with interrupt.run():
         to_fetch = [s for s in plan.steps if isinstance(s, Fetch) and s.entry.key not in kept]
         if not to_fetch:
-            return updated(plan.lock, plan.steps, {})
-        from preparer.staging import check_fetched, fetch_steps, fetching  # deferred, as resolved
+            return written_entries(plan.lock, plan.steps, {})
+        # Deferred, as in _fetch_and_commit.
+        from preparer.settings import fetch_settings
+        from preparer.staging import check_fetched, fetch_steps, fetching
 
-        with fetching(inputs, log.warning, plan.registry_hosts, plan.target) as ctx:
+        with fetching(fetch_settings(inputs), log.warning, plan.registry_hosts, plan.target) as ctx:
             fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
             for warning in check_fetched(
                 to_fetch, fetched, inputs.buildpacks_dir, plan.target, enforced=inputs.checks_targets
             ):
                 log.warning("%s", warning)
-            return updated(plan.lock, plan.steps, dict(zip(map(id, to_fetch), fetched, strict=True)))
+            return written_entries(plan.lock, plan.steps, dict(zip(map(id, to_fetch), fetched, strict=True)))
 
 
 def check_present(
@@ -244,10 +244,12 @@ def _provenance(
     """Stage the provenance with the commit, when the run writes one (:mod:`preparer.provenance`)."""
     if inputs.provenance is None:
         return None
-    from preparer.provenance import stage_provenance  # deferred: only runs with a provenance
+    # Deferred: only runs with a provenance.
+    from preparer.provenance import stage_provenance
+    from preparer.settings import provenance_settings
 
     written = [path for path in subjects if path is not None]
-    return stage_provenance(plan, inputs, results, records, written, lock, pending)
+    return stage_provenance(plan, provenance_settings(inputs), results, records, written, lock, pending)
 
 
 def _committed(message: str, *args: object) -> None:
@@ -379,25 +381,11 @@ def _stage_lock(
     The lock usually lives in the app, whose directories its author controls: below ``<app>`` it is reached one
     directory at a time, never through a link (:meth:`PendingWrites.ready_below`), so a planted link cannot send root's
     write elsewhere."""
-    state = plan.lock
-    if state is None:
-        return None, None
-    from preparer.files.lockfile import dumps_lock  # deferred: only runs with a lock
-    from preparer.lock import changes, lock_changes, updated
-
-    shown = None if state.in_memory else str(state.path)
-    if state.mode == "frozen":
-        assert state.entries is not None
-        return None, LockRecord(shown, "frozen", state.data or dumps_lock(state.entries, state.target))
-    entries = updated(state, plan.steps, results)
-    for line in changes(state.entries, entries) if state.mode == "update" else ():
-        log.info("Lock: %s", line)
-    data = dumps_lock(entries, plan.target.platform if plan.target is not None else None)
-    record = LockRecord(shown, "written", data, lock_changes(state.entries, entries))
-    if state.in_memory:
-        return None, record
-    pending.add(state.path, data, 0o644, owner)
-    return state.path, record
+    path, record = committed_lock(plan, results)
+    if path is not None:
+        assert record is not None and record.data is not None
+        pending.add(path, record.data, 0o644, owner)
+    return path, record
 
 
 def _stage_env(

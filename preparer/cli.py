@@ -25,9 +25,10 @@ from preparer.api import verify_platform_api
 from preparer.errors import FetchErrors, InvalidInputsError, PreparerError
 from preparer.exit import ExitCode
 from preparer.flags import default, env_of
-from preparer.inputs import log_level_of, no_color, resolve_inputs
+from preparer.inputs import resolve_inputs
 from preparer.log import configure, printable
 from preparer.report import write_report
+from preparer.resolve import log_level_of, no_color
 
 if TYPE_CHECKING:
     from preparer.progress import Download

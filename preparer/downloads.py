@@ -30,10 +30,10 @@ if TYPE_CHECKING:
     from preparer.fetch.locator import HttpLocator, ImageLocator
     from preparer.fetch.store import Store
     from preparer.fetch.url import HttpUrl
-    from preparer.inputs import Inputs
+    from preparer.settings import FetchSettings
 
 
-def plan_downloads(plan: Plan, inputs: Inputs, *, probe: bool = True) -> tuple[PlannedDownload, ...]:
+def plan_downloads(plan: Plan, settings: FetchSettings, *, probe: bool = True) -> tuple[PlannedDownload, ...]:
     """What ``plan`` will download, an entry at a time, in the plan's order (see the module's docstring); the entries
     are asked about at once, as a run fetches them (:func:`~preparer.fetch.parallel.fetch_all`).
 
@@ -53,8 +53,8 @@ def plan_downloads(plan: Plan, inputs: Inputs, *, probe: bool = True) -> tuple[P
     ]
     if not steps:
         return ()
-    online = probe and inputs.download_cache_repo_mode != "offline"
-    with _probing(inputs, plan, online) as (cache, ctx):
+    online = probe and settings.download_cache_repo_mode != "offline"
+    with _probing(settings, plan, online) as (cache, ctx):
         jobs: list[Callable[[], PlannedDownload]] = []
         for step in steps:
             locator = step.pinned or step.locator
@@ -95,13 +95,15 @@ def _download(step: Fetch, source: str, size: int | None, cached: bool = False) 
 
 
 @contextmanager
-def _probing(inputs: Inputs, plan: Plan, online: bool) -> Iterator[tuple[Store, FetchContext | None]]:
+def _probing(
+    settings: FetchSettings, plan: Plan, online: bool
+) -> Iterator[tuple[Store, FetchContext | None]]:
     """The download cache, read only (an empty store: none, or not to be trusted), and, when requests may be made, what
     the probes send them with: the run's transport settings (the caller's session when ``Inputs.transport`` gives
     one), no retry, closed when the block ends."""
     from preparer.fetch.store import Store  # deferred, as above
 
-    cache = Store.reading(inputs.download_cache) if inputs.download_cache is not None else Store()
+    cache = Store.reading(settings.download_cache) if settings.download_cache is not None else Store()
     if not online:
         yield cache, None
         return
@@ -111,15 +113,17 @@ def _probing(inputs: Inputs, plan: Plan, online: bool) -> Iterator[tuple[Store, 
     from preparer.fetch.transport import RunClock
     from preparer.staging import run_registries, run_transport
 
-    clock = RunClock(inputs.run_timeout)
-    timeouts = (min(5.0, inputs.http_timeout), min(10.0, inputs.http_timeout))
-    transport = run_transport(inputs, clock, timeouts, retries=0)
-    registries = run_registries(inputs, plan.registry_hosts, plan.target)
+    clock = RunClock(settings.run_timeout)
+    timeouts = (min(5.0, settings.http_timeout), min(10.0, settings.http_timeout))
+    transport = run_transport(settings, clock, timeouts, retries=0)
+    registries = run_registries(settings, plan.registry_hosts, plan.target)
     try:
         # Nothing is written: manifests are read into memory, and the staging directory is never made.
         yield (
             cache,
-            FetchContext(sink=Sink(Path(inputs.buildpacks_dir)), transport=transport, registries=registries),
+            FetchContext(
+                sink=Sink(Path(settings.buildpacks_dir)), transport=transport, registries=registries
+            ),
         )
     finally:
         transport.close()

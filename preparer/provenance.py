@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from preparer.fetch.base import Fetched
     from preparer.fetch.locator import Locator
     from preparer.files._toml import PendingWrites
-    from preparer.inputs import Inputs
     from preparer.plan import Plan, Step
     from preparer.report import BuildpackRecord, LockRecord, SignatureRecord
+    from preparer.settings import ProvenanceSettings
 
 #: The Statement's ``_type`` (in-toto attestation spec, ``spec/v1/statement.md``).
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -154,14 +154,14 @@ def statement(
 
 def stage_provenance(
     plan: Plan,
-    inputs: Inputs,
+    settings: ProvenanceSettings,
     results: Mapping[int, Fetched],
     records: Sequence[BuildpackRecord],
     written: Sequence[Path],
     lock: LockRecord | None,
     pending: PendingWrites,
 ) -> dict[str, Any]:
-    """Stage ``inputs.provenance`` with the commit's other files (``pending``), once every buildpack is installed.
+    """Stage the provenance (``settings.path``) with the commit's other files (``pending``), once every buildpack is installed.
 
     :param results: what each fetched step gave, by the step's ``id``.
     :param records: the report's record of each step, in the plan's order.
@@ -170,7 +170,6 @@ def stage_provenance(
     :returns: the statement staged.
     :raises ApplyError: a file or tree cannot be read, or the provenance cannot be staged (exit 1).
     """
-    assert inputs.provenance is not None
     run_id, started = current_run()
     import time  # deferred, as the rest of this module: only runs with a provenance
 
@@ -178,20 +177,20 @@ def stage_provenance(
     if started is not None:
         metadata["startedOn"] = _rfc3339(started)
     doc = statement(
-        [(_subject_name(path, inputs), _staged_bytes(pending, path)) for path in written],
-        external_parameters(plan, inputs),
-        internal_parameters(plan, inputs, lock),
+        [(_subject_name(path, settings), _staged_bytes(pending, path)) for path in written],
+        external_parameters(plan, settings),
+        internal_parameters(plan, settings, lock),
         [
             *(
-                _dependency(s, results.get(id(s)), r, plan, inputs)
+                _dependency(s, results.get(id(s)), r, plan, settings)
                 for s, r in zip(plan.steps, records, strict=True)
             ),
-            *_input_files(plan, inputs),
+            *_input_files(plan, settings),
         ],
-        inputs.provenance_builder_id,
+        settings.builder_id,
         metadata,
     )
-    pending.add(inputs.provenance, dumps_statement(doc), 0o644)
+    pending.add(settings.path, dumps_statement(doc), 0o644)
     return doc
 
 
@@ -205,9 +204,9 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _subject_name(path: Path, inputs: Inputs) -> str:
+def _subject_name(path: Path, settings: ProvenanceSettings) -> str:
     """``layers/order.toml``, ``platform/env/NAME``, ``layers/project-metadata.toml``; a file elsewhere by its name."""
-    for prefix, directory in (("layers", inputs.layers_dir), ("platform", inputs.platform_dir)):
+    for prefix, directory in (("layers", settings.layers_dir), ("platform", settings.platform_dir)):
         if path.is_relative_to(directory):
             return "/".join((prefix, *path.relative_to(directory).parts))
     return path.name
@@ -244,22 +243,22 @@ def _file_digest(path: Path | None, made_from: Mapping[str, str | None]) -> str 
         return None
 
 
-def external_parameters(plan: Plan, inputs: Inputs) -> dict[str, Any]:
+def external_parameters(plan: Plan, settings: ProvenanceSettings) -> dict[str, Any]:
     """What the app asked for: the descriptor (path, sha256), the platform's namespace and file, and the group
     entries in effect as written, credentials removed (an inline script by its sha256)."""
     made_from = dict(plan.made_from)
     found: dict[str, Any] = {}
     if plan.descriptor_path is not None:
         found["descriptor"] = {
-            "path": _shown_path(plan.descriptor_path, inputs.app_dir),
+            "path": _shown_path(plan.descriptor_path, settings.app_dir),
             "sha256": _file_digest(plan.descriptor_path, made_from),
         }
-    if inputs.platform_namespace is not None:
-        platform: dict[str, Any] = {"namespace": inputs.platform_namespace}
-        if inputs.platform_config is not None:
+    if settings.platform_namespace is not None:
+        platform: dict[str, Any] = {"namespace": settings.platform_namespace}
+        if settings.platform_config is not None:
             platform["config"] = {
-                "path": inputs.platform_config.name,
-                "sha256": _file_digest(inputs.platform_config, made_from),
+                "path": settings.platform_config.name,
+                "sha256": _file_digest(settings.platform_config, made_from),
             }
         found["platform"] = platform
     groups = {"pre": plan.pre, "group": plan.group, "post": plan.post}
@@ -290,19 +289,19 @@ def _entry(entry: GroupEntry) -> dict[str, Any]:
     return written
 
 
-def internal_parameters(plan: Plan, inputs: Inputs, lock: LockRecord | None) -> dict[str, Any]:
+def internal_parameters(plan: Plan, settings: ProvenanceSettings, lock: LockRecord | None) -> dict[str, Any]:
     """What the platform decided: the policy's sha256, the lock's (as read, or as this run writes it), the target,
     the exec-env and the Platform API."""
     made_from = dict(plan.made_from)
-    found: dict[str, Any] = {"execEnv": inputs.exec_env, "platformApi": str(inputs.platform_api)}
-    policy = _file_digest(inputs.policy, made_from)
-    if policy is None and isinstance(inputs.policy_data, str | bytes):
-        data = inputs.policy_data
+    found: dict[str, Any] = {"execEnv": settings.exec_env, "platformApi": settings.platform_api}
+    policy = _file_digest(settings.policy, made_from)
+    if policy is None and settings.policy_text is not None:
+        data = settings.policy_text
         policy = _sha256(data.encode() if isinstance(data, str) else data)
     if policy is not None:
         found["policy"] = {"sha256": policy}
     if lock is not None:
-        found["lock"] = _lock(plan, inputs, lock, made_from)
+        found["lock"] = _lock(settings, lock, made_from)
     if plan.target is not None:
         target = plan.target
         found["target"] = {"platform": target.platform, "os": target.os, "arch": target.arch} | {
@@ -318,15 +317,15 @@ def internal_parameters(plan: Plan, inputs: Inputs, lock: LockRecord | None) -> 
 
 
 def _lock(
-    plan: Plan, inputs: Inputs, lock: LockRecord, made_from: Mapping[str, str | None]
+    settings: ProvenanceSettings, lock: LockRecord, made_from: Mapping[str, str | None]
 ) -> dict[str, Any]:
     """The lock: frozen to it (its sha256 as read), or written by this run (the sha256 of what is written)."""
     found: dict[str, Any] = {"action": lock.action}
     if lock.path is not None:
-        found["path"] = _shown_path(Path(lock.path), inputs.app_dir)
+        found["path"] = _shown_path(Path(lock.path), settings.app_dir)
     if lock.action == "frozen":
-        if inputs.lock_data is not None:
-            found["sha256"] = _sha256(inputs.lock_data)
+        if settings.lock_data is not None:
+            found["sha256"] = _sha256(settings.lock_data)
         elif lock.path is not None:
             found["sha256"] = _file_digest(Path(lock.path), made_from)
     elif lock.data is not None:
@@ -335,7 +334,7 @@ def _lock(
 
 
 def _dependency(
-    step: Step, fetched: Fetched | None, record: BuildpackRecord, plan: Plan, inputs: Inputs
+    step: Step, fetched: Fetched | None, record: BuildpackRecord, plan: Plan, settings: ProvenanceSettings
 ) -> dict[str, Any]:
     """One order entry's resource descriptor: what it names, where it came from, its digest, how it was trusted."""
     # Deferred: the fetch package stays off the import of this module, as off the pipeline's.
@@ -345,7 +344,7 @@ def _dependency(
 
     described: dict[str, Any] = {"name": f"{record.id}@{record.version}"}
     notes: dict[str, Any] = {"entry": step.entry.key}
-    installed = buildpack_dir(inputs.buildpacks_dir, record.id, record.version)
+    installed = buildpack_dir(settings.buildpacks_dir, record.id, record.version)
     if isinstance(step, Present):
         described["uri"] = f"urn:cnb:builder:{record.id}@{record.version}"
         described["digest"] = {"dirHash": dir_hash(installed)}
@@ -356,7 +355,7 @@ def _dependency(
         described["digest"] = {"sha256": _sha256(locator.inline.encode())}
         notes["inline"] = True
     elif isinstance(locator, PathLocator):
-        notes["path"] = _shown_path(locator.path, inputs.app_dir)
+        notes["path"] = _shown_path(locator.path, settings.app_dir)
         digest = fetched.archive or record.digest
         described["digest"] = (
             {"sha256": digest.removeprefix("sha256:")} if digest else {"dirHash": dir_hash(installed)}
@@ -442,7 +441,7 @@ def _signature(signature: SignatureRecord, plan: Plan) -> dict[str, Any]:
     return said
 
 
-def _input_files(plan: Plan, inputs: Inputs) -> Iterable[dict[str, Any]]:
+def _input_files(plan: Plan, settings: ProvenanceSettings) -> Iterable[dict[str, Any]]:
     """The descriptor (named by its path relative to ``<app>``) and the builder's order.toml, each with its
     sha256."""
     made_from = dict(plan.made_from)
@@ -450,15 +449,15 @@ def _input_files(plan: Plan, inputs: Inputs) -> Iterable[dict[str, Any]]:
         digest = _file_digest(plan.descriptor_path, made_from)
         if digest is not None:
             yield {
-                "name": _shown_path(plan.descriptor_path, inputs.app_dir),
+                "name": _shown_path(plan.descriptor_path, settings.app_dir),
                 "digest": {"sha256": digest},
                 "annotations": {"role": "descriptor"},
             }
     if plan.builder_order is not None:
-        digest = _file_digest(inputs.order_path, made_from)
+        digest = _file_digest(settings.order_path, made_from)
         if digest is not None:
             yield {
-                "name": str(inputs.order_path),
+                "name": str(settings.order_path),
                 "digest": {"sha256": digest},
                 "annotations": {"role": "builder order"},
             }

@@ -7,7 +7,6 @@ which imports none of them: the policy reaches fetching only as a :class:`~prepa
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -28,9 +27,9 @@ from preparer.fetch.sources import fetch
 from preparer.fetch.store import opened_store
 from preparer.fetch.transport import RunClock, Transport
 from preparer.files.buildpack import BuildpackDescriptor, buildpack_dir
-from preparer.inputs import Inputs
 from preparer.plan import Fetch
 from preparer.progress import EntryDownloads, ProgressCallback
+from preparer.settings import FetchSettings
 from preparer.target import Target, check_targets, directory_files, installed
 
 if TYPE_CHECKING:
@@ -43,7 +42,7 @@ STAGING_PREFIXES = (".preparer-staging-", "preparer-staging-")
 
 @contextmanager
 def fetching(
-    inputs: Inputs,
+    settings: FetchSettings,
     collect: Callable[[str], None] | None = None,
     registry_hosts: Mapping[str, RegistryHosts] | None = None,
     target: Target | None = None,
@@ -53,7 +52,7 @@ def fetching(
     the block ends, whatever ends it; what runs that died left is removed first (:func:`preparer._fs.sweep`).
 
     :param collect: told every warning the fetchers have, besides the ``preparer`` logger.
-    :param target: the build's target, which images must be for (else ``inputs.target_platform``).
+    :param target: the build's target, which images must be for (else ``settings.target_platform``).
     """
 
     def warn(message: str) -> None:
@@ -62,68 +61,67 @@ def fetching(
             collect(message)
 
     with contextlib.ExitStack() as stack:
-        staging = _enter_staging(stack, inputs.buildpacks_dir)
-        clock = RunClock(inputs.run_timeout)
+        staging = _enter_staging(stack, settings.buildpacks_dir)
+        clock = RunClock(settings.run_timeout)
         stack.callback(clock.stop)
         store = stack.enter_context(
             opened_store(
-                inputs.download_cache,
-                inputs.download_cache_repo,
-                inputs.download_cache_repo_mode,
-                inputs.download_cache_max_age,
-                environ=inputs.environ,
-                insecure_registries=inputs.insecure_registries,
+                settings.download_cache,
+                settings.download_cache_repo,
+                settings.download_cache_repo_mode,
+                settings.download_cache_max_age,
+                environ=settings.environ,
+                insecure_registries=settings.insecure_registries,
                 warn=warn,
                 clock=clock,
-                download_timeout=inputs.download_timeout,
-                # Hard links into the cache only where the build cannot write them: the cache's files are root's.
-                link_installs=os.geteuid() == 0 and inputs.uid not in (None, 0),
-                given=inputs.transport,
+                download_timeout=settings.download_timeout,
+                link_installs=settings.link_installs,
+                given=settings.transport,
             )
         )
         # The run's connections end with it: a service running many builds keeps no socket of a finished one.
-        timeouts = (min(10.0, inputs.http_timeout), inputs.http_timeout)
-        transport = stack.enter_context(run_transport(inputs, clock, timeouts))
+        timeouts = (min(10.0, settings.http_timeout), settings.http_timeout)
+        transport = stack.enter_context(run_transport(settings, clock, timeouts))
         yield FetchContext(
             sink=Sink(staging, warn=warn),
             store=store,
             transport=transport,
-            registries=run_registries(inputs, registry_hosts, target),
-            buildpacks_dir=inputs.buildpacks_dir,
-            hash_files=inputs.provenance is not None,
+            registries=run_registries(settings, registry_hosts, target),
+            buildpacks_dir=settings.buildpacks_dir,
+            hash_files=settings.hash_files,
         )
 
 
 def run_transport(
-    inputs: Inputs, clock: RunClock, timeouts: tuple[float, float], retries: int = Transport.retries
+    settings: FetchSettings, clock: RunClock, timeouts: tuple[float, float], retries: int = Transport.retries
 ) -> Transport:
     """A transport of the run: ``timeouts`` and ``retries``, the run's clock, download deadline and environment, and
     the caller's session when ``Inputs.transport`` gives one (an in-memory one; the caller's to close)."""
     transport = Transport(
         timeouts=timeouts,
         retries=retries,
-        deadline=inputs.download_timeout,
+        deadline=settings.download_timeout,
         clock=clock,
-        environ=inputs.environ,
+        environ=settings.environ,
     )
-    if inputs.transport is not None:
-        transport.use_session(inputs.transport.session())
+    if settings.transport is not None:
+        transport.use_session(settings.transport.session())
     return transport
 
 
 def run_registries(
-    inputs: Inputs, hosts: Mapping[str, RegistryHosts] | None, target: Target | None
+    settings: FetchSettings, hosts: Mapping[str, RegistryHosts] | None, target: Target | None
 ) -> Registries:
     """The run's registries: its insecure ones, mirrors (``hosts``) and index, and the platform images must be
-    for: ``target``'s, else ``inputs.target_platform``."""
+    for: ``target``'s, else ``settings.target_platform``."""
     return Registries(
-        insecure=inputs.insecure_registries,
-        environ=inputs.environ,
+        insecure=settings.insecure_registries,
+        environ=settings.environ,
         hosts=hosts,
-        platform=target.platform if target is not None else inputs.target_platform,
+        platform=target.platform if target is not None else settings.target_platform,
         platform_source=target.source if target is not None else "",
-        platform_enforced=inputs.checks_targets,
-        index=inputs.registry_index,
+        platform_enforced=settings.checks_targets,
+        index=settings.registry_index,
     )
 
 
@@ -194,7 +192,7 @@ def fetch_steps(
     order) is raised. With a policy, each fetch is held to its limits, and all of them to the run's.
 
     :param progress: given each entry's download events (:class:`~preparer.progress.Download`), from the fetch
-        threads: the caller makes it safe to enter from several (:func:`preparer.pipeline.callers`).
+        threads: the caller makes it safe to enter from several (:func:`preparer.entrypoints.callers`).
     :param expected: the bytes each entry (by key) is expected to download, as the plan measured them.
     """
     http = [locator for s in steps if isinstance(locator := s.pinned or s.locator, HttpLocator)]
@@ -240,9 +238,9 @@ def _fetch(step: Fetch, ctx: FetchContext, downloads: EntryDownloads | None) -> 
             if err.url is None and isinstance(step.locator, HttpLocator):
                 err.url = step.locator.target.shown
             if step.locked_in is not None:
-                from preparer.lock import locked_failure  # deferred: only frozen runs fetch what a lock pins
+                from preparer.lock.modes import fetch_failure  # deferred: only frozen runs fetch a pin
 
-                said = locked_failure(step, err)
+                said = fetch_failure(step, err)
                 if said is not err:
                     raise said from err
         raise

@@ -8,18 +8,12 @@ from pathlib import Path
 
 import pytest
 
-import preparer.inputs
+import preparer.resolve
 from preparer.api import APIVersion
 from preparer.errors import InvalidInputsError, PlatformAPIError
 from preparer.goflags import parse
-from preparer.inputs import (
-    DEFAULT_BUILDPACK_REGISTRY_INDEX,
-    Inputs,
-    log_level_of,
-    no_color,
-    resolve_inputs,
-    user_cache_dir,
-)
+from preparer.inputs import DEFAULT_BUILDPACK_REGISTRY_INDEX, Inputs, resolve_inputs
+from preparer.resolve import log_level_of, no_color, user_cache_dir
 
 CWD = Path("/base")
 API = {"CNB_PLATFORM_API": "0.15"}
@@ -293,7 +287,7 @@ def test_from_environ_gives_the_commands_defaults() -> None:
 
 def test_the_overrides_of_from_environ_are_the_fields_of_inputs() -> None:
     # InputsOverrides exists for type checkers only: its fields are read from the source.
-    tree = ast.parse(Path(preparer.inputs.__file__).read_text())
+    tree = ast.parse(Path(preparer.resolve.__file__).read_text())
     (overrides,) = (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "InputsOverrides")
     names = {
         n.target.id for n in overrides.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)

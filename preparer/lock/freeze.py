@@ -1,18 +1,7 @@
-"""The lock file (``-lock FILE``): what each buildpack entry resolved to, so that every rebuild installs the same bytes.
-
-A run with a lock that does not exist yet resolves as usual and writes it with the commit (docs/lock.md). A run
-with an existing lock is *frozen* to it before anything is fetched (:func:`freeze`): images are pulled by the
-locked digest, http archives must hash to the locked digest (a warm cache serves them with no request), registry
-ids use the locked image without asking the registry's index, a builder's buildpack stays at the locked version. An
-image locked through an index is pulled by the index's digest, and must lead to the locked manifest.
-An entry that no longer matches the lock is exit 3, before any request; bytes that differ from the locked digest are
-exit 1 (:func:`check_locked`), said as the lock's decision (:func:`locked_failure`). ``-update-lock`` rewrites it,
-resolving again only what the project changed and the entries named (:func:`update`), as ``uv lock`` does.
-
-A lock is the app's input, like ``project.toml``: it narrows what an entry may resolve to and never widens what the
-platform allows. A locked image must be in the repository the entry names, a locked URL must be the URL it names;
-the platform policy and its signature rules apply to what is locked exactly as to what is written.
-"""
+"""A plan frozen to its lock before anything is fetched (:func:`freeze`), or, for ``-update-lock``, frozen to the
+entries an update keeps (:func:`update`): images pulled by the locked digest, http archives held to the locked
+digest, registry ids to the locked image, a builder's buildpack to the locked version. An entry that no longer
+matches the lock is exit 3, before any request."""
 
 from __future__ import annotations
 
@@ -21,18 +10,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from preparer.errors import FetchError, InvalidInputsError, LockMismatch, with_fields
-from preparer.files.locked import Locked, Source, describe_locked
-from preparer.files.lockfile import LOCK_DATA_NAME, LockState, shown, written_of
+from preparer.errors import InvalidInputsError, with_fields
+from preparer.files.locked import Locked, Source
+from preparer.files.lockfile import LockState, shown, written_of
 from preparer.plan import Fetch, Plan, Present, Step
 
 if TYPE_CHECKING:
-    from preparer.fetch.base import Fetched
     from preparer.fetch.locator import Locator
-    from preparer.report import LockChange
     from preparer.target import Target
-
-# Freezing a plan to its lock
 
 
 def freeze(
@@ -227,161 +212,3 @@ def _same_repository(locator: Locator, pinned: str) -> bool:
         return False
     locked = parse_reference(pinned)
     return (written.registry, written.repository) == (locked.registry, locked.repository)
-
-
-# After fetching
-
-
-def check_locked(steps: Sequence[Fetch], fetched: Sequence[Fetched], state: LockState) -> None:
-    """What a frozen run (or the entries an update keeps) fetched is what the lock says: the same digest, id and
-    version.
-
-    :raises LockMismatch: naming the lock, the entry, both digests (or both buildpacks) and the ways out (exit 1).
-    """
-    if state.entries is None or state.mode == "write":
-        return
-    by_key = {e.entry: e for e in state.entries if state.mode == "frozen" or e.entry in state.kept}
-    for step, result in zip(steps, fetched, strict=True):
-        locked = by_key.get(step.entry.key)
-        if locked is None:
-            continue
-        key = step.entry.key
-        action = f"fetch {key} ({result.source})"
-        if locked.digest is not None and result.digest != locked.digest:
-            raise mismatch(state.path, key, action, locked.digest, str(result.digest), "its bytes are")
-        if (result.top.id, result.top.version) != (locked.id, locked.version):
-            raise mismatch(
-                state.path, key, action, f"{locked.id}@{locked.version}", result.top.ref, "it holds"
-            )
-
-
-def _ways_out(key: str) -> str:
-    """The two ways out of bytes that are not the locked ones (as pip's ``--require-hashes`` gives them)."""
-    return (
-        f"if the source was changed on purpose, rerun with -update-lock={key}; if not, examine the source "
-        "before trusting it: what was locked is not what it serves now"
-    )
-
-
-def the_lock(lock: Path) -> str:
-    """The lock as messages name it: ``the lock file F``, or ``the lock Inputs.lock_data`` for one given as bytes."""
-    return f"the lock {lock}" if lock == LOCK_DATA_NAME else f"the lock file {lock}"
-
-
-def mismatch(
-    lock: Path, entry: str, action: str, locked: str, actual: str, what: str, written: str | None = None
-) -> LockMismatch:
-    """The error of a frozen entry (or one an update keeps) that fetched ``actual`` where ``lock`` locks
-    ``locked``: ``what`` says what ``actual`` is (``its bytes are``), ``written`` the entry as written."""
-    spot = f" ({written})" if written else ""
-    cause = f"{what} {actual}, but {the_lock(lock)} locks {locked} for {entry}{spot}: {_ways_out(entry)}"
-    error = LockMismatch(action, cause)
-    return with_fields(error, lock=str(lock), entry=entry, locked=locked, actual=actual, transient=False)
-
-
-def locked_failure(step: Fetch, error: FetchError) -> FetchError:
-    """``error`` from fetching a frozen step, said as the lock's decision when the lock decided it: bytes that are
-    not the locked digest (a :class:`~preparer.errors.DigestMismatch` of the locked pin becomes a
-    :class:`~preparer.errors.LockMismatch`, from its ``expected`` and ``got``), a locked image the registry no
-    longer has. Other errors are returned as they are."""
-    from preparer.errors import DigestMismatch, NotFoundError
-    from preparer.fetch.locator import HttpLocator, ImageLocator  # deferred, as above
-
-    lock, pinned, key = step.locked_in, step.pinned, step.entry.key
-    if lock is None or pinned is None:
-        return error
-    written = shown(written_of(step.entry))
-    failed: FetchError
-    if isinstance(pinned, HttpLocator) and isinstance(error, DigestMismatch):
-        if error.expected != f"sha256:{pinned.sha256}":
-            return error
-        action = f"fetch {key} ({pinned.shown})"
-        failed = mismatch(lock, key, action, error.expected, error.got, "the download is", written)
-    elif isinstance(pinned, ImageLocator) and isinstance(error, NotFoundError):
-        failed = NotFoundError(
-            f"fetch {key} ({written})",
-            f"{the_lock(lock)} locks it to {pinned.reference}, which the registry no longer has "
-            f"({error.cause}): to lock what {written} names now, rerun with -update-lock={key}",
-        )
-    else:
-        return error
-    failed.source, failed.url, failed.status = error.source, error.url, error.status
-    return failed
-
-
-def resolved(steps: Sequence[Step], results: Mapping[int, Fetched]) -> tuple[Locked, ...]:
-    """What each entry resolved to in this run, as the lock keeps it."""
-    return tuple(_resolved(step, results.get(id(step))) for step in steps)
-
-
-def updated(
-    state: LockState | None, steps: Sequence[Step], results: Mapping[int, Fetched]
-) -> tuple[Locked, ...]:
-    """The entries of the lock a run writes: those an update keeps exactly as they were locked, the others as
-    they resolved in this run (``results``, by the ``id`` of their step)."""
-    before = {e.entry: e for e in state.entries or ()} if state is not None else {}
-    kept = state.kept if state is not None else frozenset()
-    return tuple(
-        before[s.entry.key] if s.entry.key in kept else _resolved(s, results.get(id(s))) for s in steps
-    )
-
-
-def _resolved(step: Step, result: Fetched | None) -> Locked:
-    from preparer.fetch.locator import HttpLocator, ImageLocator, PathLocator  # deferred
-
-    entry, written = step.entry, written_of(step.entry)
-    if isinstance(step, Present) or result is None:
-        assert isinstance(step, Present)
-        return Locked(entry.key, written, step.id, step.version, "builder")
-    top = result.top
-    locator = step.locator
-    source: Source
-    if isinstance(locator, HttpLocator):
-        return Locked(entry.key, written, top.id, top.version, "http", locator.shown, result.digest)
-    if result.image is not None:
-        source = "image" if isinstance(locator, ImageLocator) or result.resolved == "image" else "registry"
-        return Locked(
-            entry.key, written, top.id, top.version, source, result.image, result.digest, result.index
-        )
-    if isinstance(locator, PathLocator):
-        return Locked(entry.key, written, top.id, top.version, "path", None, result.digest)
-    return Locked(entry.key, written, top.id, top.version, "inline")
-
-
-def lock_changes(old: Sequence[Locked] | None, new: Sequence[Locked]) -> tuple[LockChange, ...]:
-    """What rewriting the lock changes, entry by entry: the entries of ``new`` that differ (added or changed), in
-    its order, then those only ``old`` has (removed)."""
-    from preparer.report import LockChange  # deferred: report imports what a run reports
-
-    before = {e.entry: e for e in old or ()}
-    found = []
-    for e in new:
-        was = before.pop(e.entry, None)
-        if was is None or describe_locked(was) != describe_locked(e) or was.written != e.written:
-            found.append(LockChange(e.entry, was, e))
-    found += [LockChange(key, e, None) for key, e in before.items()]
-    return tuple(found)
-
-
-def changes(old: Sequence[Locked] | None, new: Sequence[Locked]) -> list[str]:
-    """What rewriting the lock would change, a line per entry: ``entry: old -> new``."""
-    return [
-        f"{c.entry}: {describe_locked(c.old) if c.old else '(not locked)'} -> "
-        f"{describe_locked(c.new) if c.new else '(removed)'}"
-        for c in lock_changes(old, new)
-    ]
-
-
-__all__ = [
-    "LockState",
-    "Locked",
-    "changes",
-    "check_locked",
-    "describe_locked",
-    "freeze",
-    "lock_changes",
-    "locked_failure",
-    "resolved",
-    "update",
-    "updated",
-]

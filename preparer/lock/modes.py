@@ -1,0 +1,261 @@
+"""The lock's modes, and its only entry from the top: which lock a run has (``-lock``, ``Inputs.lock_data``, or
+``<app>/preparer.lock`` when one is required) and what the run does with it, decided here once and asked at each
+step:
+
+- **frozen**: the lock exists (and ``-update-lock`` is not given). The plan is frozen to it (:func:`with_lock`),
+  what is fetched is checked against it (:func:`check_locked`), and it is not written;
+- **update** (``-update-lock``): the entries the project changed, and those named, are resolved again, the others
+  frozen as they were locked; the lock is rewritten with the commit (:func:`committed_lock`);
+- **write**: there is none yet; the run resolves as usual and writes it with the commit;
+- **unused**: no ``-lock``, and a file at the documented place, which the run says it does not use
+  (:func:`unused_lock`).
+
+A dry run writes no lock; it says which it is frozen to, or, updating, what the update would change
+(:func:`dry_lock`). Freezing is :mod:`preparer.lock.freeze`'s, the checks :mod:`preparer.lock.checks`', what the lock
+written holds :mod:`preparer.lock.entries`'; each is imported only by a run with a lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from preparer._logger import log
+from preparer.errors import FetchError, InvalidInputsError, PreparerError, with_fields
+from preparer.files.buildpack import installed_versions
+from preparer.inputs import Inputs
+from preparer.plan import Fetch, Plan, Step
+from preparer.report import LockRecord
+
+if TYPE_CHECKING:
+    from preparer.fetch.base import Fetched
+    from preparer.files.locked import Locked
+    from preparer.files.lockfile import LockFile, LockState
+
+# Planning
+
+
+def lock_path(inputs: Inputs) -> Path | None:
+    """The lock file the run reads or writes: ``-lock``, else, when a lock is required, ``<app>/preparer.lock``;
+    ``None`` without one, or with a lock given as bytes (``Inputs.lock_data``: none on disk)."""
+    if inputs.lock is not None:
+        return inputs.lock
+    if inputs.lock_data is not None or not inputs.require_lock:
+        return None
+    from preparer.files.lockfile import DEFAULT_LOCK_NAME  # deferred: only runs with a lock read one
+
+    return inputs.app_dir / DEFAULT_LOCK_NAME
+
+
+def unused_lock(inputs: Inputs) -> str | None:
+    """The warning for a lock at the documented place that this run does not use (no ``-lock``), or ``None``. A
+    run given its lock as bytes (``Inputs.lock_data``) uses that one: it says nothing of a file."""
+    if inputs.lock is not None or inputs.lock_data is not None or inputs.require_lock:
+        return None
+    unused = inputs.app_dir / "preparer.lock"  # lockfile.DEFAULT_LOCK_NAME, without importing the module
+    if not unused.is_file():
+        return None
+    return (
+        f"{unused} is not used: this run is not frozen to it, since -lock is not given; to install what it "
+        f"locks, add -lock {unused} (CNB_PREPARER_LOCK)"
+    )
+
+
+def _no_lock(path: Path, in_memory: bool) -> InvalidInputsError:
+    """The error of a run that requires a lock (``-require-lock``) and has none: no file at ``path``, or an
+    empty ``Inputs.lock_data``."""
+    if in_memory:
+        error = InvalidInputsError(
+            "apply lock",
+            "Inputs.lock_data is empty (no lock yet), and the platform requires a lock (Inputs.require_lock): "
+            "nothing is resolved without one. Make it with a run without require_lock (Report.lock.data) and "
+            "keep it",
+        )
+        return with_fields(error, field="lock_data")
+    error = InvalidInputsError(
+        "apply lock file",
+        f"{path} does not exist, and the platform requires a lock (-require-lock, CNB_PREPARER_REQUIRE_LOCK): "
+        f"nothing is resolved without one. Write it with a run of your own (-lock {path.name}, without "
+        "-require-lock) and commit it with the app",
+    )
+    return with_fields(error, field="lock")
+
+
+def with_lock(plan: Plan, inputs: Inputs) -> Plan:
+    """``plan`` with the run's lock, when it has one: frozen to it when the file exists (and ``-update-lock`` is not
+    given), else with the lock to write after the run (and, to update, what it locked before and the entries it
+    keeps). A lock given as bytes (``Inputs.lock_data``) is read the same way; ``b""`` is one not made yet.
+
+    :raises InvalidInputsError: a required lock that is missing, an entry that no longer matches it (exit 3).
+    """
+    if inputs.lock is None and inputs.lock_data is None and not inputs.require_lock:
+        return plan
+    from preparer.files.lockfile import (  # deferred: only runs with a lock read one
+        LOCK_DATA_NAME,
+        LockState,
+        NewerLockError,
+        parse_lock,
+        read_lock,
+    )
+    from preparer.lock.freeze import check_target, freeze, update
+
+    in_memory = inputs.lock_data is not None
+    data = inputs.lock_data
+    path = LOCK_DATA_NAME if in_memory else lock_path(inputs)
+    assert path is not None
+    if (not data) if in_memory else not path.exists():
+        if inputs.require_lock:
+            raise _no_lock(path, in_memory)
+        mode: Literal["update", "write"] = "update" if inputs.update_lock else "write"
+        return replace(plan, lock=LockState(path, None, mode, in_memory))
+
+    def read() -> LockFile:
+        return parse_lock(data, str(path)) if data is not None else read_lock(path)
+
+    def versions_of(bp_id: str) -> list[str]:
+        return installed_versions(inputs.buildpacks_dir, bp_id)
+
+    if inputs.update_lock:
+        try:
+            read_before: LockFile | None = read()
+        except NewerLockError:
+            raise  # never rewritten in the old format
+        except PreparerError as err:  # rewritten anyway: every entry is resolved again
+            log.warning("the lock file %s is rewritten, every entry resolved again: %s", path, err.cause)
+            read_before = None
+        before = read_before.entries if read_before is not None else None
+        names = _update_names(plan, path, read_before, inputs.update_lock_names)
+        updating = update(plan, path, before, names, versions_of)
+        if updating.lock is not None:
+            updating = replace(updating, lock=replace(updating.lock, in_memory=in_memory, data=data))
+        if before is not None and updating.lock is not None:
+            log.info(
+                "Updating the lock file %s: %d entries kept as locked, %d resolved again",
+                path, len(updating.lock.kept), len(plan.steps) - len(updating.lock.kept),
+            )  # fmt: skip
+        return updating
+    lock_file = read()
+    check_target(path, lock_file.target, plan.target)
+    entries = lock_file.entries
+    frozen = freeze(plan, path, entries, versions_of)
+    log.info("Frozen to the lock file %s (%d entries)", path, len(entries))
+    return replace(frozen, lock=LockState(path, entries, "frozen", in_memory, data, target=lock_file.target))
+
+
+def _update_names(plan: Plan, path: Path, before: LockFile | None, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The entries ``-update-lock`` resolves again: ``names``, or every one (``all``) when the lock was made for
+    another target, since what it locks was resolved for another platform (an index's other manifest)."""
+    from preparer.target import same_platform  # deferred, as the lock's modules
+
+    made_for = before.target if before is not None else None
+    if made_for is None or plan.target is None or same_platform(made_for, plan.target.platform):
+        return names
+    log.info(
+        "The lock file %s was made for %s; this build is %s (%s): every entry is resolved again",
+        path, made_for, plan.target.platform, plan.target.source,
+    )  # fmt: skip
+    return ("all",)
+
+
+# After fetching
+
+
+def check_locked(steps: Sequence[Fetch], fetched: Sequence[Fetched], state: LockState) -> None:
+    """What a frozen run (or the entries an update keeps) fetched is what the lock says: the same digest, id and
+    version. A lock to write holds nothing yet to check.
+
+    :raises LockMismatch: naming the lock, the entry, both digests (or both buildpacks) and the ways out (exit 1).
+    """
+    if state.entries is None or state.mode == "write":
+        return
+    from preparer.lock.checks import check_held  # deferred: only runs with a lock
+
+    held = {e.entry: e for e in state.entries if state.mode == "frozen" or e.entry in state.kept}
+    check_held(steps, fetched, state.path, held)
+
+
+def fetch_failure(step: Fetch, error: FetchError) -> FetchError:
+    """``error`` from fetching a step the lock pins, said as the lock's decision when the lock decided it
+    (:func:`preparer.lock.checks.locked_failure`); other errors as they are."""
+    from preparer.lock.checks import locked_failure  # deferred: only frozen runs fetch what a lock pins
+
+    return locked_failure(step, error)
+
+
+def written_entries(
+    state: LockState | None, steps: Sequence[Step], results: Mapping[int, Fetched]
+) -> tuple[Locked, ...]:
+    """The entries of the lock a run writes: those an update keeps exactly as they were locked, the others as they
+    resolved in this run (``results``, by the ``id`` of their step)."""
+    from preparer.lock.entries import updated  # deferred: only runs with a lock
+
+    return updated(state, steps, results)
+
+
+# The commit, and a dry run
+
+
+def committed_lock(plan: Plan, results: Mapping[int, Fetched]) -> tuple[Path | None, LockRecord | None]:
+    """The lock file the commit writes (``None``: none, as for a frozen run or a lock given as bytes) and the run's
+    lock as the report has it; the lines an update changes are logged. Its bytes are the record's ``data``."""
+    state = plan.lock
+    if state is None:
+        return None, None
+    if state.mode == "frozen":
+        return None, _frozen(state)
+    from preparer.lock.entries import changes  # deferred: only runs with a lock
+
+    entries = written_entries(state, plan.steps, results)
+    for line in changes(state.entries, entries) if state.mode == "update" else ():
+        log.info("Lock: %s", line)
+    return (None if state.in_memory else state.path), _rewritten(plan, state, entries, "written")
+
+
+def dry_lock(plan: Plan, resolve: Callable[[], tuple[Locked, ...]]) -> LockRecord | None:
+    """A dry run's lock: the one it is frozen to; with ``-update-lock``, the entries ``resolve()`` gives (the ones
+    it moves resolved again, into staging and the download cache, as a run fetches), and what the lock would change
+    said, a line per entry, and returned; nothing else is written. A lock that would be written for the first time
+    is not resolved."""
+    state = plan.lock
+    if state is None:
+        return None
+    if state.mode == "frozen":
+        return _frozen(state)
+    if state.mode != "update":
+        return LockRecord(_shown(state), "not written")
+    from preparer.lock.entries import changes  # deferred: only runs with a lock
+
+    entries = resolve()
+    lines = changes(state.entries, entries)
+    log.info("The lock file %s would %s", state.path, "change:" if lines else "not change")
+    for line in lines:
+        log.info("  lock: %s", line)
+    return _rewritten(plan, state, entries, "would write")
+
+
+def _shown(state: LockState) -> str | None:
+    """The lock's path as the report shows it: ``None`` for a lock given as bytes."""
+    return None if state.in_memory else str(state.path)
+
+
+def _frozen(state: LockState) -> LockRecord:
+    """The record of the lock a run is frozen to: its bytes as given, else as its entries are written."""
+    from preparer.files.lockfile import dumps_lock  # deferred: only runs with a lock
+
+    assert state.entries is not None
+    return LockRecord(_shown(state), "frozen", state.data or dumps_lock(state.entries, state.target))
+
+
+def _rewritten(
+    plan: Plan, state: LockState, entries: Sequence[Locked], action: Literal["written", "would write"]
+) -> LockRecord:
+    """The record of the lock ``entries`` make, for the plan's target, and what it changes of ``state``'s."""
+    from preparer.files.lockfile import dumps_lock  # deferred: only runs with a lock
+    from preparer.lock.entries import lock_changes
+
+    made_for = plan.target.platform if plan.target is not None else None
+    return LockRecord(
+        _shown(state), action, dumps_lock(entries, made_for), lock_changes(state.entries, entries)
+    )

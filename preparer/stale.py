@@ -1,0 +1,62 @@
+"""Whether a saved plan still says what its files say: the SHA-256 of each file a plan is made from, taken when
+:func:`~preparer.pipeline.plan_run` reads them (the provenance records them too), and checked again when
+:func:`~preparer.pipeline.run_plan` is given the plan."""
+
+from __future__ import annotations
+
+from preparer.appfilter import plan_removal
+from preparer.errors import InvalidInputsError
+from preparer.files._toml import read_regular
+from preparer.inputs import Inputs
+from preparer.lock.modes import lock_path
+from preparer.plan import Plan
+
+
+def fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
+    """The SHA-256 of each file a plan is made from (``None``: it does not exist, or is not a file)."""
+    import hashlib  # deferred: only plans are fingerprinted
+
+    paths = (
+        inputs.descriptor_path,
+        inputs.platform_config,
+        inputs.policy,
+        lock_path(inputs),
+        inputs.order_path,
+    )
+    found = []
+    for path in paths:
+        if path is None:
+            continue
+        try:  # read as every input file is: a FIFO or a device is refused, never waited on or read forever
+            digest: str | None = hashlib.sha256(read_regular(path, FINGERPRINTED_BYTES)).hexdigest()
+        except (OSError, ValueError):
+            digest = None  # what reads it says why, in the run
+        found.append((str(path), digest))
+    return tuple(found)
+
+
+#: A file a plan is made from is fingerprinted up to this size (each has its own, smaller bound where it is read).
+FINGERPRINTED_BYTES = 16 << 20
+
+
+def check_not_stale(plan: Plan, inputs: Inputs) -> None:
+    """``plan`` still says what its files say: none of them changed since :func:`plan_run` read them, and
+    include/exclude selects the same files of the app. A saved plan is refused otherwise, as ``terraform apply``
+    refuses a stale one: carrying out what the files no longer say would surprise.
+
+    :raises InvalidInputsError: naming what changed (exit 3); nothing has changed on disk.
+    """
+    if plan.inputs is None:
+        return
+    changed = [path for (path, digest), (_, now) in zip(plan.made_from, fingerprints(inputs), strict=False)
+               if digest != now]  # fmt: skip
+    if not changed and plan.removal is not None:
+        config = plan.config
+        keep = (plan.descriptor_path, lock_path(inputs))  # as the plan keeps them (preparer.pipeline)
+        now_removed = plan_removal(inputs.app_dir, config.include, config.exclude, *keep)
+        if (now_removed.files, now_removed.dirs) != (plan.removal.files, plan.removal.dirs):
+            changed.append(f"the files of {inputs.app_dir} that {config.filter_key} selects")
+    if changed:
+        raise InvalidInputsError(
+            "run the plan", f"{', '.join(changed)} changed since it was made: make a new plan with plan_run"
+        )
