@@ -4,7 +4,7 @@ or a service checking what a user submits before it queues a build.
 It reads the text given (or the one file named), changes nothing, and asks no server: what only ``<buildpacks>``,
 the network or the app directory can tell (an id not installed, a path that does not exist, an archive) is the
 run's to find. Everything else a run refuses from the files' text is found here, by the same functions: reading
-(:func:`preparer.files._toml.load_toml_text`: size, UTF-8, TOML, nesting), the schema
+(:func:`preparer.files.toml.load_toml_text`: size, UTF-8, TOML, nesting), the schema
 (:func:`preparer.descriptor.parse_descriptor`) and the configuration (:func:`preparer.config.effective_config`:
 every key, id, version, env name, pattern, and every ``uri`` by :func:`preparer.config.entry_locator`), so the
 first problem listed is the one the command prints first.
@@ -19,7 +19,7 @@ from pathlib import Path
 from preparer.config import config_problems, platform_layers
 from preparer.descriptor import located, parse_descriptor
 from preparer.errors import DescriptorError, InvalidInputsError, PreparerError, with_fields
-from preparer.files._toml import MAX_TOML, decode_toml, load_toml_text, parse_toml, position
+from preparer.files.toml import MAX_TOML, decode_toml, load_toml_text, parse_toml, position
 
 
 def check_descriptor(

@@ -25,7 +25,7 @@ from preparer._record import record
 from preparer._types import TOMLTable
 from preparer.api import SUPPORTED_PLATFORM_APIS
 from preparer.errors import DescriptorError, with_fields
-from preparer.files._toml import load_toml_text
+from preparer.files.toml import load_toml_text
 
 #: Descriptor schemas this preparer reads, keyed to the module-level parser for each.
 SUPPORTED_SCHEMAS = ("0.1", "0.2", "0.3")

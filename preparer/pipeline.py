@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from preparer import interrupt
-from preparer._fs import full_disk, no_space
+from preparer._fs import full_disk, no_space, read_regular
 from preparer._logger import CallerFailed, log, named_run
 from preparer.appfilter import Removal, plan_removal
 from preparer.apply import Outcome, apply_plan, check_present
@@ -30,9 +30,9 @@ from preparer.errors import (
     UnexpectedError,
     with_fields,
 )
-from preparer.files._toml import dumps_toml, load_toml_text, read_regular
 from preparer.files.buildpack import installed_versions, similar_installed
 from preparer.files.order import Order, read_order
+from preparer.files.toml import dumps_toml, load_toml_text
 from preparer.inputs import Inputs
 from preparer.interrupt import Cancel, Interrupted
 from preparer.metadata import MetadataWrite, describe_metadata, plan_metadata

@@ -25,10 +25,10 @@ if TYPE_CHECKING:
     from preparer.config import GroupEntry
     from preparer.fetch.base import Fetched
     from preparer.fetch.locator import Locator
-    from preparer.files._toml import PendingWrites
     from preparer.inputs import Inputs
     from preparer.plan import Plan, Step
     from preparer.report import BuildpackRecord, LockRecord, SignatureRecord
+    from preparer.writes import PendingWrites
 
 #: The Statement's ``_type`` (in-toto attestation spec, ``spec/v1/statement.md``).
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from preparer._record import field, record
 from preparer.descriptor import Unapplied
-from preparer.files._toml import dumps_toml, write_atomic
+from preparer.files.toml import dumps_toml
+from preparer.writes import write_atomic
 
 if TYPE_CHECKING:
     from preparer.files.locked import Locked

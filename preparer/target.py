@@ -225,7 +225,7 @@ def build_target(
     if target is None:
         analyzed = layers_dir / "analyzed.toml"
         if analyzed.is_file():
-            from preparer.files._toml import load_toml_text  # deferred: most runs have no analyzed.toml
+            from preparer.files.toml import load_toml_text  # deferred: most runs have no analyzed.toml
 
             doc, _ = load_toml_text(analyzed, "analyzed.toml", action="read analyzed.toml")
             target = parse_analyzed(doc, str(analyzed))

@@ -14,8 +14,8 @@ from preparer._near import closest
 from preparer._record import record
 from preparer.errors import BuilderError, FetchError, PreparerError
 from preparer.files import MalformedError
-from preparer.files._toml import load_toml_text
 from preparer.files.order import Group, parse_groups
+from preparer.files.toml import load_toml_text
 
 #: Buildpack ids may hold letters, digits, ``.``, ``/`` and ``-`` (spec buildpack.md §buildpack.toml).
 _ID = re.compile(r"^[A-Za-z0-9./-]+$")

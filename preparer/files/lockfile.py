@@ -98,7 +98,7 @@ def read_lock(path: Path) -> LockFile:
 
     :raises DescriptorError: as :func:`parse_lock`, or a file that cannot be read (exit 3).
     """
-    from preparer.files._toml import read_regular  # deferred: only runs with a lock read one
+    from preparer._fs import read_regular  # deferred: only runs with a lock read one
 
     try:
         data = read_regular(path, MAX_LOCK_BYTES)
@@ -130,7 +130,7 @@ def parse_lock(data: bytes, name: str) -> LockFile:
         and key.
     """
     from preparer.files._positions import key_positions  # deferred: only runs with a lock read one
-    from preparer.files._toml import decode_toml, parse_toml
+    from preparer.files.toml import decode_toml, parse_toml
 
     def failed(verb: str, cause: str) -> PreparerError:
         return with_fields(DescriptorError(f"{verb} lock file", cause), path=name)
@@ -302,7 +302,7 @@ def _is_digest(value: str) -> bool:
 def dumps_lock(entries: Sequence[Locked], target: str | None = None) -> bytes:
     """The lock file: the same entries (and ``target``, the ``os/arch[/variant]`` the run was for) give the same
     bytes."""
-    from preparer.files._toml import dumps_toml  # deferred, as above
+    from preparer.files.toml import dumps_toml  # deferred, as above
 
     tables = []
     for e in entries:

@@ -12,7 +12,7 @@ from typing import Any
 from preparer._record import record
 from preparer.errors import BuilderError
 from preparer.files import MalformedError
-from preparer.files._toml import dumps_toml, load_toml_text
+from preparer.files.toml import dumps_toml, load_toml_text
 
 
 @record

@@ -22,7 +22,7 @@ from preparer._record import field, record
 from preparer.descriptor import lookup
 from preparer.errors import PolicyError, PolicyRefused, with_fields
 from preparer.fetch.guard import SIGNATURE_MAX_AGE, LimitExceeded, RunLimitExceeded
-from preparer.files._toml import readable
+from preparer.files.toml import readable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -121,7 +121,7 @@ def test_a_valid_descriptor_has_no_problem() -> None:
 
 
 def test_a_text_over_the_bound_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
-    from preparer.files._toml import MAX_TOML
+    from preparer.files.toml import MAX_TOML
 
     # Not TOML from its first line: parsed first, it would be refused as such, with a place.
     text = "[[[\n" + "x" * MAX_TOML

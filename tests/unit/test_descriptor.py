@@ -112,7 +112,7 @@ def test_parsing_leaves_the_document_alone() -> None:
 
 
 def test_a_byte_order_mark_is_read_over_and_other_bytes_are_refused(tmp_path: Path) -> None:
-    from preparer.files._toml import load_toml_text
+    from preparer.files.toml import load_toml_text
 
     path = tmp_path / "project.toml"
     path.write_bytes(b'\xef\xbb\xbf[_]\nschema-version = "0.2"\n')
