@@ -6,7 +6,7 @@ the network or the app directory can tell (an id not installed, a path that does
 run's to find. Everything else a run refuses from the files' text is found here, by the same functions: reading
 (:func:`preparer.files.toml.load_toml_text`: size, UTF-8, TOML, nesting), the schema
 (:func:`preparer.descriptor.parse_descriptor`) and the configuration (:func:`preparer.config.effective_config`:
-every key, id, version, env name, pattern, and every ``uri`` by :func:`preparer.config.entry_locator`), so the
+every key, id, version, env name, pattern, and every ``uri`` by :func:`preparer.values.entry_locator`), so the
 first problem listed is the one the command prints first.
 """
 

@@ -148,6 +148,10 @@ class Unapplied:
         return {"key": self.key, "reason": self.reason}
 
 
+#: The reason an unapplied key is given when nothing more specific applies.
+NOT_APPLIED = "not applied by the preparer"
+
+
 def _namespace_typos(document: TOMLTable, platform_namespace: str | None) -> list[str]:
     """Warnings for tables whose names are a typo away from ``io.buildpacks`` or the platform's namespace
     (``[[io.buildpack.group]]``): they are not read, and the builder's defaults would run instead, silently."""

@@ -22,7 +22,7 @@ from preparer._version import __version__
 from preparer.errors import ApplyError
 
 if TYPE_CHECKING:
-    from preparer.config import GroupEntry
+    from preparer.entries import GroupEntry
     from preparer.fetch.base import Fetched
     from preparer.fetch.locator import Locator
     from preparer.inputs import Inputs

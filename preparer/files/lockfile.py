@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from preparer._record import record
-from preparer.config import GroupEntry
+from preparer.entries import GroupEntry
 from preparer.errors import DescriptorError, PreparerError, with_fields
 from preparer.files.locked import Locked
 
