@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from preparer.interrupt import Cancel
     from preparer.pipeline import committed_report, describe_plan, plan_run, prepare, run_plan
     from preparer.plan import NotInstalled, Plan, PlannedDownload
-    from preparer.policy.rules import Policy, check_policy, parse_policy
+    from preparer.policy.reader import check_policy, parse_policy
+    from preparer.policy.rules import Policy
     from preparer.progress import Download
     from preparer.report import BuildpackRecord, EnvRecord, LockChange, LockRecord, Report, SignatureRecord
 
@@ -119,7 +120,8 @@ _HOMES = {
     "Unreachable": "preparer.fetch.transport",
     "Locked": "preparer.files.locked",
     "NotInstalled": "preparer.plan",
-    **dict.fromkeys(("Policy", "check_policy", "parse_policy"), "preparer.policy.rules"),
+    "Policy": "preparer.policy.rules",
+    **dict.fromkeys(("check_policy", "parse_policy"), "preparer.policy.reader"),
     "Inputs": "preparer.inputs",
     "Cancel": "preparer.interrupt",
     **dict.fromkeys(("committed_report", "describe_plan", "plan_run", "prepare", "run_plan"), "preparer.pipeline"),

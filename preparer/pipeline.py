@@ -507,7 +507,7 @@ def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
 
 def _policy(inputs: Inputs) -> Policy:
     """The run's policy: its file read, its text parsed, or the :class:`~preparer.policy.rules.Policy` given."""
-    from preparer.policy.rules import load_policy, parse_policy  # deferred: only runs with a policy need it
+    from preparer.policy.reader import load_policy, parse_policy  # deferred: only runs with a policy need it
 
     if inputs.policy is not None:
         return load_policy(inputs.policy)
