@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from preparer._lookalike import first_lookalike
 from preparer._near import closest
@@ -38,6 +38,9 @@ from preparer.values import (
     pattern_problem,
     version_range_problem,
 )
+
+if TYPE_CHECKING:
+    from preparer.files.toml import Document, Places
 
 T = TypeVar("T")
 
@@ -68,17 +71,12 @@ class EffectiveConfig:
 
 
 def platform_layers(
-    descriptor: ProjectDescriptor,
-    namespace: str | None,
-    platform_file: TOMLTable | None = None,
-    platform_file_name: str = "platform file",
-    texts: Mapping[str, str] | None = None,
+    descriptor: ProjectDescriptor, namespace: str | None, platform_file: Document | None = None
 ) -> tuple[list[Layer], list[str]]:
     """The patches laid over the defaults, as layers: the namespace table of project.toml, then the platform
     file's table (``[pack]`` for ``io.buildpacks.pack``, or the whole dotted name); and warnings about them.
 
-    :param texts: the platform file's text, by its name: where a namespace that is not a table is written (the
-        descriptor's is its own).
+    :param platform_file: the platform file (``-platform-config``), read (:func:`preparer.files.toml.read_toml`).
     :raises InvalidInputsError: a platform file without a namespace, or a namespace that is not a table (exit 3).
     """
     layers: list[Layer] = []
@@ -87,40 +85,37 @@ def platform_layers(
         if platform_file is not None:
             raise InvalidInputsError("read platform config", "-platform-config needs -platform-namespace")
         return layers, warnings
-    known = dict(texts or {})
-    if descriptor.text is not None:
-        known[str(descriptor.path or "project.toml")] = descriptor.text
     table = lookup(descriptor.document, namespace)
     if table is not None:
-        layers.append(_patch_layer(table, namespace, str(descriptor.path or "project.toml"), known))
+        origin = str(descriptor.path or "project.toml")
+        layers.append(_patch_layer(table, namespace, origin, descriptor.places))
     if platform_file is not None:
         short = namespace.rsplit(".", 1)[-1]
         for name in (short, namespace):
-            table = lookup(platform_file, name)
+            table = lookup(platform_file.table, name)
             if table is not None:
-                layers.append(_patch_layer(table, name, platform_file_name, known))
+                layers.append(_patch_layer(table, name, platform_file.name, platform_file.places))
                 break
         else:
             warnings.append(
-                f"{platform_file_name} has no [{short}] or [{namespace}] table; nothing to overlay"
+                f"{platform_file.name} has no [{short}] or [{namespace}] table; nothing to overlay"
             )
     return layers, warnings
 
 
-def _patch_layer(table: object, prefix: str, origin: str, texts: Mapping[str, str]) -> Layer:
+def _patch_layer(table: object, prefix: str, origin: str, places: Places | None) -> Layer:
     if not isinstance(table, dict):
         error = with_fields(DescriptorError(f"read {origin}", f"{prefix} must be a table"), key=prefix)
-        raise located(error, origin, texts[origin]) if origin in texts else with_fields(error, path=origin)
+        raise located(error, origin, places) if places is not None else with_fields(error, path=origin)
     # The table's own schema-version is its version, not a property.
     properties = {k: v for k, v in table.items() if k != "schema-version"}
-    return Layer(nulls_from_empty_tables(properties) or {}, prefix, origin)
+    return Layer(nulls_from_empty_tables(properties) or {}, prefix, origin, places=places)
 
 
 def effective_config(
     descriptor: ProjectDescriptor,
     patches: Sequence[Layer] = (),
     exec_env: str = "production",
-    texts: Mapping[str, str] | None = None,
     *,
     base_dir: Path | None = None,
     exists: Callable[[Path], bool] | None = None,
@@ -128,15 +123,13 @@ def effective_config(
     """Overlay ``patches`` onto the descriptor's defaults, then check and type the result.
 
     :param exec_env: the build's execution environment; schema 0.3 entries whose ``exec-env`` lacks it are left out.
-    :param texts: the text of each file a patch comes from, by its name (the descriptor's is its own): where
-        each key is written, for the line and column of a problem.
     :param base_dir: where relative ``uri`` paths resolve (the descriptor's directory by default).
     :param exists: whether a path is there: a ``uri`` without a scheme names a path when one of its name is in
         ``base_dir`` (:func:`preparer.fetch.locator.parse_locator`). By default none is: nothing is read.
     :raises DescriptorError: the first problem in the files' order (the descriptor's, then the platform file's),
         line by line, with every problem found in ``problems`` (exit 3).
     """
-    config, reader = _read(descriptor, patches, exec_env, texts, base_dir, exists)
+    config, reader = _read(descriptor, patches, exec_env, base_dir, exists)
     if reader.problems:
         problems = reader.in_file_order()
         raise with_fields(problems[0], problems=problems)
@@ -147,13 +140,12 @@ def config_problems(
     descriptor: ProjectDescriptor,
     patches: Sequence[Layer] = (),
     exec_env: str = "production",
-    texts: Mapping[str, str] | None = None,
     *,
     base_dir: Path | None = None,
     exists: Callable[[Path], bool] | None = None,
 ) -> tuple[DescriptorError, ...]:
     """Every problem of the effective configuration (:func:`effective_config`), in the files' order."""
-    return _read(descriptor, patches, exec_env, texts, base_dir, exists)[1].in_file_order()
+    return _read(descriptor, patches, exec_env, base_dir, exists)[1].in_file_order()
 
 
 def _nothing_exists(_: Path) -> bool:
@@ -164,18 +156,14 @@ def _read(
     descriptor: ProjectDescriptor,
     patches: Sequence[Layer],
     exec_env: str,
-    texts: Mapping[str, str] | None,
     base_dir: Path | None,
     exists: Callable[[Path], bool] | None,
 ) -> tuple[EffectiveConfig, _Reader]:
     layers = (*descriptor.layers, *patches)
     properties: TOMLTable = merge({}, *(layer.properties for layer in layers)) if layers else {}
-    known = dict(texts or {})
-    if descriptor.text is not None:
-        known[str(descriptor.path or "project.toml")] = descriptor.text
     if base_dir is None:
         base_dir = descriptor.path.parent if descriptor.path is not None else Path()
-    reader = _Reader(layers, descriptor.exec_env, exec_env, known, base_dir, exists or _nothing_exists)
+    reader = _Reader(layers, descriptor.exec_env, exec_env, base_dir, exists or _nothing_exists)
     config = reader.read(properties)
     return EffectiveConfig(
         properties=properties,
@@ -217,7 +205,6 @@ class _Reader:
         layers: Sequence[Layer],
         exec_env_supported: bool,
         exec_env: str,
-        texts: Mapping[str, str],
         base_dir: Path,
         exists: Callable[[Path], bool],
     ) -> None:
@@ -225,12 +212,10 @@ class _Reader:
         self.base_dir, self.exists = base_dir, exists
         self.exec_env_supported = exec_env_supported
         self.exec_env = exec_env
-        self.texts = texts
         self.unapplied: list[Unapplied] = []
         self.warnings: list[str] = []
         self.notes: list[str] = []
         self.problems: list[DescriptorError] = []
-        self.positions: dict[str, dict[KeyPath, tuple[int, int]]] = {}
 
     def spell(self, path: KeyPath) -> str:
         """``path`` as written in the last layer that set it."""
@@ -268,17 +253,7 @@ class _Reader:
         """The line and column where ``path`` (or the nearest table or array holding it) is written."""
         for layer in reversed(self.layers):
             if _has_path(layer.properties, path):
-                text = self.texts.get(layer.origin)
-                if text is None:
-                    break
-                from preparer.files._positions import (  # deferred: only a problem needs it
-                    key_positions,
-                    nearest,
-                )
-
-                if layer.origin not in self.positions:
-                    self.positions[layer.origin] = key_positions(text)
-                return nearest(self.positions[layer.origin], layer.written(path))
+                return layer.where(path)
         return None, None
 
     def in_file_order(self) -> tuple[DescriptorError, ...]:

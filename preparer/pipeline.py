@@ -32,7 +32,7 @@ from preparer.errors import (
 )
 from preparer.files.buildpack import installed_versions, similar_installed
 from preparer.files.order import Order, read_order
-from preparer.files.toml import dumps_toml, load_toml_text
+from preparer.files.toml import dumps_toml, read_toml
 from preparer.inputs import Inputs
 from preparer.interrupt import Cancel, Interrupted
 from preparer.metadata import MetadataWrite, describe_metadata, plan_metadata
@@ -291,18 +291,12 @@ def read_inputs(inputs: Inputs) -> tuple[ProjectDescriptor, EffectiveConfig, lis
         explicit=inputs.project_descriptor is not None,
         platform_namespace=inputs.platform_namespace,
     )
-    platform_file, texts = None, {}
+    platform_file = None
     if inputs.platform_config is not None:
-        platform_file, texts[str(inputs.platform_config)] = load_toml_text(
-            inputs.platform_config, "platform config"
-        )
-    patches, platform_warnings = platform_layers(
-        descriptor, inputs.platform_namespace, platform_file, str(inputs.platform_config), texts
-    )
+        platform_file = read_toml(inputs.platform_config, "platform config")
+    patches, platform_warnings = platform_layers(descriptor, inputs.platform_namespace, platform_file)
     base_dir = descriptor.path.parent if descriptor.path else inputs.app_dir  # as the plan resolves paths
-    config = effective_config(
-        descriptor, patches, inputs.exec_env, texts, base_dir=base_dir, exists=os.path.exists
-    )
+    config = effective_config(descriptor, patches, inputs.exec_env, base_dir=base_dir, exists=os.path.exists)
     warnings = [
         *config.warnings[: len(descriptor.warnings)],
         *platform_warnings,

@@ -5,29 +5,25 @@ its key or rule, and the walk goes on with the next.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from preparer.errors import PolicyError, with_fields
 from preparer.policy.rules import Rule
 
+if TYPE_CHECKING:
+    from preparer.files.toml import KeyPath, Places
+
 T = TypeVar("T")
-
-#: A table header, ``[name]`` or ``[[name]]``.
-_HEADER = re.compile(r"^\s*\[+\s*([^\[\]]+?)\s*\]+")
-
-
-def _table(header: re.Match[str]) -> str:
-    """The dotted name of the table a header opens, quotes and spaces removed."""
-    return header.group(1).replace(" ", "").replace('"', "")
 
 
 class Findings:
-    """The rules and problems of one policy file as its walk finds them."""
+    """The rules and problems of one policy file as its walk finds them; ``places``: where its keys are written
+    (the reader's, :class:`preparer.files.toml.Places`)."""
 
-    def __init__(self, path: str, text: str, action: str) -> None:
-        self.path, self.lines, self.action = path, text.splitlines(), action
+    def __init__(self, path: str, places: Places, action: str) -> None:
+        self.path, self.places, self.action = path, places, action
+        #: Each key the policy sets, and where (for the messages of the decisions it makes).
         self.rules: dict[str, Rule] = {}
         self.problems: list[PolicyError] = []
 
@@ -39,39 +35,18 @@ class Findings:
             self.problems.append(problem)
             return default
 
-    def where(self, key: str) -> str:
-        """``line N of FILE`` where ``key`` (dotted) is written, or the file."""
-        line = self.line(key)
+    def line(self, key: str | KeyPath) -> int | None:
+        """The line where ``key`` (dotted, or its path) is written, as a table or a key."""
+        return self.places.line(tuple(key.split(".")) if isinstance(key, str) else key)
+
+    def where(self, line: int | None) -> str:
+        """``line N of FILE``, or the file."""
         return f"line {line} of {self.path}" if line else self.path
 
-    def line(self, key: str) -> int | None:
-        """The line where ``key`` (dotted) is written: as a table, or as a key of a table header."""
-        parts = key.split(".")
-        current = ""
-        for number, line in enumerate(self.lines, 1):
-            header = _HEADER.match(line)
-            if header:
-                current = _table(header)
-                if current == key:
-                    return number
-                continue
-            for split in range(len(parts)):
-                table, rest = ".".join(parts[:split]), ".".join(parts[split:])
-                if current == table and re.match(rf"^\s*{re.escape(rest)}\s*=", line):
-                    return number
-        return None
-
-    def headers(self, key: str) -> list[int]:
-        """The lines of every ``[[key]]`` header, in order."""
-        found = []
-        for number, line in enumerate(self.lines, 1):
-            header = _HEADER.match(line)
-            if header and header.group(0).lstrip().startswith("[[") and _table(header) == key:
-                found.append(number)
-        return found
-
-    def fail(self, key: str, problem: str) -> PolicyError:
-        return self.error(key, self.line(key), f"{key} ({self.where(key)}): {problem}")
+    def fail(self, key: str, problem: str, path: KeyPath | None = None) -> PolicyError:
+        """The problem of ``key`` (dotted; written at ``path`` when it holds a dot of its own)."""
+        line = self.line(key if path is None else path)
+        return self.error(key, line, f"{key} ({self.where(line)}): {problem}")
 
     def error(self, key: str, line: int | None, cause: str) -> PolicyError:
         return with_fields(PolicyError(self.action, cause), path=self.path, key=key, line=line)

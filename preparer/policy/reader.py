@@ -12,12 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
-import tomli
-
 from preparer.descriptor import lookup
 from preparer.errors import PolicyError, with_fields
 from preparer.fetch.guard import SIGNATURE_MAX_AGE
-from preparer.files.toml import readable
+from preparer.files.toml import Document, parse_toml, read_toml
 from preparer.policy.problems import Findings, known_here
 from preparer.policy.rules import KINDS, Limits, Policy, Rule, canonical_globs
 from preparer.policy.signed_by import SignedByReader
@@ -50,12 +48,10 @@ def load_policy(path: Path) -> Policy:
         key and its line; its ``problems`` holds every problem of the file, in the file's order.
     """
     action = f"read policy {path}"
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_POLICY_BYTES + 1)
-    except OSError as err:
-        raise with_fields(PolicyError(action, err.strerror or str(err)), path=str(path)) from err
-    return _parse(data, str(path), action, Path(path).parent, {})
+    read = read_toml(
+        Path(path), "policy", error=PolicyError, action=action, limit=MAX_POLICY_BYTES, named=False
+    )
+    return _checked(read, action, Path(path).parent, {})
 
 
 def parse_policy(
@@ -75,8 +71,11 @@ def parse_policy(
     :param name: names the policy in messages.
     :raises PreparerError: a :class:`~preparer.errors.PolicyError`, as :func:`load_policy` (exit 3).
     """
-    data = text.encode(errors="surrogatepass") if isinstance(text, str) else text
-    return _parse(data, name, f"read policy {name}", None if base is None else Path(base), dict(keys or {}))
+    action = f"read policy {name}"
+    read = parse_toml(
+        text, name, "policy", error=PolicyError, action=action, limit=MAX_POLICY_BYTES, named=False
+    )
+    return _checked(read, action, None if base is None else Path(base), dict(keys or {}))
 
 
 def check_policy(
@@ -107,22 +106,10 @@ def check_policy(
     return ()
 
 
-def _parse(data: bytes, name: str, action: str, base: Path | None, keys: dict[str, bytes]) -> Policy:
-    def fail(cause: str, line: int | None = None) -> PolicyError:
-        return with_fields(PolicyError(action, cause), path=name, line=line)
-
-    if len(data) > MAX_POLICY_BYTES:
-        raise fail(f"larger than {MAX_POLICY_BYTES} bytes")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise fail(str(err)) from err
-    try:
-        doc = tomli.loads(text)
-    except tomli.TOMLDecodeError as err:  # in the words the descriptor's errors use (a table given twice...)
-        raise fail(readable(err, text), getattr(err, "lineno", None)) from err
-    found = Findings(name, text, action)
-    policy = _Parser(found, base, keys).policy(doc)
+def _checked(read: Document, action: str, base: Path | None, keys: dict[str, bytes]) -> Policy:
+    """The policy ``read``, every key checked: every problem found, in the file's order."""
+    found = Findings(read.name, read.places, action)
+    policy = _Parser(found, base, keys).policy(read.table)
     if found.problems:
         problems = tuple(sorted(found.problems, key=lambda p: (p.line is None, p.line or 0)))
         raise with_fields(problems[0], problems=problems)
@@ -141,8 +128,9 @@ class _Parser:
         for key, value in doc.items():
             dotted = f"{prefix}.{key}" if prefix else key
             if key not in allowed:
+                path = (*prefix.split("."), key) if prefix else (key,)  # as written: a key may hold a dot
                 self.found.problems.append(
-                    self.found.fail(dotted, f"unknown key ({known_here(key, sorted(allowed))})")
+                    self.found.fail(dotted, f"unknown key ({known_here(key, sorted(allowed))})", path)
                 )
                 continue
             if dotted == "image.signed-by":

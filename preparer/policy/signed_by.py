@@ -4,7 +4,6 @@ stops the run before any request), its identities, and the trusted root they nee
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +13,7 @@ from preparer.policy.problems import Findings, known_here
 from preparer.policy.rules import Rule, canonical_globs
 
 if TYPE_CHECKING:
+    from preparer.files.toml import KeyPath
     from preparer.policy.keyless.model import TrustedRoot
     from preparer.policy.keys import PublicKey
     from preparer.policy.signatures import Identity, SignedBy
@@ -40,13 +40,11 @@ class SignedByReader:
             raise self.found.fail(key, "must be an array of tables ([[image.signed-by]])")
         from preparer.policy.signatures import SignedBy  # deferred: only policies with signature rules
 
-        headers = self.found.headers(key)
-        identity_lines = iter(self.found.headers(f"{key}.identities"))
         root: list[TrustedRoot | None] = []  # read once, for the first rule with identities
         rules = []
         for index, table in enumerate(value):
-            line = headers[index] if index < len(headers) else None
-            where = f"line {line} of {self.found.path}" if line else self.found.path
+            line = self.found.line(("image", "signed-by", index))
+            where = self.found.where(line)
             before = len(self.found.problems)
             unknown = sorted(set(table) - {"images", "keys", "identities"})
             if unknown:
@@ -60,14 +58,16 @@ class SignedByReader:
             keys = self.found.attempt(
                 partial(self.keys, table.get("keys"), "identities" in table, key, line, where), no_keys
             )
-            identities = self.identities(table.get("identities"), identity_lines, where)
+            identities = self.identities(
+                table.get("identities"), ("image", "signed-by", index, "identities"), where
+            )
             if identities and not root:
                 no_root: TrustedRoot | None = None
                 root.append(self.found.attempt(partial(self.trusted_root, doc, where), no_root))
             if len(self.found.problems) == before:
                 trusted = root[0] if identities and root else None
                 rules.append(SignedBy(tuple(images), keys, line, identities, trusted))
-        self.found.rules[key] = Rule(key, headers[0] if headers else None)
+        self.found.rules[key] = Rule(key, self.found.line(key))
         return tuple(rules)
 
     def images(self, table: dict[str, Any], line: int | None, where: str) -> tuple[str, ...]:
@@ -136,7 +136,7 @@ class SignedByReader:
             return Path(written)
         return None if self.base is None else self.base / written
 
-    def identities(self, value: Any, lines: Iterator[int], rule: str) -> tuple[Identity, ...]:
+    def identities(self, value: Any, path: KeyPath, rule: str) -> tuple[Identity, ...]:
         """The ``[[image.signed-by.identities]]`` of one rule: each an issuer (``issuer`` or ``issuer-regexp``) and a
         subject (``subject`` or ``subject-regexp``), as cosign requires both; a regexp must compile."""
         if value is None:
@@ -150,8 +150,8 @@ class SignedByReader:
             )
             return ()
         found = []
-        for table in value:
-            line = next(lines, None)
+        for index, table in enumerate(value):
+            line = self.found.line((*path, index))
             none: Identity | None = None
             identity = self.found.attempt(partial(self.identity, table, line), none)
             if identity is not None:
@@ -162,7 +162,7 @@ class SignedByReader:
         from preparer.policy.signatures import Identity  # deferred, as SignedBy
 
         key = "image.signed-by.identities"
-        where = f"line {line} of {self.found.path}" if line else self.found.path
+        where = self.found.where(line)
         known = {"issuer", "issuer-regexp", "subject", "subject-regexp"}
         unknown = sorted(set(table) - known)
         if unknown:
