@@ -294,12 +294,11 @@ class _Tokens:
         self.bare = re.compile(r"[A-Za-z0-9_-]*").match
         self.basic = re.compile(r'"((?:[^"\\\n]+|\\.)*)"').match
         self.literal = re.compile(r"'([^'\n]*)'").match
-        self.multi_basic = re.compile(r'"""(?:[^"\\]+|\\[\s\S]|"(?!""))*"""(?:"{1,2})?').match
-        self.multi_literal = re.compile(r"'''(?:[^']+|'(?!''))*'''(?:'{1,2})?").match
         self.scalar = re.compile(r"[^,\]}#\r\n]*").match  # a number, a date, a boolean: up to what ends it
         self.integer = re.compile(r"[+-]?(?:0x[0-9A-Fa-f_]+|0o[0-7_]+|0b[01_]+|[0-9_]+)").fullmatch
-        #: Digits as zeros: where 19 zeros follow one another, an array read whole may hold an integer out of range.
-        self.digits = str.maketrans("123456789_", "000000000" + "0")
+        #: Digits (hexadecimal too) as zeros: where 16 follow one another, an array read whole may hold an integer
+        #: out of range (``0x`` and 16 digits at least, 19 decimal digits), in a string maybe: then read again.
+        self.digits = str.maketrans(dict.fromkeys("123456789abcdefABCDEF_", "0"))
         self.flat_element = re.compile(r'"[^"\n]*"|[^ \t\r\n,"]+').finditer
         self.escape = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|x([0-9A-Fa-f]{2})|(.))")
 
@@ -463,8 +462,7 @@ class _Pass:
     def string(self, quote: str) -> None:
         text, tokens = self.text, self.tokens
         if text.startswith(quote * 3, self.at):
-            found = (tokens.multi_basic if quote == '"' else tokens.multi_literal)(text, self.at)
-            self.at = len(text) if found is None else found.end()  # not closed: tomli says so
+            self.at = _multiline_end(text, self.at + 3, quote)
             return
         found = (tokens.basic if quote == '"' else tokens.literal)(text, self.at)
         self.at = found.end() if found is not None else self.at + 1
@@ -552,9 +550,25 @@ def _ends(pattern: re.Pattern[str]) -> Callable[[str, int], int]:
     return end
 
 
-def _long_number(span: str, digits: dict[int, int]) -> bool:
+def _long_number(span: str, digits: dict[int, str]) -> bool:
     """Whether ``span`` may hold an integer too long for TOML's range (in a string too, then read again)."""
-    return span.translate(digits).find("0" * 19) >= 0 or any(prefix in span for prefix in ("0x", "0o", "0b"))
+    return span.translate(digits).find("0" * 16) >= 0
+
+
+def _multiline_end(text: str, at: int, quote: str) -> int:
+    """Just past the multi-line string whose content starts at ``at`` (the text's end when it is not closed: tomli
+    says so): its closing quotes, and up to two more that end its content."""
+    while (found := text.find(quote * 3, at)) >= 0:
+        escapes = found
+        while quote == '"' and escapes > at and text[escapes - 1] == "\\":
+            escapes -= 1
+        if (found - escapes) % 2 == 0:  # not an escaped quote
+            end = found + 3
+            while end < len(text) and text[end] == quote and end - found < 5:
+                end += 1
+            return end
+        at = found + 1
+    return len(text)
 
 
 def _names(key: str) -> list[str]:
