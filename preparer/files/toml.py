@@ -14,7 +14,6 @@ where the class has them (docs/decisions.md, "One TOML reader").
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -75,7 +74,9 @@ class Places:
 
     def place(self, offset: int) -> tuple[int, int]:
         """The line and column (both from 1) of the character at ``offset`` of the text."""
-        if self.starts is None:  # a problem asks: most documents never need it
+        import bisect  # deferred: only a problem asks where it is
+
+        if self.starts is None:  # most documents never need it
             self.starts = [0, *(m.end() for m in re.finditer("\n", self.text))]
         line = bisect.bisect_right(self.starts, offset)
         return line, offset - self.starts[line - 1] + 1
