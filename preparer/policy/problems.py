@@ -12,7 +12,8 @@ from preparer.errors import PolicyError, with_fields
 from preparer.policy.rules import Rule
 
 if TYPE_CHECKING:
-    from preparer.files.toml import KeyPath, Places
+    from preparer._types import KeyPath
+    from preparer.files.toml import Places
 
 T = TypeVar("T")
 

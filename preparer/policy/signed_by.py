@@ -13,7 +13,7 @@ from preparer.policy.problems import Findings, known_here
 from preparer.policy.rules import Rule, canonical_globs
 
 if TYPE_CHECKING:
-    from preparer.files.toml import KeyPath
+    from preparer._types import KeyPath
     from preparer.policy.keyless.model import TrustedRoot
     from preparer.policy.keys import PublicKey
     from preparer.policy.signatures import Identity, SignedBy

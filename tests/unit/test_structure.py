@@ -157,3 +157,13 @@ def test_only_the_reader_parses_toml() -> None:
         text = path.read_text(encoding="utf-8")
         found += [f"{name}: {m[0]}" for m in re.finditer(r"\b(?:tomli\.\w+|tomllib\b)", text)]
     assert found == []
+
+
+def test_only_the_reader_makes_its_pass() -> None:
+    """Where keys are written comes from the reader's own pass, part of the same read: no caller runs a scanner."""
+    importers = sorted(
+        name
+        for name, (_, tree) in MODULES.items()
+        if {"preparer.files._toml_pass", "preparer.files._toml_words"} & _imported(name, tree)
+    )
+    assert importers == ["preparer.files.toml"]
