@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from preparer._lookalike import first_lookalike
 from preparer._near import closest
 from preparer._record import field, record
-from preparer._types import TOMLTable
+from preparer._types import KeyPath, TOMLTable
 from preparer.api import APIVersion
 from preparer.descriptor import (
     NOT_APPLIED,
-    KeyPath,
     Layer,
     ProjectDescriptor,
     Unapplied,

@@ -22,7 +22,7 @@ from typing import Any
 
 from preparer._near import closest
 from preparer._record import record
-from preparer._types import TOMLTable
+from preparer._types import KeyPath, TOMLTable
 from preparer.api import SUPPORTED_PLATFORM_APIS
 from preparer.errors import DescriptorError, with_fields
 from preparer.files.toml import Places, read_toml
@@ -30,8 +30,6 @@ from preparer.files.toml import Places, read_toml
 #: Descriptor schemas this preparer reads, keyed to the module-level parser for each.
 SUPPORTED_SCHEMAS = ("0.1", "0.2", "0.3")
 _VERSION = re.compile(r"^(0|[1-9][0-9]*)(?:\.(0|[1-9][0-9]*))?$")
-
-KeyPath = tuple[str | int, ...]
 
 
 @record
