@@ -47,7 +47,8 @@ if TYPE_CHECKING:
     from preparer.interrupt import Cancel
     from preparer.pipeline import plan_run, prepare, run_plan
     from preparer.plan import NotInstalled, Plan, PlannedDownload
-    from preparer.policy.rules import Policy, check_policy, parse_policy
+    from preparer.policy.reader import check_policy, parse_policy
+    from preparer.policy.rules import Policy
     from preparer.progress import Download
     from preparer.report import BuildpackRecord, EnvRecord, LockChange, LockRecord, Report, SignatureRecord
 
@@ -121,7 +122,8 @@ _HOMES = {
     "Unreachable": "preparer.fetch.transport",
     "Locked": "preparer.files.locked",
     "NotInstalled": "preparer.plan",
-    **dict.fromkeys(("Policy", "check_policy", "parse_policy"), "preparer.policy.rules"),
+    "Policy": "preparer.policy.rules",
+    **dict.fromkeys(("check_policy", "parse_policy"), "preparer.policy.reader"),
     "Inputs": "preparer.inputs",
     "Cancel": "preparer.interrupt",
     "committed_report": "preparer.entrypoints",

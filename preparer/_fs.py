@@ -334,3 +334,31 @@ def no_space(err: OSError, place: str, directory: Path | str) -> str:
     if err.errno == errno.EDQUOT:
         cause += f": the disk quota of uid {os.geteuid()} is used up"
     return cause
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, which must be a regular file (a link to one is fine) of at most ``limit`` bytes.
+
+    Opened without blocking, so a FIFO or a terminal is refused instead of waited on, and a device such as
+    ``/dev/zero`` is refused instead of read forever.
+
+    :raises OSError: as ``open`` does; ``ValueError`` with the reason for anything that is not such a file.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file")
+        if info.st_size > limit:
+            raise ValueError(f"larger than {limit} bytes")
+        chunks, size = [], 0
+        while chunk := os.read(fd, limit + 1 - size):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise ValueError(f"larger than {limit} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

@@ -21,14 +21,15 @@ from preparer._logger import CallerFailed, log
 from preparer._record import record
 from preparer.api import verify_buildpack_api
 from preparer.appfilter import Trash
-from preparer.files._toml import PendingWrites, dumps_toml
 from preparer.files.buildpack import buildpack_dir, read_buildpack_toml
 from preparer.files.order import Order, OrderElement, dumps_order
+from preparer.files.toml import dumps_toml
 from preparer.inputs import Inputs
 from preparer.lock.modes import check_locked, committed_lock, written_entries
 from preparer.plan import Fetch, Plan, Present, Step, compose_order
 from preparer.report import BuildpackRecord, LockRecord, SignatureRecord
 from preparer.target import Target, check_targets, directory_files, installed
+from preparer.writes import PendingWrites
 
 if TYPE_CHECKING:
     from preparer.fetch.base import Fetched

@@ -4,22 +4,21 @@ or a service checking what a user submits before it queues a build.
 It reads the text given (or the one file named), changes nothing, and asks no server: what only ``<buildpacks>``,
 the network or the app directory can tell (an id not installed, a path that does not exist, an archive) is the
 run's to find. Everything else a run refuses from the files' text is found here, by the same functions: reading
-(:func:`preparer.files._toml.load_toml_text`: size, UTF-8, TOML, nesting), the schema
+(:func:`preparer.files.toml.read_toml`: size, UTF-8, TOML, its bounds), the schema
 (:func:`preparer.descriptor.parse_descriptor`) and the configuration (:func:`preparer.config.effective_config`:
-every key, id, version, env name, pattern, and every ``uri`` by :func:`preparer.config.entry_locator`), so the
+every key, id, version, env name, pattern, and every ``uri`` by :func:`preparer.values.entry_locator`), so the
 first problem listed is the one the command prints first.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
 from preparer.config import config_problems, platform_layers
 from preparer.descriptor import located, parse_descriptor
-from preparer.errors import DescriptorError, InvalidInputsError, PreparerError, with_fields
-from preparer.files._toml import MAX_TOML, decode_toml, load_toml_text, parse_toml, position
+from preparer.errors import DescriptorError, InvalidInputsError, with_fields
+from preparer.files.toml import Document, parse_toml, read_toml
 
 
 def check_descriptor(
@@ -53,53 +52,28 @@ def check_descriptor(
     name = Path(path if path is not None else "project.toml")
     # As a run sees the project: the file's directory, when the file is read; nothing beside a text given.
     exists = os.path.exists if text is None else None
-    texts: dict[str, str] = {}
     try:
-        document, texts[str(name)] = _read(name, text, "project descriptor")
+        read = _read(name, text, "project descriptor")
         try:
-            descriptor = replace(parse_descriptor(document, name, platform_namespace), text=texts[str(name)])
+            descriptor = parse_descriptor(read.table, name, platform_namespace, read.places)
         except DescriptorError as err:
-            return (located(err, str(name), texts[str(name)]),)
-        platform_file, config_name = None, Path("platform file")
+            return (located(err, str(name), read.places),)
+        platform_file = None
         if platform_config is not None or platform_config_text is not None:
             config_name = Path(platform_config if platform_config is not None else "platform file")
-            platform_file, texts[str(config_name)] = _read(
-                config_name, platform_config_text, "platform config"
-            )
-        patches, _ = platform_layers(descriptor, platform_namespace, platform_file, str(config_name), texts)
+            platform_file = _read(config_name, platform_config_text, "platform config")
+        patches, _ = platform_layers(descriptor, platform_namespace, platform_file)
     except InvalidInputsError as err:  # a DescriptorError, or a platform file without a namespace
         return (err if isinstance(err, DescriptorError) else _as_descriptor_error(err),)
-    return config_problems(descriptor, patches, exec_env, texts, base_dir=name.parent, exists=exists)
+    return config_problems(descriptor, patches, exec_env, base_dir=name.parent, exists=exists)
 
 
-def _read(name: Path, text: str | bytes | None, what: str) -> tuple[dict[str, object], str]:
-    """The document and text of ``name`` (read from disk when ``text`` is ``None``), read as a run reads a file.
+def _read(name: Path, text: str | bytes | None, what: str) -> Document:
+    """The file ``name`` (read from disk when ``text`` is ``None``), read as a run reads a file.
 
-    :raises DescriptorError: larger than a run reads (before anything else), not UTF-8, not TOML.
+    :raises DescriptorError: larger than a run reads (before anything else), not UTF-8, not TOML, past a bound.
     """
-    if text is None:
-        return load_toml_text(name, what)
-    where = f"{name}: "
-
-    def fail(verb: str, cause: str) -> PreparerError:
-        return with_fields(DescriptorError(f"{verb} {what}", cause), path=str(name))
-
-    # Measured before anything is parsed: a character is one to four bytes.
-    if len(text) > MAX_TOML or (
-        isinstance(text, str) and len(text.encode(errors="surrogatepass")) > MAX_TOML
-    ):
-        raise fail("read", f"{where}larger than {MAX_TOML} bytes")
-    if isinstance(text, bytes):
-        text = decode_toml(text, fail, where)
-    else:
-        try:
-            text.encode()
-        except UnicodeEncodeError as err:  # a lone surrogate: no file holds one
-            line, column = position(text, err.start)
-            failed = fail("parse", f"{where}not UTF-8 text ({err.reason})")
-            raise with_fields(failed, line=line, column=column) from err
-        text = text.removeprefix("\ufeff")  # read over, as from a file
-    return parse_toml(text, fail, where), text
+    return read_toml(name, what) if text is None else parse_toml(text, str(name), what)
 
 
 def _as_descriptor_error(error: InvalidInputsError) -> DescriptorError:

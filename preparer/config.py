@@ -8,7 +8,6 @@ It then checks every applied property (violations exit 3) and names every proper
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -16,50 +15,33 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from preparer._lookalike import first_lookalike
 from preparer._near import closest
 from preparer._record import field, record
-from preparer._types import TOMLTable
+from preparer._types import KeyPath, TOMLTable
 from preparer.api import APIVersion
-from preparer.descriptor import KeyPath, Layer, ProjectDescriptor, Unapplied, kind_of, located, lookup
+from preparer.descriptor import (
+    NOT_APPLIED,
+    Layer,
+    ProjectDescriptor,
+    Unapplied,
+    kind_of,
+    located,
+    lookup,
+)
+from preparer.entries import EnvEntry, GroupEntry, Script
 from preparer.errors import DescriptorError, InvalidInputsError, with_fields
 from preparer.files.buildpack import check_id, version_problem
 from preparer.overlay import merge, nulls_from_empty_tables
-from preparer.report import NOT_APPLIED
+from preparer.values import (
+    UriProblem,
+    entry_locator,
+    env_name_problem,
+    pattern_problem,
+    version_range_problem,
+)
 
 if TYPE_CHECKING:
-    from preparer.fetch.locator import Locator
+    from preparer.files.toml import Document, Places
 
 T = TypeVar("T")
-
-
-@record
-class Script:
-    """An inline buildpack's ``script`` table."""
-
-    api: str
-    inline: str
-    shell: str = "/bin/sh"
-
-
-@record
-class GroupEntry:
-    """One entry of ``group``, ``pre.group`` or ``post.group``."""
-
-    #: Where the entry was written, e.g. ``io.buildpacks.group[1]``.
-    key: str
-    id: str | None = None
-    version: str | None = None
-    uri: str | None = None
-    script: Script | None = None
-    #: The file that set the entry (the descriptor or the platform file), for messages.
-    file: str = "project.toml"
-
-
-@record
-class EnvEntry:
-    """One ``build.env`` variable."""
-
-    key: str
-    name: str
-    value: str
 
 
 @record
@@ -88,17 +70,12 @@ class EffectiveConfig:
 
 
 def platform_layers(
-    descriptor: ProjectDescriptor,
-    namespace: str | None,
-    platform_file: TOMLTable | None = None,
-    platform_file_name: str = "platform file",
-    texts: Mapping[str, str] | None = None,
+    descriptor: ProjectDescriptor, namespace: str | None, platform_file: Document | None = None
 ) -> tuple[list[Layer], list[str]]:
     """The patches laid over the defaults, as layers: the namespace table of project.toml, then the platform
     file's table (``[pack]`` for ``io.buildpacks.pack``, or the whole dotted name); and warnings about them.
 
-    :param texts: the platform file's text, by its name: where a namespace that is not a table is written (the
-        descriptor's is its own).
+    :param platform_file: the platform file (``-platform-config``), read (:func:`preparer.files.toml.read_toml`).
     :raises InvalidInputsError: a platform file without a namespace, or a namespace that is not a table (exit 3).
     """
     layers: list[Layer] = []
@@ -107,40 +84,37 @@ def platform_layers(
         if platform_file is not None:
             raise InvalidInputsError("read platform config", "-platform-config needs -platform-namespace")
         return layers, warnings
-    known = dict(texts or {})
-    if descriptor.text is not None:
-        known[str(descriptor.path or "project.toml")] = descriptor.text
     table = lookup(descriptor.document, namespace)
     if table is not None:
-        layers.append(_patch_layer(table, namespace, str(descriptor.path or "project.toml"), known))
+        origin = str(descriptor.path or "project.toml")
+        layers.append(_patch_layer(table, namespace, origin, descriptor.places))
     if platform_file is not None:
         short = namespace.rsplit(".", 1)[-1]
         for name in (short, namespace):
-            table = lookup(platform_file, name)
+            table = lookup(platform_file.table, name)
             if table is not None:
-                layers.append(_patch_layer(table, name, platform_file_name, known))
+                layers.append(_patch_layer(table, name, platform_file.name, platform_file.places))
                 break
         else:
             warnings.append(
-                f"{platform_file_name} has no [{short}] or [{namespace}] table; nothing to overlay"
+                f"{platform_file.name} has no [{short}] or [{namespace}] table; nothing to overlay"
             )
     return layers, warnings
 
 
-def _patch_layer(table: object, prefix: str, origin: str, texts: Mapping[str, str]) -> Layer:
+def _patch_layer(table: object, prefix: str, origin: str, places: Places | None) -> Layer:
     if not isinstance(table, dict):
         error = with_fields(DescriptorError(f"read {origin}", f"{prefix} must be a table"), key=prefix)
-        raise located(error, origin, texts[origin]) if origin in texts else with_fields(error, path=origin)
+        raise located(error, origin, places) if places is not None else with_fields(error, path=origin)
     # The table's own schema-version is its version, not a property.
     properties = {k: v for k, v in table.items() if k != "schema-version"}
-    return Layer(nulls_from_empty_tables(properties) or {}, prefix, origin)
+    return Layer(nulls_from_empty_tables(properties) or {}, prefix, origin, places=places)
 
 
 def effective_config(
     descriptor: ProjectDescriptor,
     patches: Sequence[Layer] = (),
     exec_env: str = "production",
-    texts: Mapping[str, str] | None = None,
     *,
     base_dir: Path | None = None,
     exists: Callable[[Path], bool] | None = None,
@@ -148,15 +122,13 @@ def effective_config(
     """Overlay ``patches`` onto the descriptor's defaults, then check and type the result.
 
     :param exec_env: the build's execution environment; schema 0.3 entries whose ``exec-env`` lacks it are left out.
-    :param texts: the text of each file a patch comes from, by its name (the descriptor's is its own): where
-        each key is written, for the line and column of a problem.
     :param base_dir: where relative ``uri`` paths resolve (the descriptor's directory by default).
     :param exists: whether a path is there: a ``uri`` without a scheme names a path when one of its name is in
         ``base_dir`` (:func:`preparer.fetch.locator.parse_locator`). By default none is: nothing is read.
     :raises DescriptorError: the first problem in the files' order (the descriptor's, then the platform file's),
         line by line, with every problem found in ``problems`` (exit 3).
     """
-    config, reader = _read(descriptor, patches, exec_env, texts, base_dir, exists)
+    config, reader = _read(descriptor, patches, exec_env, base_dir, exists)
     if reader.problems:
         problems = reader.in_file_order()
         raise with_fields(problems[0], problems=problems)
@@ -167,13 +139,12 @@ def config_problems(
     descriptor: ProjectDescriptor,
     patches: Sequence[Layer] = (),
     exec_env: str = "production",
-    texts: Mapping[str, str] | None = None,
     *,
     base_dir: Path | None = None,
     exists: Callable[[Path], bool] | None = None,
 ) -> tuple[DescriptorError, ...]:
     """Every problem of the effective configuration (:func:`effective_config`), in the files' order."""
-    return _read(descriptor, patches, exec_env, texts, base_dir, exists)[1].in_file_order()
+    return _read(descriptor, patches, exec_env, base_dir, exists)[1].in_file_order()
 
 
 def _nothing_exists(_: Path) -> bool:
@@ -184,18 +155,14 @@ def _read(
     descriptor: ProjectDescriptor,
     patches: Sequence[Layer],
     exec_env: str,
-    texts: Mapping[str, str] | None,
     base_dir: Path | None,
     exists: Callable[[Path], bool] | None,
 ) -> tuple[EffectiveConfig, _Reader]:
     layers = (*descriptor.layers, *patches)
     properties: TOMLTable = merge({}, *(layer.properties for layer in layers)) if layers else {}
-    known = dict(texts or {})
-    if descriptor.text is not None:
-        known[str(descriptor.path or "project.toml")] = descriptor.text
     if base_dir is None:
         base_dir = descriptor.path.parent if descriptor.path is not None else Path()
-    reader = _Reader(layers, descriptor.exec_env, exec_env, known, base_dir, exists or _nothing_exists)
+    reader = _Reader(layers, descriptor.exec_env, exec_env, base_dir, exists or _nothing_exists)
     config = reader.read(properties)
     return EffectiveConfig(
         properties=properties,
@@ -237,7 +204,6 @@ class _Reader:
         layers: Sequence[Layer],
         exec_env_supported: bool,
         exec_env: str,
-        texts: Mapping[str, str],
         base_dir: Path,
         exists: Callable[[Path], bool],
     ) -> None:
@@ -245,12 +211,10 @@ class _Reader:
         self.base_dir, self.exists = base_dir, exists
         self.exec_env_supported = exec_env_supported
         self.exec_env = exec_env
-        self.texts = texts
         self.unapplied: list[Unapplied] = []
         self.warnings: list[str] = []
         self.notes: list[str] = []
         self.problems: list[DescriptorError] = []
-        self.positions: dict[str, dict[KeyPath, tuple[int, int]]] = {}
 
     def spell(self, path: KeyPath) -> str:
         """``path`` as written in the last layer that set it."""
@@ -288,17 +252,7 @@ class _Reader:
         """The line and column where ``path`` (or the nearest table or array holding it) is written."""
         for layer in reversed(self.layers):
             if _has_path(layer.properties, path):
-                text = self.texts.get(layer.origin)
-                if text is None:
-                    break
-                from preparer.files._positions import (  # deferred: only a problem needs it
-                    key_positions,
-                    nearest,
-                )
-
-                if layer.origin not in self.positions:
-                    self.positions[layer.origin] = key_positions(text)
-                return nearest(self.positions[layer.origin], layer.written(path))
+                return layer.where(path)
         return None, None
 
     def in_file_order(self) -> tuple[DescriptorError, ...]:
@@ -562,102 +516,6 @@ _MISPLACED: dict[tuple[str, ...], tuple[str, ...]] = {
 }
 #: The keys whose values are arrays of tables, written ``[[key]]``.
 _ARRAYS = frozenset({("build", "env"), ("group",), ("pre", "group"), ("post", "group")})
-#: A version range (compiled on first use, by ``re``'s cache, as below: few runs name versions).
-_RANGE = r"^\s*[~^<>=!]|\|\||\s-\s|,"
-#: ``x``, ``X`` or ``*`` as one of the three numeric parts (``1.x``, ``1.2.*``); in a prerelease or build part
-#: (``1.0.0+build.x``) it is an ordinary identifier, as the lifecycle reads it.
-_WILDCARD = r"(^|\.)[xX*](\.|$)"
-
-
-@record
-class UriProblem:
-    """Why a group entry's ``uri`` is refused, from its text alone: said after the entry's key."""
-
-    #: Whether the ``uri`` is at fault (else the entry as a whole: an ``id`` that contradicts it).
-    on_uri: bool
-    #: What follows the entry's key in the message: ``.uri 'ftp://h/x': unsupported protocol 'ftp'``.
-    detail: str
-
-
-def entry_locator(
-    uri: str, bp_id: str | None, base_dir: Path, exists: Callable[[Path], bool]
-) -> Locator | UriProblem:
-    """What a group entry's ``uri`` names, or why it is refused (its form, scheme, URN, URL, port, image reference,
-    digest pin; a version range; an ``id`` that is not the bare id it names). The one check of a ``uri``: the
-    configuration is checked with it, and the plan makes its steps with it.
-
-    :param bp_id: the entry's ``id``, when it has one.
-    :param exists: whether a path is there; a ``uri`` without a scheme names a path when ``base_dir/<uri>`` is.
-    """
-    # Deferred: the fetch package (and what it imports) stays off runs whose entries name no uri.
-    from preparer.fetch.locator import BuilderLocator, IdLocator, parse_locator, redact
-
-    try:
-        locator = parse_locator(uri, base_dir, exists)
-    except InvalidInputsError as err:
-        return UriProblem(True, f".uri '{redact(uri)}': {err.cause}")
-    if isinstance(locator, BuilderLocator | IdLocator):
-        problem = None if locator.version is None else version_range_problem(locator.version)
-        if problem:
-            return UriProblem(True, f".uri: {problem}")
-        if isinstance(locator, IdLocator) and bp_id is not None and bp_id != locator.id:
-            return UriProblem(False, f": id '{bp_id}' does not match uri '{uri}'")
-    return locator
-
-
-def version_range_problem(version: str) -> str | None:
-    """Why ``version`` is refused when it is a range such as ``~0.20``, ``^1``, ``>=1`` or ``1.x``.
-
-    >>> version_range_problem("1.2.3") is None, version_range_problem("1.0.0+build.x") is None
-    (True, True)
-    """
-    core = re.split(r"[-+]", version, maxsplit=1)[0]
-    if re.search(_RANGE, version) is None and re.search(_WILDCARD, core) is None:
-        return None
-    return (
-        f"'{version}' is a version range, and ranges are not supported: give an exact version, "
-        "or no version for the highest one"
-    )
-
-
-#: Bounds on include/exclude patterns. Matching translates a pattern to a regular expression, whose backtracking
-#: grows as a name's length to the power of the wildcards in one path segment (``*a*a*a*b``), and of the ``**`` in
-#: one pattern: bounded, every pattern matches any name in a bounded time. Real patterns stay far below.
-MAX_STARS_PER_SEGMENT = 2
-MAX_DOUBLE_STARS = 4
-MAX_PATTERN = 1024
-
-
-def pattern_problem(pattern: str) -> str | None:
-    """Why an include/exclude ``pattern`` is refused, or ``None``.
-
-    >>> pattern_problem("dist/*.min.*.js") is None, pattern_problem("*a*a*b")
-    (True, "'*a*a*b' has 3 '*' in one path segment; at most 2 are allowed")
-    """
-    if len(pattern) > MAX_PATTERN:
-        return f"a pattern of {len(pattern)} characters; at most {MAX_PATTERN} are allowed"
-    segments = pattern.split("/")
-    double = sum(1 for segment in segments if segment == "**")
-    if double > MAX_DOUBLE_STARS:
-        return f"'{pattern}' has {double} '**'; at most {MAX_DOUBLE_STARS} are allowed"
-    for segment in segments:
-        stars = 0 if segment == "**" else segment.replace("**", "*").count("*")
-        if stars > MAX_STARS_PER_SEGMENT:
-            return f"'{pattern}' has {stars} '*' in one path segment; at most {MAX_STARS_PER_SEGMENT} are allowed"
-    return None
-
-
-def env_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be a file in ``<platform>/env`` (empty, ``.``, ``..``, or holding ``/``, ``=`` or NUL),
-    or ``None`` when it can."""
-    if not name:
-        return "an env name must not be empty"
-    if name in (".", ".."):
-        return f"'{name}' is not a valid env name"
-    for char, label in (("/", "'/'"), ("=", "'='"), ("\0", "NUL")):
-        if char in name:
-            return f"env name {name!r} must not contain {label}"
-    return None
 
 
 def _has_path(node: Any, path: KeyPath) -> bool:

@@ -22,16 +22,14 @@ from typing import Any
 
 from preparer._near import closest
 from preparer._record import record
-from preparer._types import TOMLTable
+from preparer._types import KeyPath, TOMLTable
 from preparer.api import SUPPORTED_PLATFORM_APIS
 from preparer.errors import DescriptorError, with_fields
-from preparer.files._toml import load_toml_text
+from preparer.files.toml import Places, read_toml
 
 #: Descriptor schemas this preparer reads, keyed to the module-level parser for each.
 SUPPORTED_SCHEMAS = ("0.1", "0.2", "0.3")
 _VERSION = re.compile(r"^(0|[1-9][0-9]*)(?:\.(0|[1-9][0-9]*))?$")
-
-KeyPath = tuple[str | int, ...]
 
 
 @record
@@ -46,6 +44,12 @@ class Layer:
     origin: str
     #: ``(normalised key prefix, written key prefix)`` pairs, e.g. ``(("group",), ("build", "buildpacks"))``.
     renames: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
+    #: Where the keys of the file the table is in are written (``None``: it was given as a table, not read).
+    places: Places | None = None
+
+    def where(self, path: KeyPath) -> tuple[int | None, int | None]:
+        """The line and column where ``path`` (or the nearest table or array holding it) is written."""
+        return (None, None) if self.places is None else self.places.nearest(self.written(path))
 
     def spell(self, path: KeyPath) -> str:
         """The dotted key of ``path`` as the user wrote it, arrays by index: ``io.buildpacks.group[0].foo``."""
@@ -83,8 +87,8 @@ class ProjectDescriptor:
     document: TOMLTable
     warnings: tuple[str, ...] = ()
     unapplied: tuple[Unapplied, ...] = ()
-    #: The file's text, where its keys are written (for messages); ``None`` without one.
-    text: str | None = None
+    #: Where the file's keys are written (for messages); ``None`` without a file read.
+    places: Places | None = None
 
 
 def empty_descriptor() -> ProjectDescriptor:
@@ -146,6 +150,10 @@ class Unapplied:
     def to_dict(self) -> dict[str, str]:
         """As the report file has it."""
         return {"key": self.key, "reason": self.reason}
+
+
+#: The reason an unapplied key is given when nothing more specific applies.
+NOT_APPLIED = "not applied by the preparer"
 
 
 def _namespace_typos(document: TOMLTable, platform_namespace: str | None) -> list[str]:
@@ -223,12 +231,16 @@ def _io_version(declared: object, where: str) -> str:
 
 
 def parse_descriptor(
-    document: TOMLTable, path: Path | None = None, platform_namespace: str | None = None
+    document: TOMLTable,
+    path: Path | None = None,
+    platform_namespace: str | None = None,
+    places: Places | None = None,
 ) -> ProjectDescriptor:
     """Decide the schema of ``document`` and normalise its ``io.buildpacks`` properties. Pure.
 
     :param path: the file, for messages only.
     :param platform_namespace: our namespace; when it is a table inside ``io.buildpacks`` it is not a default.
+    :param places: where the document's keys are written, when it was read from a file (:func:`read_toml`).
     :raises DescriptorError: unknown schema versions, tables of the wrong type (exit 3).
     """
     where = f"project descriptor {path}" if path else "project descriptor"
@@ -266,8 +278,9 @@ def parse_descriptor(
         layers, unapplied = _parse_v01(document, io, origin, platform_namespace)
     else:
         layers, unapplied = _parse_v02(document, io, schema, origin, platform_namespace)
+    layers = [replace(layer, places=places) for layer in layers] if places is not None else layers
     return ProjectDescriptor(
-        path, shown, schema == "0.3", tuple(layers), document, tuple(warnings), tuple(unapplied)
+        path, shown, schema == "0.3", tuple(layers), document, tuple(warnings), tuple(unapplied), places
     )
 
 
@@ -398,16 +411,14 @@ def load_descriptor(
     """
     if not explicit and not path.exists():
         return empty_descriptor()
-    document, text = load_toml_text(path, "project descriptor")
+    read = read_toml(path, "project descriptor")
     try:
-        return replace(parse_descriptor(document, path, platform_namespace), text=text)
+        return parse_descriptor(read.table, path, platform_namespace, read.places)
     except DescriptorError as err:
-        raise located(err, str(path), text) from None
+        raise located(err, str(path), read.places) from None
 
 
-def located(error: DescriptorError, path: str, text: str) -> DescriptorError:
+def located(error: DescriptorError, path: str, places: Places) -> DescriptorError:
     """``error`` (about the key ``error.key`` of the file ``path``) with where the key is written."""
-    from preparer.files._positions import key_positions, nearest  # deferred: only a problem needs it
-
-    line, column = nearest(key_positions(text), tuple(error.key.split(".")) if error.key else ())
+    line, column = places.nearest(tuple(error.key.split(".")) if error.key else ())
     return with_fields(error, path=path, line=line, column=column)

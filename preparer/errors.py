@@ -101,6 +101,7 @@ class PolicyError(InvalidInputsError):
         path: the policy file (``policy data`` for a policy given as text).
         key: the policy's key at fault, dotted (``limits.run.entries``), when one is.
         line: the line (from 1) where it is written, when known.
+        column: the column (from 1) of a problem of the file's text (not TOML, not UTF-8, past a bound).
         problems: every problem of the policy, in the file's order (this one first), one message each, as the
             command prints them.
     """
@@ -109,6 +110,7 @@ class PolicyError(InvalidInputsError):
     path: str | None = None
     key: str | None = None
     line: int | None = None
+    column: int | None = None
     problems: tuple[PolicyError, ...] = ()
 
 

@@ -21,9 +21,9 @@ from preparer.descriptor import ProjectDescriptor, load_descriptor
 from preparer.dryrun import dry_run
 from preparer.entrypoints import TypeError_, callers, check_arguments, depth, typed
 from preparer.errors import InvalidInputsError, PreparerError
-from preparer.files._toml import load_toml_text
 from preparer.files.buildpack import installed_versions, similar_installed
 from preparer.files.order import Order, read_order
+from preparer.files.toml import read_toml
 from preparer.inputs import Inputs
 from preparer.interrupt import Cancel, Interrupted
 from preparer.lock.modes import lock_path, unused_lock, with_lock
@@ -118,18 +118,12 @@ def read_inputs(inputs: Inputs) -> tuple[ProjectDescriptor, EffectiveConfig, lis
         explicit=inputs.project_descriptor is not None,
         platform_namespace=inputs.platform_namespace,
     )
-    platform_file, texts = None, {}
+    platform_file = None
     if inputs.platform_config is not None:
-        platform_file, texts[str(inputs.platform_config)] = load_toml_text(
-            inputs.platform_config, "platform config"
-        )
-    patches, platform_warnings = platform_layers(
-        descriptor, inputs.platform_namespace, platform_file, str(inputs.platform_config), texts
-    )
+        platform_file = read_toml(inputs.platform_config, "platform config")
+    patches, platform_warnings = platform_layers(descriptor, inputs.platform_namespace, platform_file)
     base_dir = descriptor.path.parent if descriptor.path else inputs.app_dir  # as the plan resolves paths
-    config = effective_config(
-        descriptor, patches, inputs.exec_env, texts, base_dir=base_dir, exists=os.path.exists
-    )
+    config = effective_config(descriptor, patches, inputs.exec_env, base_dir=base_dir, exists=os.path.exists)
     warnings = [
         *config.warnings[: len(descriptor.warnings)],
         *platform_warnings,
@@ -285,7 +279,7 @@ def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
 
 def _policy(inputs: Inputs) -> Policy:
     """The run's policy: its file read, its text parsed, or the :class:`~preparer.policy.rules.Policy` given."""
-    from preparer.policy.rules import load_policy, parse_policy  # deferred: only runs with a policy need it
+    from preparer.policy.reader import load_policy, parse_policy  # deferred: only runs with a policy need it
 
     if inputs.policy is not None:
         return load_policy(inputs.policy)

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from preparer._record import record
-from preparer.config import EffectiveConfig, EnvEntry, GroupEntry, UriProblem, entry_locator
+from preparer.config import EffectiveConfig
+from preparer.entries import EnvEntry, GroupEntry
 from preparer.errors import DescriptorError, FetchError
 from preparer.files.order import Group, Order, OrderElement
 from preparer.semver import highest
+from preparer.values import UriProblem, entry_locator
 
 if TYPE_CHECKING:
     from preparer.appfilter import Removal

@@ -22,13 +22,13 @@ from preparer._version import __version__
 from preparer.errors import ApplyError
 
 if TYPE_CHECKING:
-    from preparer.config import GroupEntry
+    from preparer.entries import GroupEntry
     from preparer.fetch.base import Fetched
     from preparer.fetch.locator import Locator
-    from preparer.files._toml import PendingWrites
     from preparer.plan import Plan, Step
     from preparer.report import BuildpackRecord, LockRecord, SignatureRecord
     from preparer.settings import ProvenanceSettings
+    from preparer.writes import PendingWrites
 
 #: The Statement's ``_type`` (in-toto attestation spec, ``spec/v1/statement.md``).
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"

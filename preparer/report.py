@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from preparer._record import field, record
-from preparer.descriptor import Unapplied
-from preparer.files._toml import dumps_toml, write_atomic
+from preparer.descriptor import NOT_APPLIED, Unapplied
+from preparer.files.toml import dumps_toml
+from preparer.writes import write_atomic
 
 if TYPE_CHECKING:
     from preparer.files.locked import Locked
@@ -225,10 +226,6 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         """The ``-prepare-report`` document (TOML-ready) of a run that did not fail."""
         return report_to_toml(self)
-
-
-#: The reason given when nothing more specific applies.
-NOT_APPLIED = "not applied by the preparer"
 
 
 def unapplied_message(item: Unapplied) -> str:

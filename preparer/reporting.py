@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from preparer._logger import log
 from preparer.errors import PreparerError
-from preparer.files._toml import dumps_toml
+from preparer.files.toml import dumps_toml
 from preparer.inputs import Inputs
 from preparer.metadata import MetadataWrite
 from preparer.outputs import failure_report_writable

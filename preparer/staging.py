@@ -34,7 +34,8 @@ from preparer.target import Target, check_targets, directory_files, installed
 
 if TYPE_CHECKING:
     from preparer.fetch.oci.hosts import RegistryHosts
-    from preparer.policy.rules import Budget, Policy, RunTotals
+    from preparer.policy.budget import Budget, RunTotals
+    from preparer.policy.rules import Policy
 
 #: Staging directories: in ``<buildpacks>`` (hidden), or in ``$TMPDIR`` when ``<buildpacks>`` cannot be written.
 STAGING_PREFIXES = (".preparer-staging-", "preparer-staging-")
@@ -200,7 +201,7 @@ def fetch_steps(
         ctx.store.revalidate(http, ctx.transport)
     totals = None
     if policy is not None:
-        from preparer.policy.rules import RunTotals  # deferred: only runs with a policy count against it
+        from preparer.policy.budget import RunTotals  # deferred: only runs with a policy count against it
 
         totals = RunTotals()
     jobs = []
@@ -258,11 +259,12 @@ def _staging_full(step: Fetch, ctx: FetchContext, full: OSError) -> NoSpaceError
 
 
 def _budget(policy: Policy, step: Fetch, totals: RunTotals) -> Budget:
-    from preparer.policy.rules import written_as  # deferred, as in fetch_steps
+    from preparer.policy.budget import Budget  # deferred, as in fetch_steps
+    from preparer.policy.rules import written_as
 
     entry = step.entry
     source = redact(entry.uri or entry.id or "")
-    return policy.budget(source, totals, entry.key, written_as(entry.uri, entry.id, source))
+    return Budget(policy, source, totals, entry.key, written_as(entry.uri, entry.id, source))
 
 
 def check_fetched(

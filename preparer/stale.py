@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
+from preparer._fs import read_regular
 from preparer.appfilter import plan_removal
 from preparer.errors import InvalidInputsError
-from preparer.files._toml import read_regular
 from preparer.inputs import Inputs
 from preparer.lock.modes import lock_path
 from preparer.plan import Plan

@@ -225,9 +225,9 @@ def build_target(
     if target is None:
         analyzed = layers_dir / "analyzed.toml"
         if analyzed.is_file():
-            from preparer.files._toml import load_toml_text  # deferred: most runs have no analyzed.toml
+            from preparer.files.toml import read_toml  # deferred: most runs have no analyzed.toml
 
-            doc, _ = load_toml_text(analyzed, "analyzed.toml", action="read analyzed.toml")
+            doc = read_toml(analyzed, "analyzed.toml", action="read analyzed.toml").table
             target = parse_analyzed(doc, str(analyzed))
     if target is None:
         os_, arch, variant = parse_platform(target_platform, platform_source_)

@@ -12,8 +12,8 @@ from preparer.errors import InvalidInputsError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.locator import InlineLocator
 from preparer.fetch.tree import StagedBuildpack, new_root
-from preparer.files._toml import dumps_toml
 from preparer.files.buildpack import check_id, read_buildpack_toml, version_problem
+from preparer.files.toml import dumps_toml
 
 DEFAULT_VERSION = "0.0.0"
 DEFAULT_SHELL = "/bin/sh"

@@ -14,8 +14,8 @@ from preparer._near import closest
 from preparer._record import record
 from preparer.errors import BuilderError, FetchError, PreparerError
 from preparer.files import MalformedError
-from preparer.files._toml import load_toml_text
 from preparer.files.order import Group, parse_groups
+from preparer.files.toml import read_toml
 
 #: Buildpack ids may hold letters, digits, ``.``, ``/`` and ``-`` (spec buildpack.md §buildpack.toml).
 _ID = re.compile(r"^[A-Za-z0-9./-]+$")
@@ -176,7 +176,7 @@ def read_buildpack_toml(
     """
     error = BuilderError if builder else FetchError
     action = f"read buildpack.toml of {shown}" if shown else f"read {path}"
-    doc, _ = load_toml_text(path, "buildpack.toml", error=error, action=action, named=shown is None)
+    doc = read_toml(path, "buildpack.toml", error=error, action=action, named=shown is None).table
     try:
         return parse_buildpack_toml(doc)
     except MalformedError as why:

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from preparer._record import record
-from preparer.config import GroupEntry
-from preparer.errors import DescriptorError, PreparerError, with_fields
+from preparer.entries import GroupEntry
+from preparer.errors import DescriptorError, with_fields
 from preparer.files.locked import Locked
 
 LOCK_VERSION = 1
@@ -98,23 +98,9 @@ def read_lock(path: Path) -> LockFile:
 
     :raises DescriptorError: as :func:`parse_lock`, or a file that cannot be read (exit 3).
     """
-    from preparer.files._toml import read_regular  # deferred: only runs with a lock read one
+    from preparer.files.toml import read_bytes  # deferred: only runs with a lock read one
 
-    try:
-        data = read_regular(path, MAX_LOCK_BYTES)
-    except FileNotFoundError:
-        raise _read_error(path, f"{path} does not exist") from None
-    except IsADirectoryError:
-        raise _read_error(path, f"{path} is a directory") from None
-    except OSError as err:
-        raise _read_error(path, f"{path}: {err.strerror or err}") from err
-    except ValueError as why:
-        raise _read_error(path, f"{path}: {why}") from why
-    return parse_lock(data, str(path))
-
-
-def _read_error(path: Path, cause: str) -> DescriptorError:
-    return with_fields(DescriptorError("read lock file", cause), path=str(path))
+    return parse_lock(read_bytes(path, "lock file", limit=MAX_LOCK_BYTES), str(path))
 
 
 def parse_lock(data: bytes, name: str) -> LockFile:
@@ -129,25 +115,18 @@ def parse_lock(data: bytes, name: str) -> LockFile:
     :raises DescriptorError: anything else that is not a lock this preparer wrote (exit 3), naming the file, line
         and key.
     """
-    from preparer.files._positions import key_positions  # deferred: only runs with a lock read one
-    from preparer.files._toml import decode_toml, parse_toml
+    from preparer.files.toml import parse_toml  # deferred: only runs with a lock read one
 
-    def failed(verb: str, cause: str) -> PreparerError:
-        return with_fields(DescriptorError(f"{verb} lock file", cause), path=name)
-
-    where = f"{name}: "
-    if len(data) > MAX_LOCK_BYTES:  # read_lock reads no more; bytes given (Inputs.lock_data) are checked here
-        raise failed("read", f"{where}larger than {MAX_LOCK_BYTES} bytes")
-    text = decode_toml(data, failed, where)
-    _check_conflicts(text, name)
-    doc = parse_toml(text, failed, where)
-    positions = key_positions(text)
+    if len(data) <= MAX_LOCK_BYTES:  # a larger one (Inputs.lock_data) is refused unread, by parse_toml
+        _check_conflicts(data, name)
+    read = parse_toml(data, name, "lock file", limit=MAX_LOCK_BYTES)
+    doc, places = read.table, read.places
 
     def fail(
         at: tuple[str | int, ...], problem: str, advice: str = "rerun with -update-lock"
     ) -> DescriptorError:
         key = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in at).lstrip(".")
-        line = positions.get(at, (None, None))[0]
+        line = places.line(at)
         spot = f" (line {line})" if line else ""
         error = DescriptorError(f"read lock file {name}", f"{key}{spot}: {problem}; {advice}")
         return with_fields(error, path=name, key=key, line=line)
@@ -163,7 +142,7 @@ def parse_lock(data: bytes, name: str) -> LockFile:
     first: dict[str, int] = {}
     for n, e in enumerate(entries):
         if e.entry in first:
-            again = positions.get(("buildpack", first[e.entry], "entry"), (None, None))[0]
+            again = places.line(("buildpack", first[e.entry], "entry"))
             twice = (
                 f"{e.entry} is locked twice (first at line {again or '?'}): a lock has one table per entry"
             )
@@ -193,9 +172,9 @@ def _target(table: object, fail: Callable[..., DescriptorError]) -> str | None:
 _TARGET_PART = re.compile(r"[a-z0-9_.]+")
 
 
-def _check_conflicts(text: str, name: str) -> None:
-    """:raises DescriptorError: ``text`` holds a git conflict marker: it is named as such, with the way out."""
-    marker = _conflict_marker(text)
+def _check_conflicts(data: bytes, name: str) -> None:
+    """:raises DescriptorError: ``data`` holds a git conflict marker: it is named as such, with the way out."""
+    marker = _conflict_marker(data.removeprefix(b"\xef\xbb\xbf"))
     if marker is None:
         return
     line, sign = marker
@@ -232,15 +211,15 @@ def _fields_of(error: DescriptorError) -> dict[str, object]:
 
 
 #: The lines git writes around a conflict (``merge.conflictStyle`` diff3 and zdiff3 add ``|||||||``).
-_MARKERS = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")
+_MARKERS = (b"<<<<<<<", b"|||||||", b"=======", b">>>>>>>")
 
 
-def _conflict_marker(text: str) -> tuple[int, str] | None:
-    """The line and the marker of the first git conflict marker in ``text``, or ``None``."""
-    for number, line in enumerate(text.splitlines(), 1):
+def _conflict_marker(data: bytes) -> tuple[int, str] | None:
+    """The line and the marker of the first git conflict marker in ``data``, or ``None``."""
+    for number, line in enumerate(data.splitlines(), 1):
         for sign in _MARKERS:
-            if line.startswith(sign) and (len(line) == len(sign) or line[len(sign)] in " \t"):
-                return number, sign
+            if line.startswith(sign) and (len(line) == len(sign) or line[len(sign)] in b" \t"):
+                return number, sign.decode()
     return None
 
 
@@ -302,7 +281,7 @@ def _is_digest(value: str) -> bool:
 def dumps_lock(entries: Sequence[Locked], target: str | None = None) -> bytes:
     """The lock file: the same entries (and ``target``, the ``os/arch[/variant]`` the run was for) give the same
     bytes."""
-    from preparer.files._toml import dumps_toml  # deferred, as above
+    from preparer.files.toml import dumps_toml  # deferred, as above
 
     tables = []
     for e in entries:

@@ -12,7 +12,7 @@ from typing import Any
 from preparer._record import record
 from preparer.errors import BuilderError
 from preparer.files import MalformedError
-from preparer.files._toml import dumps_toml, load_toml_text
+from preparer.files.toml import dumps_toml, read_toml
 
 
 @record
@@ -96,7 +96,7 @@ def read_order(path: Path) -> Order:
     :raises BuilderError: when it is missing, unreadable or malformed (exit 1).
     """
     return parse_order(
-        load_toml_text(path, "builder order", error=BuilderError, action="read builder order")[0], str(path)
+        read_toml(path, "builder order", error=BuilderError, action="read builder order").table, str(path)
     )
 
 

@@ -121,7 +121,7 @@ def test_a_valid_descriptor_has_no_problem() -> None:
 
 
 def test_a_text_over_the_bound_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
-    from preparer.files._toml import MAX_TOML
+    from preparer.files.toml import MAX_TOML
 
     # Not TOML from its first line: parsed first, it would be refused as such, with a place.
     text = "[[[\n" + "x" * MAX_TOML
@@ -142,10 +142,11 @@ def test_a_text_over_the_bound_is_refused_before_it_is_parsed(tmp_path: Path) ->
 def test_bytes_that_are_not_utf8_and_nesting_too_deep_have_their_place() -> None:
     head = '[_]\nschema-version = "0.2"\n'
     cases: list[tuple[str | bytes, int, int, str]] = [
-        ((head + 'x = "ok"\ny = "caf').encode() + b"\xe9\"\n", 4, 9, "not UTF-8 text (invalid continuation byte)"),
-        (head + 'x = "ok"\ny = "caf\udce9"\n', 4, 9, "not UTF-8 text (surrogates not allowed)"),
+        ((head + 'x = "ok"\ny = "caf').encode() + b"\xe9\"\n", 4, 9,
+         "not UTF-8 text: invalid continuation byte (at line 4, column 9)"),
+        (head + 'x = "ok"\ny = "caf\udce9"\n', 4, 9, "not UTF-8 text: surrogates not allowed (at line 4, column 9)"),
         (head + "a = [{ b = " + "[" * 99 + "]" * 99 + " }]\n", 3, 110,
-         "nested too deeply: more than 100 arrays or inline tables in one another"),
+         "nested too deeply: more than 100 arrays or inline tables in one another (at line 3, column 110)"),
     ]  # fmt: skip
     for text, line, column, cause in cases:
         (problem,) = check_descriptor(text=text)

@@ -112,13 +112,13 @@ def test_parsing_leaves_the_document_alone() -> None:
 
 
 def test_a_byte_order_mark_is_read_over_and_other_bytes_are_refused(tmp_path: Path) -> None:
-    from preparer.files._toml import load_toml_text
+    from preparer.files.toml import read_toml
 
     path = tmp_path / "project.toml"
     path.write_bytes(b'\xef\xbb\xbf[_]\nschema-version = "0.2"\n')
-    document, text = load_toml_text(path, "project descriptor")
-    assert document == {"_": {"schema-version": "0.2"}}
-    assert text.startswith("[_]")
+    read = read_toml(path, "project descriptor")
+    assert read.table == {"_": {"schema-version": "0.2"}}
+    assert read.places.text.startswith("[_]")
     path.write_bytes(b'[_]\nschema-version = "0.\xff"\n')
     with pytest.raises(DescriptorError, match="not UTF-8 text"):
-        load_toml_text(path, "project descriptor")
+        read_toml(path, "project descriptor")

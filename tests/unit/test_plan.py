@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from preparer.config import EnvEntry
+from preparer.entries import EnvEntry
 from preparer.files.order import Order, OrderElement
 from preparer.plan import compose_order, env_actions
 

@@ -1,16 +1,17 @@
-"""Where keys are written: every table, key and array element of any document tomli reads is found, at a place
-where the text names it."""
+"""Where keys are written: every table, key and array element of any document the reader reads is found, at a
+place where the text names it, from the reader's own pass (:func:`preparer.files.toml.parse_toml`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import tomli
+import pytest
 import tomli_w
 from hypothesis import given
 from hypothesis import strategies as st
 
-from preparer.files._positions import key_positions
+from preparer.errors import DescriptorError
+from preparer.files.toml import MAX_INTEGER, MIN_INTEGER, Document, parse_toml
 
 KEYS = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=6)
 SCALARS = st.integers() | st.booleans() | st.text(max_size=12) | st.floats(allow_nan=False)
@@ -33,16 +34,52 @@ def paths(node: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | int
     return found
 
 
+def integers(node: Any) -> list[int]:
+    if isinstance(node, dict):
+        return [n for value in node.values() for n in integers(value)]
+    if isinstance(node, list):
+        return [n for value in node for n in integers(value)]
+    return [node] if isinstance(node, int) and not isinstance(node, bool) else []
+
+
+def read(text: str) -> Document:
+    return parse_toml(text, "doc.toml", "document")
+
+
 @given(DOCS, st.booleans())
 def test_every_path_of_any_document_is_found(doc: dict[str, Any], multiline: bool) -> None:
     text = tomli_w.dumps(doc, multiline_strings=multiline)
-    parsed = tomli.loads(text)
-    found = key_positions(text)
+    if any(
+        not MIN_INTEGER <= n <= MAX_INTEGER for n in integers(doc)
+    ):  # TOML's are 64-bit: refused, at its place
+        with pytest.raises(
+            DescriptorError, match=r"the integer .* is out of range: TOML integers are 64-bit"
+        ) as info:
+            read(text)
+        assert info.value.line is not None and info.value.column is not None
+        return
+    document = read(text)
+    assert document.table == doc
     lines = text.split("\n")  # TOML ends lines at \n only (not at U+0085 as splitlines does)
-    for path in paths(parsed):
-        assert path in found, (path, text)
-        line, column = found[path]
+    for path in paths(document.table):
+        assert path in document.places, (path, text)
+        position = document.places.position(path)
+        assert position is not None
+        line, column = position
         assert 1 <= line <= len(lines) and 1 <= column <= len(lines[line - 1]) + 1
+
+
+#: Text of TOML's own characters (brackets, quotes, escapes, comments, dots), as often as not almost a document.
+TOMLISH = st.text(st.sampled_from(list("[]{}\"'#=.,\n\t \\ab_-019x+:")), max_size=200)
+
+
+@given(st.one_of(st.text(max_size=300), TOMLISH, DOCS.map(tomli_w.dumps).map(lambda t: t[: len(t) // 2])))
+def test_any_text_is_a_document_or_one_located_problem(text: str) -> None:
+    """The pass is lenient: on any text it ends, and the reader gives a document or its one error, never another."""
+    try:
+        read(text)
+    except DescriptorError as problem:
+        assert problem.exit_code == 3 and problem.path == "doc.toml"
 
 
 def test_hand_written_forms() -> None:
@@ -66,13 +103,15 @@ def test_hand_written_forms() -> None:
         '"q.k".z = 1\n'
         "[io.buildpacks.pack]\n"
         'group = [{id="x"}, { uri = "y" }]\n'
+        'exclude = ["c", "d",\n  "e"]\n'
     )
-    tomli.loads(text)
-    found = key_positions(text)
-    assert found[("io", "buildpacks", "include", 1)] == (7, 3)
-    assert found[("io", "buildpacks", "group", 0, "s")] == (11, 1)
-    assert found[("io", "buildpacks", "group", 1)] == (12, 1)
-    assert found[("io", "buildpacks", "group", 1, "script", "inline")] == (13, 26)
+    found = read(text).places
+    assert found.position(("io", "buildpacks", "include", 1)) == (7, 3)
+    assert found.position(("io", "buildpacks", "group", 0, "s")) == (11, 1)
+    assert found.position(("io", "buildpacks", "group", 1)) == (12, 1)
+    assert found.position(("io", "buildpacks", "group", 1, "script", "inline")) == (13, 26)
     assert ("not", "a", "table") not in found and ("not",) not in found
-    assert found[("io", "buildpacks", "build", "env", 0, "q.k", "z")] == (17, 1)
-    assert found[("io", "buildpacks", "pack", "group", 1, "uri")] == (19, 22)
+    assert found.position(("io", "buildpacks", "build", "env", 0, "q.k", "z")) == (17, 1)
+    assert found.position(("io", "buildpacks", "pack", "group", 1, "uri")) == (19, 22)
+    assert found.position(("io", "buildpacks", "pack", "exclude", 2)) == (21, 3)  # an array read whole
+    assert found.nearest(("io", "buildpacks", "pack", "exclude", 7)) == (20, 1)

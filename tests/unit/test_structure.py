@@ -5,6 +5,7 @@ inside functions only where they defer a cost (and say so)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -101,7 +102,8 @@ def test_imports_inside_functions_say_why_they_are_deferred(module: str) -> None
 
 #: The top of the package: the fetch floor below it imports none of these (the policy reaches it as a Guard).
 TOP = ("preparer.inputs", "preparer.resolve", "preparer.settings", "preparer.plan", "preparer.policy",
-       "preparer.policy.rules", "preparer.policy.enforce", "preparer.lock", "preparer.lock.modes",
+       "preparer.policy.rules", "preparer.policy.enforce", "preparer.policy.reader", "preparer.policy.problems",
+       "preparer.policy.signed_by", "preparer.policy.budget", "preparer.lock", "preparer.lock.modes",
        "preparer.lock.freeze", "preparer.lock.checks", "preparer.lock.entries", "preparer.pipeline",
        "preparer.entrypoints", "preparer.apply", "preparer.staging", "preparer.config", "preparer.cli")  # fmt: skip
 
@@ -135,3 +137,35 @@ def test_only_the_store_takes_an_archive_through_its_tiers() -> None:
         name for name, (_, tree) in MODULES.items() if "preparer.fetch.archives" in _imported(name, tree)
     )
     assert importers == ["preparer.fetch.store"]
+
+
+def test_only_the_reader_parses_toml() -> None:
+    """One TOML reader (files/toml.py): no other module imports or calls a TOML parser (tomli, tomllib); every TOML
+    file is read through it, bounded and located alike."""
+    parsers = ("tomli", "tomllib")
+    found = []
+    for name, (path, tree) in MODULES.items():
+        if name == "preparer.files.toml":
+            continue
+        for node in ast.walk(tree):
+            imported = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [f"{name}: import {i}" for i in imported if i.split(".")[0] in parsers]
+        text = path.read_text(encoding="utf-8")
+        found += [f"{name}: {m[0]}" for m in re.finditer(r"\b(?:tomli\.\w+|tomllib\b)", text)]
+    assert found == []
+
+
+def test_only_the_reader_makes_its_pass() -> None:
+    """Where keys are written comes from the reader's own pass, part of the same read: no caller runs a scanner."""
+    importers = sorted(
+        name
+        for name, (_, tree) in MODULES.items()
+        if {"preparer.files._toml_pass", "preparer.files._toml_words"} & _imported(name, tree)
+    )
+    assert importers == ["preparer.files.toml"]

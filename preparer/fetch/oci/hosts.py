@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import tomli
-
 from preparer._record import field, record
 from preparer.errors import InvalidInputsError
+from preparer.files.toml import read_toml
 from preparer.goflags import parse_duration
 
 MAX_HOSTS_FILE = 1 << 20
@@ -81,14 +80,10 @@ def hosts_for(config: Mapping[str, RegistryHosts], registry: str) -> RegistryHos
 
 def _load(path: Path) -> RegistryHosts:
     action = f"read {path}"
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_HOSTS_FILE + 1)
-        if len(data) > MAX_HOSTS_FILE:
-            raise InvalidInputsError(action, f"larger than {MAX_HOSTS_FILE} bytes")
-        doc = tomli.loads(data.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, tomli.TOMLDecodeError) as err:
-        raise InvalidInputsError(action, getattr(err, "strerror", None) or str(err)) from None
+    read = read_toml(
+        path, "hosts.toml", error=InvalidInputsError, action=action, limit=MAX_HOSTS_FILE, named=False
+    )
+    doc = read.table
     server = doc.pop("server", None)
     if server is not None and not _is_url(server):
         raise InvalidInputsError(action, "server: must be an http(s) URL")

@@ -1,0 +1,115 @@
+"""The checks of single values the configuration takes, each from its text alone: a group entry's ``uri``
+(:func:`entry_locator`, which the plan makes its steps with too), a version that is a range, an include/exclude
+pattern, an env name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from preparer._record import record
+from preparer.errors import InvalidInputsError
+
+if TYPE_CHECKING:
+    from preparer.fetch.locator import Locator
+
+
+#: A version range (compiled on first use, by ``re``'s cache, as below: few runs name versions).
+_RANGE = r"^\s*[~^<>=!]|\|\||\s-\s|,"
+#: ``x``, ``X`` or ``*`` as one of the three numeric parts (``1.x``, ``1.2.*``); in a prerelease or build part
+#: (``1.0.0+build.x``) it is an ordinary identifier, as the lifecycle reads it.
+_WILDCARD = r"(^|\.)[xX*](\.|$)"
+
+
+@record
+class UriProblem:
+    """Why a group entry's ``uri`` is refused, from its text alone: said after the entry's key."""
+
+    #: Whether the ``uri`` is at fault (else the entry as a whole: an ``id`` that contradicts it).
+    on_uri: bool
+    #: What follows the entry's key in the message: ``.uri 'ftp://h/x': unsupported protocol 'ftp'``.
+    detail: str
+
+
+def entry_locator(
+    uri: str, bp_id: str | None, base_dir: Path, exists: Callable[[Path], bool]
+) -> Locator | UriProblem:
+    """What a group entry's ``uri`` names, or why it is refused (its form, scheme, URN, URL, port, image reference,
+    digest pin; a version range; an ``id`` that is not the bare id it names). The one check of a ``uri``: the
+    configuration is checked with it, and the plan makes its steps with it.
+
+    :param bp_id: the entry's ``id``, when it has one.
+    :param exists: whether a path is there; a ``uri`` without a scheme names a path when ``base_dir/<uri>`` is.
+    """
+    # Deferred: the fetch package (and what it imports) stays off runs whose entries name no uri.
+    from preparer.fetch.locator import BuilderLocator, IdLocator, parse_locator, redact
+
+    try:
+        locator = parse_locator(uri, base_dir, exists)
+    except InvalidInputsError as err:
+        return UriProblem(True, f".uri '{redact(uri)}': {err.cause}")
+    if isinstance(locator, BuilderLocator | IdLocator):
+        problem = None if locator.version is None else version_range_problem(locator.version)
+        if problem:
+            return UriProblem(True, f".uri: {problem}")
+        if isinstance(locator, IdLocator) and bp_id is not None and bp_id != locator.id:
+            return UriProblem(False, f": id '{bp_id}' does not match uri '{uri}'")
+    return locator
+
+
+def version_range_problem(version: str) -> str | None:
+    """Why ``version`` is refused when it is a range such as ``~0.20``, ``^1``, ``>=1`` or ``1.x``.
+
+    >>> version_range_problem("1.2.3") is None, version_range_problem("1.0.0+build.x") is None
+    (True, True)
+    """
+    core = re.split(r"[-+]", version, maxsplit=1)[0]
+    if re.search(_RANGE, version) is None and re.search(_WILDCARD, core) is None:
+        return None
+    return (
+        f"'{version}' is a version range, and ranges are not supported: give an exact version, "
+        "or no version for the highest one"
+    )
+
+
+#: Bounds on include/exclude patterns. Matching translates a pattern to a regular expression, whose backtracking
+#: grows as a name's length to the power of the wildcards in one path segment (``*a*a*a*b``), and of the ``**`` in
+#: one pattern: bounded, every pattern matches any name in a bounded time. Real patterns stay far below.
+MAX_STARS_PER_SEGMENT = 2
+MAX_DOUBLE_STARS = 4
+MAX_PATTERN = 1024
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why an include/exclude ``pattern`` is refused, or ``None``.
+
+    >>> pattern_problem("dist/*.min.*.js") is None, pattern_problem("*a*a*b")
+    (True, "'*a*a*b' has 3 '*' in one path segment; at most 2 are allowed")
+    """
+    if len(pattern) > MAX_PATTERN:
+        return f"a pattern of {len(pattern)} characters; at most {MAX_PATTERN} are allowed"
+    segments = pattern.split("/")
+    double = sum(1 for segment in segments if segment == "**")
+    if double > MAX_DOUBLE_STARS:
+        return f"'{pattern}' has {double} '**'; at most {MAX_DOUBLE_STARS} are allowed"
+    for segment in segments:
+        stars = 0 if segment == "**" else segment.replace("**", "*").count("*")
+        if stars > MAX_STARS_PER_SEGMENT:
+            return f"'{pattern}' has {stars} '*' in one path segment; at most {MAX_STARS_PER_SEGMENT} are allowed"
+    return None
+
+
+def env_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a file in ``<platform>/env`` (empty, ``.``, ``..``, or holding ``/``, ``=`` or NUL),
+    or ``None`` when it can."""
+    if not name:
+        return "an env name must not be empty"
+    if name in (".", ".."):
+        return f"'{name}' is not a valid env name"
+    for char, label in (("/", "'/'"), ("=", "'='"), ("\0", "NUL")):
+        if char in name:
+            return f"env name {name!r} must not contain {label}"
+    return None
