@@ -27,9 +27,10 @@ from preparer.files._toml import readable
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from preparer.policy.identity import Identity
     from preparer.policy.keyless.model import TrustedRoot
     from preparer.policy.keys import PublicKey
-    from preparer.policy.signatures import Check, Identity, SignedBy
+    from preparer.policy.signatures import Check, SignedBy
 
 #: The kinds of source a policy names in ``sources.allow``.
 KINDS = ("builder", "path", "http", "image", "cnb", "registry", "inline")
@@ -486,40 +487,12 @@ class _Parser:
         return tuple(found)
 
     def identity(self, table: dict[str, Any], line: int | None) -> Identity:
-        from preparer.policy.signatures import Identity  # deferred, as SignedBy
+        from preparer.policy.identity import IdentityProblem, read_identity  # deferred, as SignedBy
 
-        key = "image.signed-by.identities"
-        where = f"line {line} of {self.path}" if line else self.path
-        known = {"issuer", "issuer-regexp", "subject", "subject-regexp"}
-        unknown = sorted(set(table) - known)
-        if unknown:
-            raise self.error(
-                key,
-                line,
-                f"{key} ({where}): unknown key '{unknown[0]}' ({_known(unknown[0], sorted(known))})",
-            )
-        for name, value_ in table.items():
-            if not isinstance(value_, str) or not value_:
-                raise self.error(key, line, f"{key} ({where}): {name} must be a non-empty string")
-        for part in ("issuer", "subject"):
-            given = [k for k in (part, f"{part}-regexp") if k in table]
-            if len(given) != 1:
-                problem = (
-                    f"an identity needs its {part}: {part} or {part}-regexp (cosign requires both an issuer "
-                    "and a subject)"
-                    if not given
-                    else f"give {part} or {part}-regexp, not both"
-                )
-                raise self.error(key, line, f"{key} ({where}): {problem}")
-        for name in ("issuer-regexp", "subject-regexp"):
-            try:
-                re.compile(table.get(name, ""))
-            except re.error as err:
-                raise self.error(
-                    key, line, f"{key} ({where}): {name} is not a valid regular expression ({err})"
-                ) from None
-        issuer, issuer_regexp = table.get("issuer"), table.get("issuer-regexp")
-        return Identity(issuer, issuer_regexp, table.get("subject"), table.get("subject-regexp"), line)
+        try:
+            return read_identity(table, line, self.path, self.lines)
+        except IdentityProblem as problem:
+            raise self.error("image.signed-by.identities", problem.line, str(problem)) from None
 
     def trusted_root(self, doc: dict[str, Any], rule: str) -> TrustedRoot:
         """``[sigstore] trusted-root``, read: the trusted root that identity rules need (the rule at ``rule`` has

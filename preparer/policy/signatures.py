@@ -31,6 +31,7 @@ from preparer._record import record
 from preparer.errors import SignatureRefused, with_fields
 from preparer.fetch.guard import SIGNATURE_MAX_AGE, SignatureObject, Verified, signature_tag
 from preparer.fetch.streams import is_digest
+from preparer.policy.identity import Identity
 from preparer.policy.keys import PublicKey
 from preparer.policy.payload import PayloadProblem, b64, pae, read_json
 
@@ -51,43 +52,6 @@ _STATEMENTS = ("https://in-toto.io/Statement/v1", "https://in-toto.io/Statement/
 MAX_CHECKS = 256
 #: At most this many signatures in one DSSE envelope are looked at.
 MAX_ENVELOPE_SIGNATURES = 16
-
-
-@record
-class Identity:
-    """A keyless signer a rule trusts: the certificate's OIDC issuer and its subject (the SAN: a URI or an email),
-    each given exactly or as a regular expression that must match the whole value (cosign's match is unanchored: a
-    pattern that relied on a partial match matches nothing here, never more)."""
-
-    issuer: str | None
-    issuer_regexp: str | None
-    subject: str | None
-    subject_regexp: str | None
-    #: The line of its ``[[image.signed-by.identities]]`` header.
-    line: int | None = None
-
-    def matches(self, issuer: str, subject: str) -> bool:
-        """Whether a certificate of ``issuer`` and ``subject`` is this identity's."""
-        return _one(issuer, self.issuer, self.issuer_regexp) and _one(
-            subject, self.subject, self.subject_regexp
-        )
-
-    @property
-    def shown(self) -> str:
-        """``issuer https://…, subject-regexp ^…$``, as the policy writes it."""
-        issuer = f"issuer {self.issuer}" if self.issuer is not None else f"issuer-regexp {self.issuer_regexp}"
-        subject = (
-            f"subject {self.subject}" if self.subject is not None else f"subject-regexp {self.subject_regexp}"
-        )
-        return f"{issuer}, {subject}"
-
-
-def _one(value: str, exact: str | None, pattern: str | None) -> bool:
-    if exact is not None:
-        return value == exact
-    import re  # deferred: only identity rules match patterns (re caches the compiled pattern)
-
-    return pattern is not None and re.fullmatch(pattern, value) is not None
 
 
 @record
@@ -287,6 +251,10 @@ class Check:
                 f"the keyless signature for {digest} is by issuer {signer.issuer}, subject {signer.subject}, which "
                 f"no identity of the rule matches ({trusted})"
             )
+            partly = next(
+                filter(None, (i.partial(signer.issuer, signer.subject) for i in rule.identities)), None
+            )
+            why += f": {partly}" if partly else ""
         elif progress.keyless_problem is not None and not rule.keys:
             reason, signed, why = "unverified", None, progress.keyless_problem
         elif progress.other is not None:
