@@ -56,7 +56,7 @@ def verify(evidence: Evidence, root: TrustedRoot) -> Verdict:
         )
     for at in sorted(set(times)):
         authority = certs.chain_to_authority(evidence.leaf, evidence.chain, root, at)
-    certs.verify_sct(evidence.leaf, certs.issued_by(evidence.leaf, authority.chain + evidence.chain), root)
+    certs.verify_sct(evidence.leaf, certs.issued_by(evidence.leaf, authority.chain), root)
     certs.verify_signature(evidence.leaf, evidence.signature, evidence.message)
     issuer, subject = certs.identity(evidence.leaf)
     return Verdict(issuer, subject, min(times), evidence.entries[0].log_index, evidence.leaf)
