@@ -159,10 +159,12 @@ def issued_by(leaf: bytes, candidates: tuple[bytes, ...]) -> bytes:
     )
 
 
-def verify_sct(leaf: bytes, issuer: bytes, root: TrustedRoot) -> None:
+def verify_sct(leaf: bytes, issuer: bytes, root: TrustedRoot, *, at: tuple[int, ...] = ()) -> None:
     """Check that ``leaf`` (DER) carries an embedded SCT (RFC 6962 section 3.3, a precertificate's signed
-    certificate timestamp) signed by a CT log of ``root`` whose window holds the SCT's time. ``issuer`` is the
-    certificate that issued ``leaf`` (:func:`issued_by`): the SCT signs the hash of its key.
+    certificate timestamp) signed by a CT log of ``root`` whose window holds the SCT's time and each verified
+    signing time ``at`` (the SCT's own time is only what the log's key signs: a key the root retired could sign any
+    time, so the key must also be trusted when the signature was made, as the verifier proved it). ``issuer`` is
+    the certificate that issued ``leaf`` (:func:`issued_by`): the SCT signs the hash of its key.
 
     The signed data is RFC 6962's ``digitally-signed`` struct (section 3.2) of a ``precert_entry``: the version, the
     signature type ``certificate_timestamp``, the timestamp, the entry type, the SHA-256 of the issuer's
@@ -191,14 +193,16 @@ def verify_sct(leaf: bytes, issuer: bytes, root: TrustedRoot) -> None:
     tbs = cert.tbs_precertificate_bytes
     reasons = []
     for sct in scts:
-        reason = _sct_problem(sct, issuer_key_hash, tbs, root)
+        reason = _sct_problem(sct, issuer_key_hash, tbs, root, at)
         if reason is None:
             return
         reasons.append(reason)
     raise KeylessProblem("; ".join(dict.fromkeys(reasons)))
 
 
-def _sct_problem(sct: Any, issuer_key_hash: bytes, tbs: bytes, root: TrustedRoot) -> str | None:
+def _sct_problem(
+    sct: Any, issuer_key_hash: bytes, tbs: bytes, root: TrustedRoot, at: tuple[int, ...]
+) -> str | None:
     """Why one SCT does not verify, or ``None`` when it does."""
     # Deferred: importing this module costs nothing until a keyless signature is checked.
     from cryptography.exceptions import InvalidSignature
@@ -221,6 +225,9 @@ def _sct_problem(sct: Any, issuer_key_hash: bytes, tbs: bytes, root: TrustedRoot
             f"the certificate's SCT is from the CT log {name}, not trusted at its time {when(millis // 1000)}"
         )
     name = log.url or log.log_id.hex()
+    retired = next((t for t in sorted(at) if not log.window.holds(t)), None)
+    if retired is not None:
+        return f"the certificate's SCT is from the CT log {name}, not trusted at the verified signing time {when(retired)}"
     extensions = sct.extension_bytes
     signed = (
         struct.pack(">BBQH", 0, 0, millis, 1)
