@@ -247,7 +247,8 @@ class Registry:
 
     def referrers(self, digest: str, artifact_type: str) -> dict[str, Any] | None:
         """The index of the manifests that refer to ``digest`` (OCI 1.1): the registry's referrers API, asked for
-        ``artifact_type`` (a registry may ignore the filter), or, when it answers that it has no such API (404,
+        ``artifact_type`` (a registry may ignore the filter; ``""``: every type), or, when it answers that it has no
+        such API (404,
         or 400, 405 or 501 as registries without it variously do), the referrers tag schema's index at tag
         ``sha256-<hex>``. ``None``: no referrers.
 
@@ -255,7 +256,8 @@ class Registry:
         """
         from urllib.parse import quote  # deferred: only runs that verify signatures list referrers
 
-        url = f"{self.base}/referrers/{digest}?artifactType={quote(artifact_type, safe='')}"
+        url = f"{self.base}/referrers/{digest}"
+        url += f"?artifactType={quote(artifact_type, safe='')}" if artifact_type else ""
 
         def attempt() -> bytes | None:
             response = self._get(url, {"Accept": OCI_INDEX})
