@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from preparer._jsondoc import DocumentRefused, loads
 from preparer.errors import FetchError, NotFoundError
 from preparer.fetch.base import FetchContext
 from preparer.fetch.guard import LimitExceeded
@@ -234,7 +235,9 @@ class Registry:
 
     def _parse_manifest(self, data: bytes, digest: str) -> tuple[dict[str, Any], str, str]:
         try:
-            doc = json.loads(data)
+            doc = loads(data)  # bounded in what it builds, not only in bytes
+        except DocumentRefused as err:
+            raise FetchError(f"pull {self.ref}", f"the manifest is refused: {err}") from None
         except ValueError:
             raise FetchError(f"pull {self.ref}", "the manifest is not JSON") from None
         if not isinstance(doc, dict):
@@ -297,8 +300,10 @@ class Registry:
         :raises FetchError: it is not one (``what`` names it).
         """
         try:
-            doc = json.loads(data)
-        except (ValueError, RecursionError):
+            doc = loads(data)  # bounded in what it builds, not only in bytes
+        except DocumentRefused as err:
+            raise FetchError(f"pull {self.ref}", f"the {what} is refused: {err}") from None
+        except ValueError:
             doc = None
         if not isinstance(doc, dict):
             raise FetchError(f"pull {self.ref}", f"the {what} is not a JSON object")
