@@ -87,7 +87,7 @@ def test_a_bundle_under_each_media_type_is_found_through_the_referrers_api(
     entry = attach_as(registry, repository, digest, signed_bundle(registry, repository, digest, key, media_type),
                       media_type)  # fmt: skip
     # Another referrer first (an SBOM): the unfiltered list holds every type, the bundle is picked from it.
-    sbom = {"mediaType": OCI_MANIFEST, "digest": "sha256:" + "5" * 64, "size": 100,
+    sbom: dict[str, Any] = {"mediaType": OCI_MANIFEST, "digest": "sha256:" + "5" * 64, "size": 100,
             "artifactType": "application/spdx+json"}  # fmt: skip
     index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [sbom, entry]}
     api = f"/v2/{repository}/referrers/{digest}"
