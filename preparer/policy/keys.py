@@ -87,11 +87,42 @@ def load_key(path: Path) -> PublicKey:
         algorithm that is not supported.
     """
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_KEY_BYTES + 1)
+        data = read_regular(path, MAX_KEY_BYTES + 1)
     except OSError as err:
         raise KeyProblem(err.strerror or str(err)) from None
     return parse_key(data, str(path))
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """At most ``limit`` bytes of the regular file at ``path``, which the policy names (a key, a trusted root).
+
+    It is opened without blocking, so a fifo (or a device) named there is refused at once instead of holding the
+    run, and anything but a regular file is refused before a byte is read.
+
+    :raises OSError: it cannot be opened or read, or is not a regular file (``strerror`` says which).
+    """
+    import errno  # deferred: only policies that name files read them
+    import os
+    import stat
+
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))  # in open()'s words
+        if not stat.S_ISREG(mode):
+            kind = "a fifo" if stat.S_ISFIFO(mode) else "a device or socket"
+            raise OSError(0, f"not a regular file (it is {kind})")
+        chunks, count = [], 0
+        while count < limit:
+            chunk = os.read(descriptor, min(limit - count, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            count += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(descriptor)
 
 
 def parse_key(text: str | bytes, name: str) -> PublicKey:

@@ -11,12 +11,19 @@ other another. So every document whose reading is ambiguous is refused, never gu
 - two keys that differ only by case (Go matches struct fields without regard to case);
 - ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON; Go refuses them, Python accepts them);
 - nesting deeper than :data:`MAX_DEPTH`.
+
+And, before anything is parsed, a document that could build more than :data:`preparer._jsondoc.MAX_ITEMS` objects,
+arrays and values is refused (:mod:`preparer._jsondoc`): its bytes are bounded where it is read, what they expand
+to here. Every parse of outside data on the keyless path (bundles, ``.sig`` annotations, payloads, Rekor bodies,
+the trusted root) goes through :func:`read_json`.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from preparer._jsondoc import DocumentRefused, check
 
 #: Nesting a signed document may have: a simple-signing payload or a bundle is five levels deep.
 MAX_DEPTH = 32
@@ -31,6 +38,10 @@ def read_json(data: bytes) -> Any:
 
     :raises PayloadProblem: it is not JSON, or its reading is ambiguous.
     """
+    try:
+        check(data)  # before the text is decoded or anything built
+    except DocumentRefused as err:
+        raise PayloadProblem(str(err)) from None
     if data[:3] == b"\xef\xbb\xbf":
         raise PayloadProblem("it begins with a byte order mark")
     if data[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(data) > 1 and (data[0] == 0 or data[1] == 0)):

@@ -31,6 +31,7 @@ from preparer._record import record
 from preparer.errors import SignatureRefused, with_fields
 from preparer.fetch.guard import SIGNATURE_MAX_AGE, SignatureObject, Verified, signature_tag
 from preparer.fetch.streams import is_digest
+from preparer.policy.identity import Identity
 from preparer.policy.keys import PublicKey
 from preparer.policy.payload import PayloadProblem, b64, pae, read_json
 
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from preparer.policy.keyless.model import TrustedRoot, Verdict
 
 COSIGN_TYPE = "cosign container image signature"
+#: The annotation of a keyless ``.sig`` layer that holds its certificate.
+CERTIFICATE = "dev.sigstore.cosign/certificate"
 BUNDLE_V03 = "application/vnd.dev.sigstore.bundle.v0.3+json"
 #: Every spelling of a Sigstore bundle's media type (v0.1 and v0.2 bundles carry a certificate chain).
 BUNDLES = frozenset({
@@ -51,43 +54,6 @@ _STATEMENTS = ("https://in-toto.io/Statement/v1", "https://in-toto.io/Statement/
 MAX_CHECKS = 256
 #: At most this many signatures in one DSSE envelope are looked at.
 MAX_ENVELOPE_SIGNATURES = 16
-
-
-@record
-class Identity:
-    """A keyless signer a rule trusts: the certificate's OIDC issuer and its subject (the SAN: a URI or an email),
-    each given exactly or as a regular expression that must match the whole value (cosign's match is unanchored: a
-    pattern that relied on a partial match matches nothing here, never more)."""
-
-    issuer: str | None
-    issuer_regexp: str | None
-    subject: str | None
-    subject_regexp: str | None
-    #: The line of its ``[[image.signed-by.identities]]`` header.
-    line: int | None = None
-
-    def matches(self, issuer: str, subject: str) -> bool:
-        """Whether a certificate of ``issuer`` and ``subject`` is this identity's."""
-        return _one(issuer, self.issuer, self.issuer_regexp) and _one(
-            subject, self.subject, self.subject_regexp
-        )
-
-    @property
-    def shown(self) -> str:
-        """``issuer https://…, subject-regexp ^…$``, as the policy writes it."""
-        issuer = f"issuer {self.issuer}" if self.issuer is not None else f"issuer-regexp {self.issuer_regexp}"
-        subject = (
-            f"subject {self.subject}" if self.subject is not None else f"subject-regexp {self.subject_regexp}"
-        )
-        return f"{issuer}, {subject}"
-
-
-def _one(value: str, exact: str | None, pattern: str | None) -> bool:
-    if exact is not None:
-        return value == exact
-    import re  # deferred: only identity rules match patterns (re caches the compiled pattern)
-
-    return pattern is not None and re.fullmatch(pattern, value) is not None
 
 
 @record
@@ -287,6 +253,10 @@ class Check:
                 f"the keyless signature for {digest} is by issuer {signer.issuer}, subject {signer.subject}, which "
                 f"no identity of the rule matches ({trusted})"
             )
+            partly = next(
+                filter(None, (i.partial(signer.issuer, signer.subject) for i in rule.identities)), None
+            )
+            why += f": {partly}" if partly else ""
         elif progress.keyless_problem is not None and not rule.keys:
             reason, signed, why = "unverified", None, progress.keyless_problem
         elif progress.other is not None:
@@ -303,7 +273,7 @@ class Check:
             trusting = " or ".join(
                 w for w, has in ((with_keys, keys), (f"its identities ({trusted})", trusted)) if has
             )
-            why = f"{count} found, none verifies with {trusting}"
+            why = f"{count} found, none verifies with {trusting}" + _keyless_hint(progress.keyless_seen)
         else:
             reason, signed = "unsigned", None
             why = "no signature found"
@@ -350,10 +320,14 @@ class _Progress:
         #: verify was refused.
         self.other_signer: Verdict | None = None
         self.keyless_problem: str | None = None
+        #: For a rule with keys only: the first keyless signature seen, where, and the signer it claims.
+        self.keyless_seen: tuple[str, str, str] | None = None
         self.checks = self.evidence_checks = 0
 
     def judge(self, obj: SignatureObject, said: _Claim, digests: Sequence[str]) -> bool:
         """Whether ``obj`` (which claims ``said``) satisfies the rule; what it shows for a refusal is noted."""
+        if not self.rule.identities and self.keyless_seen is None:
+            self.keyless_seen = _keyless_claim(obj)
         if said.problem is None and not said.digests.isdisjoint(digests):
             digest = next(d for d in digests if d in said.digests)
             if self.rule.identities and self.checks < MAX_CHECKS:
@@ -396,6 +370,36 @@ class _Progress:
         self.verified = Verified(obj.format, digest, "", obj.found, verdict.issuer, verdict.subject,
                                  verdict.log_index, verdict.signed_at, self.rule.line)  # fmt: skip
         return True
+
+
+def _keyless_claim(obj: SignatureObject) -> tuple[str, str, str] | None:
+    """``(where, issuer, subject)`` when ``obj`` is a keyless signature (its certificate's claims, not verified)."""
+    # The common case of a keyed rule, a keyed signature: no certificate to read (and the bundle not read twice).
+    if obj.format == "cosign" and not any(name == CERTIFICATE for name, _ in obj.annotations):
+        return None
+    if (
+        obj.format != "cosign"
+        and b'"certificate"' not in obj.payload
+        and b"x509CertificateChain" not in obj.payload
+    ):
+        return None
+    from preparer.policy.keyless.evidence import claimed_signer  # deferred: only keyless signatures
+
+    claimed = claimed_signer(obj.format, obj.payload, dict(obj.annotations))
+    return None if claimed is None else (obj.found, *claimed)
+
+
+def _keyless_hint(seen: tuple[str, str, str] | None) -> str:
+    """What a rule with keys only says of a keyless signature it saw: that it is keyless, and how to trust it."""
+    if seen is None:
+        return ""
+    where, issuer, subject = seen
+    signer = f" by issuer {issuer}, subject {subject}" if issuer and subject else ""
+    return (
+        f": the signature {where} is keyless (a Sigstore certificate{signer}, not verified), which no key can "
+        "verify; to trust its signer, give the rule [[image.signed-by.identities]] with its issuer and subject "
+        "and the policy [sigstore] trusted-root (docs/policy.md, keyless identities)"
+    )
 
 
 def _verifying(rule: SignedBy, said: _Claim, checks: int) -> tuple[str | None, int]:

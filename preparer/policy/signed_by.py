@@ -3,7 +3,6 @@ stops the run before any request), its identities, and the trusted root they nee
 
 from __future__ import annotations
 
-import re
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,9 +13,10 @@ from preparer.policy.rules import Rule, canonical_globs
 
 if TYPE_CHECKING:
     from preparer._types import KeyPath
+    from preparer.policy.identity import Identity
     from preparer.policy.keyless.model import TrustedRoot
     from preparer.policy.keys import PublicKey
-    from preparer.policy.signatures import Identity, SignedBy
+    from preparer.policy.signatures import SignedBy
 
 
 class SignedByReader:
@@ -151,48 +151,22 @@ class SignedByReader:
             return ()
         found = []
         for index, table in enumerate(value):
-            line = self.found.line((*path, index))
             none: Identity | None = None
-            identity = self.found.attempt(partial(self.identity, table, line), none)
+            identity = self.found.attempt(partial(self.identity, table, (*path, index)), none)
             if identity is not None:
                 found.append(identity)
         return tuple(found)
 
-    def identity(self, table: dict[str, Any], line: int | None) -> Identity:
-        from preparer.policy.signatures import Identity  # deferred, as SignedBy
+    def identity(self, table: dict[str, Any], at: KeyPath) -> Identity:
+        from preparer.policy.identity import IdentityProblem, read_identity  # deferred, as SignedBy
 
-        key = "image.signed-by.identities"
-        where = self.found.where(line)
-        known = {"issuer", "issuer-regexp", "subject", "subject-regexp"}
-        unknown = sorted(set(table) - known)
-        if unknown:
-            raise self.found.error(
-                key,
-                line,
-                f"{key} ({where}): unknown key '{unknown[0]}' ({known_here(unknown[0], sorted(known))})",
-            )
-        for name, value_ in table.items():
-            if not isinstance(value_, str) or not value_:
-                raise self.found.error(key, line, f"{key} ({where}): {name} must be a non-empty string")
-        for part in ("issuer", "subject"):
-            given = [k for k in (part, f"{part}-regexp") if k in table]
-            if len(given) != 1:
-                problem = (
-                    f"an identity needs its {part}: {part} or {part}-regexp (cosign requires both an issuer "
-                    "and a subject)"
-                    if not given
-                    else f"give {part} or {part}-regexp, not both"
-                )
-                raise self.found.error(key, line, f"{key} ({where}): {problem}")
-        for name in ("issuer-regexp", "subject-regexp"):
-            try:
-                re.compile(table.get(name, ""))
-            except re.error as err:
-                raise self.found.error(
-                    key, line, f"{key} ({where}): {name} is not a valid regular expression ({err})"
-                ) from None
-        issuer, issuer_regexp = table.get("issuer"), table.get("issuer-regexp")
-        return Identity(issuer, issuer_regexp, table.get("subject"), table.get("subject-regexp"), line)
+        def locate(name: str) -> int | None:
+            return self.found.line((*at, name))
+
+        try:
+            return read_identity(table, self.found.line(at), self.found.path, locate)
+        except IdentityProblem as problem:
+            raise self.found.error("image.signed-by.identities", problem.line, str(problem)) from None
 
     def trusted_root(self, doc: dict[str, Any], rule: str) -> TrustedRoot:
         """``[sigstore] trusted-root``, read: the trusted root that identity rules need (the rule at ``rule`` has

@@ -200,8 +200,8 @@ IDENTITY = f'issuer = "{GITHUB_ISSUER}"\nsubject = "{WORKFLOW}"\n'
                 f'[[image.signed-by.identities]]\nissuer = "{GITHUB_ISSUER}"\nsubject-regexp = "(unclosed"\n'
             ),
             (
-                "image.signed-by.identities (line 4 of POLICY): subject-regexp is not a valid regular expression "
-                "(missing ), unterminated subpattern at position 0)"
+                "image.signed-by.identities (line 6 of POLICY): subject-regexp is not a valid regular expression "
+                "(Go's regexp syntax, as cosign reads it): missing ): (unclosed"
             ),
         ),
         (
@@ -210,7 +210,7 @@ IDENTITY = f'issuer = "{GITHUB_ISSUER}"\nsubject = "{WORKFLOW}"\n'
                 f'[[image.signed-by.identities]]\n{IDENTITY}subjct = "x"\n'
             ),
             (
-                "image.signed-by.identities (line 4 of POLICY): unknown key 'subjct' (did you mean subject? known here: issuer, issuer-regexp, "
+                "image.signed-by.identities (line 7 of POLICY): unknown key 'subjct' (did you mean subject? known here: issuer, issuer-regexp, "
                 "subject, subject-regexp)"
             ),
         ),

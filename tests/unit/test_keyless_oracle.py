@@ -35,11 +35,11 @@ from sigstore.models import Bundle, TrustedRoot
 from sigstore.verify import Verifier
 from sigstore.verify.policy import AllOf, AnyOf, Identity, OIDCIssuer, OIDCIssuerV2
 
+from preparer.policy.identity import Identity as RuleIdentity
 from preparer.policy.keyless.evidence import from_bundle
 from preparer.policy.keyless.model import KeylessProblem
 from preparer.policy.keyless.root import load_root
 from preparer.policy.keyless.verify import verify
-from preparer.policy.signatures import Identity as RuleIdentity
 from tests.keyless import GITHUB_ISSUER, T0, WORKFLOW
 from tests.keyless_sign import Signer, keyless_bundle, make_signer
 from tests.plugins.signing import statement

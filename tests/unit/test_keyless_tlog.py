@@ -115,7 +115,7 @@ def test_a_log_key_not_valid_at_the_integrated_time_is_refused() -> None:
     ):
         tlog.verify_promise(entry, log.root())
     with pytest.raises(KeylessProblem, match=r"was not valid"):
-        tlog.verify_inclusion(entry, log.root())
+        tlog.verify_inclusion(entry, log.root(), at=T0)  # the time its promise proves: the caller gives it
     old = Log(window=Window(T0 - 100, T0 - 1))
     with pytest.raises(KeylessProblem, match=r"was not valid"):
         tlog.verify_promise(own_entry(old)[0], old.root())

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from preparer._jsondoc import DocumentRefused, loads
 from preparer.errors import FetchError, NotFoundError
 from preparer.fetch.base import FetchContext
 from preparer.fetch.guard import LimitExceeded
@@ -234,7 +235,9 @@ class Registry:
 
     def _parse_manifest(self, data: bytes, digest: str) -> tuple[dict[str, Any], str, str]:
         try:
-            doc = json.loads(data)
+            doc = loads(data)  # bounded in what it builds, not only in bytes
+        except DocumentRefused as err:
+            raise FetchError(f"pull {self.ref}", f"the manifest is refused: {err}") from None
         except ValueError:
             raise FetchError(f"pull {self.ref}", "the manifest is not JSON") from None
         if not isinstance(doc, dict):
@@ -247,7 +250,8 @@ class Registry:
 
     def referrers(self, digest: str, artifact_type: str) -> dict[str, Any] | None:
         """The index of the manifests that refer to ``digest`` (OCI 1.1): the registry's referrers API, asked for
-        ``artifact_type`` (a registry may ignore the filter), or, when it answers that it has no such API (404,
+        ``artifact_type`` (a registry may ignore the filter; ``""``: every type), or, when it answers that it has no
+        such API (404,
         or 400, 405 or 501 as registries without it variously do), the referrers tag schema's index at tag
         ``sha256-<hex>``. ``None``: no referrers.
 
@@ -255,7 +259,8 @@ class Registry:
         """
         from urllib.parse import quote  # deferred: only runs that verify signatures list referrers
 
-        url = f"{self.base}/referrers/{digest}?artifactType={quote(artifact_type, safe='')}"
+        url = f"{self.base}/referrers/{digest}"
+        url += f"?artifactType={quote(artifact_type, safe='')}" if artifact_type else ""
 
         def attempt() -> bytes | None:
             response = self._get(url, {"Accept": OCI_INDEX})
@@ -295,8 +300,10 @@ class Registry:
         :raises FetchError: it is not one (``what`` names it).
         """
         try:
-            doc = json.loads(data)
-        except (ValueError, RecursionError):
+            doc = loads(data)  # bounded in what it builds, not only in bytes
+        except DocumentRefused as err:
+            raise FetchError(f"pull {self.ref}", f"the {what} is refused: {err}") from None
+        except ValueError:
             doc = None
         if not isinstance(doc, dict):
             raise FetchError(f"pull {self.ref}", f"the {what} is not a JSON object")

@@ -6,9 +6,9 @@ Two places, both looked at for each digest a signature may be for (the index's a
   media type ``application/vnd.dev.cosign.simplesigning.v1+json`` (the blob is the payload, the annotation
   ``dev.cosignproject.cosign/signature`` the signature);
 - Sigstore bundles attached as OCI 1.1 referrers (cosign v3's default): the registry's referrers API
-  (``/v2/<name>/referrers/<digest>``), or on a registry without it (a 404, 400, 405 or 501) the referrers tag
-  schema (tag ``sha256-<hex>``, an index); each referrer whose ``artifactType`` is the bundle's has one layer, the
-  bundle.
+  (``/v2/<name>/referrers/<digest>``, asked without a filter, since bundles come under four artifact types:
+  :data:`BUNDLE_TYPES`), or on a registry without it (a 404, 400, 405 or 501) the referrers tag schema (tag
+  ``sha256-<hex>``, an index); each referrer whose ``artifactType`` is a bundle's has one layer, the bundle.
 
 What is found is handed to the policy (:class:`~preparer.fetch.guard.SignatureCheck`) one object at a time, as it is
 read: a generator from here to the judge, which stops asking for more once every rule is satisfied, and keeps
@@ -50,6 +50,13 @@ KEYLESS_ANNOTATIONS = (
     "dev.sigstore.cosign/bundle",
 )
 BUNDLE_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
+#: Every media type producers give a Sigstore bundle referrer as its ``artifactType`` (and its layer): cosign v3's
+#: ``...bundle.v0.3+json``, and the ``...bundle+json;version=0.x`` spellings GitHub's attest action and older
+#: sigstore clients write for bundles v0.1 to v0.3.
+BUNDLE_TYPES = frozenset({
+    BUNDLE_TYPE, "application/vnd.dev.sigstore.bundle+json;version=0.3",
+    "application/vnd.dev.sigstore.bundle+json;version=0.2", "application/vnd.dev.sigstore.bundle+json;version=0.1",
+})  # fmt: skip
 PREDICATE_ANNOTATION = "dev.sigstore.bundle.predicateType"
 COSIGN_PREDICATE = "https://sigstore.dev/cosign/sign/v1"
 #: At most this many signatures (layers of a ``.sig`` manifest) or referrers are looked at in one place.
@@ -201,8 +208,9 @@ def _cosign_objects(source: Source, digest: str, budget: _Budget) -> Iterator[Si
 
 def _bundle_objects(source: Source, digest: str, budget: _Budget) -> Iterator[SignatureObject]:
     budget.charge(MAX_MANIFEST, f"the list of referrers of {digest}")
-    log.debug("Signatures of %s: asking for its referrers of type %s", digest, BUNDLE_TYPE)
-    index = source.referrers(digest, BUNDLE_TYPE)
+    # Unfiltered: the API filters by one artifact type, and bundles come under four (BUNDLE_TYPES).
+    log.debug("Signatures of %s: asking for its referrers (of every artifact type)", digest)
+    index = source.referrers(digest, "")
     if index is None:
         budget.refund(MAX_MANIFEST)
         return
@@ -212,7 +220,7 @@ def _bundle_objects(source: Source, digest: str, budget: _Budget) -> Iterator[Si
         raise _PastBound(f"{digest} has {len(listed)} referrers, more than the {MAX_OBJECTS} looked at")
     del index
     for descriptor in listed:
-        if not isinstance(descriptor, dict) or descriptor.get("artifactType") != BUNDLE_TYPE:
+        if not isinstance(descriptor, dict) or descriptor.get("artifactType") not in BUNDLE_TYPES:
             continue
         annotations = descriptor.get("annotations")
         predicate = annotations.get(PREDICATE_ANNOTATION) if isinstance(annotations, dict) else None
@@ -247,9 +255,9 @@ def _bundle(source: Source, descriptor: dict[str, Any], budget: _Budget) -> byte
         _skippable(err)
         raise _Unreadable(err.cause or str(err)) from None
     layers = manifest.get("layers")
-    if kind != "manifest" or manifest.get("artifactType") != BUNDLE_TYPE or not isinstance(layers, list):
+    if kind != "manifest" or manifest.get("artifactType") not in BUNDLE_TYPES or not isinstance(layers, list):
         return None
-    bundle = next((x for x in layers if isinstance(x, dict) and x.get("mediaType") == BUNDLE_TYPE), None)
+    bundle = next((x for x in layers if isinstance(x, dict) and x.get("mediaType") in BUNDLE_TYPES), None)
     if bundle is None:
         return None
     return _small_blob(source, bundle, f"the Sigstore bundle of referrer {referrer}", budget)

@@ -2,8 +2,9 @@
 
 A Fulcio leaf lives ten minutes, so it is checked at the signing time (``at``, whole seconds since the epoch) that
 the transparency log or a timestamp authority vouches for, never at the present. Only the trusted root's
-certificates are trust anchors; the certificates a signature object brings may serve as intermediates below one of
-them, nothing more.
+certificates are trust anchors and intermediates, each of an authority valid at that time: the certificates a
+signature object brings (cosign's chain annotation, a bundle v0.1's chain) add none, as sigstore's verifiers build
+the chain from the trusted root alone.
 
 The Sigstore X.509 profile (Fulcio's ``docs/certificate-specification.md``): a leaf is no CA, its key usage has
 ``digitalSignature`` and its extended key usage has ``codeSigning``; it names its signer in the Subject Alternative
@@ -33,16 +34,15 @@ def chain_to_authority(leaf: bytes, given: tuple[bytes, ...], root: TrustedRoot,
     """The certificate authority of ``root`` the certificate ``leaf`` (DER) chains to, validated at the time
     ``at``: the authority's window (``validFor``) holds ``at``, and every certificate of the path was valid then.
 
-    ``given`` is the chain the signature object carries (leaf-most first, the leaf itself left out or not): its
-    certificates may serve as intermediates, never as trust anchors.
+    The path is made of the authority's own certificates and nothing else. ``given`` is the chain the signature
+    object carries (cosign's chain annotation, a bundle's ``x509CertificateChain``, leaf-most first, the leaf
+    itself left out or not): it must be certificates, and it may only repeat the trusted root's; one it adds
+    (an intermediate the root never listed, or one of an authority retired before ``at``) is never used, and is
+    named when the leaf's issuer is among them.
 
     :raises KeylessProblem: the leaf does not parse, is not of the Sigstore profile, was not valid at ``at``, or
-        does not chain to an authority of ``root`` valid at ``at``.
+        does not chain to an authority of ``root`` valid at ``at`` through that authority's certificates.
     """
-    # Deferred: importing this module costs nothing until a keyless signature is checked.
-    from cryptography import x509
-    from cryptography.x509 import verification
-
     cert = _certificate(leaf, "the certificate")
     _check_profile(cert)
     start, end = _seconds(cert.not_valid_before_utc), _seconds(cert.not_valid_after_utc)
@@ -51,45 +51,96 @@ def chain_to_authority(leaf: bytes, given: tuple[bytes, ...], root: TrustedRoot,
             f"the certificate was not valid at the signing time {when(at)} (it was valid from {when(start)} to "
             f"{when(end)})"
         )
-    intermediates = [
-        _certificate(der, f"certificate {i} of the signature's chain") for i, der in enumerate(given)
-    ]
+    offered = [_certificate(der, f"certificate {i} of the signature's chain") for i, der in enumerate(given)]
     authorities = [authority for authority in root.authorities if authority.window.holds(at)]
     if not authorities:
         raise KeylessProblem(
             f"no certificate authority of the trusted root {root.path} was valid at the signing time {when(at)}"
         )
-    # Fulcio's CAs carry an extended key usage (codeSigning) that the Web PKI's CA profile refuses, and its leaves
-    # name no DNS name and no clientAuth: the profile is checked above, and the path with these policies.
-    ca_policy = verification.ExtensionPolicy.webpki_defaults_ca().may_be_present(
-        x509.ExtendedKeyUsage, verification.Criticality.AGNOSTIC, None
-    )
-    ee_policy = verification.ExtensionPolicy.permit_all()
     reasons = []
     for authority in authorities:
-        chain = [x509.load_der_x509_certificate(der) for der in authority.chain]
-        verifier = (
-            verification.PolicyBuilder()
-            .store(verification.Store(chain[-1:]))
-            .time(_datetime(at))
-            .extension_policies(ca_policy=ca_policy, ee_policy=ee_policy)
-            .build_client_verifier()
-        )
-        try:
-            verifier.verify(cert, chain[:-1] + intermediates)
-        except verification.VerificationError as err:
-            reasons.append(str(err).removeprefix("validation failed: "))
-            continue
-        return authority
+        reason = _path_problem(cert, authority, at)
+        if reason is None:
+            return authority
+        reasons.append(reason)
     raise KeylessProblem(
         f"the certificate (issued by {_name(cert.issuer)}) does not chain to a certificate authority of the trusted "
         f"root {root.path} valid at the signing time {when(at)} ({'; '.join(dict.fromkeys(reasons))})"
+        + _foreign_issuer(cert, offered, root, at)
     )
+
+
+def _path_problem(cert: Any, authority: Authority, at: int) -> str | None:
+    """Why ``cert`` has no path to ``authority``'s root through ``authority``'s intermediates at ``at``, or
+    ``None`` when it has one."""
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
+    from cryptography import x509
+    from cryptography.x509 import verification
+
+    # Fulcio's CAs carry an extended key usage (codeSigning) that the Web PKI's CA profile refuses, and its leaves
+    # name no DNS name and no clientAuth: the profile is checked by the caller, the path with these policies.
+    ca_policy = verification.ExtensionPolicy.webpki_defaults_ca().may_be_present(
+        x509.ExtendedKeyUsage, verification.Criticality.AGNOSTIC, None
+    )
+    chain = [x509.load_der_x509_certificate(der) for der in authority.chain]
+    verifier = (
+        verification.PolicyBuilder()
+        .store(verification.Store(chain[-1:]))
+        .time(_datetime(at))
+        .extension_policies(ca_policy=ca_policy, ee_policy=verification.ExtensionPolicy.permit_all())
+        .build_client_verifier()
+    )
+    try:
+        verifier.verify(cert, chain[:-1])
+    except verification.VerificationError as err:
+        return str(err).removeprefix("validation failed: ")
+    return None
+
+
+def _foreign_issuer(cert: Any, offered: list[Any], root: TrustedRoot, at: int) -> str:
+    """Why the issuer of ``cert`` does not count, when it is a certificate the trusted root lists for an authority
+    not valid at ``at``, or one only the signature's chain (``offered``) brings: ``": ..."``, else ``""``."""
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
+    from cryptography import x509
+
+    for authority in root.authorities:
+        if authority.window.holds(at):
+            continue
+        for der in authority.chain:
+            if _issued(cert, x509.load_der_x509_certificate(der)):
+                window = authority.window
+                until = "it is still in use" if window.end is None else f"to {when(window.end)}"
+                named = f" ({authority.uri})" if authority.uri else ""
+                return (
+                    f": its issuer {_name(cert.issuer)} is a certificate of the trusted root's authority{named} valid "
+                    f"from {when(window.start)} {until}, not at the signing time; the signature's own chain cannot "
+                    "make it count"
+                )
+    if any(_issued(cert, candidate) for candidate in offered):
+        return (
+            f": its issuer {_name(cert.issuer)} is offered by the signature's own chain, and the trusted root does "
+            "not list it; only the trusted root's certificates are anchors and intermediates"
+        )
+    return ""
+
+
+def _issued(cert: Any, candidate: Any) -> bool:
+    """Whether ``candidate``'s key signed ``cert`` (and its subject is ``cert``'s issuer)."""
+    # Deferred: importing this module costs nothing until a keyless signature is checked.
+    from cryptography.exceptions import InvalidSignature
+
+    if candidate.subject != cert.issuer:
+        return False
+    try:
+        cert.verify_directly_issued_by(candidate)
+    except (InvalidSignature, ValueError, TypeError):
+        return False
+    return True
 
 
 def issued_by(leaf: bytes, candidates: tuple[bytes, ...]) -> bytes:
     """The certificate among ``candidates`` (DER) whose key signed ``leaf``: the issuer :func:`verify_sct` needs,
-    found in the authority's chain and the chain the signature object gives.
+    found in the chain of the authority the leaf chains to.
 
     :raises KeylessProblem: none of them issued it.
     """
@@ -108,10 +159,12 @@ def issued_by(leaf: bytes, candidates: tuple[bytes, ...]) -> bytes:
     )
 
 
-def verify_sct(leaf: bytes, issuer: bytes, root: TrustedRoot) -> None:
+def verify_sct(leaf: bytes, issuer: bytes, root: TrustedRoot, *, at: tuple[int, ...] = ()) -> None:
     """Check that ``leaf`` (DER) carries an embedded SCT (RFC 6962 section 3.3, a precertificate's signed
-    certificate timestamp) signed by a CT log of ``root`` whose window holds the SCT's time. ``issuer`` is the
-    certificate that issued ``leaf`` (:func:`issued_by`): the SCT signs the hash of its key.
+    certificate timestamp) signed by a CT log of ``root`` whose window holds the SCT's time and each verified
+    signing time ``at`` (the SCT's own time is only what the log's key signs: a key the root retired could sign any
+    time, so the key must also be trusted when the signature was made, as the verifier proved it). ``issuer`` is
+    the certificate that issued ``leaf`` (:func:`issued_by`): the SCT signs the hash of its key.
 
     The signed data is RFC 6962's ``digitally-signed`` struct (section 3.2) of a ``precert_entry``: the version, the
     signature type ``certificate_timestamp``, the timestamp, the entry type, the SHA-256 of the issuer's
@@ -140,14 +193,16 @@ def verify_sct(leaf: bytes, issuer: bytes, root: TrustedRoot) -> None:
     tbs = cert.tbs_precertificate_bytes
     reasons = []
     for sct in scts:
-        reason = _sct_problem(sct, issuer_key_hash, tbs, root)
+        reason = _sct_problem(sct, issuer_key_hash, tbs, root, at)
         if reason is None:
             return
         reasons.append(reason)
     raise KeylessProblem("; ".join(dict.fromkeys(reasons)))
 
 
-def _sct_problem(sct: Any, issuer_key_hash: bytes, tbs: bytes, root: TrustedRoot) -> str | None:
+def _sct_problem(
+    sct: Any, issuer_key_hash: bytes, tbs: bytes, root: TrustedRoot, at: tuple[int, ...]
+) -> str | None:
     """Why one SCT does not verify, or ``None`` when it does."""
     # Deferred: importing this module costs nothing until a keyless signature is checked.
     from cryptography.exceptions import InvalidSignature
@@ -170,6 +225,9 @@ def _sct_problem(sct: Any, issuer_key_hash: bytes, tbs: bytes, root: TrustedRoot
             f"the certificate's SCT is from the CT log {name}, not trusted at its time {when(millis // 1000)}"
         )
     name = log.url or log.log_id.hex()
+    retired = next((t for t in sorted(at) if not log.window.holds(t)), None)
+    if retired is not None:
+        return f"the certificate's SCT is from the CT log {name}, not trusted at the verified signing time {when(retired)}"
     extensions = sct.extension_bytes
     signed = (
         struct.pack(">BBQH", 0, 0, millis, 1)

@@ -361,3 +361,53 @@ def _pem_certificates(text: str, what: str) -> tuple[bytes, ...]:
     if body is not None:
         raise KeylessProblem(f"{what} has a certificate without its END line")
     return tuple(found)
+
+
+# -- what a keyless signature claims, for a rule that cannot verify it ---------------------------------------------
+
+
+def claimed_signer(kind: str, payload: bytes, annotations: Mapping[str, str]) -> tuple[str, str] | None:
+    """``(issuer, subject)`` the certificate of a keyless signature object names, read and not verified (for a
+    refusal by a rule with keys only, to point to identities): a ``.sig`` layer's (``kind`` ``cosign``) certificate
+    annotation, or a bundle's leaf. ``None``: no certificate (a keyed signature), or one that names no identity.
+    ``("", "")``: a certificate whose identity cannot be read."""
+    from preparer.policy.keyless.certs import identity  # deferred: cryptography, for a refusal only
+
+    if kind == "cosign":
+        pem = annotations.get(CERTIFICATE)
+        try:
+            found = _pem_certificates(pem, "the certificate annotation") if pem else ()
+        except KeylessProblem:
+            return ("", "")
+        leaf = found[0] if found else None
+    else:
+        leaf = _bundle_leaf(payload)
+    if leaf is None:
+        return None
+    try:
+        return identity(leaf)
+    except KeylessProblem:
+        return ("", "")
+
+
+def _bundle_leaf(payload: bytes) -> bytes | None:
+    """The leaf certificate a bundle carries (v0.3's ``certificate``, or the first of ``x509CertificateChain``)."""
+    try:
+        bundle = read_json(payload)
+    except PayloadProblem:
+        return None
+    material = bundle.get("verificationMaterial") if isinstance(bundle, dict) else None
+    if not isinstance(material, dict):
+        return None
+    listed = material.get("x509CertificateChain", {})
+    first = (
+        listed.get("certificates", [None])[0]
+        if isinstance(listed, dict) and listed.get("certificates")
+        else None
+    )
+    holder = material.get("certificate", first)
+    raw = holder.get("rawBytes") if isinstance(holder, dict) else None
+    try:
+        return base64.b64decode(raw, validate=True) if isinstance(raw, str) and raw else None
+    except (binascii.Error, ValueError):
+        return None

@@ -16,7 +16,6 @@ import base64
 import binascii
 import calendar
 import hashlib
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -64,11 +63,10 @@ def load_root(path: Path) -> TrustedRoot:
     :raises RootProblem: the file is missing, unreadable, larger than :data:`MAX_ROOT_BYTES`, not JSON, not a
         trusted root, or holds a value that cannot be used (module docstring).
     """
+    from preparer.policy.keys import read_regular  # deferred, as parse_root's reader
+
     try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size > MAX_ROOT_BYTES:
-                raise RootProblem(f"larger than {MAX_ROOT_BYTES} bytes: not a trusted root")
-            data = f.read(MAX_ROOT_BYTES + 1)
+        data = read_regular(path, MAX_ROOT_BYTES + 1)  # a fifo or a device is refused at once
     except OSError as err:
         raise RootProblem(err.strerror or str(err)) from None
     if len(data) > MAX_ROOT_BYTES:
@@ -84,6 +82,15 @@ def parse_root(data: bytes, path: str = "") -> TrustedRoot:
     # Deferred: importing this module costs nothing until a keyless signature is checked.
     from preparer.policy.payload import PayloadProblem, read_json
 
+    pem = _pem_kind(data)
+    if pem:
+        raise RootProblem(
+            f"it is a PEM {pem} (such as Fulcio's CA certificate, or a Rekor or CT log key), not a trusted root: "
+            "trusted-root names Sigstore's trusted_root.json, the JSON document (mediaType "
+            f"{MEDIA_TYPES[0]}) that lists the certificate authorities, transparency logs, CT logs and timestamp "
+            "authorities with when each may be trusted, as cosign initialize, sigstore trust-instance or "
+            "policy-controller's TrustRoot keep it"
+        )
     try:
         doc = read_json(data)
     except PayloadProblem as err:
@@ -125,6 +132,15 @@ def parse_root(data: bytes, path: str = "") -> TrustedRoot:
         authorities=authorities,
         timestamp_authorities=timestamp_authorities,
     )
+
+
+def _pem_kind(data: bytes) -> str:
+    """``certificate``, ``public key``, ... when ``data`` is PEM (what the label says, in words); ``""`` if not."""
+    text = data.lstrip()[:100]
+    if not text.startswith(b"-----BEGIN "):
+        return ""
+    label = text[len(b"-----BEGIN ") :].partition(b"-----")[0].decode("ascii", "replace").strip()
+    return label.lower() or "block"
 
 
 _WHAT = {

@@ -13,7 +13,8 @@ Three checks, each on its own, each raising :class:`~.model.KeylessProblem` with
   so that a valid entry of someone else's signature cannot vouch for this one (CVE-2022-36056).
 
 The log's keys are the trusted root's (``tlogs``), chosen by the entry's log id and required to be valid
-(``validFor``) at the time the entry says it was logged.
+(``validFor``) at a time the verifier proved: a signed entry timestamp's integrated time (the key's own signature
+over it), or for a checkpoint, which signs no time, the verified signing time (:func:`~.verify.verify`).
 """
 
 from __future__ import annotations
@@ -36,8 +37,15 @@ MAX_NOTE_SIGNATURES = 64
 MAX_PROOF_HASHES = 64
 
 
-def _log_keys(entry: LogEntry, root: TrustedRoot, at: int | None) -> tuple[LogKey, ...]:
-    """The trusted root's keys of the log ``entry`` names, valid at ``at`` (any time when ``None``)."""
+def _log_keys(
+    entry: LogEntry,
+    root: TrustedRoot,
+    at: int | None,
+    *,
+    said: str = "when the entry {index} says it was logged",
+) -> tuple[LogKey, ...]:
+    """The trusted root's keys of the log ``entry`` names, valid at ``at`` (any time when ``None``); ``said``:
+    what ``at`` is, for the message."""
     known = tuple(k for k in root.tlogs if k.log_id == entry.log_id)
     if not known:
         raise KeylessProblem(
@@ -47,8 +55,8 @@ def _log_keys(entry: LogEntry, root: TrustedRoot, at: int | None) -> tuple[LogKe
     if not valid:
         log = known[0].url or entry.log_id.hex()
         raise KeylessProblem(
-            f"the key of log {log} was not valid at {when(at or 0)}, when the entry {entry.log_index} says "
-            "it was logged (the trusted root's validFor)"
+            f"the key of log {log} was not valid at {when(at or 0)}, {said.format(index=entry.log_index)} (the "
+            "trusted root's validFor)"
         )
     return valid
 
@@ -141,11 +149,13 @@ def verify_inclusion(entry: LogEntry, root: TrustedRoot, *, at: int | None = Non
     """Verify ``entry``'s inclusion proof, and its checkpoint when it has one.
 
     The proof's hashes must lead from the entry's body to the proof's root hash; the checkpoint must be signed by
-    the key of the entry's log (valid at ``at``, by default the entry's integrated time; at any time of the key's
-    window when both are ``None``, as for a Rekor v2 entry whose time a timestamp authority vouches for) and name
-    the same tree size and root hash. Without a checkpoint only the path is checked: the root hash is then vouched
-    for by nothing (a bundle v0.1 relies on its signed entry timestamp; :func:`~.evidence.from_bundle` refuses a
-    later bundle whose proof has no checkpoint).
+    the key of the entry's log valid at ``at`` and name the same tree size and root hash. ``at`` is a time the
+    verifier proved (the entry's integrated time once its signed entry timestamp verified, or an RFC 3161
+    timestamp's): never the integrated time an entry merely claims, since a checkpoint signs no time and a key
+    the root retired could sign one for an entry no log holds. ``None``: the key's window is not checked (for
+    the proof's mechanics alone; :func:`~.verify.verify` always gives a time). Without a checkpoint only the path
+    is checked: the root hash is then vouched for by nothing (a bundle v0.1 relies on its signed entry timestamp;
+    :func:`~.evidence.from_bundle` refuses a later bundle whose proof has no checkpoint).
 
     :raises KeylessProblem: no proof, a path that does not lead to the root hash, a malformed checkpoint, one not
         signed by the log's key, or one for another tree.
@@ -161,7 +171,7 @@ def verify_inclusion(entry: LogEntry, root: TrustedRoot, *, at: int | None = Non
         )
     if not proof.checkpoint:
         return
-    keys = _log_keys(entry, root, entry.integrated_time if at is None else at)
+    keys = _log_keys(entry, root, at, said="the verified signing time its checkpoint is judged at")
     origin, size, hash_ = verify_checkpoint(proof.checkpoint, keys)
     if size != proof.tree_size or hash_ != proof.root_hash:
         raise KeylessProblem(

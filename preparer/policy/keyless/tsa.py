@@ -132,7 +132,35 @@ def _signed_by(response: Any, signature: bytes, authority: Authority) -> str:
         verifier.verify_message(response, signature)
     except (ValueError, VerificationError) as err:
         return _reason(str(err))
+    if leaf is None and not _directly_issued(response, chain[0]):
+        # The token's own certificates are OpenSSL's untrusted chain: one it brings must add no intermediate.
+        return (
+            "its signing certificate is not issued by the authority's root itself: an intermediate the token "
+            "brings is not the trusted root's"
+        )
     return ""
+
+
+def _directly_issued(response: Any, issuer: Any) -> bool:
+    """Whether the certificate the token names as its signer (the signer info's issuer and serial) is one of the
+    token's certificates signed by ``issuer`` itself."""
+    # Deferred: cryptography is loaded only by signatures that carry a timestamp.
+    from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
+
+    signed = response.signed_data
+    infos = list(signed.signer_infos)
+    if len(infos) != 1:
+        return False
+    for der in signed.certificates:
+        cert = x509.load_der_x509_certificate(der)
+        if cert.issuer == infos[0].issuer and cert.serial_number == infos[0].serial_number:
+            try:
+                cert.verify_directly_issued_by(issuer)
+            except (InvalidSignature, ValueError, TypeError):
+                return False
+            return True
+    return False
 
 
 #: The library's and OpenSSL's words for a refusal, and the operator's.
