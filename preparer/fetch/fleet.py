@@ -21,16 +21,16 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from preparer import interrupt
 from preparer._record import field, record
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.failures import NetworkError
-from preparer.fetch.oci import auth
 from preparer.fetch.oci.reference import scheme_for
+from preparer.fetch.oci.remote import PushRefused, Remote, Sized, Unanswered
 from preparer.fetch.spool import Abandoned, Spool
 from preparer.fetch.streams import is_digest, sha256_of
 from preparer.fetch.transport import Transport, describe, read_capped
@@ -38,6 +38,8 @@ from preparer.fetch.url import parse_http_url
 
 if TYPE_CHECKING:
     import requests
+
+T = TypeVar("T")
 
 ARTIFACT_TYPE = "application/vnd.buildpacks.preparer.archive.v1"
 REF_TYPE = "application/vnd.buildpacks.preparer.ref.v1"
@@ -200,7 +202,8 @@ class Fleet:
     )
     _broken: bool = field(default=False, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    _authorization: str | None = field(default=None, init=False, repr=False)
+    #: The repository's client (the run's one registry client: credentials, the challenge, pushes).
+    remote: Remote = field(default=None, init=False, repr=False)  # type: ignore[assignment]  # made just below
     pending: list[_Pending] = field(default_factory=list, init=False)
     _uploads: Any = field(default=None, init=False, repr=False)
     _live: list[Upload] = field(default_factory=list, init=False, repr=False)
@@ -208,10 +211,13 @@ class Fleet:
     #: The blobs this run uploaded (the repository had none of them before).
     _uploaded: set[str] = field(default_factory=set, init=False, repr=False)
 
-    @property
-    def base(self) -> str:
-        scheme = scheme_for(self.config.registry, self.insecure_registries)
-        return f"{scheme}://{self.config.registry}/v2/{self.config.repository}"
+    def __post_init__(self) -> None:
+        config = self.config
+        root = f"{scheme_for(config.registry, self.insecure_registries)}://{config.registry}/v2"
+        self.remote = Remote(
+            root, config.repository, registry=config.registry, environ=self.environ, transport=self.transport,
+            send=self._send, push=config.mode == "read-write",
+        )  # fmt: skip
 
     @property
     def usable(self) -> bool:
@@ -296,9 +302,7 @@ class Fleet:
     def image_manifest(self, hex_digest: str) -> bool:
         """Whether the repository holds the image manifest ``sha256:<hex_digest>`` (to pull it from there)."""
         accept = f"{OCI_MANIFEST}, application/vnd.docker.distribution.manifest.v2+json, {OCI_INDEX}, {DOCKER_LIST}"
-        response = self._request(
-            "HEAD", f"{self.base}/manifests/sha256:{hex_digest}", headers={"Accept": accept}
-        )
+        response = self._request("HEAD", self.remote.manifest_url(f"sha256:{hex_digest}"), {"Accept": accept})
         if response is None:
             return False
         response.close()
@@ -307,7 +311,7 @@ class Fleet:
     def blob(self, digest: str) -> requests.Response | None:
         """The blob ``digest``, streaming (the caller verifies it within the download deadline); ``None`` on any
         problem (then: the origin)."""
-        response = self._request("GET", f"{self.base}/blobs/{digest}", within=self.transport.deadline)
+        response = self._request("GET", self.remote.blob_url(digest), blob=True)
         if response is None:
             return None
         if response.status_code != 200:
@@ -369,7 +373,7 @@ class Fleet:
         """The record tagged ``tag`` when it is one of ``artifact_type``; ``None`` when absent (404), malformed
         (with a warning) or when the repository fails (the breaker opens)."""
         deadline = self.transport.clock.deadline(RECORD_SECONDS, _slow(RECORD_SECONDS))
-        response = self._request("GET", f"{self.base}/manifests/{tag}", accept=True)
+        response = self._request("GET", self.remote.manifest_url(tag), {"Accept": OCI_MANIFEST})
         if response is None:
             return None
         if response.status_code != 200:
@@ -396,61 +400,61 @@ class Fleet:
             self.warn(f"the download cache repository's {tag} is ignored: {why}")
 
     def _request(
-        self, method: str, url: str, *, accept: bool = False, within: float = RECORD_SECONDS, **kwargs: Any
+        self, method: str, url: str, headers: dict[str, str] | None = None, *, blob: bool = False
     ) -> requests.Response | None:
         """One request with the repository's credentials (a 401 answered once); ``None`` when it cannot be made
-        or is refused (the breaker is then open). Its answer must start within ``within`` seconds (and the run's
-        time); its body is streamed, for the caller to read within its own deadline."""
+        or is refused (the breaker is then open). Its body is streamed, for the caller to read within its own
+        deadline."""
+        return self._guarded(lambda remote: remote.request(method, url, headers, blob=blob))
+
+    def _guarded(self, call: Callable[[Remote], T]) -> T | None:
+        """What ``call`` makes of the repository's client; ``None`` when a request fails or is refused (the breaker
+        is then open, with one warning)."""
         if self._broken:
             return None
-        import requests  # deferred (heavy): only runs with a repository import it
-
-        headers = dict(kwargs.pop("headers", {}))
-        if accept:
-            headers["Accept"] = OCI_MANIFEST
-        for attempt in range(2):
-            if self._authorization:
-                headers["Authorization"] = self._authorization
-            timeout = self.transport.request_timeouts(min(within, READ_SECONDS))
-            try:
-                response = self.transport.session().request(  # bodies but those of GETs are a few bytes
-                    method, url, headers=headers, stream=method == "GET", timeout=timeout, **kwargs
-                )
-            except requests.RequestException as err:
-                self.give_up(_slow(timeout[1]) if isinstance(err, requests.Timeout) else describe(err))
-                return None
-            if response.status_code != 401 or attempt:
-                if response.status_code in (401, 403):
-                    response.close()
-                    self.give_up(f"HTTP {response.status_code} (credentials for {self.config.registry})")
-                    return None
-                return response
-            challenge = response.headers.get("WWW-Authenticate", "")
-            response.close()
-            if not self._authorize(challenge):
-                self.give_up(f"HTTP 401 (credentials for {self.config.registry})")
-                return None
+        try:
+            self.remote.credential  # noqa: B018 (looked up before the first request, as for every registry)
+        except FetchError as err:
+            self.give_up(str(err))
+            return None
+        try:
+            return call(self.remote)
+        except _Off:  # said when it happened
+            return None
+        except (Unanswered, FetchError, NetworkError):  # a challenge without an answer, or no token
+            self.give_up(f"HTTP 401 (credentials for {self.config.registry})")
+        except PushRefused as refused:
+            self.give_up(f"the write-back could not {refused}")
         return None
 
-    def _authorize(self, challenge: str) -> bool:
-        """Answer a 401's challenge with the repository's own credentials, as the registry client does."""
-        credential = auth.lookup(self.config.registry, self.environ)
-        scheme, params = auth.parse_challenge(challenge)
-        if scheme == "basic" and credential is not None and credential.header is not None:
-            self._authorization = credential.header
-            return True
-        if scheme != "bearer" or "realm" not in params:
-            return False
-        actions = "pull,push" if self.config.mode == "read-write" else "pull"
-        scope = f"repository:{self.config.repository}:{actions}"
+    def _send(
+        self, method: str, url: str, headers: dict[str, str], body: Any, blob: bool
+    ) -> requests.Response:
+        """How the client's requests go out: the repository's short timeouts, its answer to start within
+        :data:`RECORD_SECONDS` (a blob's, within the download deadline) and the run's time; a request that fails
+        or is refused opens the breaker."""
+        import requests  # deferred (heavy): only runs with a repository import it
+
+        if self._broken:
+            raise _Off
+        within = self.transport.deadline if blob else RECORD_SECONDS
+        timeout = self.transport.request_timeouts(min(within, READ_SECONDS))
         try:
-            token = auth.request_token(self.transport, params, scope, credential, self.config.registry)
-        except (FetchError, NetworkError):
-            return False
-        if not isinstance(token, str):
-            return False
-        self._authorization = f"Bearer {token}"
-        return True
+            session = self.transport.session()
+        except NetworkError:  # the run is over (an upload it left): nothing more is asked
+            raise _Off from None
+        try:
+            response = session.request(  # bodies but those of GETs are a few bytes
+                method, url, headers=headers, data=body, stream=method == "GET", timeout=timeout
+            )
+        except requests.RequestException as err:
+            self.give_up(_slow(timeout[1]) if isinstance(err, requests.Timeout) else describe(err))
+            raise _Off from None
+        if response.status_code == 403:
+            response.close()
+            self.give_up(f"HTTP 403 (credentials for {self.config.registry})")
+            raise _Off
+        return response
 
     # Writing back
 
@@ -473,7 +477,7 @@ class Fleet:
             if self._uploads is None:
                 self._uploads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-upload")
             self._live.append(upload)
-            self._sending.append(self._uploads.submit(interrupt.in_context(lambda: self._send(upload))))
+            self._sending.append(self._uploads.submit(interrupt.in_context(lambda: self._stream(upload))))
         return upload
 
     def remember_upload(
@@ -597,33 +601,30 @@ class Fleet:
         present = self._has_blob(digest)
         if present is not False:
             return bool(present)
-        location = self._start_upload()
+        location = self._guarded(lambda remote: remote.start_upload())
         if location is None:
             return False
         if path is None:
             return self._complete(location, digest, b"{}")
         with open(path, "rb") as file:
             chunks = iter(lambda: file.read(1 << 20), b"")
-            return self._complete(location, digest, _Sized(chunks, os.fstat(file.fileno()).st_size))
+            return self._complete(location, digest, Sized(chunks, os.fstat(file.fileno()).st_size))
 
-    def _send(self, upload: Upload) -> bool:
+    def _stream(self, upload: Upload) -> bool:
         """Send ``upload``'s bytes as they arrive: one ``PATCH`` while the download lasts, then the digest."""
         try:
             if upload.expected is not None and self._has_blob(upload.expected) is not False:
                 return True
-            location = self._start_upload()
+            location = self._guarded(lambda remote: remote.start_upload())
             if location is None:
                 return False
             pieces = upload.pieces(READ_SECONDS)
-            body = pieces if upload.length is None else _Sized(pieces, upload.length)
-            patch = self._request(
-                "PATCH", location, data=body, headers=_BYTES, within=self.transport.deadline
-            )
-            if patch is None or patch.status_code != 202:
-                return self._refused("upload an archive", patch)
-            patch.close()
+            body = pieces if upload.length is None else Sized(pieces, upload.length)
+            going_on = self._guarded(lambda remote: remote.send_upload(location, body))
+            if going_on is None:
+                return False
             assert upload.digest is not None  # the chunks ended: the archive is kept
-            return self._complete(self._absolute(patch.headers.get("Location", location)), upload.digest, b"")
+            return self._complete(going_on, upload.digest, b"")
         except Abandoned:
             return False
         finally:
@@ -631,31 +632,12 @@ class Fleet:
 
     def _has_blob(self, digest: str) -> bool | None:
         """Whether the repository has the blob ``digest`` (``None``: it cannot be asked)."""
-        head = self._request("HEAD", f"{self.base}/blobs/{digest}")
-        if head is None:
-            return None
-        head.close()
-        return head.status_code == 200
-
-    def _start_upload(self) -> str | None:
-        """A new upload session's URL."""
-        start = self._request("POST", f"{self.base}/blobs/uploads/")
-        if start is None or start.status_code != 202 or "Location" not in start.headers:
-            self._refused("start an upload", start)
-            return None
-        start.close()
-        return self._absolute(start.headers["Location"])
-
-    def _absolute(self, location: str) -> str:
-        return self.base.split("/v2/", 1)[0] + location if location.startswith("/") else location
+        return self._guarded(lambda remote: remote.has_blob(digest))
 
     def _complete(self, location: str, digest: str, data: Any) -> bool:
         """End the upload session at ``location`` with its last bytes, ``data``, as the blob ``digest``."""
-        target = f"{location}{'&' if '?' in location else '?'}digest={digest}"
-        put = self._request("PUT", target, data=data, headers=_BYTES)
-        if put is None or put.status_code != 201:
-            return self._refused(f"upload {digest[:19]}", put)
-        put.close()
+        if self._guarded(lambda remote: remote.complete_upload(location, digest, data)) is None:
+            return False
         with self._lock:
             self._uploaded.add(digest)
         return True
@@ -664,24 +646,11 @@ class Fleet:
         self, tag: str, manifest: bytes, media_type: str = OCI_MANIFEST, ask: bool = True
     ) -> bool:
         """Tag ``manifest`` as ``tag``, unless (``ask``) the tag names it already."""
-        digest = sha256_of(manifest)
-        head = self._request("HEAD", f"{self.base}/manifests/{tag}", accept=True) if ask else None
-        if head is not None:
-            head.close()
-            if head.status_code == 200 and head.headers.get("Docker-Content-Digest") == digest:
-                return True  # the tag already names this very record
-        put = self._request("PUT", f"{self.base}/manifests/{tag}", data=manifest,
-                            headers={"Content-Type": media_type})  # fmt: skip
-        if put is None or put.status_code not in (200, 201):
-            return self._refused(f"put {tag}", put)
-        put.close()
-        return True
+        return self._guarded(lambda remote: remote.put_manifest(tag, manifest, media_type, ask)) is not None
 
-    def _refused(self, what: str, response: requests.Response | None) -> bool:
-        if response is not None:
-            response.close()
-            self.give_up(f"the write-back could not {what} (HTTP {response.status_code})")
-        return False
+
+class _Off(Exception):
+    """A request to the repository was not made, or failed or was refused: the breaker is open (said once)."""
 
 
 def _slow(seconds: float) -> str:
@@ -700,23 +669,6 @@ def _manifest(artifact_type: str, layer: dict[str, Any], annotations: dict[str, 
         "annotations": annotations,
     }
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
-
-
-class _Sized:
-    """A request body of ``length`` bytes, sent as ``chunks`` come (requests sends a file object 8 KiB at a time) and
-    with its length (so not in chunked encoding)."""
-
-    def __init__(self, chunks: Iterable[bytes], length: int) -> None:
-        self.chunks, self.length = chunks, length
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self.chunks)
-
-
-_BYTES = {"Content-Type": "application/octet-stream"}
 
 
 class Upload(Spool):
