@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     import requests
 
     from preparer.fetch.extract import Extracted
-    from preparer.fetch.fleet import Fleet, Hit, Upload
+    from preparer.fetch.fleet import Fleet, Hit
+    from preparer.fetch.fleet_writeback import Upload, WriteBack
     from preparer.fetch.locator import HttpLocator
     from preparer.fetch.url import HttpUrl
 
@@ -221,14 +222,16 @@ class ArchiveWay:
         self,
         local: DownloadCache | None,
         fleet: Fleet | None,
+        writeback: WriteBack | None,
         link: bool,
         origin: Origin,
         sink: Sink,
         early: Revalidations | None = None,
     ) -> None:
-        #: This pod's download cache and the fleet's repository (either ``None``: absent); ``link``: whether what
-        #: is installed from this pod's cache may be hard links into it.
-        self.local, self.fleet, self.link = local, fleet, link
+        #: This pod's download cache and the fleet's repository (either ``None``: absent), what the run writes back
+        #: to it (``None``: nothing); ``link``: whether what is installed from this pod's cache may be hard links
+        #: into it.
+        self.local, self.fleet, self.writeback, self.link = local, fleet, writeback, link
         self.origin, self.sink, self.early = origin, sink, early
         self.locator, self.source = origin.locator, origin.locator.shown
         self.pinned = None if self.locator.sha256 is None else "sha256:" + self.locator.sha256
@@ -511,8 +514,8 @@ class ArchiveWay:
                     f"{self.source} could not be revalidated with its origin; the download cache repository's copy "
                     "is used"
                 )
-            else:
-                fleet.remember_record(hit, locator.url)
+            elif self.writeback is not None:
+                self.writeback.remember_record(hit, locator.url)
 
         def opener() -> requests.Response:
             response = fleet.blob(hit.digest) if fleet.usable else None
@@ -540,17 +543,17 @@ class ArchiveWay:
         slower than the origin, where the download itself is written: in ``local``'s temporary directory when the
         attempt keeps it there, else in staging (so a full download cache, which the next attempt goes without, is
         not written to again)."""
-        if self.fleet is None or self.locator.target.private:
+        if self.writeback is None or self.locator.target.private:
             return None
         spool = local.tmp_dir() if local is not None else self.sink.staging
         length = response.headers.get("Content-Length")
-        return self.fleet.upload(spool, self.pinned, decimal(length or ""))
+        return self.writeback.upload(spool, self.pinned, decimal(length or ""))
 
     def _keep_upload(self, upload: Upload | None, digest: str, size: int, validators: dict[str, str]) -> None:
         """The archive ``digest`` (``size`` bytes) passed its checks: the upload under way is finished, and its
         record follows at the store's commit."""
-        if upload is not None and self.fleet is not None:
-            self.fleet.remember_upload(upload, digest, size, self.locator.url, validators)
+        if upload is not None and self.writeback is not None:
+            self.writeback.remember_upload(upload, digest, size, self.locator.url, validators)
 
     # Both
 

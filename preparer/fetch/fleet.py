@@ -9,29 +9,24 @@ copied unchanged (manifest, config, layers) and tagged ``sha256-<hex>`` of the m
 Everything read from the repository is verified as origin bytes are (digests, sizes, pins, the archive rules):
 a record only says where to look. The repository never fails a build: any problem with it is one warning, after
 which the run goes on as if there were no repository (a circuit breaker: the repository is not asked again in
-the run). Write-back happens after the commit, only in ``read-write`` mode, never for downloads that used
-credentials, and within :data:`WRITE_BACK_SECONDS`.
+the run). This module names what the repository holds and reads it; what a run writes back, after its commit and
+only in ``read-write`` mode, is :mod:`~preparer.fetch.fleet_writeback`'s.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import os
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from preparer import interrupt
 from preparer._record import field, record
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.failures import NetworkError
 from preparer.fetch.oci.reference import scheme_for
-from preparer.fetch.oci.remote import PushRefused, Remote, Sized, Unanswered
-from preparer.fetch.spool import Abandoned, Spool
+from preparer.fetch.oci.remote import PushRefused, Remote, Unanswered
 from preparer.fetch.streams import is_digest, sha256_of
 from preparer.fetch.transport import Transport, describe, read_capped
 from preparer.fetch.url import parse_http_url
@@ -73,8 +68,6 @@ READ_SECONDS = 30.0
 #: Seconds a request for a record (a manifest, a tag, a HEAD) may take in all: a repository that trickles its
 #: answers costs a build this once, then the breaker is open. Blobs have the download deadline.
 RECORD_SECONDS = 10.0
-#: The write-back of one run, in all.
-WRITE_BACK_SECONDS = 30.0
 MAX_RECORD = 1 << 20
 #: The annotations of an archive record.
 SOURCE = "org.opencontainers.image.source"
@@ -173,24 +166,9 @@ class Hit:
 
 
 @record(frozen=False)
-class _Pending:
-    """Something to write back after the commit."""
-
-    kind: Literal["archive", "record", "image", "ref", "signatures", "index"]
-    digest: str
-    url: str | None
-    annotations: dict[str, str]
-    path: Path | None = None
-    #: The archive's size (an archive's or a URL's record).
-    size: int = 0
-    #: An image's blobs by digest (``None``: not kept locally), and its manifest's media type.
-    blobs: dict[str, Path | None] = field(default_factory=dict)
-    media_type: str = ""
-
-
-@record(frozen=False)
 class Fleet:
-    """One run's view of the repository: lookups while fetching, write-back after the commit."""
+    """One run's connection to the repository (its client, the breaker) and its lookups while fetching; the
+    write-back after the commit is a :class:`~preparer.fetch.fleet_writeback.WriteBack` of it."""
 
     config: FleetConfig
     environ: dict[str, str] = field(default_factory=dict, repr=False)
@@ -204,12 +182,6 @@ class Fleet:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     #: The repository's client (the run's one registry client: credentials, the challenge, pushes).
     remote: Remote = field(default=None, init=False, repr=False)  # type: ignore[assignment]  # made just below
-    pending: list[_Pending] = field(default_factory=list, init=False)
-    _uploads: Any = field(default=None, init=False, repr=False)
-    _live: list[Upload] = field(default_factory=list, init=False, repr=False)
-    _sending: list[Any] = field(default_factory=list, init=False, repr=False)
-    #: The blobs this run uploaded (the repository had none of them before).
-    _uploaded: set[str] = field(default_factory=set, init=False, repr=False)
 
     def __post_init__(self) -> None:
         config = self.config
@@ -274,30 +246,6 @@ class Fleet:
             self._malformed(tag, "its layer is not the digest it is tagged with")
             return None
         return self.small_blob(hit, MAX_INDEX)
-
-    def remember_index(self, path: Path, digest: str, source: str) -> None:
-        """Write the image index at ``path`` (of digest ``digest``, pulled through ``source``) back after the
-        commit, as a record tagged :func:`index_tag`."""
-        if self.config.mode == "read-write":
-            annotations = {SOURCE: source}
-            size = path.stat().st_size
-            self.pending.append(_Pending("index", digest, index_tag(digest), annotations, path, size))
-
-    def remember_signatures(self, path: Path, digest: str, repository: str, image: str) -> None:
-        """Write the signature record at ``path`` (of digest ``digest``) for the image ``image`` of
-        ``repository`` back after the commit."""
-        if self.config.mode == "read-write":
-            annotations = {SOURCE: f"{repository}@{image}"}
-            self.pending.append(
-                _Pending(
-                    "signatures",
-                    digest,
-                    signatures_tag(repository, image),
-                    annotations,
-                    path,
-                    path.stat().st_size,
-                )
-            )
 
     def image_manifest(self, hex_digest: str) -> bool:
         """Whether the repository holds the image manifest ``sha256:<hex_digest>`` (to pull it from there)."""
@@ -405,9 +353,9 @@ class Fleet:
         """One request with the repository's credentials (a 401 answered once); ``None`` when it cannot be made
         or is refused (the breaker is then open). Its body is streamed, for the caller to read within its own
         deadline."""
-        return self._guarded(lambda remote: remote.request(method, url, headers, blob=blob))
+        return self.guarded(lambda remote: remote.request(method, url, headers, blob=blob))
 
-    def _guarded(self, call: Callable[[Remote], T]) -> T | None:
+    def guarded(self, call: Callable[[Remote], T]) -> T | None:
         """What ``call`` makes of the repository's client; ``None`` when a request fails or is refused (the breaker
         is then open, with one warning)."""
         if self._broken:
@@ -456,198 +404,6 @@ class Fleet:
             raise _Off
         return response
 
-    # Writing back
-
-    def remember_archive(self, path: Path, digest: str, url: str, validators: dict[str, str]) -> None:
-        """Write the origin's archive at ``path`` back after the commit (``read-write`` mode only)."""
-        if self.config.mode == "read-write":
-            annotations = self._annotations(url, validators)
-            self.pending.append(_Pending("archive", digest, url, annotations, path, path.stat().st_size))
-
-    def upload(self, directory: Path, expected: str | None, length: int | None) -> Upload | None:
-        """An upload of the archive about to be downloaded, under way at once (see :class:`Upload`); ``None`` when
-        nothing is written back. ``expected``: its pinned digest; ``length``: its announced size; ``directory``:
-        where its bytes wait when the repository is slower than the origin."""
-        if self.config.mode != "read-write" or self._broken:
-            return None
-        from concurrent.futures import ThreadPoolExecutor  # deferred: only a write-back uploads
-
-        upload = Upload(directory, expected, length)
-        with self._lock:
-            if self._uploads is None:
-                self._uploads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-upload")
-            self._live.append(upload)
-            self._sending.append(self._uploads.submit(interrupt.in_context(lambda: self._stream(upload))))
-        return upload
-
-    def remember_upload(
-        self, upload: Upload, digest: str, size: int, url: str, validators: dict[str, str]
-    ) -> None:
-        """Keep what ``upload`` sent as the archive ``digest`` (``size`` bytes) of ``url``: its record follows
-        after the commit."""
-        upload.keep(digest)
-        annotations = self._annotations(url, validators)
-        self.pending.append(_Pending("archive", digest, url, annotations, size=size))
-
-    def close(self) -> None:
-        """End the uploads whose archives were not kept (a run that failed, or was stopped), and stop those not
-        started yet."""
-        for upload in self._live:
-            upload.discard()
-        if self._uploads is not None:
-            self._uploads.shutdown(wait=False, cancel_futures=True)
-
-    def remember_record(self, hit: Hit, url: str) -> None:
-        """Record again that ``url`` is ``hit`` (the origin has just confirmed it)."""
-        if self.config.mode == "read-write":
-            annotations = self._annotations(url, hit.validators)
-            self.pending.append(_Pending("record", hit.digest, url, annotations, size=hit.size))
-
-    def remember_ref(self, reference: str, digest: str, index: str | None = None) -> None:
-        """Record that the tag ``reference`` named ``digest``, through the image index ``index`` if any (for
-        offline runs)."""
-        if self.config.mode == "read-write":
-            annotations = {SOURCE: reference, DIGEST: digest, CHECKED: str(int(time.time()))}
-            if index is not None:
-                annotations[INDEX] = index
-            self.pending.append(_Pending("ref", digest, reference, annotations))
-
-    def remember_image(
-        self, manifest: Path, digest: str, blobs: dict[str, Path | None], media_type: str
-    ) -> None:
-        """Copy the image ``digest`` (its manifest and blobs, kept in the local cache) to the repository, when
-        every blob was pulled (a buildpackage's unneeded layers are not)."""
-        if self.config.mode == "read-write" and all(blobs.values()):
-            self.pending.append(
-                _Pending("image", digest, None, {}, manifest, blobs=blobs, media_type=media_type)
-            )
-
-    @staticmethod
-    def _annotations(url: str, validators: dict[str, str]) -> dict[str, str]:
-        found = {SOURCE: canonical_url(url), CHECKED: str(int(time.time()))}
-        if validators.get("etag"):
-            found[ETAG] = validators["etag"]
-        if validators.get("last-modified"):
-            found[LAST_MODIFIED] = validators["last-modified"]
-        return found
-
-    def write_back(self) -> int:
-        """Push what the run remembered, within :data:`WRITE_BACK_SECONDS`; problems are one warning.
-
-        :returns: the number of records written.
-        """
-        ends = time.monotonic() + WRITE_BACK_SECONDS
-        self._upload_all()
-        from concurrent.futures import ThreadPoolExecutor  # deferred: only a write-back puts records
-
-        def write(item: _Pending) -> int:
-            return 0 if self._broken or time.monotonic() > ends else self._write_record(item)
-
-        # The blobs are in the repository now: the records follow, four at a time.
-        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-record") as pool:
-            written = [
-                pool.submit(interrupt.in_context(functools.partial(write, item))) for item in self.pending
-            ]
-            return sum(future.result() for future in written)
-
-    def _write_record(self, item: _Pending) -> int:
-        if item.kind == "image":
-            assert item.path is not None
-            manifest, media_type = item.path.read_bytes(), item.media_type or OCI_MANIFEST
-            tags = ["sha256-" + item.digest.removeprefix("sha256:")]
-        elif item.kind == "ref":
-            manifest, media_type = _manifest(REF_TYPE, EMPTY_CONFIG, item.annotations), OCI_MANIFEST
-            tags = [ref_tag(item.url or "")]
-        elif item.kind in ("signatures", "index"):
-            kind, layer_type = (
-                (SIGNATURES_TYPE, SIGNATURES_LAYER)
-                if item.kind == "signatures"
-                else (INDEX_TYPE, INDEX_LAYER)
-            )
-            layer = {"mediaType": layer_type, "digest": item.digest, "size": item.size}
-            manifest, media_type = _manifest(kind, layer, item.annotations), OCI_MANIFEST
-            tags = [item.url or ""]
-        else:
-            layer = {"mediaType": LAYER_TYPE, "digest": item.digest, "size": item.size}
-            manifest, media_type = _manifest(ARTIFACT_TYPE, layer, item.annotations), OCI_MANIFEST
-            tags = [url_tag(item.url)] if item.url else []
-            if item.kind == "archive":
-                tags.insert(0, "sha256-" + item.digest.removeprefix("sha256:"))
-        # A record naming a blob this run uploaded cannot be in the repository yet: no need to ask first.
-        new = item.digest in self._uploaded or any(digest in self._uploaded for digest in item.blobs)
-        return 1 if all(self._put_manifest(tag, manifest, media_type, ask=not new) for tag in tags) else 0
-
-    def _upload_all(self) -> None:
-        """Upload every blob the pending records need, four at a time, and wait for the uploads under way: the
-        uploads are most of the write-back's time, and mostly time in the kernel."""
-        blobs: dict[str, Path | None] = {str(EMPTY_CONFIG["digest"]): None}
-        for item in self.pending:
-            if item.kind in ("archive", "signatures", "index") and item.path is not None:
-                blobs[item.digest] = item.path
-            blobs.update(item.blobs)
-        from concurrent.futures import ThreadPoolExecutor, wait  # deferred: only a write-back uploads
-
-        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-upload") as pool:
-            uploads = [
-                pool.submit(interrupt.in_context(functools.partial(self._upload, path, digest)))
-                for digest, path in blobs.items()
-            ]
-            for future in uploads:
-                future.result()
-        wait(self._sending, timeout=WRITE_BACK_SECONDS)
-
-    def _upload(self, path: Path | None, digest: str) -> bool:
-        """Upload one blob (``None``: the empty config), unless the repository has it already."""
-        present = self._has_blob(digest)
-        if present is not False:
-            return bool(present)
-        location = self._guarded(lambda remote: remote.start_upload())
-        if location is None:
-            return False
-        if path is None:
-            return self._complete(location, digest, b"{}")
-        with open(path, "rb") as file:
-            chunks = iter(lambda: file.read(1 << 20), b"")
-            return self._complete(location, digest, Sized(chunks, os.fstat(file.fileno()).st_size))
-
-    def _stream(self, upload: Upload) -> bool:
-        """Send ``upload``'s bytes as they arrive: one ``PATCH`` while the download lasts, then the digest."""
-        try:
-            if upload.expected is not None and self._has_blob(upload.expected) is not False:
-                return True
-            location = self._guarded(lambda remote: remote.start_upload())
-            if location is None:
-                return False
-            pieces = upload.pieces(READ_SECONDS)
-            body = pieces if upload.length is None else Sized(pieces, upload.length)
-            going_on = self._guarded(lambda remote: remote.send_upload(location, body))
-            if going_on is None:
-                return False
-            assert upload.digest is not None  # the chunks ended: the archive is kept
-            return self._complete(going_on, upload.digest, b"")
-        except Abandoned:
-            return False
-        finally:
-            upload.discard()
-
-    def _has_blob(self, digest: str) -> bool | None:
-        """Whether the repository has the blob ``digest`` (``None``: it cannot be asked)."""
-        return self._guarded(lambda remote: remote.has_blob(digest))
-
-    def _complete(self, location: str, digest: str, data: Any) -> bool:
-        """End the upload session at ``location`` with its last bytes, ``data``, as the blob ``digest``."""
-        if self._guarded(lambda remote: remote.complete_upload(location, digest, data)) is None:
-            return False
-        with self._lock:
-            self._uploaded.add(digest)
-        return True
-
-    def _put_manifest(
-        self, tag: str, manifest: bytes, media_type: str = OCI_MANIFEST, ask: bool = True
-    ) -> bool:
-        """Tag ``manifest`` as ``tag``, unless (``ask``) the tag names it already."""
-        return self._guarded(lambda remote: remote.put_manifest(tag, manifest, media_type, ask)) is not None
-
 
 class _Off(Exception):
     """A request to the repository was not made, or failed or was refused: the breaker is open (said once)."""
@@ -655,38 +411,3 @@ class _Off(Exception):
 
 def _slow(seconds: float) -> str:
     return f"it did not answer within {seconds:g} s"
-
-
-def _manifest(artifact_type: str, layer: dict[str, Any], annotations: dict[str, str]) -> bytes:
-    """A record: an OCI manifest of ``artifact_type`` with the empty config and one layer (registries refuse a
-    manifest without layers), serialised the same way every time (so an unchanged record is not put again)."""
-    doc = {
-        "schemaVersion": 2,
-        "mediaType": OCI_MANIFEST,
-        "artifactType": artifact_type,
-        "config": EMPTY_CONFIG,
-        "layers": [layer],
-        "annotations": annotations,
-    }
-    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
-
-
-class Upload(Spool):
-    """An archive's bytes sent to the repository while they are downloaded, so that its write-back ends with its
-    download: docker's streamed upload (``POST``, one ``PATCH`` whose body grows as the bytes arrive, a ``PUT``
-    naming the digest once it is known). The bytes reach the sending thread through a :class:`Spool`: a
-    repository slower than the origin never holds the download back. Nothing is published until the record is
-    written after the commit; an archive that is not kept (a failed download, a digest that does not match) ends
-    its upload unfinished."""
-
-    def __init__(self, directory: Path, expected: str | None, length: int | None) -> None:
-        super().__init__(directory, length)
-        #: The pinned digest, if any (not sent again when the repository has that blob).
-        self.expected = expected
-        #: The archive's digest once it is kept.
-        self.digest: str | None = None
-
-    def keep(self, digest: str) -> None:
-        """The download is over and its bytes are the archive ``digest``: finish the upload."""
-        self.digest = digest
-        self.end(True)

@@ -37,6 +37,7 @@ from preparer.fetch.transport import RunClock, Transport, Unreachable
 
 if TYPE_CHECKING:
     from preparer.fetch.fleet import Fleet, FleetConfig, Hit, Mode
+    from preparer.fetch.fleet_writeback import WriteBack
     from preparer.fetch.guard import SignatureObject
     from preparer.fetch.locator import HttpLocator
 
@@ -155,6 +156,8 @@ class Store:
         #: write the cache's files (the preparer runs as root, the files are root's, the build is another user).
         self.link_installs = link_installs
         self._fleet: Fleet | None = None
+        #: What the run writes back to the fleet's repository (``read-write`` mode only).
+        self._writeback: WriteBack | None = None
         #: The run's revalidation requests, sent together (:meth:`revalidate`).
         self._early = Revalidations()
         #: The image indexes read from the fleet in this run, by digest (verified), for the registry client.
@@ -171,6 +174,10 @@ class Store:
             self._fleet = Fleet(
                 fleet, dict(environ or {}), insecure_registries, warn, transport or Transport()
             )
+            if fleet.mode == "read-write":
+                from preparer.fetch.fleet_writeback import WriteBack  # deferred, as the fleet
+
+                self._writeback = WriteBack(self._fleet)
 
     @classmethod
     def reading(cls, cache: Path) -> Store:
@@ -208,17 +215,17 @@ class Store:
     def commit(self) -> int:
         """After the run's own commit: the fleet's write-back (records, and blobs not sent yet). The number of
         records written."""
-        if self._fleet is None or not self._fleet.pending:
+        if self._fleet is None or self._writeback is None or not self._writeback.pending:
             return 0
-        written = self._fleet.write_back()
+        written = self._writeback.write_back()
         log.debug("Wrote %d records to the download cache repository %s", written, self._fleet.config.repo)
         return written
 
     def close(self) -> None:
         """End the uploads of a run that did not commit them, and the revalidations no fetch took."""
         self._early.close()
-        if self._fleet is not None:
-            self._fleet.close()
+        if self._writeback is not None:
+            self._writeback.close()
 
     # Archives (http and .cnb), by digest and by URL
 
@@ -228,9 +235,10 @@ class Store:
 
         :raises FetchError: it cannot be had (exit 1); offline, and no tier has it.
         """
-        return ArchiveWay(self._local, self._fleet, self.link_installs, origin, sink, self._early).tree(
-            unpacker
+        way = ArchiveWay(
+            self._local, self._fleet, self._writeback, self.link_installs, origin, sink, self._early
         )
+        return way.tree(unpacker)
 
     def revalidate(self, locators: Sequence[HttpLocator], transport: Transport) -> None:
         """Ask, together and before the run's fetches start, each origin whose archive this pod's cache holds
@@ -254,7 +262,9 @@ class Store:
     ) -> tuple[T, str | None]:
         """What ``read`` makes of the archive at ``origin`` kept whole (a ``.cnb``: ``read(path, digest)`` before
         it is kept), and the tier it came through (``None``: its origin or this pod's cache)."""
-        return ArchiveWay(self._local, self._fleet, self.link_installs, origin, sink).file(read)
+        return ArchiveWay(self._local, self._fleet, self._writeback, self.link_installs, origin, sink).file(
+            read
+        )
 
     # Registry blobs and manifests, by digest
 
@@ -434,8 +444,8 @@ class Store:
         the time the registry was asked (now), in this pod's cache and (``spool``: where its file waits for the
         write-back) the fleet's (``private``: the registry asked for credentials: never shared, and not used again
         without a request)."""
-        local, fleet = self._local, self._fleet
-        if not objects or (local is None and fleet is None):
+        local, writeback = self._local, self._writeback
+        if not objects or (local is None and writeback is None):
             return
         import base64  # deferred, as above
         import time
@@ -455,8 +465,8 @@ class Store:
             except OSError as err:
                 if not self._unkept(err, repository, only_cache=True):
                     raise
-        if fleet is not None and not private:  # what credentials fetched is never shared
-            fleet.remember_signatures(
+        if writeback is not None and not private:  # what credentials fetched is never shared
+            writeback.remember_signatures(
                 _spooled(data, "signatures-", spool), sha256_of(data), repository, digest
             )
 
@@ -506,9 +516,9 @@ class Store:
 
     def _keep_file(self, data: bytes, url: str, spool: Path) -> None:
         """The file ``data`` read from ``url`` (its origin) is shared, written back at :meth:`commit`."""
-        if self._fleet is None:
+        if self._writeback is None:
             return
-        self._fleet.remember_archive(_spooled(data, "index-", spool), sha256_of(data), url, {})
+        self._writeback.remember_archive(_spooled(data, "index-", spool), sha256_of(data), url, {})
 
     # Images
 
@@ -622,7 +632,7 @@ class Store:
         ``named``, or a tag), through the image index ``index`` if any: shared (when this pod's cache kept every
         blob), the index recorded (its bytes, read back by its digest), and a tag that led to it recorded (for
         offline runs). A digest is never recorded as a name: a pin is resolved through its digest only."""
-        fleet, local = self._fleet, self._local
+        fleet, local = self._writeback, self._local
         if fleet is None:
             return
         if named is None:

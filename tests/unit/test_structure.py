@@ -116,7 +116,7 @@ def test_only_the_store_imports_the_fleet() -> None:
     importers = sorted(
         name for name, (_, tree) in MODULES.items() if "preparer.fetch.fleet" in _imported(name, tree)
     )
-    assert importers == ["preparer.fetch.archives", "preparer.fetch.store"]
+    assert importers == ["preparer.fetch.archives", "preparer.fetch.fleet_writeback", "preparer.fetch.store"]
 
 
 def test_the_download_cache_is_reached_through_the_store() -> None:
