@@ -107,8 +107,8 @@ def _probing(inputs: Inputs, plan: Plan, online: bool) -> Iterator[tuple[Store, 
         return
     # Deferred, as above: what requests are sent with, as the run sends them.
     from preparer.fetch.base import FetchContext
+    from preparer.fetch.clock import RunClock
     from preparer.fetch.sink import Sink
-    from preparer.fetch.transport import RunClock
     from preparer.staging import run_registries, run_transport
 
     clock = RunClock(inputs.run_timeout)

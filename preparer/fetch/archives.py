@@ -26,9 +26,10 @@ from preparer._record import record
 from preparer.errors import FetchError, NoSpaceError
 from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache, KnownTree
 from preparer.fetch.guard import LimitExceeded
+from preparer.fetch.probe import probe_unchanged
 from preparer.fetch.sink import Sink
 from preparer.fetch.streams import CHUNK, MAX_TRAILING, Reader, stream_body, verify_digest, verify_file
-from preparer.fetch.transport import Transport, Unreachable, probe_unchanged
+from preparer.fetch.transport import Transport, Unreachable
 from preparer.fetch.tree import install_cached, new_root
 
 if TYPE_CHECKING:
@@ -185,7 +186,7 @@ class Origin:
         return None if response.status_code >= 500 else False
 
     def probe(self, headers: dict[str, str]) -> bool | None:
-        """The same question asked with one plain request (:func:`~preparer.fetch.transport.probe_unchanged`)."""
+        """The same question asked with one plain request (:func:`~preparer.fetch.probe.probe_unchanged`)."""
         return probe_unchanged(self.locator.url, headers, self.transport)
 
 

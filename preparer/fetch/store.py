@@ -26,6 +26,7 @@ from preparer._record import record
 from preparer.errors import FetchError
 from preparer.fetch.archives import Archive, ArchiveWay, Origin, Revalidations, Unpacker, conditional
 from preparer.fetch.cache import CacheUnusable, DownloadCache, dumps_signature_record, signature_record
+from preparer.fetch.clock import RunClock
 from preparer.fetch.locator import redact
 from preparer.fetch.sink import Sink
 from preparer.fetch.streams import (
@@ -33,7 +34,7 @@ from preparer.fetch.streams import (
     Reader,
     sha256_of,
 )
-from preparer.fetch.transport import RunClock, Transport, Unreachable
+from preparer.fetch.transport import Transport, Unreachable
 
 if TYPE_CHECKING:
     from preparer.fetch.fleet import Fleet, FleetConfig, Hit, Mode
