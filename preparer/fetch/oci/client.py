@@ -156,7 +156,7 @@ class Registry:
         if by_digest:
             self._check_digest(identifier, "the reference")
             what = f"{self.ref} manifest {identifier}"
-            cached = self.ctx.store.manifest(identifier, self.name, what, self.ctx.sink)
+            cached = self.ctx.store.blobs.manifest(identifier, self.name, what, self.ctx.sink)
             if cached is not None:
                 self._check_size(identifier, len(cached), size)
                 return self._parse_manifest(cached, identifier)
@@ -171,7 +171,7 @@ class Registry:
                 "manifest digest mismatch: expected {expected}, got {got}",
             )
         parsed = self._parse_manifest(data, digest)
-        self.ctx.store.keep_manifest(data, digest, self.name, self.used_credential, str(self.ref))
+        self.ctx.store.blobs.keep_manifest(data, digest, self.name, self.used_credential, str(self.ref))
         return parsed
 
     def _check_size(self, identifier: str, count: int, size: int | None) -> None:
@@ -278,7 +278,7 @@ class Registry:
         self._check_digest(digest, "a blob")
         ctx = self.ctx
         download = lambda directory: self._download(digest, size, directory, consume, shown)
-        return ctx.store.blob(digest, consume, download, ctx.sink, ctx.lock_wait, str(self.ref))
+        return ctx.store.blobs.blob(digest, consume, download, ctx.sink, ctx.lock_wait, str(self.ref))
 
     def _download(
         self,
