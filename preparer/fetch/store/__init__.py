@@ -35,14 +35,14 @@ from preparer.fetch.clock import RunClock
 from preparer.fetch.transport import Transport
 
 if TYPE_CHECKING:
-    from preparer.fetch.fleet import Fleet, FleetConfig, Mode
-    from preparer.fetch.fleet_writeback import WriteBack
+    from preparer.fetch.fleet import FleetConfig, Mode
     from preparer.fetch.locator import HttpLocator
     from preparer.fetch.store.archives import Archives
     from preparer.fetch.store.blobs import Blobs
     from preparer.fetch.store.files import SmallFiles
     from preparer.fetch.store.images import Images
     from preparer.fetch.store.signatures import SignatureRecords
+    from preparer.fetch.store.tiers import Local, Shared, Writes
 
 W = TypeVar("W")
 
@@ -138,7 +138,7 @@ class Store:
 
     def __init__(
         self,
-        local: DownloadCache | None = None,
+        local: Local | None = None,
         fleet: FleetConfig | None = None,
         *,
         environ: Mapping[str, str] | None = None,
@@ -148,26 +148,43 @@ class Store:
         link_installs: bool = False,
     ) -> None:
         # This pod's download cache: where trees are extracted and blobs kept (``None``: into staging only).
-        self._local = local
+        self._local: Local | None = local
         #: Whether what is installed from this pod's cache may be hard links into it: only when the build cannot
         #: write the cache's files (the preparer runs as root, the files are root's, the build is another user).
         self.link_installs = link_installs
-        self._fleet: Fleet | None = None
+        self._fleet: Shared | None = None
         #: What the run writes back to the fleet's repository (``read-write`` mode only).
-        self._writeback: WriteBack | None = None
+        self._writeback: Writes | None = None
         self._warn = warn or log.warning
         self._ways: dict[str, Any] = {}
         self._lock = threading.RLock()
         if fleet is not None:
             from preparer.fetch.fleet import Fleet  # deferred, as in opened_store
 
-            self._fleet = Fleet(
+            connection = Fleet(
                 fleet, dict(environ or {}), insecure_registries, warn, transport or Transport()
             )
+            self._fleet = connection
             if fleet.mode == "read-write":
                 from preparer.fetch.fleet_writeback import WriteBack  # deferred, as the fleet
 
-                self._writeback = WriteBack(self._fleet)
+                self._writeback = WriteBack(connection)
+
+    @classmethod
+    def with_tiers(
+        cls,
+        local: Local | None = None,
+        shared: Shared | None = None,
+        writes: Writes | None = None,
+        *,
+        warn: Callable[[str], None] | None = None,
+        link_installs: bool = False,
+    ) -> Store:
+        """A store over tiers made elsewhere: a tier of one's own that plays the roles of :mod:`.tiers`, or a
+        test's fakes of them. ``writes``: what the run writes back to ``shared`` (``None``: nothing)."""
+        store = cls(local, warn=warn, link_installs=link_installs)
+        store._fleet, store._writeback = shared, writes
+        return store
 
     @classmethod
     def reading(cls, cache: Path) -> Store:
