@@ -24,8 +24,8 @@ digest or size that does not match) is skipped with a debug line: it never refus
 
 A run that finds every rule satisfied records the objects that satisfied them in the download cache, with the time;
 a later run of the same digest within the policy's ``signature-max-age`` verifies those again and asks nothing
-(:meth:`~preparer.fetch.store.signatures.SignatureRecords.recorded`); after it, the registry is asked again, so a signature withdrawn
-there stops admitting the image.
+(:meth:`~preparer.fetch.store.signatures.SignatureRecords.recorded`); after it, the registry is asked again, so a
+signature withdrawn there stops admitting the image.
 """
 
 from __future__ import annotations
