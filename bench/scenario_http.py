@@ -116,7 +116,7 @@ def main() -> None:
                 f"  (warm without a build user, installing copies: median {Timing(copy_times):.3f} s)",
                 flush=True,
             )
-            # A warm run revalidates over a plain socket and never imports requests (preparer/fetch/transport.py).
+            # A warm run revalidates over a plain socket and never imports requests (preparer/fetch/probe.py).
             floor = median_seconds([PYTHON, "-c", "import typer"], 10)
             print(f"  (of which interpreter + typer imports alone: {floor:.3f} s)", flush=True)
             # The same warm run against an origin 50 ms away: its eight revalidations are sent together.

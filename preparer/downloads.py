@@ -109,8 +109,8 @@ def _probing(
         return
     # Deferred, as above: what requests are sent with, as the run sends them.
     from preparer.fetch.base import FetchContext
+    from preparer.fetch.clock import RunClock
     from preparer.fetch.sink import Sink
-    from preparer.fetch.transport import RunClock
     from preparer.staging import run_registries, run_transport
 
     clock = RunClock(settings.run_timeout)

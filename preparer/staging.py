@@ -19,13 +19,14 @@ from preparer._logger import log
 from preparer.api import verify_buildpack_api
 from preparer.errors import FetchError, InvalidInputsError, NoSpaceError
 from preparer.fetch.base import FetchContext, Fetched
+from preparer.fetch.clock import RunClock
 from preparer.fetch.locator import HttpLocator, ImageLocator, redact
 from preparer.fetch.parallel import fetch_all
 from preparer.fetch.registries import Registries
 from preparer.fetch.sink import Sink
 from preparer.fetch.sources import fetch
 from preparer.fetch.store import opened_store
-from preparer.fetch.transport import RunClock, Transport
+from preparer.fetch.transport import Transport
 from preparer.files.buildpack import BuildpackDescriptor, buildpack_dir
 from preparer.plan import Fetch
 from preparer.progress import EntryDownloads, ProgressCallback

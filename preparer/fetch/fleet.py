@@ -9,35 +9,32 @@ copied unchanged (manifest, config, layers) and tagged ``sha256-<hex>`` of the m
 Everything read from the repository is verified as origin bytes are (digests, sizes, pins, the archive rules):
 a record only says where to look. The repository never fails a build: any problem with it is one warning, after
 which the run goes on as if there were no repository (a circuit breaker: the repository is not asked again in
-the run). Write-back happens after the commit, only in ``read-write`` mode, never for downloads that used
-credentials, and within :data:`WRITE_BACK_SECONDS`.
+the run). This module names what the repository holds and reads it; what a run writes back, after its commit and
+only in ``read-write`` mode, is :mod:`~preparer.fetch.fleet_writeback`'s.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from preparer import interrupt
 from preparer._record import field, record
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.failures import NetworkError
-from preparer.fetch.oci import auth
 from preparer.fetch.oci.reference import scheme_for
-from preparer.fetch.spool import Abandoned, Spool
+from preparer.fetch.oci.remote import PushRefused, Remote, Unanswered
 from preparer.fetch.streams import is_digest, sha256_of
 from preparer.fetch.transport import Transport, describe, read_capped
 from preparer.fetch.url import parse_http_url
 
 if TYPE_CHECKING:
     import requests
+
+T = TypeVar("T")
 
 ARTIFACT_TYPE = "application/vnd.buildpacks.preparer.archive.v1"
 REF_TYPE = "application/vnd.buildpacks.preparer.ref.v1"
@@ -71,8 +68,6 @@ READ_SECONDS = 30.0
 #: Seconds a request for a record (a manifest, a tag, a HEAD) may take in all: a repository that trickles its
 #: answers costs a build this once, then the breaker is open. Blobs have the download deadline.
 RECORD_SECONDS = 10.0
-#: The write-back of one run, in all.
-WRITE_BACK_SECONDS = 30.0
 MAX_RECORD = 1 << 20
 #: The annotations of an archive record.
 SOURCE = "org.opencontainers.image.source"
@@ -171,24 +166,9 @@ class Hit:
 
 
 @record(frozen=False)
-class _Pending:
-    """Something to write back after the commit."""
-
-    kind: Literal["archive", "record", "image", "ref", "signatures", "index"]
-    digest: str
-    url: str | None
-    annotations: dict[str, str]
-    path: Path | None = None
-    #: The archive's size (an archive's or a URL's record).
-    size: int = 0
-    #: An image's blobs by digest (``None``: not kept locally), and its manifest's media type.
-    blobs: dict[str, Path | None] = field(default_factory=dict)
-    media_type: str = ""
-
-
-@record(frozen=False)
 class Fleet:
-    """One run's view of the repository: lookups while fetching, write-back after the commit."""
+    """One run's connection to the repository (its client, the breaker) and its lookups while fetching; the
+    write-back after the commit is a :class:`~preparer.fetch.fleet_writeback.WriteBack` of it."""
 
     config: FleetConfig
     environ: dict[str, str] = field(default_factory=dict, repr=False)
@@ -200,18 +180,16 @@ class Fleet:
     )
     _broken: bool = field(default=False, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    _authorization: str | None = field(default=None, init=False, repr=False)
-    pending: list[_Pending] = field(default_factory=list, init=False)
-    _uploads: Any = field(default=None, init=False, repr=False)
-    _live: list[Upload] = field(default_factory=list, init=False, repr=False)
-    _sending: list[Any] = field(default_factory=list, init=False, repr=False)
-    #: The blobs this run uploaded (the repository had none of them before).
-    _uploaded: set[str] = field(default_factory=set, init=False, repr=False)
+    #: The repository's client (the run's one registry client: credentials, the challenge, pushes).
+    remote: Remote = field(default=None, init=False, repr=False)  # type: ignore[assignment]  # made just below
 
-    @property
-    def base(self) -> str:
-        scheme = scheme_for(self.config.registry, self.insecure_registries)
-        return f"{scheme}://{self.config.registry}/v2/{self.config.repository}"
+    def __post_init__(self) -> None:
+        config = self.config
+        root = f"{scheme_for(config.registry, self.insecure_registries)}://{config.registry}/v2"
+        self.remote = Remote(
+            root, config.repository, registry=config.registry, environ=self.environ, transport=self.transport,
+            send=self._send, push=config.mode == "read-write",
+        )  # fmt: skip
 
     @property
     def usable(self) -> bool:
@@ -269,36 +247,10 @@ class Fleet:
             return None
         return self.small_blob(hit, MAX_INDEX)
 
-    def remember_index(self, path: Path, digest: str, source: str) -> None:
-        """Write the image index at ``path`` (of digest ``digest``, pulled through ``source``) back after the
-        commit, as a record tagged :func:`index_tag`."""
-        if self.config.mode == "read-write":
-            annotations = {SOURCE: source}
-            size = path.stat().st_size
-            self.pending.append(_Pending("index", digest, index_tag(digest), annotations, path, size))
-
-    def remember_signatures(self, path: Path, digest: str, repository: str, image: str) -> None:
-        """Write the signature record at ``path`` (of digest ``digest``) for the image ``image`` of
-        ``repository`` back after the commit."""
-        if self.config.mode == "read-write":
-            annotations = {SOURCE: f"{repository}@{image}"}
-            self.pending.append(
-                _Pending(
-                    "signatures",
-                    digest,
-                    signatures_tag(repository, image),
-                    annotations,
-                    path,
-                    path.stat().st_size,
-                )
-            )
-
     def image_manifest(self, hex_digest: str) -> bool:
         """Whether the repository holds the image manifest ``sha256:<hex_digest>`` (to pull it from there)."""
         accept = f"{OCI_MANIFEST}, application/vnd.docker.distribution.manifest.v2+json, {OCI_INDEX}, {DOCKER_LIST}"
-        response = self._request(
-            "HEAD", f"{self.base}/manifests/sha256:{hex_digest}", headers={"Accept": accept}
-        )
+        response = self._request("HEAD", self.remote.manifest_url(f"sha256:{hex_digest}"), {"Accept": accept})
         if response is None:
             return False
         response.close()
@@ -307,7 +259,7 @@ class Fleet:
     def blob(self, digest: str) -> requests.Response | None:
         """The blob ``digest``, streaming (the caller verifies it within the download deadline); ``None`` on any
         problem (then: the origin)."""
-        response = self._request("GET", f"{self.base}/blobs/{digest}", within=self.transport.deadline)
+        response = self._request("GET", self.remote.blob_url(digest), blob=True)
         if response is None:
             return None
         if response.status_code != 200:
@@ -369,7 +321,7 @@ class Fleet:
         """The record tagged ``tag`` when it is one of ``artifact_type``; ``None`` when absent (404), malformed
         (with a warning) or when the repository fails (the breaker opens)."""
         deadline = self.transport.clock.deadline(RECORD_SECONDS, _slow(RECORD_SECONDS))
-        response = self._request("GET", f"{self.base}/manifests/{tag}", accept=True)
+        response = self._request("GET", self.remote.manifest_url(tag), {"Accept": OCI_MANIFEST})
         if response is None:
             return None
         if response.status_code != 200:
@@ -396,345 +348,66 @@ class Fleet:
             self.warn(f"the download cache repository's {tag} is ignored: {why}")
 
     def _request(
-        self, method: str, url: str, *, accept: bool = False, within: float = RECORD_SECONDS, **kwargs: Any
+        self, method: str, url: str, headers: dict[str, str] | None = None, *, blob: bool = False
     ) -> requests.Response | None:
         """One request with the repository's credentials (a 401 answered once); ``None`` when it cannot be made
-        or is refused (the breaker is then open). Its answer must start within ``within`` seconds (and the run's
-        time); its body is streamed, for the caller to read within its own deadline."""
+        or is refused (the breaker is then open). Its body is streamed, for the caller to read within its own
+        deadline."""
+        return self.guarded(lambda remote: remote.request(method, url, headers, blob=blob))
+
+    def guarded(self, call: Callable[[Remote], T]) -> T | None:
+        """What ``call`` makes of the repository's client; ``None`` when a request fails or is refused (the breaker
+        is then open, with one warning)."""
         if self._broken:
             return None
-        import requests  # deferred (heavy): only runs with a repository import it
-
-        headers = dict(kwargs.pop("headers", {}))
-        if accept:
-            headers["Accept"] = OCI_MANIFEST
-        for attempt in range(2):
-            if self._authorization:
-                headers["Authorization"] = self._authorization
-            timeout = self.transport.request_timeouts(min(within, READ_SECONDS))
-            try:
-                response = self.transport.session().request(  # bodies but those of GETs are a few bytes
-                    method, url, headers=headers, stream=method == "GET", timeout=timeout, **kwargs
-                )
-            except requests.RequestException as err:
-                self.give_up(_slow(timeout[1]) if isinstance(err, requests.Timeout) else describe(err))
-                return None
-            if response.status_code != 401 or attempt:
-                if response.status_code in (401, 403):
-                    response.close()
-                    self.give_up(f"HTTP {response.status_code} (credentials for {self.config.registry})")
-                    return None
-                return response
-            challenge = response.headers.get("WWW-Authenticate", "")
-            response.close()
-            if not self._authorize(challenge):
-                self.give_up(f"HTTP 401 (credentials for {self.config.registry})")
-                return None
+        try:
+            self.remote.credential  # noqa: B018 (looked up before the first request, as for every registry)
+        except FetchError as err:
+            self.give_up(str(err))
+            return None
+        try:
+            return call(self.remote)
+        except _Off:  # said when it happened
+            return None
+        except (Unanswered, FetchError, NetworkError):  # a challenge without an answer, or no token
+            self.give_up(f"HTTP 401 (credentials for {self.config.registry})")
+        except PushRefused as refused:
+            self.give_up(f"the write-back could not {refused}")
         return None
 
-    def _authorize(self, challenge: str) -> bool:
-        """Answer a 401's challenge with the repository's own credentials, as the registry client does."""
-        credential = auth.lookup(self.config.registry, self.environ)
-        scheme, params = auth.parse_challenge(challenge)
-        if scheme == "basic" and credential is not None and credential.header is not None:
-            self._authorization = credential.header
-            return True
-        if scheme != "bearer" or "realm" not in params:
-            return False
-        actions = "pull,push" if self.config.mode == "read-write" else "pull"
-        scope = f"repository:{self.config.repository}:{actions}"
+    def _send(
+        self, method: str, url: str, headers: dict[str, str], body: Any, blob: bool
+    ) -> requests.Response:
+        """How the client's requests go out: the repository's short timeouts, its answer to start within
+        :data:`RECORD_SECONDS` (a blob's, within the download deadline) and the run's time; a request that fails
+        or is refused opens the breaker."""
+        import requests  # deferred (heavy): only runs with a repository import it
+
+        if self._broken:
+            raise _Off
+        within = self.transport.deadline if blob else RECORD_SECONDS
+        timeout = self.transport.request_timeouts(min(within, READ_SECONDS))
         try:
-            token = auth.request_token(self.transport, params, scope, credential, self.config.registry)
-        except (FetchError, NetworkError):
-            return False
-        if not isinstance(token, str):
-            return False
-        self._authorization = f"Bearer {token}"
-        return True
-
-    # Writing back
-
-    def remember_archive(self, path: Path, digest: str, url: str, validators: dict[str, str]) -> None:
-        """Write the origin's archive at ``path`` back after the commit (``read-write`` mode only)."""
-        if self.config.mode == "read-write":
-            annotations = self._annotations(url, validators)
-            self.pending.append(_Pending("archive", digest, url, annotations, path, path.stat().st_size))
-
-    def upload(self, directory: Path, expected: str | None, length: int | None) -> Upload | None:
-        """An upload of the archive about to be downloaded, under way at once (see :class:`Upload`); ``None`` when
-        nothing is written back. ``expected``: its pinned digest; ``length``: its announced size; ``directory``:
-        where its bytes wait when the repository is slower than the origin."""
-        if self.config.mode != "read-write" or self._broken:
-            return None
-        from concurrent.futures import ThreadPoolExecutor  # deferred: only a write-back uploads
-
-        upload = Upload(directory, expected, length)
-        with self._lock:
-            if self._uploads is None:
-                self._uploads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-upload")
-            self._live.append(upload)
-            self._sending.append(self._uploads.submit(interrupt.in_context(lambda: self._send(upload))))
-        return upload
-
-    def remember_upload(
-        self, upload: Upload, digest: str, size: int, url: str, validators: dict[str, str]
-    ) -> None:
-        """Keep what ``upload`` sent as the archive ``digest`` (``size`` bytes) of ``url``: its record follows
-        after the commit."""
-        upload.keep(digest)
-        annotations = self._annotations(url, validators)
-        self.pending.append(_Pending("archive", digest, url, annotations, size=size))
-
-    def close(self) -> None:
-        """End the uploads whose archives were not kept (a run that failed, or was stopped), and stop those not
-        started yet."""
-        for upload in self._live:
-            upload.discard()
-        if self._uploads is not None:
-            self._uploads.shutdown(wait=False, cancel_futures=True)
-
-    def remember_record(self, hit: Hit, url: str) -> None:
-        """Record again that ``url`` is ``hit`` (the origin has just confirmed it)."""
-        if self.config.mode == "read-write":
-            annotations = self._annotations(url, hit.validators)
-            self.pending.append(_Pending("record", hit.digest, url, annotations, size=hit.size))
-
-    def remember_ref(self, reference: str, digest: str, index: str | None = None) -> None:
-        """Record that the tag ``reference`` named ``digest``, through the image index ``index`` if any (for
-        offline runs)."""
-        if self.config.mode == "read-write":
-            annotations = {SOURCE: reference, DIGEST: digest, CHECKED: str(int(time.time()))}
-            if index is not None:
-                annotations[INDEX] = index
-            self.pending.append(_Pending("ref", digest, reference, annotations))
-
-    def remember_image(
-        self, manifest: Path, digest: str, blobs: dict[str, Path | None], media_type: str
-    ) -> None:
-        """Copy the image ``digest`` (its manifest and blobs, kept in the local cache) to the repository, when
-        every blob was pulled (a buildpackage's unneeded layers are not)."""
-        if self.config.mode == "read-write" and all(blobs.values()):
-            self.pending.append(
-                _Pending("image", digest, None, {}, manifest, blobs=blobs, media_type=media_type)
-            )
-
-    @staticmethod
-    def _annotations(url: str, validators: dict[str, str]) -> dict[str, str]:
-        found = {SOURCE: canonical_url(url), CHECKED: str(int(time.time()))}
-        if validators.get("etag"):
-            found[ETAG] = validators["etag"]
-        if validators.get("last-modified"):
-            found[LAST_MODIFIED] = validators["last-modified"]
-        return found
-
-    def write_back(self) -> int:
-        """Push what the run remembered, within :data:`WRITE_BACK_SECONDS`; problems are one warning.
-
-        :returns: the number of records written.
-        """
-        ends = time.monotonic() + WRITE_BACK_SECONDS
-        self._upload_all()
-        from concurrent.futures import ThreadPoolExecutor  # deferred: only a write-back puts records
-
-        def write(item: _Pending) -> int:
-            return 0 if self._broken or time.monotonic() > ends else self._write_record(item)
-
-        # The blobs are in the repository now: the records follow, four at a time.
-        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-record") as pool:
-            written = [
-                pool.submit(interrupt.in_context(functools.partial(write, item))) for item in self.pending
-            ]
-            return sum(future.result() for future in written)
-
-    def _write_record(self, item: _Pending) -> int:
-        if item.kind == "image":
-            assert item.path is not None
-            manifest, media_type = item.path.read_bytes(), item.media_type or OCI_MANIFEST
-            tags = ["sha256-" + item.digest.removeprefix("sha256:")]
-        elif item.kind == "ref":
-            manifest, media_type = _manifest(REF_TYPE, EMPTY_CONFIG, item.annotations), OCI_MANIFEST
-            tags = [ref_tag(item.url or "")]
-        elif item.kind in ("signatures", "index"):
-            kind, layer_type = (
-                (SIGNATURES_TYPE, SIGNATURES_LAYER)
-                if item.kind == "signatures"
-                else (INDEX_TYPE, INDEX_LAYER)
-            )
-            layer = {"mediaType": layer_type, "digest": item.digest, "size": item.size}
-            manifest, media_type = _manifest(kind, layer, item.annotations), OCI_MANIFEST
-            tags = [item.url or ""]
-        else:
-            layer = {"mediaType": LAYER_TYPE, "digest": item.digest, "size": item.size}
-            manifest, media_type = _manifest(ARTIFACT_TYPE, layer, item.annotations), OCI_MANIFEST
-            tags = [url_tag(item.url)] if item.url else []
-            if item.kind == "archive":
-                tags.insert(0, "sha256-" + item.digest.removeprefix("sha256:"))
-        # A record naming a blob this run uploaded cannot be in the repository yet: no need to ask first.
-        new = item.digest in self._uploaded or any(digest in self._uploaded for digest in item.blobs)
-        return 1 if all(self._put_manifest(tag, manifest, media_type, ask=not new) for tag in tags) else 0
-
-    def _upload_all(self) -> None:
-        """Upload every blob the pending records need, four at a time, and wait for the uploads under way: the
-        uploads are most of the write-back's time, and mostly time in the kernel."""
-        blobs: dict[str, Path | None] = {str(EMPTY_CONFIG["digest"]): None}
-        for item in self.pending:
-            if item.kind in ("archive", "signatures", "index") and item.path is not None:
-                blobs[item.digest] = item.path
-            blobs.update(item.blobs)
-        from concurrent.futures import ThreadPoolExecutor, wait  # deferred: only a write-back uploads
-
-        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="fleet-upload") as pool:
-            uploads = [
-                pool.submit(interrupt.in_context(functools.partial(self._upload, path, digest)))
-                for digest, path in blobs.items()
-            ]
-            for future in uploads:
-                future.result()
-        wait(self._sending, timeout=WRITE_BACK_SECONDS)
-
-    def _upload(self, path: Path | None, digest: str) -> bool:
-        """Upload one blob (``None``: the empty config), unless the repository has it already."""
-        present = self._has_blob(digest)
-        if present is not False:
-            return bool(present)
-        location = self._start_upload()
-        if location is None:
-            return False
-        if path is None:
-            return self._complete(location, digest, b"{}")
-        with open(path, "rb") as file:
-            chunks = iter(lambda: file.read(1 << 20), b"")
-            return self._complete(location, digest, _Sized(chunks, os.fstat(file.fileno()).st_size))
-
-    def _send(self, upload: Upload) -> bool:
-        """Send ``upload``'s bytes as they arrive: one ``PATCH`` while the download lasts, then the digest."""
+            session = self.transport.session()
+        except NetworkError:  # the run is over (an upload it left): nothing more is asked
+            raise _Off from None
         try:
-            if upload.expected is not None and self._has_blob(upload.expected) is not False:
-                return True
-            location = self._start_upload()
-            if location is None:
-                return False
-            pieces = upload.pieces(READ_SECONDS)
-            body = pieces if upload.length is None else _Sized(pieces, upload.length)
-            patch = self._request(
-                "PATCH", location, data=body, headers=_BYTES, within=self.transport.deadline
+            response = session.request(  # bodies but those of GETs are a few bytes
+                method, url, headers=headers, data=body, stream=method == "GET", timeout=timeout
             )
-            if patch is None or patch.status_code != 202:
-                return self._refused("upload an archive", patch)
-            patch.close()
-            assert upload.digest is not None  # the chunks ended: the archive is kept
-            return self._complete(self._absolute(patch.headers.get("Location", location)), upload.digest, b"")
-        except Abandoned:
-            return False
-        finally:
-            upload.discard()
-
-    def _has_blob(self, digest: str) -> bool | None:
-        """Whether the repository has the blob ``digest`` (``None``: it cannot be asked)."""
-        head = self._request("HEAD", f"{self.base}/blobs/{digest}")
-        if head is None:
-            return None
-        head.close()
-        return head.status_code == 200
-
-    def _start_upload(self) -> str | None:
-        """A new upload session's URL."""
-        start = self._request("POST", f"{self.base}/blobs/uploads/")
-        if start is None or start.status_code != 202 or "Location" not in start.headers:
-            self._refused("start an upload", start)
-            return None
-        start.close()
-        return self._absolute(start.headers["Location"])
-
-    def _absolute(self, location: str) -> str:
-        return self.base.split("/v2/", 1)[0] + location if location.startswith("/") else location
-
-    def _complete(self, location: str, digest: str, data: Any) -> bool:
-        """End the upload session at ``location`` with its last bytes, ``data``, as the blob ``digest``."""
-        target = f"{location}{'&' if '?' in location else '?'}digest={digest}"
-        put = self._request("PUT", target, data=data, headers=_BYTES)
-        if put is None or put.status_code != 201:
-            return self._refused(f"upload {digest[:19]}", put)
-        put.close()
-        with self._lock:
-            self._uploaded.add(digest)
-        return True
-
-    def _put_manifest(
-        self, tag: str, manifest: bytes, media_type: str = OCI_MANIFEST, ask: bool = True
-    ) -> bool:
-        """Tag ``manifest`` as ``tag``, unless (``ask``) the tag names it already."""
-        digest = sha256_of(manifest)
-        head = self._request("HEAD", f"{self.base}/manifests/{tag}", accept=True) if ask else None
-        if head is not None:
-            head.close()
-            if head.status_code == 200 and head.headers.get("Docker-Content-Digest") == digest:
-                return True  # the tag already names this very record
-        put = self._request("PUT", f"{self.base}/manifests/{tag}", data=manifest,
-                            headers={"Content-Type": media_type})  # fmt: skip
-        if put is None or put.status_code not in (200, 201):
-            return self._refused(f"put {tag}", put)
-        put.close()
-        return True
-
-    def _refused(self, what: str, response: requests.Response | None) -> bool:
-        if response is not None:
+        except requests.RequestException as err:
+            self.give_up(_slow(timeout[1]) if isinstance(err, requests.Timeout) else describe(err))
+            raise _Off from None
+        if response.status_code == 403:
             response.close()
-            self.give_up(f"the write-back could not {what} (HTTP {response.status_code})")
-        return False
+            self.give_up(f"HTTP 403 (credentials for {self.config.registry})")
+            raise _Off
+        return response
+
+
+class _Off(Exception):
+    """A request to the repository was not made, or failed or was refused: the breaker is open (said once)."""
 
 
 def _slow(seconds: float) -> str:
     return f"it did not answer within {seconds:g} s"
-
-
-def _manifest(artifact_type: str, layer: dict[str, Any], annotations: dict[str, str]) -> bytes:
-    """A record: an OCI manifest of ``artifact_type`` with the empty config and one layer (registries refuse a
-    manifest without layers), serialised the same way every time (so an unchanged record is not put again)."""
-    doc = {
-        "schemaVersion": 2,
-        "mediaType": OCI_MANIFEST,
-        "artifactType": artifact_type,
-        "config": EMPTY_CONFIG,
-        "layers": [layer],
-        "annotations": annotations,
-    }
-    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
-
-
-class _Sized:
-    """A request body of ``length`` bytes, sent as ``chunks`` come (requests sends a file object 8 KiB at a time) and
-    with its length (so not in chunked encoding)."""
-
-    def __init__(self, chunks: Iterable[bytes], length: int) -> None:
-        self.chunks, self.length = chunks, length
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self.chunks)
-
-
-_BYTES = {"Content-Type": "application/octet-stream"}
-
-
-class Upload(Spool):
-    """An archive's bytes sent to the repository while they are downloaded, so that its write-back ends with its
-    download: docker's streamed upload (``POST``, one ``PATCH`` whose body grows as the bytes arrive, a ``PUT``
-    naming the digest once it is known). The bytes reach the sending thread through a :class:`Spool`: a
-    repository slower than the origin never holds the download back. Nothing is published until the record is
-    written after the commit; an archive that is not kept (a failed download, a digest that does not match) ends
-    its upload unfinished."""
-
-    def __init__(self, directory: Path, expected: str | None, length: int | None) -> None:
-        super().__init__(directory, length)
-        #: The pinned digest, if any (not sent again when the repository has that blob).
-        self.expected = expected
-        #: The archive's digest once it is kept.
-        self.digest: str | None = None
-
-    def keep(self, digest: str) -> None:
-        """The download is over and its bytes are the archive ``digest``: finish the upload."""
-        self.digest = digest
-        self.end(True)

@@ -17,7 +17,7 @@ from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.extract import Extracted, extract_tar
 from preparer.fetch.guard import Guard
 from preparer.fetch.locator import HttpLocator
-from preparer.fetch.store import Origin
+from preparer.fetch.store.origin import Origin
 from preparer.fetch.streams import Reader
 from preparer.fetch.tree import staged_buildpack
 
@@ -30,7 +30,7 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
     source, guard = locator.shown, ctx.sink.guard
     origin = Origin(locator, ctx.transport, None if guard is None else lambda url: guard.redirect(url.shown))
     if not locator.is_cnb:
-        archive = ctx.store.archive_tree(origin, _Tar(source, guard), ctx.sink)
+        archive = ctx.store.archives.tree(origin, _Tar(source, guard), ctx.sink)
         if archive.root is not None:
             staged = staged_buildpack(archive.root, source)
             return Fetched(staged.descriptor, (staged,), source, archive.digest, via=archive.via)
@@ -38,7 +38,7 @@ def fetch_http(locator: HttpLocator, ctx: FetchContext) -> Fetched:
             guard.revealed("cnb", f"{source} is a buildpackage (an OCI image layout)")
     from preparer.fetch.oci.layout import fetch_cnb  # deferred: only a .cnb needs the OCI reader
 
-    fetched, via = ctx.store.archive_file(
+    fetched, via = ctx.store.archives.file(
         origin, lambda path, digest: fetch_cnb(path, source=source, digest=digest, ctx=ctx), ctx.sink
     )
     return fetched if via is None else replace(fetched, via=via)

@@ -22,9 +22,9 @@ from preparer import interrupt
 from preparer._fs import keeping_copy
 from preparer._numbers import decimal
 from preparer.errors import DigestMismatch, FetchError
+from preparer.fetch.clock import Deadline
 from preparer.fetch.failures import Where, closed_early, failure
 from preparer.fetch.oci import memory
-from preparer.fetch.transport import Deadline
 
 if TYPE_CHECKING:
     import requests

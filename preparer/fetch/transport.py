@@ -1,30 +1,25 @@
-"""The transport floor: one HTTP session per run, TLS trust, timeouts, and the one retry rule.
+"""The transport floor: one HTTP session per run, redirects decided hop by hop, timeouts, and the one retry rule.
 
 Everything that talks to a server (http archives, registries, token endpoints, the buildpack registry index)
 goes through a :class:`Transport`: connect and read timeouts (10 s and 60 s by default), up to three retries with
 exponential backoff (0.5, 1, 2 s) on connection errors, timeouts, truncated bodies and 5xx answers, and no retry
 for a 4xx answer or a certificate that is not trusted. requests is imported on the first request, so runs that
-download nothing never pay for it.
+download nothing never pay for it. The session itself is :mod:`~preparer.fetch.sessions`'s, the run's time
+:mod:`~preparer.fetch.clock`'s, and a warm run's one-socket revalidation :mod:`~preparer.fetch.probe`'s.
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import re
 import threading
-import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeVar
-from urllib.parse import SplitResult, unquote, urlsplit
 
 from preparer import interrupt
 from preparer._logger import log
 from preparer._record import field, record
-from preparer._version import __version__
-from preparer.errors import FetchError, NotFoundError, RunLimitReached, with_fields
-from preparer.fetch.environment import ca_source, goes_elsewhere, netrc_auth, netrc_path, proxy_for
+from preparer.errors import FetchError, NotFoundError, with_fields
+from preparer.fetch.clock import Deadline, RunClock
+from preparer.fetch.environment import ca_source, netrc_auth, netrc_path, proxy_for
 from preparer.fetch.failures import NetworkError, Where, failure, shown_proxy
 from preparer.fetch.url import HttpUrl, UrlError, parse_http_url, resolve_redirect
 
@@ -97,97 +92,6 @@ def read_capped(
     return b"".join(chunks)
 
 
-class Deadline:
-    """When something must be over (``time.monotonic()``), and what to say when it is not."""
-
-    __slots__ = ("at", "cause", "whole_run")
-
-    def __init__(self, at: float, cause: str, whole_run: bool = False) -> None:
-        self.at = at
-        #: ``it took longer than 1800 s in all (CNB_PREPARER_DOWNLOAD_TIMEOUT)``.
-        self.cause = cause
-        #: Whether it is the run's own end (then every fetch of the run is over, and it is said once).
-        self.whole_run = whole_run
-
-    def passed(self) -> bool:
-        return time.monotonic() > self.at
-
-    def error(self, action: str, what: str = "") -> FetchError:
-        """The error of ``action`` for a deadline that passed (``what``: the part of it that was not over)."""
-        kind = RunLimitReached if self.whole_run else FetchError
-        return kind(action, f"{what}: {self.cause}" if what else self.cause)
-
-
-class RunClock:
-    """One run's time limit (``CNB_PREPARER_RUN_TIMEOUT``): every download and repository read of the run shares
-    it. When it passes, every socket the run's requests opened is shut down, so that a thread blocked reading one
-    wakes at once, and every fetch ends as a failed fetch (exit 1, nothing installed): many slow servers together
-    cannot hold a build for longer than this, whatever each of them is allowed alone."""
-
-    def __init__(self, seconds: float | None = None) -> None:
-        import weakref  # deferred with the rest of the fetching machinery
-
-        self.seconds = seconds
-        self.ends = None if seconds is None else time.monotonic() + seconds
-        self._sockets: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
-        self._over = False
-
-    @property
-    def cause(self) -> str:
-        return f"the run took longer than {self.seconds:g} s in all (CNB_PREPARER_RUN_TIMEOUT)"
-
-    def stop(self) -> None:
-        """The run is over: no watchdog is needed any more."""
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-
-    def watch(self, sock: Any) -> None:
-        """Shut ``sock`` down when the run's time is up (the watchdog that does it starts with the first socket:
-        a run that opens none, a warm one, starts no thread)."""
-        if sock is None or self.ends is None:
-            return
-        with self._lock:
-            self._sockets.add(sock)
-            over = self._over
-            if self._timer is None and not over:
-                self._timer = threading.Timer(max(0.0, self.ends - time.monotonic()), self._expire)
-                self._timer.daemon = True
-                self._timer.start()
-        if over:
-            _shut(sock)
-
-    def _expire(self) -> None:
-        with self._lock:
-            self._over = True
-            sockets = list(self._sockets)
-        for sock in sockets:
-            _shut(sock)
-
-    def check(self, action: str) -> None:
-        """:raises RunLimitReached: the run's time is up."""
-        if self.ends is not None and time.monotonic() >= self.ends:
-            raise RunLimitReached(action, self.cause)
-
-    def left(self) -> float | None:
-        """Seconds left, or ``None`` without a limit."""
-        return None if self.ends is None else max(0.0, self.ends - time.monotonic())
-
-    def deadline(self, within: float | None, cause: str) -> Deadline | None:
-        """The earlier of ``within`` seconds from now (said as ``cause``) and the run's end."""
-        candidates = [] if within is None else [Deadline(time.monotonic() + within, cause)]
-        if self.ends is not None:
-            candidates.append(Deadline(self.ends, self.cause, whole_run=True))
-        return min(candidates, key=lambda deadline: deadline.at, default=None)
-
-
-def _shut(sock: Any) -> None:
-    with contextlib.suppress(OSError):  # closed already
-        sock.shutdown(2)  # socket.SHUT_RDWR, without importing socket
-
-
 class _NotAskedAgain(NetworkError):
     """A request not sent: its server could not be connected to in any attempt of an earlier request of the run."""
 
@@ -239,8 +143,10 @@ class Transport:
             if self._closed:
                 raise NetworkError("the run is over: no request is sent after it", retry=False)
             if self._session is None:
-                self._session = _new_session(
-                    self, ca_source(self.environ)[0] if self.verify is None else self.verify
+                from preparer.fetch.sessions import new_session  # deferred with requests: the first request
+
+                self._session = new_session(
+                    self.watch, ca_source(self.environ)[0] if self.verify is None else self.verify
                 )
             return self._session
 
@@ -289,7 +195,11 @@ class Transport:
         again)."""
         with self._lock:
             if self._tls is None:
-                self._tls = _tls_context(ca_source(self.environ)[0])
+                from preparer.fetch.sessions import (
+                    tls_context,  # deferred: only a warm run's probe over https
+                )
+
+                self._tls = tls_context(ca_source(self.environ)[0])
             return self._tls
 
     def use_session(self, session: requests.Session) -> None:
@@ -474,228 +384,3 @@ def _redirect(current: HttpUrl, location: str, action: str) -> HttpUrl:
             action, f"the server redirects from https to {following.shown}: plain http is refused after https"
         )
     return following.with_userinfo("")
-
-
-def _new_session(transport: Transport, verify: str | bool) -> requests.Session:
-    import weakref  # deferred with requests
-
-    from requests.adapters import HTTPAdapter
-
-    # urllib3 keeps every pool's connections reachable from a process-wide finalizer: a hook that held the
-    # transport would keep the transport, its session and so every pool alive for as long as the process. The hook
-    # holds it weakly: a transport nobody closed is still collected, and its connections with it.
-    watching = weakref.WeakMethod(transport.watch)
-
-    def on_connect(sock: Any) -> None:
-        watch = watching()
-        if watch is not None:
-            watch(sock)
-
-    watched = _watched_pools(on_connect)
-
-    class Watching(HTTPAdapter):
-        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-            super().init_poolmanager(*args, **kwargs)
-            self.poolmanager.pool_classes_by_scheme = watched
-
-        def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
-            manager = super().proxy_manager_for(proxy, **kwargs)
-            if not proxy.lower().startswith("socks"):
-                manager.pool_classes_by_scheme = watched
-            return manager
-
-    session = _session()
-    session.trust_env = False  # proxies, netrc and CA certificates come from the run's environment
-    session.headers["User-Agent"] = f"cnb-preparer/{__version__}"
-    session.verify = verify
-    adapter = Watching(pool_connections=8, pool_maxsize=8, max_retries=0)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    return session
-
-
-def _watched_pools(on_connect: Callable[[Any], None]) -> dict[str, Any]:
-    """urllib3's connection pool classes, by scheme, whose connections ``on_connect`` is given to watch."""
-    from urllib3.connection import HTTPConnection, HTTPSConnection  # deferred with requests
-    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-
-    from preparer.fetch import dial  # deferred with requests
-
-    # Every connection is watched from before it connects (a proxy can stall on CONNECT, a server in the TLS
-    # handshake or before its first byte), also through an http(s) proxy. (A SOCKS proxy's connections are
-    # urllib3's own kind: bounded by the timeouts only.)
-    class Watched:
-        _guard: Any = None
-        sock: Any
-
-        def _new_conn(self) -> Any:
-            return _dial(self, on_connect)
-
-        def connect(self) -> None:
-            try:
-                super().connect()  # type: ignore[misc]  # the connection class it is mixed into
-                on_connect(self.sock)  # over TLS, the TLS socket now, watched as itself
-            finally:
-                dial.release(self._guard)
-
-    class Plain(Watched, HTTPConnection):
-        pass
-
-    class Secure(Watched, HTTPSConnection):
-        pass
-
-    class PlainPool(HTTPConnectionPool):
-        ConnectionCls = Plain
-
-    class SecurePool(HTTPSConnectionPool):
-        ConnectionCls = Secure
-
-    return {"http": PlainPool, "https": SecurePool}
-
-
-def _dial(connection: Any, on_connect: Callable[[Any], None]) -> Any:
-    """A new socket for the urllib3 ``connection``, as its own ``_new_conn`` makes one (the same errors), but
-    watched by the run from before it connects, its name looked up as the run can leave it (:mod:`.dial`)."""
-    import socket  # deferred with requests and urllib3
-
-    from urllib3.exceptions import (  # deferred, as socket
-        ConnectTimeoutError,
-        NameResolutionError,
-        NewConnectionError,
-    )
-    from urllib3.util.connection import allowed_gai_family
-
-    from preparer.fetch import dial  # deferred with requests
-
-    timeout = connection.timeout if isinstance(connection.timeout, (int, float)) else None
-    try:
-        sock, connection._guard = dial.connect(
-            (connection._dns_host, connection.port), timeout, on_connect,
-            source_address=connection.source_address, options=connection.socket_options,
-            family=allowed_gai_family(),
-        )  # fmt: skip
-    except socket.gaierror as err:
-        raise NameResolutionError(connection.host, connection, err) from err
-    except TimeoutError as err:
-        raise ConnectTimeoutError(
-            connection, f"Connection to {connection.host} timed out. (connect timeout={timeout})"
-        ) from err
-    except OSError as err:
-        raise NewConnectionError(connection, f"Failed to establish a new connection: {err}") from err
-    return sock
-
-
-def _session() -> requests.Session:
-    """A requests session that takes a redirect to a malformed URL for an answer: requests reads the ``Location``
-    of every redirect, even one it does not follow, and a malformed one (``http://[::1/x``) raises a bare
-    ``ValueError`` there; the answer comes back instead, for :func:`_redirect` to name what is wrong with it."""
-    import requests  # deferred (heavy): made on the first request
-
-    class Session(requests.Session):
-        def get_redirect_target(self, resp: requests.Response) -> str | None:
-            target = super().get_redirect_target(resp)
-            try:
-                urlsplit(target or "")
-            except ValueError:
-                return None
-            return target
-
-    return Session()
-
-
-def _tls_context(bundle: str) -> Any:
-    """The trust the requests session has: the CA certificates ``bundle`` (a file or a directory)."""
-    import ssl  # deferred: only a warm run's probe over https needs it
-
-    if Path(bundle).is_dir():
-        return ssl.create_default_context(capath=bundle)
-    return ssl.create_default_context(cafile=bundle)
-
-
-def probe_unchanged(url: str, headers: dict[str, str], transport: Transport) -> bool | None:
-    """Ask the server whether ``url`` is unchanged (the conditional ``headers``), with one plain request.
-
-    Importing requests, or even http.client, costs more than a warm run's whole revalidation, so this asks with a
-    socket: one ``GET`` with ``Connection: close``, of which only the status line is read (at most 4 KiB). ``True``
-    means a 304: the cached copy is current. ``False`` means any other answer. ``None`` means no answer (errors,
-    redirects, a URL or header this request would not send as requests does), or that requests would not go
-    straight to the server (a proxy, a netrc file): the regular path then decides. Nothing from this request is
-    ever installed; credentials in the URL are sent as requests sends them (Basic) and never shown.
-    """
-    parts = urlsplit(url)
-    if not transport.own_session:
-        return None
-    if parts.scheme not in ("http", "https") or not parts.hostname or goes_elsewhere(transport.environ):
-        return None
-    request = _probe_request(parts, headers)
-    if request is None:
-        return None
-    from preparer.fetch import dial  # deferred: only warm runs probe
-
-    connect, read = transport.request_timeouts()
-    ends = time.monotonic() + read  # the whole probe, however slowly its answer trickles in
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        # As bytes: a name given as str is encoded with the idna codec, whose import (stringprep, unicodedata)
-        # costs a tenth of a warm run's revalidation, for a name that is ASCII (fetch/url.py refuses any other).
-        host = parts.hostname.encode("ascii")
-        # Watched from before it connects, through the TLS handshake; the run's time bounds it below, without a
-        # watchdog thread.
-        sock, guard = dial.connect((host, port), connect, interrupt.watch)
-        try:
-            if parts.scheme == "https":
-                sock = transport.tls_context().wrap_socket(sock, server_hostname=parts.hostname)
-            sock.settimeout(read)
-            sock.sendall(request)
-            status = _status_line(sock, ends)
-        finally:
-            sock.close()
-            dial.release(guard)
-    except (OSError, ValueError):  # the regular path retries and reports it
-        return None
-    if status == 304:
-        return True
-    return None if status is None or 300 <= status < 400 else False
-
-
-def _probe_request(parts: SplitResult, headers: dict[str, str]) -> bytes | None:
-    """The probe's request, or ``None`` when a value holds what a request line or header may not (then requests,
-    which quotes and checks them, asks instead)."""
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    fields = {
-        "Host": parts.netloc.rpartition("@")[2],
-        "User-Agent": f"cnb-preparer/{__version__}",
-        "Accept": "*/*",
-        **headers,
-        "Connection": "close",
-    }
-    if parts.username is not None:
-        userinfo = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-        fields["Authorization"] = "Basic " + base64.b64encode(userinfo.encode("latin-1")).decode()
-    if not _PLAIN_TARGET.fullmatch(target) or not all(_PLAIN_VALUE.fullmatch(v) for v in fields.values()):
-        return None
-    lines = [f"GET {target} HTTP/1.1", *(f"{name}: {value}" for name, value in fields.items()), "", ""]
-    return "\r\n".join(lines).encode("ascii")
-
-
-#: What a request target and a header value may hold as sent, unquoted: visible ASCII (and spaces in values).
-_PLAIN_TARGET = re.compile(r"[!-~]+")
-_PLAIN_VALUE = re.compile(r"[ -~]*")
-
-
-def _status_line(sock: Any, ends: float) -> int | None:
-    """The status code of the answer on ``sock``: ``HTTP/1.x NNN``, read from at most 4 KiB by ``ends``."""
-    data = b""
-    while b"\r\n" not in data and len(data) < 4096:
-        left = ends - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the status line took too long")
-        sock.settimeout(left)
-        chunk = sock.recv(4096 - len(data))
-        if not chunk:
-            break
-        data += chunk
-    line = data.partition(b"\r\n")[0].split()
-    if len(line) < 2 or not line[0].startswith(b"HTTP/1.") or not line[1].isdigit() or len(line[1]) != 3:
-        return None
-    return int(line[1])

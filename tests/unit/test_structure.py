@@ -114,29 +114,49 @@ def test_fetch_is_a_floor_below_the_pipeline(module: str) -> None:
     assert sorted(_imported(module, tree) & set(TOP)) == []
 
 
+#: The store's room (preparer/fetch/store/): the store and its ways through the tiers, by kind of thing kept.
+STORE = sorted(m for m in MODULES if m == "preparer.fetch.store" or m.startswith("preparer.fetch.store."))
+
+
+def _importers(module: str) -> list[str]:
+    return sorted(name for name, (_, tree) in MODULES.items() if module in _imported(name, tree))
+
+
 def test_only_the_store_imports_the_fleet() -> None:
-    """The fleet's repository is a tier of the store (store.py, and archives.py, which the store alone imports):
-    fetchers ask the store, never the tier."""
-    importers = sorted(
-        name for name, (_, tree) in MODULES.items() if "preparer.fetch.fleet" in _imported(name, tree)
-    )
-    assert importers == ["preparer.fetch.archives", "preparer.fetch.store"]
+    """The fleet's repository is a tier of the store: besides its own write-back, only the store's room imports it
+    (its ways and the roles they ask of it); fetchers ask the store, never the tier."""
+    assert _importers("preparer.fetch.fleet") == [
+        "preparer.fetch.fleet_writeback",
+        "preparer.fetch.store",
+        "preparer.fetch.store.archives",
+        "preparer.fetch.store.files",
+        "preparer.fetch.store.images",
+        "preparer.fetch.store.tiers",
+    ]
+    assert set(_importers("preparer.fetch.fleet_writeback")) <= set(STORE)
 
 
 def test_the_download_cache_is_reached_through_the_store() -> None:
-    """This pod's download cache is a tier of the store too: besides the store, only the tree installer (which
-    reads a cached tree's manifest) imports it; no fetcher and nothing above fetch/ does."""
-    importers = sorted(
-        name for name, (_, tree) in MODULES.items() if "preparer.fetch.cache" in _imported(name, tree)
-    )
-    assert importers == ["preparer.fetch.archives", "preparer.fetch.store", "preparer.fetch.tree"]
+    """This pod's download cache is a tier of the store too: besides the store's room, only the tree installer
+    (which reads a cached tree's manifest) imports it; no fetcher and nothing above fetch/ does."""
+    assert _importers("preparer.fetch.cache") == [
+        "preparer.fetch.store",
+        "preparer.fetch.store.archives",
+        "preparer.fetch.store.signatures",
+        "preparer.fetch.store.tiers",
+        "preparer.fetch.tree",
+    ]
 
 
 def test_only_the_store_takes_an_archive_through_its_tiers() -> None:
-    importers = sorted(
-        name for name, (_, tree) in MODULES.items() if "preparer.fetch.archives" in _imported(name, tree)
-    )
-    assert importers == ["preparer.fetch.store"]
+    assert _importers("preparer.fetch.store.archives") == ["preparer.fetch.store"]
+
+
+@pytest.mark.parametrize("way", [m for m in STORE if m.rsplit(".", 1)[-1] not in ("store", "origin")])
+def test_fetchers_reach_the_store_s_ways_through_the_store(way: str) -> None:
+    """Each kind's way (and the tiers' roles) is the store's own: nothing outside the room imports it. A fetcher
+    imports the store, and an archive's fetcher the origin it hands the store."""
+    assert set(_importers(way)) <= set(STORE)
 
 
 def test_only_the_reader_parses_toml() -> None:

@@ -7,10 +7,8 @@ reference makes no request at all. Credentials are looked up only when a request
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -22,6 +20,7 @@ from preparer.fetch.guard import LimitExceeded
 from preparer.fetch.oci import auth
 from preparer.fetch.oci.hosts import Host
 from preparer.fetch.oci.reference import Reference, scheme_for
+from preparer.fetch.oci.remote import Remote, Unanswered, registry_says
 from preparer.fetch.sink import no_progress
 from preparer.fetch.streams import (
     Reader,
@@ -69,7 +68,8 @@ def kind_of(doc: dict[str, Any]) -> str:
 
 
 class Registry:
-    """One repository of one registry, for one run: credentials looked up once, on first use."""
+    """One repository of one registry, for one run: what it pulls verified and kept in the store, its requests
+    made by the run's one registry client (:class:`~preparer.fetch.oci.remote.Remote`: credentials, the challenge)."""
 
     def __init__(self, ref: Reference, ctx: FetchContext, endpoint: Host | None = None) -> None:
         """``endpoint``: a mirror (or the upstream ``server``) from hosts.toml to ask instead of the registry itself;
@@ -81,13 +81,13 @@ class Registry:
         else:
             root = endpoint.api_root
             self.transport = _endpoint_transport(ctx.transport, endpoint)
-        self.base = f"{root}/{ref.repository}"
-        self._credential: auth.Credential | None = None
-        self._looked_up = False
-        self._lock = threading.Lock()
-        self.authorization: str | None = None
-        #: Whether a request went with the run's credentials (the repository is then private for the cache).
-        self.used_credential = False
+        registries = ctx.registries
+        self.remote = Remote(
+            root, ref.repository, registry=ref.registry, environ=registries.environ, transport=self.transport,
+            send=self._send, host=endpoint.netloc if endpoint is not None else None,  # a mirror's own credentials
+            warn=ctx.sink.warn, warned=registries.warned,
+        )  # fmt: skip
+        self.base = self.remote.base
 
     @property
     def name(self) -> str:
@@ -95,80 +95,40 @@ class Registry:
         return f"{self.ref.registry}/{self.ref.repository}"
 
     @property
-    def credential(self) -> auth.Credential | None:
-        """The credential for this registry, looked up (and any helper run) the first time a request needs it."""
-        with self._lock:
-            if not self._looked_up:
-                # A mirror's own credentials, never the upstream's.
-                host = self.endpoint.netloc if self.endpoint is not None else self.ref.registry
-                registries = self.ctx.registries
-                problem = auth.config_problem(registries.environ)
-                if problem is not None and problem not in registries.warned:
-                    registries.warned.add(problem)
-                    self.ctx.sink.warn(problem)
-                self._credential = auth.lookup(host, registries.environ)
-                if self._credential is not None and self._credential.header is not None:
-                    # The lifecycle sends a CNB_REGISTRY_AUTH value as it is, without waiting for a challenge.
-                    self.authorization = self._credential.header
-                    self.used_credential = True
-                self._looked_up = True
-            return self._credential
+    def used_credential(self) -> bool:
+        """Whether a request went with the run's credentials (the repository is then private for the cache)."""
+        return self.remote.used_credential
 
     # Requests
 
     def _get(self, url: str, headers: dict[str, str]) -> requests.Response:
         """GET with the current authorization; a 401 is answered once (basic or bearer challenge), then retried."""
-        response = self._send(url, headers)
-        if response.status_code == 401:
-            challenge = response.headers.get("WWW-Authenticate", "")
-            self._answer_challenge(challenge, registry_says(response))
-            response = self._send(url, headers)
-        return response
+        try:
+            return self.remote.request("GET", url, headers)
+        except Unanswered as why:
+            raise self._unauthorized(why.says) from None
 
-    def _send(self, url: str, headers: dict[str, str]) -> requests.Response:
-        self.credential  # noqa: B018 (looks the credential up before the first request)
-        sent = dict(headers)
-        if self.authorization:
-            sent["Authorization"] = self.authorization
-        if self.endpoint is not None:
-            sent = {**self.endpoint.headers, **sent}
-        return self.transport.get(url, sent, action=f"pull {self.ref}", check=False)
-
-    def _answer_challenge(self, header: str, says: str = "") -> None:
-        scheme, params = auth.parse_challenge(header)
-        credential = self.credential
-        if scheme == "basic":
-            if credential is None or credential.header is None:
-                raise self._unauthorized(says)
-            self.authorization = credential.header
-            self.used_credential = True
-        elif scheme == "bearer" and "realm" in params:
-            scope = f"repository:{self.ref.repository}:pull"
-            token = auth.request_token(self.transport, params, scope, credential, self.ref.registry)
-            if isinstance(token, auth.Refused):  # its words, rather than the registry's challenge's
-                raise self._unauthorized(token.said)
-            self.authorization = "Bearer " + token
-            self.used_credential = self.used_credential or credential is not None
-        else:
-            raise self._unauthorized(says)
+    def _send(
+        self, method: str, url: str, headers: dict[str, str], body: Any, blob: bool
+    ) -> requests.Response:
+        """One request through the run's transport: redirects decided hop by hop, a hosts.toml host's headers."""
+        sent = {**self.endpoint.headers, **headers} if self.endpoint is not None else headers
+        return self.transport.get(url, sent, action=f"pull {self.ref}", check=False, method=method)
 
     def _unauthorized(self, says: str = "") -> FetchError:
-        credential = self.credential
+        credential = self.remote.credential
         said = f" ({says})" if says else ""
         if credential is not None:
             return FetchError(
                 f"pull {self.name}", f"unauthorized with credentials from {credential.source}{said}"
             )
-        host = self.endpoint.netloc if self.endpoint is not None else self.ref.registry
-        why = auth.why_anonymous(host, self.ctx.registries.environ)
+        why = auth.why_anonymous(self.remote.host, self.ctx.registries.environ)
         return FetchError(f"pull {self.name}", f"unauthorized anonymously{said}: {why}")
 
     def _check(self, response: requests.Response, what: str) -> None:
         if response.status_code < 400:
             return
-        says = registry_says(response)
-        if response.status_code == 401:
-            raise self._unauthorized(says)
+        says = registry_says(response)  # a 401 is the client's (:meth:`_get`)
         if response.status_code == 404:
             raise NotFoundError(f"pull {self.ref}", f"{what} not found in {self.name}")
         check_status(response, f"pull {self.ref}", what, says)
@@ -196,7 +156,7 @@ class Registry:
         if by_digest:
             self._check_digest(identifier, "the reference")
             what = f"{self.ref} manifest {identifier}"
-            cached = self.ctx.store.manifest(identifier, self.name, what, self.ctx.sink)
+            cached = self.ctx.store.blobs.manifest(identifier, self.name, what, self.ctx.sink)
             if cached is not None:
                 self._check_size(identifier, len(cached), size)
                 return self._parse_manifest(cached, identifier)
@@ -211,7 +171,7 @@ class Registry:
                 "manifest digest mismatch: expected {expected}, got {got}",
             )
         parsed = self._parse_manifest(data, digest)
-        self.ctx.store.keep_manifest(data, digest, self.name, self.used_credential, str(self.ref))
+        self.ctx.store.blobs.keep_manifest(data, digest, self.name, self.used_credential, str(self.ref))
         return parsed
 
     def _check_size(self, identifier: str, count: int, size: int | None) -> None:
@@ -324,7 +284,7 @@ class Registry:
         self._check_digest(digest, "a blob")
         ctx = self.ctx
         download = lambda directory: self._download(digest, size, directory, consume, shown)
-        return ctx.store.blob(digest, consume, download, ctx.sink, ctx.lock_wait, str(self.ref))
+        return ctx.store.blobs.blob(digest, consume, download, ctx.sink, ctx.lock_wait, str(self.ref))
 
     def _download(
         self,
@@ -384,26 +344,6 @@ class Registry:
             return Path(name), cast(T, result)  # failure is None: consume returned a result
 
         return self._retrying(attempt)
-
-
-def registry_says(response: requests.Response) -> str:
-    """The registry's own words for an error answer (``errors[0]``: its code and message, as skopeo shows them),
-    read from at most :data:`~preparer.fetch.oci.auth.MAX_ERROR_BODY` bytes of the body, printable and at most 300
-    characters (:func:`~preparer.fetch.oci.auth.spoken`); ``""`` when
-    the body says nothing readable. The response is closed."""
-    import urllib3  # deferred (heavy), as everywhere a request was made
-
-    # Any body at all: a registry's explanation is a courtesy, never a failure of its own.
-    try:
-        with response:
-            data = response.raw.read(auth.MAX_ERROR_BODY, decode_content=True)
-        errors = json.loads(data).get("errors")
-        first = errors[0] if isinstance(errors, list) and errors else None
-    except (OSError, ValueError, AttributeError, RecursionError, urllib3.exceptions.HTTPError):
-        return ""
-    if not isinstance(first, dict):
-        return ""
-    return auth.spoken([str(first.get(key) or "") for key in ("code", "message")])
 
 
 def _endpoint_transport(base: Transport, endpoint: Host) -> Transport:

@@ -48,10 +48,10 @@ def fetch_image(locator: ImageLocator, ctx: FetchContext) -> Fetched:
         copy_ctx = replace(ctx, registries=replace(ctx.registries, environ=environ))
         return _pull(parse_reference(copy), copy_ctx, signed=(ref, ctx))
 
-    fetched, via = ctx.store.image(str(ref), ref.digest, pull, ctx.sink)
+    fetched, via = ctx.store.images.pull(str(ref), ref.digest, pull, ctx.sink)
     pinned = f"{ref.registry}/{ref.repository}@{fetched.digest}" if fetched.digest else None
     if via is not None and fetched.index is None:  # a tag served offline: the index its record names
-        fetched = replace(fetched, index=ctx.store.tag_index(str(ref)))
+        fetched = replace(fetched, index=ctx.store.images.tag_index(str(ref)))
     return (
         replace(fetched, image=pinned)
         if via is None
@@ -77,7 +77,7 @@ def _pull(ref: Reference, ctx: FetchContext, signed: tuple[Reference, FetchConte
     except FetchError as err:
         if blobs_from is None:
             raise
-        ctx.store.image_unreadable(source, err.cause or "")
+        ctx.store.images.unreadable(source, err.cause or "")
         return _pull(ref, ctx)
     if signatures:
         fetched = replace(fetched, signatures=signatures)
@@ -87,7 +87,7 @@ def _pull(ref: Reference, ctx: FetchContext, signed: tuple[Reference, FetchConte
         return replace(fetched, via="cache repository")
     if not registry.used_credential:  # what credentials pulled is never shared
         index = first[2] if first[2] != digest else None
-        ctx.store.keep_image(source, ref.digest, digest, manifest, str(config_descriptor["digest"]), index)
+        ctx.store.images.keep(source, ref.digest, digest, manifest, str(config_descriptor["digest"]), index)
     return fetched
 
 
@@ -189,7 +189,7 @@ class _Hosts:
 def _shared_copy(digest: str, ctx: FetchContext) -> tuple[Reference, FetchContext] | None:
     """Where the store shares the image ``digest`` (its reference there, and the context with the credentials to
     read it), when it does."""
-    copy = ctx.store.image_copy(digest)
+    copy = ctx.store.images.copy(digest)
     if copy is None:
         return None
     reference, environ = copy

@@ -73,7 +73,7 @@ def read_entries(namespace: str, name: str, ctx: FetchContext) -> dict[str, str]
 
 
 def _index_file(url: str, action: str, ctx: FetchContext) -> bytes:
-    """The index file at ``url``, as the store has it (:meth:`~preparer.fetch.store.Store.small_file`), read
+    """The index file at ``url``, as the store has it (:meth:`~preparer.fetch.store.files.SmallFiles.read`), read
     from the index when it must be."""
 
     def attempt() -> bytes:
@@ -82,7 +82,7 @@ def _index_file(url: str, action: str, ctx: FetchContext) -> bytes:
             response, MAX_INDEX_FILE, action, "the index file", ctx.transport.download_deadline()
         )
 
-    return ctx.store.small_file(
+    return ctx.store.files.read(
         url, MAX_INDEX_FILE, action, lambda: ctx.transport.retrying(action, attempt), ctx.sink
     )
 

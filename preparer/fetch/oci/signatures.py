@@ -24,8 +24,8 @@ digest or size that does not match) is skipped with a debug line: it never refus
 
 A run that finds every rule satisfied records the objects that satisfied them in the download cache, with the time;
 a later run of the same digest within the policy's ``signature-max-age`` verifies those again and asks nothing
-(:meth:`~preparer.fetch.store.Store.signatures`); after it, the registry is asked again, so a signature withdrawn
-there stops admitting the image.
+(:meth:`~preparer.fetch.store.signatures.SignatureRecords.recorded`); after it, the registry is asked again, so a
+signature withdrawn there stops admitting the image.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def verify_signatures(
     :raises FetchError: the registry fails (exit 1).
     """
     shown = digests[-1]
-    recorded = ctx.store.signatures(repository, shown, check.max_age)
+    recorded = ctx.store.signatures.recorded(repository, shown, check.max_age)
     found = check.satisfying(recorded, digests) if recorded is not None else None
     if found is not None:
         return found
@@ -122,7 +122,7 @@ def verify_signatures(
         raise check.refuse(image, shown, str(why)) from None
     finally:
         objects.close()  # the judge may stop early: nothing more is asked
-    ctx.store.keep_signatures(repository, shown, kept, private(), ctx.sink.staging)
+    ctx.store.signatures.keep(repository, shown, kept, private(), ctx.sink.staging)
     return verified
 
 

@@ -1,4 +1,4 @@
-"""An archive's way through the store's tiers (part of :mod:`~preparer.fetch.store`, which alone uses it).
+"""An archive's way through the store's tiers: the store's http archives and ``.cnb`` files.
 
 An http archive (or ``.cnb``) is looked for in order: a copy this pod's download cache holds under its pinned
 digest; the fleet's repository (docs/fleet.md, "Lookup": a fresh record, or a stale one the origin confirms through
@@ -12,38 +12,34 @@ in for by this pod's copy, with a warning; offline, nothing but the tiers is ask
 from __future__ import annotations
 
 import shutil
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
-from preparer import interrupt
 from preparer._fs import full_disk, full_in, keeping_copy, no_space, temp_file
 from preparer._numbers import decimal
 from preparer._record import record
 from preparer.errors import FetchError, NoSpaceError
-from preparer.fetch.cache import CachedTree, CacheMismatch, DownloadCache, KnownTree
+from preparer.fetch.cache import CachedTree, CacheMismatch, KnownTree
 from preparer.fetch.guard import LimitExceeded
 from preparer.fetch.sink import Sink
+from preparer.fetch.store.origin import Origin, Revalidations, conditional
 from preparer.fetch.streams import CHUNK, MAX_TRAILING, Reader, stream_body, verify_digest, verify_file
-from preparer.fetch.transport import Transport, Unreachable, probe_unchanged
+from preparer.fetch.transport import Transport, Unreachable
 from preparer.fetch.tree import install_cached, new_root
 
 if TYPE_CHECKING:
     import requests
 
     from preparer.fetch.extract import Extracted
-    from preparer.fetch.fleet import Fleet, Hit, Upload
+    from preparer.fetch.fleet import Hit
+    from preparer.fetch.fleet_writeback import Upload
     from preparer.fetch.locator import HttpLocator
-    from preparer.fetch.url import HttpUrl
+    from preparer.fetch.store.tiers import Local, Shared, Writes
 
 T = TypeVar("T")
-
-#: What an origin says of a copy, asked with that copy's validators: ``True`` unchanged (304), ``False`` changed,
-#: ``None`` it could not be asked.
-Ask = Callable[[dict[str, str]], "bool | None"]
 
 
 @record
@@ -55,80 +51,13 @@ class Known:
 
 
 @record
-class Shared:
+class SharedCopy:
     """An archive the fleet holds: how to read its blob, the digest its record promises (the reader checks it),
     and the validators to keep for the URL (only those that name the blob: see :meth:`ArchiveWay.shared`)."""
 
     open: Callable[[], requests.Response]
     digest: str
     validators: dict[str, str]
-
-
-class Revalidations:
-    """The revalidation requests of one run, sent together before its fetches start: a warm run asks each origin
-    whether this pod's copy is current (one plain request each), and the fetch threads, two to four, would otherwise
-    ask one at a time each, a round trip to the origin per buildpack per thread. Each request runs in a thread of its
-    own, in a scope inside the run's; the fetch of its archive takes its answer (or asks itself, when there is none).
-    :meth:`close` shuts the requests no fetch took (the run failed first), so that no thread outlives its run."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._asked: dict[tuple[str, tuple[tuple[str, str], ...]], _Answer] = {}
-        self._scope: interrupt.Scope | None = None
-
-    def start(self, origin: Origin, headers: dict[str, str]) -> None:
-        """Ask ``origin`` whether the copy ``headers`` name is current, in a thread of its own."""
-        answer = _Answer()
-        with self._lock:
-            if self._asked.setdefault(_asked_key(origin.locator.url, headers), answer) is not answer:
-                return  # the same URL twice in a group: asked once
-            if self._scope is None:
-                self._scope = interrupt.Scope(interrupt.current())
-            scope = self._scope
-        threading.Thread(target=scope.run(lambda: answer.ask(origin, headers)), name="revalidate",
-                         daemon=True).start()  # fmt: skip
-
-    def take(self, url: str, headers: dict[str, str]) -> _Answer | None:
-        """The answer asked for ``url`` with ``headers`` (once), if it was."""
-        with self._lock:
-            return self._asked.pop(_asked_key(url, headers), None)
-
-    def close(self) -> None:
-        """The run is over: the requests still under way are shut down."""
-        with self._lock:
-            scope, self._scope = self._scope, None
-            self._asked.clear()
-        if scope is not None:
-            scope.call_off()
-            scope.close()
-
-
-def _asked_key(url: str, headers: dict[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
-    return url, tuple(sorted(headers.items()))
-
-
-class _Answer:
-    """One revalidation request's answer (:meth:`Origin.probe`), once it came."""
-
-    def __init__(self) -> None:
-        self._came = threading.Event()
-        self._value: bool | None = None
-        self._error: BaseException | None = None
-
-    def ask(self, origin: Origin, headers: dict[str, str]) -> None:
-        try:
-            self._value = origin.probe(headers)
-        except BaseException as err:  # noqa: BLE001 (raised where the answer is taken, as if asked there)
-            self._error = err
-        finally:
-            self._came.set()
-
-    def wait(self) -> bool | None:
-        while not self._came.wait(0.1):
-            interrupt.check()
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 class CacheFull(Exception):
@@ -141,51 +70,6 @@ class CacheFull(Exception):
 
 class NotShared(Exception):
     """The repository could not give the blob its record names (the breaker is open): use the origin."""
-
-
-def conditional(validators: Mapping[str, str]) -> dict[str, str]:
-    """The conditional request headers of an origin's validators (``etag``, ``last-modified``)."""
-    headers = {}
-    if validators.get("etag"):
-        headers["If-None-Match"] = validators["etag"]
-    if validators.get("last-modified"):
-        headers["If-Modified-Since"] = validators["last-modified"]
-    return headers
-
-
-@record
-class Origin:
-    """Where an archive comes from when no tier has it: its URL, asked through the run's transport, every redirect
-    decided by ``hop`` (the policy's ``http.allow``)."""
-
-    locator: HttpLocator
-    transport: Transport
-    hop: Callable[[HttpUrl], None] | None = None
-
-    @property
-    def action(self) -> str:
-        return f"download {self.locator.shown}"
-
-    def get(self, headers: dict[str, str] | None = None, check: bool = True) -> requests.Response:
-        """One request for the archive (conditional with ``headers``)."""
-        return self.transport.get(self.locator.url, headers, action=self.action, check=check, hop=self.hop)
-
-    def unchanged(self, headers: dict[str, str]) -> bool | None:
-        """Whether the origin still serves what ``headers`` name (a 304), retried; ``None``: it cannot be asked."""
-        if not headers:
-            return False
-        try:
-            response = self.transport.retrying(self.action, lambda: self.get(headers, check=False))
-        except FetchError:
-            return None
-        response.close()
-        if response.status_code == 304:
-            return True
-        return None if response.status_code >= 500 else False
-
-    def probe(self, headers: dict[str, str]) -> bool | None:
-        """The same question asked with one plain request (:func:`~preparer.fetch.transport.probe_unchanged`)."""
-        return probe_unchanged(self.locator.url, headers, self.transport)
 
 
 class Unpacker(Protocol):
@@ -212,24 +96,76 @@ class Archive:
     via: str | None = None
 
 
+class Archives:
+    """The store's archives (http and ``.cnb``) for one run: the tiers they take (either may be ``None``: absent),
+    and the run's revalidations, sent together before its fetches start."""
+
+    def __init__(
+        self, local: Local | None, fleet: Shared | None, writeback: Writes | None, link: bool = False
+    ) -> None:
+        #: This pod's download cache, the fleet's repository and what the run writes back to it (``None``: nothing,
+        #: as in ``read`` and ``offline`` modes); ``link``: whether what is installed from this pod's cache may be
+        #: hard links into it.
+        self.local, self.fleet, self.writeback, self.link = local, fleet, writeback, link
+        self.early = Revalidations()
+
+    def tree(self, origin: Origin, unpacker: Unpacker, sink: Sink) -> Archive:
+        """The archive at ``origin`` extracted into a new directory of staging, from the first tier that has it
+        and may be trusted with it, else from its origin (then kept in every tier that takes it).
+
+        :raises FetchError: it cannot be had (exit 1); offline, and no tier has it.
+        """
+        return ArchiveWay(self, origin, sink).tree(unpacker)
+
+    def file(self, origin: Origin, read: Callable[[Path, str], T], sink: Sink) -> tuple[T, str | None]:
+        """What ``read`` makes of the archive at ``origin`` kept whole (a ``.cnb``: ``read(path, digest)`` before
+        it is kept), and the tier it came through (``None``: its origin or this pod's cache)."""
+        return ArchiveWay(self, origin, sink).file(read)
+
+    def revalidate(self, locators: Sequence[HttpLocator], transport: Transport) -> None:
+        """Ask, together and before the run's fetches start, each origin whose archive this pod's cache holds
+        whether it is current: the revalidation requests :meth:`tree` would send one fetch thread at a time. Only
+        where that is the request it would send first: an unpinned archive (a pinned one is installed by its
+        digest, with no request), kept extracted, and no fleet's repository (asked first, and only sometimes). The
+        tree's manifest is only looked for here, not read: one found damaged later costs this one request for
+        nothing."""
+        local = self.local
+        if local is None or self.fleet is not None:
+            return
+        for locator in locators:
+            if locator.sha256 is not None or locator.is_cnb:
+                continue
+            headers = validators_of(local, locator.url)
+            if headers:
+                self.early.start(Origin(locator, transport), headers)
+
+    def close(self) -> None:
+        """The revalidations no fetch took are shut down."""
+        self.early.close()
+
+
+def validators_of(local: Local | None, url: str) -> dict[str, str]:
+    """The conditional request headers that ask the origin of ``url`` whether this pod's extracted copy is current
+    (what a revalidation sends); empty when the cache holds none."""
+    meta = local.http_meta(url) if local is not None else None
+    if local is None or meta is None or not local.has_tree(meta["digest"]):
+        return {}
+    return conditional(meta)
+
+
 class ArchiveWay:
     """One archive's way through the store's tiers: a pinned copy, the fleet's (docs/fleet.md, "Lookup"), this
     pod's after the origin confirms it, and the origin (under the URL's lock, so concurrent preparers download
     once); what came from the origin is kept in each tier that takes it."""
 
-    def __init__(
-        self,
-        local: DownloadCache | None,
-        fleet: Fleet | None,
-        link: bool,
-        origin: Origin,
-        sink: Sink,
-        early: Revalidations | None = None,
-    ) -> None:
-        #: This pod's download cache and the fleet's repository (either ``None``: absent); ``link``: whether what
-        #: is installed from this pod's cache may be hard links into it.
-        self.local, self.fleet, self.link = local, fleet, link
-        self.origin, self.sink, self.early = origin, sink, early
+    def __init__(self, tiers: Archives, origin: Origin, sink: Sink) -> None:
+        self.local, self.fleet, self.writeback, self.link = (
+            tiers.local,
+            tiers.fleet,
+            tiers.writeback,
+            tiers.link,
+        )
+        self.origin, self.sink, self.early = origin, sink, tiers.early
         self.locator, self.source = origin.locator, origin.locator.shown
         self.pinned = None if self.locator.sha256 is None else "sha256:" + self.locator.sha256
 
@@ -269,10 +205,10 @@ class ArchiveWay:
     def _current(self, known: Known) -> bool | None:
         """Whether the origin says this pod's copy is current: the answer to the request sent with the run's others
         (:class:`Revalidations`), or to one sent now."""
-        early = self.early.take(self.locator.url, known.headers) if self.early is not None else None
+        early = self.early.take(self.locator.url, known.headers)
         return early.wait() if early is not None else self.origin.probe(known.headers)
 
-    def _locked(self, unpacker: Unpacker, local: DownloadCache) -> Archive:
+    def _locked(self, unpacker: Unpacker, local: Local) -> Archive:
         key = "http:" + self.locator.url
         with local.lock(key, 2 * self.origin.transport.timeouts[1]) as locked:
             if not locked:
@@ -300,9 +236,9 @@ class ArchiveWay:
     def _tree_attempt(
         self,
         unpacker: Unpacker,
-        local: DownloadCache | None,
+        local: Local | None,
         known: Known | None,
-        shared: Shared | None = None,
+        shared: SharedCopy | None = None,
     ) -> Archive:
         """One request (conditional when ``known``; the fleet's blob with ``shared``) and, unless it is a 304, its
         body extracted as it arrives: into the cache's own space when there is a cache, else into staging."""
@@ -334,10 +270,10 @@ class ArchiveWay:
     def _receive_tree(
         self,
         unpacker: Unpacker,
-        local: DownloadCache | None,
+        local: Local | None,
         dest: Path,
         response: requests.Response,
-        shared: Shared | None,
+        shared: SharedCopy | None,
     ) -> Archive:
         def extract(body: Reader) -> Extracted | FetchError:
             try:
@@ -377,14 +313,14 @@ class ArchiveWay:
             raise FetchError(self.origin.action, "the download cache did not keep what was just put in it")
         return found
 
-    def _unchanged(self, local: DownloadCache, known: Known) -> Archive | None:
+    def _unchanged(self, local: Local, known: Known) -> Archive | None:
         """The origin said this pod's tree is current (304); ``None`` when that tree failed its check."""
         self._check_pin(known.tree.digest)
         self.sink.progress(self.source, 0, 0)
         return self._installed(local, known.tree)
 
     def _installed(
-        self, local: DownloadCache, tree: CachedTree, via: str | None = "download cache"
+        self, local: Local, tree: CachedTree, via: str | None = "download cache"
     ) -> Archive | None:
         """The cached ``tree`` installed into staging; ``None`` (and the tree removed) when it is not what was
         cached."""
@@ -431,17 +367,17 @@ class ArchiveWay:
         )
         return self._file_from(read, None)
 
-    def _file_from(self, read: Callable[[Path, str], T], local: DownloadCache | None) -> tuple[T, str | None]:
+    def _file_from(self, read: Callable[[Path, str], T], local: Local | None) -> tuple[T, str | None]:
         """The archive from the fleet's repository, else its origin, kept in ``local`` (``None``: not kept)."""
         shared = self.shared(False)
-        if isinstance(shared, Shared):
+        if isinstance(shared, SharedCopy):
             found = self._through_fleet(lambda: self._file_attempt(read, local, shared))
             if found is not None:
                 return found, "cache repository"
         return self._retrying(lambda: self._file_attempt(read, local, None)), None
 
     def _file_attempt(
-        self, read: Callable[[Path, str], T], local: DownloadCache | None, shared: Shared | None
+        self, read: Callable[[Path, str], T], local: Local | None, shared: SharedCopy | None
     ) -> T:
         """The archive downloaded whole (into ``local`` when it is given, else staging), checked, read by ``read``,
         and kept."""
@@ -470,7 +406,7 @@ class ArchiveWay:
         headers = conditional(meta)
         return Known(tree, headers) if headers else None
 
-    def shared(self, local_copy: bool) -> Shared | Literal["local"] | None:
+    def shared(self, local_copy: bool) -> SharedCopy | Literal["local"] | None:
         """What the fleet holds for ``locator`` and may be used (docs/fleet.md, "Lookup"): its blob, ``"local"``
         for this pod's own copy (offline: it stands as it is), or ``None`` (the origin, or the local copy after the
         origin confirms it, as without a repository).
@@ -484,7 +420,7 @@ class ArchiveWay:
             raise _offline_miss(self.locator, self.source)
         return found
 
-    def _shared(self, local_copy: bool) -> Shared | Literal["local"] | None:
+    def _shared(self, local_copy: bool) -> SharedCopy | Literal["local"] | None:
         fleet, locator = self.fleet, self.locator
         if fleet is None:
             return None
@@ -511,8 +447,8 @@ class ArchiveWay:
                     f"{self.source} could not be revalidated with its origin; the download cache repository's copy "
                     "is used"
                 )
-            else:
-                fleet.remember_record(hit, locator.url)
+            elif self.writeback is not None:
+                self.writeback.remember_record(hit, locator.url)
 
         def opener() -> requests.Response:
             response = fleet.blob(hit.digest) if fleet.usable else None
@@ -521,7 +457,7 @@ class ArchiveWay:
             return response
 
         # Validators that do not name the bytes are not kept: the local cache would revalidate a pusher's bytes.
-        return Shared(opener, hit.digest, hit.validators if attested else {})
+        return SharedCopy(opener, hit.digest, hit.validators if attested else {})
 
     def _attested(self, hit: Hit, url: str) -> bool:
         """Whether the record's validators name its blob, so that the origin's 304 to them vouches for its bytes:
@@ -534,23 +470,23 @@ class ArchiveWay:
         mine = conditional(meta) if meta is not None and meta.get("digest") == hit.digest else {}
         return bool(mine) and mine == conditional(hit.validators)
 
-    def _upload(self, response: requests.Response, local: DownloadCache | None) -> Upload | None:
+    def _upload(self, response: requests.Response, local: Local | None) -> Upload | None:
         """The upload of an archive about to be downloaded from its origin, when it is to be shared (never for a
         URL that may carry a credential: user information, or a query). Its bytes wait, when the repository is
         slower than the origin, where the download itself is written: in ``local``'s temporary directory when the
         attempt keeps it there, else in staging (so a full download cache, which the next attempt goes without, is
         not written to again)."""
-        if self.fleet is None or self.locator.target.private:
+        if self.writeback is None or self.locator.target.private:
             return None
         spool = local.tmp_dir() if local is not None else self.sink.staging
         length = response.headers.get("Content-Length")
-        return self.fleet.upload(spool, self.pinned, decimal(length or ""))
+        return self.writeback.upload(spool, self.pinned, decimal(length or ""))
 
     def _keep_upload(self, upload: Upload | None, digest: str, size: int, validators: dict[str, str]) -> None:
         """The archive ``digest`` (``size`` bytes) passed its checks: the upload under way is finished, and its
         record follows at the store's commit."""
-        if upload is not None and self.fleet is not None:
-            self.fleet.remember_upload(upload, digest, size, self.locator.url, validators)
+        if upload is not None and self.writeback is not None:
+            self.writeback.remember_upload(upload, digest, size, self.locator.url, validators)
 
     # Both
 
@@ -569,7 +505,7 @@ class ArchiveWay:
             return None
         return found
 
-    def _full(self, err: BaseException, local: DownloadCache | None) -> Exception | None:
+    def _full(self, err: BaseException, local: Local | None) -> Exception | None:
         """What a full disk met while writing a download is: the cache's (:class:`CacheFull`, when the tree was
         written there) or staging's (:class:`~preparer.errors.NoSpaceError`); ``None`` for any other error."""
         full = full_disk(err)
@@ -600,14 +536,14 @@ class ArchiveWay:
             verify_digest(digest, self.pinned, f"verify {self.source}",
                           "sha256 mismatch: the uri pins {expected}, the download is {got}")  # fmt: skip
 
-    def _check_bytes(self, digest: str, shared: Shared | None) -> None:
+    def _check_bytes(self, digest: str, shared: SharedCopy | None) -> None:
         """The bytes are what the pin, and the fleet's record they came through, say."""
         self._check_pin(digest)
         if shared is not None and digest != shared.digest:
             raise FetchError(self.origin.action, "the repository's blob is not the digest its record names")
 
 
-def _validators(response: requests.Response, shared: Shared | None) -> dict[str, str]:
+def _validators(response: requests.Response, shared: SharedCopy | None) -> dict[str, str]:
     """The validators to keep for the URL: the origin's, or those of the fleet's record."""
     if shared is not None:
         return shared.validators
