@@ -13,7 +13,8 @@ from preparer.plan import Plan
 
 
 def fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
-    """The SHA-256 of each file a plan is made from (``None``: it does not exist, or is not a file)."""
+    """The SHA-256 of each file a plan is made from (``None``: it does not exist, or is not a file): the descriptor,
+    the platform file, the policy, the lock, the builder's order, the env files."""
     import hashlib  # deferred: only plans are fingerprinted
 
     paths = (
@@ -22,6 +23,7 @@ def fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
         inputs.policy,
         lock_path(inputs),
         inputs.order_path,
+        *inputs.env_files,
     )
     found = []
     for path in paths:
