@@ -58,7 +58,6 @@ def _probe(step: Fetch, policy: bool) -> Callable[[Store, FetchContext | None], 
     """How the plan measures what ``step`` downloads, given the download cache and the probes' context; ``None`` for
     a source that downloads nothing (a path on disk, an inline script)."""
     from preparer.fetch.locator import (  # deferred, as above
-        BuilderLocator,
         HttpLocator,
         IdLocator,
         ImageLocator,
@@ -77,7 +76,7 @@ def _probe(step: Fetch, policy: bool) -> Callable[[Store, FetchContext | None], 
         case RegistryLocator() | IdLocator():  # resolved through the registry's index: size unknown
             shown = redact(step.entry.uri or step.entry.id or "")
             return lambda _cache, _ctx: _download(step, shown, None)
-        case PathLocator() | InlineLocator() | BuilderLocator():
+        case PathLocator() | InlineLocator():
             return None
         case _ as never:
             assert_never(never)

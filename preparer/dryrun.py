@@ -108,7 +108,6 @@ def _runs_on(step: Step, inputs: Inputs) -> str | None:
     read without fetching: one in ``<buildpacks>``, or a local directory; ``None`` for the others (an image, an
     archive, an inline script), whose ``buildpack.toml`` is read once fetched."""
     from preparer.fetch.locator import (  # deferred, as in source_of
-        BuilderLocator,
         HttpLocator,
         IdLocator,
         ImageLocator,
@@ -122,12 +121,11 @@ def _runs_on(step: Step, inputs: Inputs) -> str | None:
         root, builder = buildpack_dir(inputs.buildpacks_dir, step.id, step.version), True
     else:
         match step.locator:
-            case PathLocator(path=path) if path.is_dir():
-                root, builder = path, False
-            case (
-                PathLocator() | HttpLocator() | ImageLocator() | RegistryLocator() | IdLocator() | InlineLocator()
-                | BuilderLocator()
-            ):  # fmt: skip
+            case PathLocator():
+                if not step.locator.path.is_dir():
+                    return None
+                root, builder = step.locator.path, False
+            case HttpLocator() | ImageLocator() | RegistryLocator() | IdLocator() | InlineLocator():
                 return None
             case _ as never:
                 assert_never(never)
@@ -156,7 +154,6 @@ def _what_happens(step: Step, buildpacks_dir: Path) -> str:
     if step.entry.script is not None:
         return "inline script, would generate"
     from preparer.fetch.locator import (  # deferred: the fetch package stays off runs that fetch nothing
-        BuilderLocator,
         HttpLocator,
         IdLocator,
         ImageLocator,
@@ -171,7 +168,7 @@ def _what_happens(step: Step, buildpacks_dir: Path) -> str:
             return f"would fetch {pinned.reference}, as locked"
         case HttpLocator():
             return f"would fetch, locked to sha256:{pinned.sha256}"
-        case None | BuilderLocator() | PathLocator() | RegistryLocator() | IdLocator() | InlineLocator():
+        case None | PathLocator() | RegistryLocator() | IdLocator() | InlineLocator():
             pass  # not frozen to a lock (which pins an archive's bytes or an image's digest)
         case _ as never:
             assert_never(never)
@@ -183,9 +180,7 @@ def _what_happens(step: Step, buildpacks_dir: Path) -> str:
             installed = installed_versions(buildpacks_dir, locator.id)
             found = f" (found: {', '.join(installed)})" if installed else ""
             return f"not in <buildpacks>{found}: would look it up in the buildpack registry"
-        case (
-            BuilderLocator() | PathLocator() | HttpLocator() | ImageLocator() | RegistryLocator() | InlineLocator()
-        ):  # fmt: skip
+        case PathLocator() | HttpLocator() | ImageLocator() | RegistryLocator() | InlineLocator():
             return "would fetch"
         case _ as never:
             assert_never(never)

@@ -24,7 +24,7 @@ from preparer.values import UriProblem, entry_locator
 
 if TYPE_CHECKING:
     from preparer.appfilter import Removal
-    from preparer.fetch.locator import Locator
+    from preparer.fetch.locator import Fetchable
     from preparer.fetch.oci.hosts import RegistryHosts
     from preparer.files.lockfile import LockState
     from preparer.inputs import Inputs
@@ -53,8 +53,8 @@ class Fetch:
     """
 
     entry: GroupEntry
-    locator: Locator
-    pinned: Locator | None = None
+    locator: Fetchable
+    pinned: Fetchable | None = None
     #: The lock file ``pinned`` comes from: a failure to fetch it says that the lock decided it.
     locked_in: Path | None = None
 

@@ -338,7 +338,6 @@ def _dependency(
     """One order entry's resource descriptor: what it names, where it came from, its digest, how it was trusted."""
     # Deferred: the fetch package stays off the import of this module, as off the pipeline's.
     from preparer.fetch.locator import (
-        BuilderLocator,
         HttpLocator,
         IdLocator,
         ImageLocator,
@@ -373,8 +372,8 @@ def _dependency(
             described["uri"] = locator.shown + (f"#sha256={locator.sha256}" if locator.sha256 else "")
             if locator.sha256:
                 notes["pinned"] = f"sha256:{locator.sha256}"
-        # An image, or one the buildpack registry names (a buildpack in <buildpacks> is a Present, never fetched).
-        case ImageLocator() | RegistryLocator() | IdLocator() | BuilderLocator():
+        # An image, or one the buildpack registry names.
+        case ImageLocator() | RegistryLocator() | IdLocator():
             described["digest"] = {"sha256": (fetched.archive or record.digest or "").removeprefix("sha256:")}
             registry = record.resolved == "registry" or isinstance(locator, RegistryLocator)
             described["uri"] = _image_uri(registry, fetched, record)

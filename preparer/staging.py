@@ -21,12 +21,11 @@ from preparer.errors import FetchError, InvalidInputsError, NoSpaceError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.clock import RunClock
 from preparer.fetch.locator import (
-    BuilderLocator,
+    Fetchable,
     HttpLocator,
     IdLocator,
     ImageLocator,
     InlineLocator,
-    Locator,
     PathLocator,
     RegistryLocator,
     redact,
@@ -267,22 +266,20 @@ def _staging_full(step: Fetch, ctx: FetchContext, full: OSError) -> NoSpaceError
             source = locator.shown
         case ImageLocator():
             source = locator.reference
-        case BuilderLocator() | PathLocator() | RegistryLocator() | IdLocator() | InlineLocator():
+        case PathLocator() | RegistryLocator() | IdLocator() | InlineLocator():
             source = redact(step.entry.uri or step.entry.id or "")
         case _ as never:
             assert_never(never)
     return ctx.sink.staging_full(source, full)
 
 
-def _archive(locator: Locator) -> HttpLocator | None:
+def _archive(locator: Fetchable) -> HttpLocator | None:
     """``locator`` when it names an http archive (a URL said with its failure and progress, a copy in this pod's cache
     revalidated with the others'), else ``None``."""
     match locator:
         case HttpLocator():
             return locator
-        case (
-            BuilderLocator() | PathLocator() | ImageLocator() | RegistryLocator() | IdLocator() | InlineLocator()
-        ):  # fmt: skip
+        case PathLocator() | ImageLocator() | RegistryLocator() | IdLocator() | InlineLocator():
             return None
         case _ as never:
             assert_never(never)

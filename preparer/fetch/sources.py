@@ -11,20 +11,19 @@ from typing import Any, assert_never
 
 from preparer.fetch.base import FetchContext, Fetched, Fetcher
 from preparer.fetch.locator import (
-    BuilderLocator,
+    Fetchable,
     HttpLocator,
     IdLocator,
     ImageLocator,
     InlineLocator,
-    Locator,
     PathLocator,
     RegistryLocator,
 )
 
 
-def fetcher_of(locator: Locator) -> str:
-    """The fetcher of ``locator``'s kind, as ``module:function`` (a kind added to :data:`Locator` fails type-checking
-    here until it names its fetcher)."""
+def fetcher_of(locator: Fetchable) -> str:
+    """The fetcher of ``locator``'s kind, as ``module:function`` (a kind added to :data:`Fetchable` fails
+    type-checking here until it names its fetcher)."""
     match locator:
         case PathLocator():
             return "preparer.fetch.local:fetch_path"
@@ -38,20 +37,18 @@ def fetcher_of(locator: Locator) -> str:
             return "preparer.fetch.oci.index:fetch_id"
         case InlineLocator():
             return "preparer.fetch.inline:fetch_inline"
-        case BuilderLocator():  # a buildpack already in <buildpacks>: the plan never fetches it
-            raise ValueError(f"nothing to fetch: {locator} names a buildpack in <buildpacks>")
         case _ as never:
             assert_never(never)
 
 
-def fetcher(locator: Locator) -> Fetcher[Any]:
+def fetcher(locator: Fetchable) -> Fetcher[Any]:
     """The fetcher of ``locator``'s kind (its module imported now, once)."""
     module, _, name = fetcher_of(locator).partition(":")
     found: Fetcher[Any] = getattr(importlib.import_module(module), name)
     return found
 
 
-def fetch(locator: Locator, ctx: FetchContext) -> Fetched:
+def fetch(locator: Fetchable, ctx: FetchContext) -> Fetched:
     """Stage the buildpacks ``locator`` names, with the fetcher for its kind.
 
     :raises FetchError: the source cannot be read, downloaded, verified or unpacked (exit 1).

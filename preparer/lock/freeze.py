@@ -16,7 +16,7 @@ from preparer.files.lockfile import LockState, shown, written_of
 from preparer.plan import Fetch, Plan, Present, Step
 
 if TYPE_CHECKING:
-    from preparer.fetch.locator import Locator
+    from preparer.fetch.locator import Fetchable
     from preparer.target import Target
 
 
@@ -139,7 +139,6 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
     """The step frozen to ``locked``: a builder buildpack at the locked version, or a fetch whose ``pinned``
     locator is the locked source (the policy still decides on the written ``locator``)."""
     from preparer.fetch.locator import (  # deferred, as in plan.py
-        BuilderLocator,
         HttpLocator,
         IdLocator,
         ImageLocator,
@@ -182,8 +181,7 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
                 pinned = HttpLocator(locator.url, locked.digest.removeprefix("sha256:"))
                 return Fetch(entry, locator, pinned, lock)
             case (
-                HttpLocator() | BuilderLocator() | PathLocator() | ImageLocator() | RegistryLocator() | IdLocator()
-                | InlineLocator()
+                HttpLocator() | PathLocator() | ImageLocator() | RegistryLocator() | IdLocator() | InlineLocator()
             ):  # fmt: skip
                 raise _stale(lock, f"{entry.key} locks {locked.pinned}, which is not the URL it names")
             case _ as never:
@@ -195,7 +193,6 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
 def _sources(step: Step) -> tuple[Source, ...]:
     """The sources an entry may have resolved to."""
     from preparer.fetch.locator import (  # deferred, as above
-        BuilderLocator,
         HttpLocator,
         IdLocator,
         ImageLocator,
@@ -219,16 +216,13 @@ def _sources(step: Step) -> tuple[Source, ...]:
             return ("path",)
         case InlineLocator():
             return ("inline",)
-        case BuilderLocator():  # a Present, never a fetch
-            return ()
         case _ as never:
             assert_never(never)
 
 
-def _same_repository(locator: Locator, pinned: str) -> bool:
+def _same_repository(locator: Fetchable, pinned: str) -> bool:
     """Whether ``pinned`` is in the repository the written image reference (or bare id) names."""
     from preparer.fetch.locator import (  # deferred, as above
-        BuilderLocator,
         HttpLocator,
         IdLocator,
         ImageLocator,
@@ -243,7 +237,7 @@ def _same_repository(locator: Locator, pinned: str) -> bool:
             written = parse_reference(locator.reference)
         case IdLocator():
             written = parse_reference(locator.id)
-        case BuilderLocator() | PathLocator() | HttpLocator() | RegistryLocator() | InlineLocator():
+        case PathLocator() | HttpLocator() | RegistryLocator() | InlineLocator():
             return False
         case _ as never:
             assert_never(never)

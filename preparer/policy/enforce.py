@@ -12,7 +12,7 @@ from preparer.plan import Fetch, Plan, Present, Step
 from preparer.policy.rules import Decision, Policy, Target, decide_env, decide_source, refusal, written_as
 
 if TYPE_CHECKING:
-    from preparer.fetch.locator import Locator
+    from preparer.fetch.locator import Fetchable
     from preparer.fetch.store import Store
 
 
@@ -70,7 +70,6 @@ def describe_signatures(plan: Plan) -> list[str]:
 def _decide_step(step: Step, policy: Policy, store: Store | None) -> Decision:
     # Deferred: the locators are the fetch package's (kept off runs without a policy or a uri).
     from preparer.fetch.locator import (
-        BuilderLocator,
         HttpLocator,
         IdLocator,
         ImageLocator,
@@ -88,8 +87,6 @@ def _decide_step(step: Step, policy: Policy, store: Store | None) -> Decision:
     assert isinstance(step, Fetch)
     locator = step.locator
     match locator:
-        case BuilderLocator():
-            return decide_source(policy, entry.key, written, ("builder",), Target())
         case InlineLocator():
             return decide_source(policy, entry.key, written, ("inline",), Target())
         case PathLocator():
@@ -117,13 +114,12 @@ def _decide_step(step: Step, policy: Policy, store: Store | None) -> Decision:
             assert_never(never)
 
 
-def _pulled_image(locator: Locator) -> tuple[str, str] | None:
+def _pulled_image(locator: Fetchable) -> tuple[str, str] | None:
     """The repository of the image an entry's source may be pulled as, in the form ``[[image.signed-by]]`` matches,
     and when (``""``: always); ``None`` for a source that is no image, or whose image only the buildpack registry's
     index names (known once fetched)."""
     # Deferred, as in _decide_step.
     from preparer.fetch.locator import (
-        BuilderLocator,
         HttpLocator,
         IdLocator,
         ImageLocator,
@@ -138,7 +134,7 @@ def _pulled_image(locator: Locator) -> tuple[str, str] | None:
             return parse_reference(locator.reference).name, ""
         case IdLocator():
             return _bare_id_image(locator.id), ", if it resolves to that image"
-        case BuilderLocator() | PathLocator() | HttpLocator() | RegistryLocator() | InlineLocator():
+        case PathLocator() | HttpLocator() | RegistryLocator() | InlineLocator():
             return None
         case _ as never:
             assert_never(never)
