@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, assert_never
 
 from preparer._record import record
 from preparer.config import EffectiveConfig
@@ -203,7 +203,16 @@ def _step(
     exists: Callable[[Path], bool],
 ) -> Step:
     # Deferred: the fetch package (and what it imports) stays off runs whose entries name no uri or script.
-    from preparer.fetch.locator import BuilderLocator, IdLocator, InlineLocator, PathLocator, redact
+    from preparer.fetch.locator import (
+        BuilderLocator,
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
+        redact,
+    )
 
     if entry.script is not None:
         assert entry.id is not None  # checked by config: a script entry has an id
@@ -218,21 +227,27 @@ def _step(
         locator, UriProblem
     ):  # found by the configuration's check first, when it was given ``exists``
         raise DescriptorError(f"validate {entry.file}", f"{entry.key}{locator.detail}")
-    if isinstance(locator, PathLocator) and not exists(locator.path):
-        raise FetchError(
-            f"resolve {entry.key} ({redact(entry.uri)})", f"{locator.path}: no such file or directory"
-        )
-    if not isinstance(locator, BuilderLocator | IdLocator):
-        return Fetch(entry, locator)
-    if isinstance(locator, BuilderLocator):
-        version = _resolve(locator.id, locator.version, entry, buildpacks_dir, versions_of)
-        return Present(entry, locator.id, version)
-    # A bare id: the buildpack installed in <buildpacks> when it is there (no request at all), else fetched.
-    installed = versions_of(locator.id)
-    if installed and (locator.version is None or locator.version in installed):
-        version = _resolve(locator.id, locator.version, entry, buildpacks_dir, versions_of)
-        return Present(entry, locator.id, version, "installed")
-    return Fetch(entry, locator)
+    match locator:
+        case PathLocator():
+            if not exists(locator.path):
+                raise FetchError(
+                    f"resolve {entry.key} ({redact(entry.uri)})", f"{locator.path}: no such file or directory"
+                )
+            return Fetch(entry, locator)
+        case HttpLocator() | ImageLocator() | RegistryLocator() | InlineLocator():
+            return Fetch(entry, locator)
+        case BuilderLocator():
+            version = _resolve(locator.id, locator.version, entry, buildpacks_dir, versions_of)
+            return Present(entry, locator.id, version)
+        case IdLocator():
+            # A bare id: the buildpack installed in <buildpacks> when it is there (no request at all), else fetched.
+            installed = versions_of(locator.id)
+            if installed and (locator.version is None or locator.version in installed):
+                version = _resolve(locator.id, locator.version, entry, buildpacks_dir, versions_of)
+                return Present(entry, locator.id, version, "installed")
+            return Fetch(entry, locator)
+        case _ as never:
+            assert_never(never)
 
 
 class NotInstalled(FetchError):
