@@ -94,8 +94,7 @@ def _image_shown(locator: ImageLocator) -> str:
 
 
 def _download(step: Fetch, source: str, size: int | None, cached: bool = False) -> PlannedDownload:
-    bp_id = step.entry.id or getattr(step.locator, "id", None)
-    return PlannedDownload(step.entry.key, source, bp_id, size, cached)
+    return PlannedDownload(step.entry.key, source, step.buildpack_id, size, cached)
 
 
 @contextmanager

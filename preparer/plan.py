@@ -58,8 +58,33 @@ class Fetch:
     #: The lock file ``pinned`` comes from: a failure to fetch it says that the lock decided it.
     locked_in: Path | None = None
 
+    @property
+    def buildpack_id(self) -> str | None:
+        """The id of the buildpack fetched, when the entry names it before fetching: its ``id``, else a bare id's
+        or an inline script's; ``None`` for the others (their ``buildpack.toml`` says it once fetched)."""
+        return self.entry.id or _named_id(self.locator)
+
 
 Step = Present | Fetch
+
+
+def _named_id(locator: Fetchable) -> str | None:
+    from preparer.fetch.locator import (  # deferred, as in _step
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
+    )
+
+    match locator:
+        case IdLocator() | InlineLocator():
+            return locator.id
+        case PathLocator() | HttpLocator() | ImageLocator() | RegistryLocator():
+            return None
+        case _ as never:
+            assert_never(never)
 
 
 @record

@@ -226,10 +226,11 @@ def fetch_steps(
 
 def _downloads(step: Fetch, progress: ProgressCallback, expected: int | None = None) -> EntryDownloads:
     entry = step.entry
-    bp_id = entry.id or getattr(step.locator, "id", None)
     archive = _archive(step.locator)
     url = archive.target.shown if archive is not None else None
-    return EntryDownloads(progress, entry.key, redact(entry.uri or entry.id or ""), bp_id, url, expected)
+    return EntryDownloads(
+        progress, entry.key, redact(entry.uri or entry.id or ""), step.buildpack_id, url, expected
+    )
 
 
 def _fetch(step: Fetch, ctx: FetchContext, downloads: EntryDownloads | None) -> Fetched:
