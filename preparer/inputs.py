@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, cast, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -84,7 +84,10 @@ class _OptionalPathField:
 
 
 def _refused(name: str, why: str) -> InvalidInputsError:
-    return with_fields(InvalidInputsError("resolve inputs", f"Inputs.{name} {why}"), field=name)
+    said = (
+        f"Inputs.{name}{why}" if why.startswith("[") else f"Inputs.{name} {why}"
+    )  # an item: Inputs.buildpacks[0]
+    return with_fields(InvalidInputsError("resolve inputs", said), field=name)
 
 
 def _strings(name: str, value: object) -> tuple[str, ...]:
@@ -153,6 +156,34 @@ class _PathsField:
         object.__setattr__(obj, self.slot, tuple(Path(os.path.abspath(item)) for item in value))
 
 
+class _DescriptorDataField:
+    """The project descriptor given as data (``descriptor_data``): its TOML text (``str`` or ``bytes``), kept as
+    given, or its tables (a mapping, as a TOML parser gives them), kept as a copy: a caller's later edit of its
+    mapping changes no ``Inputs`` already made."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name, self.slot = name, f"_{name}"
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> str | bytes | dict[str, Any] | None: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> str | bytes | dict[str, Any] | None: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> str | bytes | dict[str, Any] | None:
+        return None if obj is None else cast("str | bytes | dict[str, Any] | None", getattr(obj, self.slot))
+
+    def __set__(self, obj: object, value: str | bytes | Mapping[str, Any] | None) -> None:
+        if isinstance(value, Mapping):
+            import copy  # deferred: only descriptors given as tables are copied
+
+            value = copy.deepcopy(dict(value))
+        elif value is not None and not isinstance(value, str | bytes):
+            raise _refused(
+                self.name,
+                f"must be the descriptor's TOML text or its tables (a mapping), not {type(value).__name__}",
+            )
+        object.__setattr__(obj, self.slot, value)
+
+
 @record(kw_only=True)
 class Inputs:
     """Everything one prepare run needs, resolved and absolute.
@@ -173,6 +204,11 @@ class Inputs:
     order_path: _PathField = _PathField()
     #: ``None`` means ``<app>/project.toml``, which may be missing.
     project_descriptor: _OptionalPathField = _OptionalPathField()
+    #: The project descriptor itself, instead of reading :attr:`project_descriptor`: its TOML text, or its tables
+    #: (a mapping, as a TOML parser gives them; copied). Read with a file's checks; :attr:`descriptor_path` names it
+    #: in messages, the report and the provenance (which records the sha256 of the text read), and relative paths
+    #: in it are from that path's directory. ``None``: the file.
+    descriptor_data: _DescriptorDataField = _DescriptorDataField()
     platform_namespace: str | None = None
     platform_config: _OptionalPathField = _OptionalPathField()
     #: The group, replacing the descriptor's and the platform file's (``-buildpack``): each a ``uri`` of any form

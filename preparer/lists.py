@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from preparer._record import record
 from preparer._types import KeyPath, TOMLTable
-from preparer.config import EffectiveConfig, effective_config, spelled
+from preparer.config import EffectiveConfig, config_problems, effective_config, spelled
 from preparer.descriptor import Layer, ProjectDescriptor, Unapplied, lookup
 from preparer.entries import EnvEntry, GroupEntry
 from preparer.errors import DescriptorError, with_fields
@@ -299,6 +299,26 @@ def configure(
     if read.problems:
         raise with_fields(read.problems[0], problems=read.problems)
     return laid_over(config, read, (*descriptor.layers, *patches))
+
+
+def list_problems(
+    descriptor: ProjectDescriptor, patches: Sequence[Layer], lists: Lists, exec_env: str, base_dir: Path,
+    exists: Callable[[Path], bool] | None,
+) -> tuple[DescriptorError, ...]:  # fmt: skip
+    """Every problem of ``lists`` and of the files under them, as :func:`configure` finds them, without a run: the
+    lists' first (an env file is read; ``-env NAME`` is not looked up). What a list replaces is not checked.
+
+    :param base_dir: where relative paths resolve, the lists' and the files' (the descriptor's directory).
+    :param exists: whether a path is there; ``None``: nothing is.
+    """
+    read = read_lists(lists, base_dir, {}, exists or _nothing)
+    patch = [_masks(read)] if lists.given else []
+    found = config_problems(descriptor, [*patches, *patch], exec_env, base_dir=base_dir, exists=exists)
+    return (*read.problems, *found)
+
+
+def _nothing(_: Path) -> bool:
+    return False
 
 
 def _masks(read: ListsRead) -> Layer:

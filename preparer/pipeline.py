@@ -118,6 +118,7 @@ def read_inputs(inputs: Inputs) -> tuple[ProjectDescriptor, EffectiveConfig, lis
         inputs.descriptor_path,
         explicit=inputs.project_descriptor is not None,
         platform_namespace=inputs.platform_namespace,
+        data=inputs.descriptor_data,
     )
     platform_file = None
     if inputs.platform_config is not None:

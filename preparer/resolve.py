@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from preparer._logger import log
 from preparer.api import SUPPORTED_PLATFORM_APIS, verify_platform_api
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         buildpacks_dir: str | os.PathLike[str]
         order_path: str | os.PathLike[str]
         project_descriptor: str | os.PathLike[str] | None
+        descriptor_data: str | bytes | Mapping[str, Any] | None
         platform_namespace: str | None
         platform_config: str | os.PathLike[str] | None
         buildpacks: Sequence[str]
