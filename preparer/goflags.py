@@ -32,6 +32,7 @@ __all__ = [
     "parse",
     "parse_bool",
     "parse_int",
+    "shown_list",
     "split_csv",
     "usage",
 ]
@@ -147,6 +148,14 @@ def _quoted(text: str, start: int) -> tuple[str, int]:
             )
 
 
+def shown_list(value: str) -> str:
+    """A list flag's ``value`` as messages show it: each comma-separated part without what may be a secret (a URL's
+    user information and query, :func:`preparer.fetch.locator.redact`), however malformed the value is."""
+    from preparer.fetch.locator import redact  # deferred: only a message about a list's value asks
+
+    return ",".join(redact(part) for part in value.split(","))
+
+
 def split_warning(named: str, value: str, items: Sequence[str]) -> str | None:
     """A warning when ``value``, read as a comma-separated list, splits a URL: a URL item that names no archive
     (``https://host/a`` of ``https://host/a,b.tgz``) followed by more items. pack reads it the same way; a URL with a
@@ -156,11 +165,11 @@ def split_warning(named: str, value: str, items: Sequence[str]) -> str | None:
     """
     for index, item in enumerate(items[:-1]):
         if "://" in item and not item.lower().rsplit("#", 1)[0].endswith((".tgz", ".tar.gz", ".tar", ".cnb")):
-            shown = ", ".join(items)
+            shown = ", ".join(shown_list(item) for item in items)
             return (
-                f"{named}{value!r} is read as {len(items)} buildpacks ({shown}): a value is a comma-separated "
-                f"list, as pack reads it; a URL with a comma is written in double quotes: "
-                f"{named}'\"{','.join(items[index : index + 2])}\"'"
+                f"{named}{shown_list(value)!r} is read as {len(items)} buildpacks ({shown}): a value is a "
+                f"comma-separated list, as pack reads it; a URL with a comma is written in double quotes: "
+                f"{named}'\"{shown_list(','.join(items[index : index + 2]))}\"'"
             )
     return None
 
@@ -255,7 +264,7 @@ def _set_value(parsed: Parsed, flag: Flag, name: str, value: str) -> None:
             items = split_csv(value)
         except CsvError as err:
             raise FlagError(
-                f'invalid value "{value}" for flag -{name}: {err} (a comma-separated list, as pack reads it: an '
+                f'invalid value "{shown_list(value)}" for flag -{name}: {err} (a comma-separated list, as pack reads it: an '
                 "item with a comma or a quote is written in double quotes, a quote doubled)"
             ) from None
         existing.extend(items)

@@ -257,7 +257,8 @@ def _variable(
         if file is not None:
             problems.append(_file_problem(file, f"{key}: {problem}; a line is {ENV_FORMS}", key, line))
         else:
-            said = f"{key} {problem}" if given == "" else f"{key} {given!r}: {problem}"
+            shown = name if value is None else f"{name}=…"  # a value may be a credential: never shown
+            said = f"{key} {problem}" if given == "" else f"{key} {shown!r}: {problem}"
             cause = f"{said}; -env takes {ENV_FORMS}"
             problems.append(with_fields(DescriptorError("validate -env", cause), field="build_env", key=key))
         return None

@@ -26,6 +26,7 @@ from preparer.goflags import (
     parse_bool,
     parse_duration,
     parse_int,
+    shown_list,
     split_csv,
     split_warning,
 )
@@ -288,7 +289,7 @@ def _env_list(environ: Mapping[str, str], flag: str) -> tuple[str, ...]:
     except CsvError as err:
         raise InvalidInputsError(
             "resolve inputs",
-            f"{name}={value!r} is not a comma-separated list: {err} (an item with a comma or a quote is written in "
+            f"{name}={shown_list(value)!r} is not a comma-separated list: {err} (an item with a comma or a quote is written in "
             "double quotes, a quote doubled)",
         ) from None
     warning = split_warning(f"{name}=", value, items)

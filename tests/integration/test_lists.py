@@ -361,3 +361,40 @@ def test_every_problem_of_the_lists_and_the_files_is_said_in_one_run(
         f"failed to validate {layout.app}/project.toml",
         f"failed to validate {layout.app}/project.toml",
     ]
+
+
+def test_a_credential_in_a_list_s_value_is_never_shown_whatever_the_mistake(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    url = "https://bot:hunter2@host.example/a?token=hunter3"
+    for args, env, code, said in (
+        (
+            ["-buildpack", f"{url},b.tgz"],
+            {},
+            1,
+            "Warning: -buildpack 'https://host.example/a,b.tgz' is read as 2",
+        ),
+        (["-buildpack", f'{url}"x'], {}, 2, 'invalid value "https://host.example/a" for flag -buildpack'),
+        (
+            [],
+            {"CNB_PREPARER_BUILDPACKS": f'"{url}'},
+            3,
+            "CNB_PREPARER_BUILDPACKS='\"https://host.example/a' is",
+        ),
+        (
+            ["-env", "NPM TOKEN=hunter2"],
+            {},
+            3,
+            "-env[0] 'NPM TOKEN=…': the name 'NPM TOKEN' holds white space",
+        ),
+        (
+            ["-buildpack", "ftp://bot:hunter2@host/x.tgz"],
+            {},
+            3,
+            "-buildpack[0] 'ftp://host/x.tgz': unsupported",
+        ),
+    ):
+        result = preparer(*args, env=env)
+        assert result.code == code, (args, result.stderr)
+        assert said in result.stderr, result.stderr
+        assert "hunter" not in result.stderr + result.stdout
