@@ -17,7 +17,10 @@ import pytest
 
 from preparer import Inputs, check_descriptor, prepare
 from preparer.errors import DescriptorError, InvalidInputsError
+from preparer.progress import Download
+from tests.buildpacks import make_tgz
 from tests.golden import BUILDER, Layout, env_files
+from tests.plugins.http_server import FileServer
 from tests.projects import HEAD
 
 TABLES: dict[str, Any] = {
@@ -155,3 +158,19 @@ def test_check_descriptor_takes_the_lists_and_the_tables_as_a_run_does(tmp_path:
     )  # a str is a Sequence[str]: refused when called
     assert a_string.field == "buildpacks"
     assert a_string.message.endswith("Inputs.buildpacks must be a list or tuple of strings, not str")
+
+
+def test_progress_and_the_report_name_a_list_s_entry_as_a_descriptor_s(
+    tmp_path: Path, http_server: FileServer
+) -> None:
+    make_tgz(http_server.root / "bp.tgz", "acme/http", "1.0.0", payload=b"x" * 5000)
+    url = http_server.url("bp.tgz")
+    layout, inputs = build(tmp_path, descriptor_data=HEAD, buildpacks=["heroku/nodejs", url])
+    events: list[Download] = []
+    report = prepare(inputs, progress=events.append)
+    assert {(e.entry, e.source, e.buildpack) for e in events} == {("-buildpack[1]", url, None)}
+    assert [(b.id, b.action) for b in report.buildpacks] == [
+        ("heroku/nodejs", "present"),
+        ("acme/http", "installed"),
+    ]
+    assert order_ids(layout) == [["heroku/nodejs", "acme/http"]]
