@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         platform_dir: str | os.PathLike[str]
         buildpacks_dir: str | os.PathLike[str]
         order_path: str | os.PathLike[str]
+        analyzed: str | os.PathLike[str] | None
         project_descriptor: str | os.PathLike[str] | None
         platform_namespace: str | None
         platform_config: str | os.PathLike[str] | None
@@ -174,6 +175,7 @@ def resolve_fields(
         "platform_dir": given.path("platform", default("platform")) or Path(default("platform")),
         "buildpacks_dir": given.path("buildpacks", default("buildpacks")) or Path(default("buildpacks")),
         "order_path": given.path("order", default("order")) or Path(default("order")),
+        "analyzed": given.path("analyzed"),
         "project_descriptor": given.path("project-descriptor"),
         "platform_namespace": namespace,
         "platform_config": platform_config,

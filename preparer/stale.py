@@ -22,6 +22,7 @@ def fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
         inputs.policy,
         lock_path(inputs),
         inputs.order_path,
+        inputs.analyzed_path,  # the target
     )
     found = []
     for path in paths:
