@@ -167,7 +167,8 @@ def target_from_environ(environ: Mapping[str, str]) -> Target | None:
         return None
     for name, needed, why in _NEEDS:
         if name in given and needed not in given:
-            raise InvalidInputsError("resolve inputs", f"{name} is set without {needed}: {why}")
+            empty = " (it is set, but empty)" if needed in environ else ""
+            raise InvalidInputsError("resolve inputs", f"{name} is set without {needed}{empty}: {why}")
     distro = "lower case letters, digits, '.', '_' and '-', as os-release's ID and VERSION_ID"
     for name, value in given.items():
         if name in (ENV_TARGET_DISTRO_NAME, ENV_TARGET_DISTRO_VERSION):

@@ -272,6 +272,90 @@ def test_an_invalid_target_is_exit_3_naming_the_setting(
     assert not (layout.layers / "order.toml").exists()
 
 
+@pytest.mark.parametrize(
+    ("env", "shown"),
+    [
+        (
+            {"CNB_TARGET_OS": "", "CNB_TARGET_ARCH": "arm64"},
+            "CNB_TARGET_ARCH is set without CNB_TARGET_OS (it is set, but empty): an architecture needs its os",
+        ),
+        (
+            {"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "arm64", "CNB_TARGET_DISTRO_NAME": "",
+             "CNB_TARGET_DISTRO_VERSION": "22.04"},
+            "CNB_TARGET_DISTRO_VERSION is set without CNB_TARGET_DISTRO_NAME (it is set, but empty)",
+        ),
+        ({"CNB_TARGET_OS": "linux ", "CNB_TARGET_ARCH": "arm64"}, "CNB_TARGET_OS='linux ' is not valid"),
+        ({"CNB_TARGET_OS": " ", "CNB_TARGET_ARCH": "arm64"}, "CNB_TARGET_OS=' ' is not valid"),
+        ({"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "ARM64"}, "CNB_TARGET_ARCH='ARM64' is not valid"),
+        (
+            {"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "arm64", "CNB_TARGET_ARCH_VARIANT": "V8"},
+            "CNB_TARGET_ARCH_VARIANT='V8' is not valid",
+        ),
+        (
+            {"CNB_TARGET_DISTRO_NAME": "ubuntu", "CNB_TARGET_DISTRO_VERSION": " 22.04"},
+            "CNB_TARGET_DISTRO_VERSION=' 22.04' is not valid",
+        ),
+        (
+            {"CNB_TARGET_DISTRO_NAME": "Ubuntu", "CNB_TARGET_DISTRO_VERSION": "22.04"},
+            "CNB_TARGET_DISTRO_NAME='Ubuntu' is not valid",
+        ),
+        ({"CNB_PREPARER_PLATFORM": " linux/arm64"}, "CNB_PREPARER_PLATFORM=' linux/arm64' is not os/arch"),
+    ],
+)  # fmt: skip
+def test_held_out_spellings_are_exit_3_naming_the_variable_that_has_them(
+    preparer: Callable[..., Result], layout: Layout, env: dict[str, str], shown: str
+) -> None:
+    """A variable set to empty is unset (the lifecycle's envOrDefault), so what needs it is refused, saying it is
+    empty; whitespace and upper case are refused where they are, never blamed on another variable."""
+    local(layout.app / "bp", "me/bp")
+    result = preparer(project=group("./bp"), env=env)
+    assert result.code == 3, result.stderr
+    [error] = [line for line in result.stderr.splitlines() if line.startswith("ERROR: ")]
+    assert error.startswith(f"ERROR: failed to resolve inputs: {shown}")  # the variable that has it, first
+    assert not (layout.layers / "order.toml").exists()
+
+
+def test_variables_set_to_empty_are_unset(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    """Every CNB_TARGET_* set to empty: the target is CNB_PREPARER_PLATFORM's; a name with an empty version is
+    every version of that distribution; CNB_ANALYZED_PATH set to empty is <layers>/analyzed.toml."""
+    local(layout.app / "arm", "me/arm", ARM64_ONLY)
+    report = tmp_path / "report.toml"
+    names = ("CNB_TARGET_OS", "CNB_TARGET_ARCH", "CNB_TARGET_ARCH_VARIANT", "CNB_TARGET_DISTRO_NAME",
+             "CNB_TARGET_DISTRO_VERSION")  # fmt: skip
+    empty = dict.fromkeys(names, "")
+    env = empty | {"CNB_PREPARER_PLATFORM": "linux/arm64"}
+    ok = preparer("-prepare-report", str(report), project=group("./arm"), env=env)
+    assert ok.code == 0, ok.stderr
+    assert tomllib.loads(report.read_text())["target"]["source"] == "CNB_PREPARER_PLATFORM"
+    named = env | {"CNB_TARGET_DISTRO_NAME": "ubuntu"}
+    ok = preparer("-prepare-report", str(report), project=group("./arm"), env=named)
+    assert ok.code == 0, ok.stderr
+    said = tomllib.loads(report.read_text())["target"]
+    assert (said["distro-name"], said.get("distro-version", "")) == ("ubuntu", "")
+    analyzed = layout.layers / "analyzed.toml"
+    analyzed.write_text('[run-image.target]\nos = "linux"\narch = "amd64"\n')
+    refused = preparer(project=group("./arm"), env=env | {"CNB_ANALYZED_PATH": ""})
+    assert refused.code == 1, refused.stderr
+    assert f"this build is linux/amd64 ({analyzed} [run-image.target])" in refused.stderr
+
+
+def test_an_empty_analyzed_flag_is_exit_3(preparer: Callable[..., Result], layout: Layout) -> None:
+    """The lifecycle keeps ``-analyzed ""`` as it is and reads no file: the preparer does not guess which target
+    that was meant to be."""
+    local(layout.app / "bp", "me/bp")
+    (layout.layers / "analyzed.toml").write_text('[run-image.target]\nos = "linux"\narch = "amd64"\n')
+    result = preparer("-analyzed", "", project=group("./bp"))
+    assert result.code == 3, result.stderr
+    assert (
+        "ERROR: failed to resolve inputs: -analyzed is empty: the detector then reads no analyzed.toml, not even "
+        "<layers>/analyzed.toml; name the file, or leave the flag out (CNB_ANALYZED_PATH, else "
+        "<layers>/analyzed.toml)"
+    ) in result.stderr
+    assert not (layout.layers / "order.toml").exists()
+
+
 def test_an_invalid_analyzed_target_is_exit_3_naming_the_file(
     preparer: Callable[..., Result], layout: Layout
 ) -> None:
