@@ -374,9 +374,38 @@ def check_fetched(
                     f"its order names buildpacks that are neither in {buildpacks_dir} nor fetched: "
                     + ", ".join(sorted(set(missing))),
                 )
+    _check_vouched(steps, fetched, copies or Copies())
     if target is None:
         return []
     return _check_targets(fetched, buildpacks_dir, target, enforced, copies or Copies())
+
+
+def _check_vouched(steps: Sequence[Fetch], fetched: Sequence[Fetched], copies: Copies) -> None:
+    """A copy in ``<buildpacks>`` whose files are not the ones fetched is never run where the run vouches for the
+    bytes: an entry a lock pins (frozen), or one whose image's signatures the platform policy required. Those were
+    checked for what was fetched, not for that copy.
+
+    :raises FetchError: such a copy (exit 1).
+    """
+    for step, result in zip(steps, fetched, strict=True):
+        if step.pinned is not None:
+            vouched = f"the lock{f' {step.locked_in}' if step.locked_in else ''} pins the copy fetched"
+        elif result.signatures:
+            vouched = "the platform policy required the signatures verified for the copy fetched"
+        else:
+            continue
+        for bp in result.buildpacks:
+            where = copies.kept.get((bp.descriptor.id, bp.descriptor.version))
+            if where is None:
+                continue
+            digest = f" ({result.digest})" if result.digest else ""
+            raise FetchError(
+                f"install {bp.descriptor.ref}",
+                f"{where} already holds {bp.descriptor.ref} with other files than the copy fetched from "
+                f"{result.source}{digest}, and the build would run that copy, while {vouched}. To build, give "
+                f"each target its own <buildpacks> (-buildpacks), or remove {where} so that the fetched copy is "
+                "installed",
+            )
 
 
 def _check_targets(

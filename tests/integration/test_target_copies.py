@@ -16,7 +16,9 @@ from tests.buildpacks import buildpack_toml, make_dir
 from tests.golden import Layout, listing, snapshot
 from tests.plugins.cli import Result
 from tests.plugins.registry import Registry, add_index, build_package, push
+from tests.plugins.signing import Key
 from tests.projects import group
+from tests.signed import Image, Rule, write_policy
 
 BOTH = '\n[[targets]]\nos = "linux"\narch = "amd64"\n\n[[targets]]\nos = "linux"\narch = "arm64"\n'
 
@@ -147,3 +149,64 @@ def test_a_copy_that_can_run_is_kept_warned_of_and_described_as_it_is_on_disk(
     assert arm.code == 0, arm.stderr
     assert "already holds" not in arm.stderr
     assert tomllib.loads(report.read_text())["buildpacks"][0]["digest"] == digests["arm64"]
+
+
+def test_a_copy_is_never_run_where_a_lock_pins_the_bytes(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry, tmp_path: Path
+) -> None:
+    """A frozen run vouches for the locked bytes: another copy in <buildpacks>, even one that can run on the
+    build's target, is refused, naming the lock."""
+    ref, digests = push_hello(tmp_path, registry, "locked", {"amd64": BOTH, "arm64": BOTH})
+    project, lock = group(f"docker://{ref}"), tmp_path / "preparer.lock"
+    amd64 = {"CNB_PREPARER_PLATFORM": "linux/amd64"}
+    own = preparer("-lock", str(lock), "-buildpacks", str(tmp_path / "own"), project=project, env=amd64)
+    assert own.code == 0, own.stderr
+    assert preparer(project=project, env={"CNB_PREPARER_PLATFORM": "linux/arm64"}).code == 0
+    copy = layout.buildpacks / "ux_hello" / "1.0.0"
+    (layout.layers / "order.toml").unlink()
+    before, locked = snapshot(layout) | {"layers": listing(layout.layers)}, lock.read_bytes()
+    frozen = preparer("-lock", str(lock), project=project, env=amd64)
+    assert frozen.code == 1, frozen.stderr
+    pinned = ref.rpartition(":")[0] + "@sha256:"  # the frozen run pulls the index the lock pins, by digest
+    assert (
+        f"ERROR: failed to install ux/hello@1.0.0: {copy} already holds ux/hello@1.0.0 with other files than the "
+        f"copy fetched from {pinned}"
+    ) in frozen.stderr
+    assert (
+        f" ({digests['amd64']}), and the build would run that copy, while the lock {lock} pins the copy fetched. "
+        f"To build, give each target its own <buildpacks> (-buildpacks), or remove {copy} so that the fetched "
+        "copy is installed"
+    ) in frozen.stderr
+    assert (snapshot(layout) | {"layers": listing(layout.layers)}, lock.read_bytes()) == (before, locked)
+    # Unlocked, the same run keeps the copy and says so.
+    unlocked = preparer(project=project, env=amd64)
+    assert unlocked.code == 0, unlocked.stderr
+    assert f"Warning: ux/hello@1.0.0: {copy} already holds" in unlocked.stderr
+
+
+def test_a_copy_is_never_run_where_the_policy_required_signatures(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry, tmp_path: Path, key: Key
+) -> None:
+    """The signatures the policy required were verified for the amd64 image fetched, not for the arm64 copy on
+    disk: refused, naming the policy's requirement."""
+    ref, digests = push_hello(tmp_path, registry, "signed", {"amd64": BOTH, "arm64": BOTH})
+    project = group(f"docker://{ref}")
+    assert preparer(project=project, env={"CNB_PREPARER_PLATFORM": "linux/arm64"}).code == 0
+    Image(registry, "me/hello", digests["amd64"]).sign(key, "sig")
+    policy = write_policy(tmp_path, Rule(["*"], keys=[key.public]))
+    copy = layout.buildpacks / "ux_hello" / "1.0.0"
+    (layout.layers / "order.toml").unlink()
+    before = snapshot(layout) | {"layers": listing(layout.layers)}
+    signed = preparer("-policy", str(policy), project=project, env={"CNB_PREPARER_PLATFORM": "linux/amd64"})
+    assert signed.code == 1, signed.stderr
+    assert (
+        f"ERROR: failed to install ux/hello@1.0.0: {copy} already holds ux/hello@1.0.0 with other files than the "
+        f"copy fetched from {ref} ({digests['amd64']}), and the build would run that copy, while the platform "
+        "policy required the signatures verified for the copy fetched. To build, give each target its own "
+        f"<buildpacks> (-buildpacks), or remove {copy} so that the fetched copy is installed"
+    ) in signed.stderr
+    assert snapshot(layout) | {"layers": listing(layout.layers)} == before
+    # Its own <buildpacks>: installed, the signature verified for the bytes installed.
+    ok = preparer("-policy", str(policy), "-buildpacks", str(tmp_path / "own"), project=project,
+                  env={"CNB_PREPARER_PLATFORM": "linux/amd64"})  # fmt: skip
+    assert ok.code == 0, ok.stderr
