@@ -704,3 +704,24 @@ def test_a_distribution_table_in_analyzed_toml_fills_in_nothing(
         "it runs on linux (ubuntu 24.04); this build is linux/amd64, version 22.04 of any distribution "
         f"({analyzed} [run-image.target]; the distribution from {analyzed} [run-image.target])"
     ) in refused.stderr
+
+
+def test_an_index_without_the_builds_platform_names_where_the_target_came_from(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry, tmp_path: Path
+) -> None:
+    """Each source of the target, named in the refusal of an index that has no image for it."""
+    ref = registry.ref("me/sourced", "multi")
+    two_platforms(tmp_path, ref)
+    project = group(f"docker://{ref}")
+    has = "in the index (it has: linux/amd64, linux/arm64)"
+    variables = preparer(project=project, env={"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "s390x"})
+    assert variables.code == 1, variables.stderr
+    assert f"no image for linux/s390x (CNB_TARGET_OS, CNB_TARGET_ARCH) {has}" in variables.stderr
+    analyzed = tmp_path / "analyzed.toml"
+    analyzed.write_text('[run-image.target]\nos = "linux"\narch = "ppc64le"\n')
+    named = preparer(
+        "-analyzed", str(analyzed), project=project, env={"CNB_PREPARER_PLATFORM": "linux/amd64"}
+    )
+    assert named.code == 1, named.stderr
+    assert f"no image for linux/ppc64le ({analyzed} [run-image.target]) {has}" in named.stderr
+    assert not (layout.layers / "order.toml").exists()
