@@ -98,6 +98,7 @@ def _fetch_and_commit(
             plan.target,
             enforced=inputs.checks_targets,
             copies=copies,
+            lock=plan.lock.path if plan.lock is not None else None,
         )
         for warning in said:
             log.warning("%s", warning)
@@ -129,7 +130,7 @@ def resolve_plan(plan: Plan, inputs: Inputs, progress: ProgressCallback | None =
             copies = copies_on_disk(to_fetch, fetched, inputs.buildpacks_dir)
             for warning in check_fetched(
                 to_fetch, fetched, inputs.buildpacks_dir, plan.target, enforced=inputs.checks_targets,
-                copies=copies,
+                copies=copies, lock=plan.lock.path if plan.lock is not None else None,
             ):  # fmt: skip
                 log.warning("%s", warning)
             return written_entries(plan.lock, plan.steps, dict(zip(map(id, to_fetch), fetched, strict=True)))

@@ -336,6 +336,7 @@ def check_fetched(
     *,
     enforced: bool = True,
     copies: Copies | None = None,
+    lock: Path | None = None,
 ) -> list[str]:
     """Checks before anything is committed: ids match, Buildpack APIs are supported, composites are complete, and
     every buildpack the order names can run on ``target`` (:func:`preparer.target.check_targets`), as the build
@@ -344,6 +345,7 @@ def check_fetched(
 
     :param enforced: a buildpack that cannot run on ``target`` is refused (Platform API 0.12 and later), else a
         warning.
+    :param lock: the run's lock file, which pins or records what is fetched: a copy that differs is refused.
     :returns: the warnings.
 
     :raises InvalidInputsError: the id in project.toml differs from the fetched one (exit 3).
@@ -374,22 +376,26 @@ def check_fetched(
                     f"its order names buildpacks that are neither in {buildpacks_dir} nor fetched: "
                     + ", ".join(sorted(set(missing))),
                 )
-    _check_vouched(steps, fetched, copies or Copies())
+    _check_vouched(steps, fetched, copies or Copies(), lock)
     if target is None:
         return []
     return _check_targets(fetched, buildpacks_dir, target, enforced, copies or Copies())
 
 
-def _check_vouched(steps: Sequence[Fetch], fetched: Sequence[Fetched], copies: Copies) -> None:
+def _check_vouched(
+    steps: Sequence[Fetch], fetched: Sequence[Fetched], copies: Copies, lock: Path | None
+) -> None:
     """A copy in ``<buildpacks>`` whose files are not the ones fetched is never run where the run vouches for the
-    bytes: an entry a lock pins (frozen), or one whose image's signatures the platform policy required. Those were
-    checked for what was fetched, not for that copy.
+    bytes: an entry a lock pins (frozen) or records (``lock``, written or updated), or one whose image's signatures
+    the platform policy required. Those are for what was fetched, not for that copy.
 
     :raises FetchError: such a copy (exit 1).
     """
     for step, result in zip(steps, fetched, strict=True):
         if step.pinned is not None:
             vouched = f"the lock{f' {step.locked_in}' if step.locked_in else ''} pins the copy fetched"
+        elif lock is not None:
+            vouched = f"the lock {lock} records the copy fetched"
         elif result.signatures:
             vouched = "the platform policy required the signatures verified for the copy fetched"
         else:

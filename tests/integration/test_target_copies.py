@@ -154,8 +154,8 @@ def test_a_copy_that_can_run_is_kept_warned_of_and_described_as_it_is_on_disk(
 def test_a_copy_is_never_run_where_a_lock_pins_the_bytes(
     preparer: Callable[..., Result], layout: Layout, registry: Registry, tmp_path: Path
 ) -> None:
-    """A frozen run vouches for the locked bytes: another copy in <buildpacks>, even one that can run on the
-    build's target, is refused, naming the lock."""
+    """A lock vouches for the bytes fetched (frozen to it, or writing it): another copy in <buildpacks>, even one
+    that can run on the build's target, is refused, naming the lock."""
     ref, digests = push_hello(tmp_path, registry, "locked", {"amd64": BOTH, "arm64": BOTH})
     project, lock = group(f"docker://{ref}"), tmp_path / "preparer.lock"
     amd64 = {"CNB_PREPARER_PLATFORM": "linux/amd64"}
@@ -178,6 +178,16 @@ def test_a_copy_is_never_run_where_a_lock_pins_the_bytes(
         "copy is installed"
     ) in frozen.stderr
     assert (snapshot(layout) | {"layers": listing(layout.layers)}, lock.read_bytes()) == (before, locked)
+    # A lock this run would write records the copy fetched, not the one the build would run: refused too.
+    new = tmp_path / "new.lock"
+    written = preparer("-lock", str(new), project=project, env=amd64)
+    assert written.code == 1, written.stderr
+    assert (
+        f"({digests['amd64']}), and the build would run that copy, while the lock {new} records the copy fetched. "
+        "To build, give each target its own <buildpacks>"
+    ) in written.stderr
+    assert not new.exists()
+    assert snapshot(layout) | {"layers": listing(layout.layers)} == before
     # Unlocked, the same run keeps the copy and says so.
     unlocked = preparer(project=project, env=amd64)
     assert unlocked.code == 0, unlocked.stderr
