@@ -220,3 +220,41 @@ def test_a_copy_is_never_run_where_the_policy_required_signatures(
     ok = preparer("-policy", str(policy), "-buildpacks", str(tmp_path / "own"), project=project,
                   env={"CNB_PREPARER_PLATFORM": "linux/amd64"})  # fmt: skip
     assert ok.code == 0, ok.stderr
+
+
+def test_a_composites_children_kept_are_described_by_their_files(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry, tmp_path: Path
+) -> None:
+    """A composite buildpackage for two platforms (no targets declared: each copy can run anywhere): the amd64
+    build after the arm64 one keeps the composite and its child as on disk; the provenance names both by their
+    files, the child under ``kept``."""
+    order = '\n[[order]]\n[[order.group]]\nid = "ux/child"\nversion = "1.0.0"\n'
+    work = tmp_path / "composite"
+    for arch in ("amd64", "arm64"):
+        build_package(work, [("ux/child", "1.0.0", ""), ("ux/meta", "1.0.0", order)], ("ux/meta", "1.0.0"),
+                      tag=arch, architecture=arch, layout=work / "layout", payload=arch.encode())  # fmt: skip
+    add_index(work / "layout", "multi", {"amd64": "amd64", "arm64": "arm64"})
+    ref = registry.ref("me/meta", "multi")
+    push(work / "layout", "multi", ref, all_images=True)
+    project = group(f"docker://{ref}")
+    assert preparer(project=project, env={"CNB_PREPARER_PLATFORM": "linux/arm64"}).code == 0
+    provenance = tmp_path / "provenance.json"
+    amd = preparer(
+        "-provenance", str(provenance), project=project, env={"CNB_PREPARER_PLATFORM": "linux/amd64"}
+    )
+    assert amd.code == 0, amd.stderr
+    child, meta = (layout.buildpacks / name / "1.0.0" for name in ("ux_child", "ux_meta"))
+    assert (child / "data.bin").read_bytes() == b"arm64"  # kept, as it was
+    assert len([w for w in amd.warnings if "already holds" in w]) == 2, amd.stderr
+    statement = json.loads(provenance.read_text())
+    [dependency] = [
+        d
+        for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]
+        if "entry" in d["annotations"]
+    ]
+    assert dependency["uri"] == "urn:cnb:builder:ux/meta@1.0.0"
+    assert dependency["digest"] == {"dirHash": find_sha256sum(meta)}
+    assert dependency["annotations"]["kept"] == [
+        {"name": "ux/child@1.0.0", "digest": {"dirHash": find_sha256sum(child)}}
+    ]
+    assert dependency["annotations"]["notInstalled"]["annotations"]["platform"] == "linux/amd64"
