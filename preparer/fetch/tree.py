@@ -396,15 +396,18 @@ class Installation:
 
 def same_tree(one: Path, other: Path) -> bool:
     """Whether two buildpack trees hold the same names, kinds, link targets and file bytes (modes aside), read
-    without following a link: a staged buildpack and the copy of the same id and version already in
-    ``<buildpacks>``. A file that is the same inode in both (a tree linked from the download cache) is not read.
-    Anything that cannot be read differs."""
+    without following a link below their roots (a root that is a link is followed, as the detector follows it): a
+    staged buildpack and the copy of the same id and version already in ``<buildpacks>``. A file that is the same
+    inode in both (a tree linked from the download cache) is not read. Anything that cannot be read differs."""
     pending = [""]
     buffers = (bytearray(1 << 16), bytearray(1 << 16))
     try:
         while pending:
             relative = pending.pop()
-            entries = [_listing(str(root / relative) if relative else str(root)) for root in (one, other)]
+            entries = [
+                _listing(str(root / relative)) if relative else _listing(str(root), 0)
+                for root in (one, other)
+            ]
             if entries[0].keys() != entries[1].keys():
                 return False
             for name, (kind, info) in entries[0].items():
@@ -421,11 +424,11 @@ def same_tree(one: Path, other: Path) -> bool:
     return True
 
 
-def _listing(directory: str) -> dict[str, tuple[str, object]]:
-    """Each entry of ``directory`` by name: its kind (``dir``, ``file``, ``link``, ``other``) and, for a file its
-    ``(device, inode, size)``, for a link its target."""
+def _listing(directory: str, follow: int = os.O_NOFOLLOW) -> dict[str, tuple[str, object]]:
+    """Each entry of ``directory`` (a link to one only with ``follow`` ``0``) by name: its kind (``dir``,
+    ``file``, ``link``, ``other``) and, for a file its ``(device, inode, size)``, for a link its target."""
     found: dict[str, tuple[str, object]] = {}
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | follow | os.O_CLOEXEC)
     try:
         with os.scandir(fd) as entries:
             for entry in entries:

@@ -56,11 +56,18 @@ def test_any_other_name_kind_link_or_byte_is_another_tree(tmp_path: Path, change
     assert not same_tree(other, one)
 
 
-def test_a_tree_that_cannot_be_read_differs(tmp_path: Path) -> None:
+def test_a_tree_that_cannot_be_read_differs_and_only_a_root_link_is_followed(tmp_path: Path) -> None:
     one = tree(tmp_path / "one")
-    (tmp_path / "link").symlink_to(one)  # the copy in <buildpacks> a link: not followed
-    assert not same_tree(one, tmp_path / "link")
     assert not same_tree(one, tmp_path / "missing")
+    (tmp_path / "link").symlink_to(
+        one
+    )  # the copy in <buildpacks> a link: followed, as the detector follows it
+    assert same_tree(one, tmp_path / "link")
+    other = tree(tmp_path / "other")
+    shutil.copytree(other / "lib", tmp_path / "lib", symlinks=True)
+    shutil.rmtree(other / "lib")
+    (other / "lib").symlink_to(tmp_path / "lib")  # below the root, a link is a link, whatever it points to
+    assert not same_tree(one, other)
 
 
 class _OtherRun(logging.Handler):
