@@ -18,7 +18,14 @@ from preparer._fs import claimed_dir, full_disk, shared_with_others, sweep
 from preparer._logger import log
 from preparer._record import field, record
 from preparer.api import verify_buildpack_api
-from preparer.errors import FetchError, InvalidInputsError, NoSpaceError, TargetRefused, with_fields
+from preparer.errors import (
+    BuilderError,
+    FetchError,
+    InvalidInputsError,
+    NoSpaceError,
+    TargetRefused,
+    with_fields,
+)
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.clock import RunClock
 from preparer.fetch.locator import (
@@ -456,13 +463,20 @@ def _check_kept(
             if where is None:
                 continue
             ref = bp.descriptor.ref
-            on_disk = read_buildpack_toml(where / "buildpack.toml", builder=True)
             digest = f" ({result.digest})" if result.digest else ""
             held = f"{where} already holds {ref} with other files than the copy fetched from {result.source}{digest}"
             way_out = (
                 f"give each target its own <buildpacks> (-buildpacks), or remove {where} so that the fetched copy "
                 "is installed"
             )
+            try:
+                on_disk = read_buildpack_toml(where / "buildpack.toml", builder=True)
+            except BuilderError as broken:
+                raise BuilderError(
+                    f"install {ref}",
+                    f"{held}, and the build would run that copy, which is broken: {broken.cause}. "
+                    f"To build, {way_out}",
+                ) from None
             why = why_not(on_disk, directory_files(where), target, lookup, warnings)
             if why is not None and enforced:
                 error = TargetRefused(

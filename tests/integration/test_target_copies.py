@@ -258,3 +258,31 @@ def test_a_composites_children_kept_are_described_by_their_files(
         {"name": "ux/child@1.0.0", "digest": {"dirHash": find_sha256sum(child)}}
     ]
     assert dependency["annotations"]["notInstalled"]["annotations"]["platform"] == "linux/amd64"
+
+
+def test_a_copy_that_is_a_link_or_broken_is_read_as_the_detector_would(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    """<buildpacks>/<id>/<version> a link to the very files fetched: the same copy, nothing to say. An empty
+    directory there: the build would run a copy without buildpack.toml, so exit 1, naming it and the way out."""
+    source = make_dir(layout.app / "bp", "me/bp")
+    project = group("./bp")
+    (layout.buildpacks / "me_bp").mkdir(parents=True)
+    copy = layout.buildpacks / "me_bp" / "1.0.0"
+    copy.symlink_to(source)
+    linked = preparer(project=project)
+    assert linked.code == 0, linked.stderr
+    assert linked.warnings == []
+    copy.unlink()
+    copy.mkdir()
+    (layout.layers / "order.toml").unlink()
+    before = snapshot(layout) | {"layers": listing(layout.layers)}
+    broken = preparer(project=project)
+    assert broken.code == 1, broken.stderr
+    assert (
+        f"ERROR: failed to install me/bp@1.0.0: {copy} already holds me/bp@1.0.0 with other files than the copy "
+        f"fetched from {source}, and the build would run that copy, which is broken: {copy / 'buildpack.toml'} "
+        f"does not exist. To build, give each target its own <buildpacks> (-buildpacks), or remove {copy} so that "
+        "the fetched copy is installed"
+    ) in broken.stderr
+    assert snapshot(layout) | {"layers": listing(layout.layers)} == before
