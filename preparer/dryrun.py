@@ -67,7 +67,7 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
     if plan.target is not None:
         target = plan.target
         distro = f", {target.distro} (from {target.distro_source})" if target.distro else ""
-        lines.append(f"  target: {target.platform} ({target.source}){distro}")
+        lines.append(f"  target: {target.shown} ({target.source}){distro}")
     if plan.config.writes_order:
         for label, steps in (("pre", plan.pre), ("group", plan.group or ()), ("post", plan.post)):
             if label == "group" and plan.group is None and plan.builder_order is not None:

@@ -64,6 +64,13 @@ FLAGS: tuple[Flag, ...] = (
         "/platform",
     ),
     Flag("order", "string", "the builder's order.toml (read only)", "CNB_ORDER_PATH", "/cnb/order.toml"),
+    Flag(
+        "analyzed",
+        "string",
+        "analyzed.toml: the run image's target, read as the detector reads it (default <layers>/analyzed.toml; "
+        "docs/targets.md)",
+        "CNB_ANALYZED_PATH",
+    ),
     Flag("uid", "int", "user that owns the files the build reads", "CNB_USER_ID"),
     Flag("gid", "int", "group that owns the files the build reads", "CNB_GROUP_ID"),
     Flag("log-level", "string", "debug, info, warn or error", "CNB_LOG_LEVEL", "info"),
@@ -208,7 +215,6 @@ FLAGS: tuple[Flag, ...] = (
         "/cnb/extensions",
         False,
     ),
-    _creator("analyzed"),
     _creator("build-config"),
     _creator("cache-dir"),
     _creator("cache-image"),
@@ -242,16 +248,16 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         None,
         "string",
-        "the build's target when neither CNB_TARGET_* nor <layers>/analyzed.toml give one, os/arch[/variant] "
-        "(docs/targets.md)",
+        "the build's target when neither analyzed.toml nor CNB_TARGET_* give one, and the machine's architecture "
+        "the detector fills in, os/arch[/variant] (docs/targets.md)",
         "CNB_PREPARER_PLATFORM",
         "the host's",
     ),
-    Flag(None, "string", "the build's target os (with CNB_TARGET_ARCH; docs/targets.md)", "CNB_TARGET_OS"),
-    Flag(None, "string", "the build's target architecture (with CNB_TARGET_OS)", "CNB_TARGET_ARCH"),
-    Flag(None, "string", "the build's target architecture variant", "CNB_TARGET_ARCH_VARIANT"),
+    Flag(None, "string", "the build's target os, without analyzed.toml (docs/targets.md)", "CNB_TARGET_OS"),
+    Flag(None, "string", "the build's target architecture (needs CNB_TARGET_OS)", "CNB_TARGET_ARCH"),
+    Flag(None, "string", "the build's target architecture variant (needs CNB_TARGET_ARCH)", "CNB_TARGET_ARCH_VARIANT"),
     Flag(None, "string", "the build's distribution, else /etc/os-release's ID", "CNB_TARGET_DISTRO_NAME"),
-    Flag(None, "string", "the distribution's version, else /etc/os-release's VERSION_ID", "CNB_TARGET_DISTRO_VERSION"),
+    Flag(None, "string", "the distribution's version (needs CNB_TARGET_DISTRO_NAME)", "CNB_TARGET_DISTRO_VERSION"),
     Flag(
         None,
         "string",

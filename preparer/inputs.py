@@ -202,6 +202,9 @@ class Inputs:
     buildpacks_dir: _PathField = _PathField()
     #: The builder's order, read only.
     order_path: _PathField = _PathField()
+    #: analyzed.toml, whose ``[run-image.target]`` is the build's target (as the detector reads it); ``None``:
+    #: ``<layers>/analyzed.toml``. See :attr:`analyzed_path`.
+    analyzed: _OptionalPathField = _OptionalPathField()
     #: ``None`` means ``<app>/project.toml``, which may be missing.
     project_descriptor: _OptionalPathField = _OptionalPathField()
     #: The project descriptor itself, instead of reading :attr:`project_descriptor`: its TOML text, or its tables
@@ -273,8 +276,9 @@ class Inputs:
     #: The build's target when the platform gives none (``CNB_PREPARER_PLATFORM``, else the host's),
     #: ``os/arch[/variant]``; see :attr:`target`.
     target_platform: str = field(default_factory=host_platform)
-    #: The build's target as the platform gives it (the ``CNB_TARGET_*`` variables); ``None``: from
-    #: ``<layers>/analyzed.toml`` ``[run-image.target]``, else :attr:`target_platform` (docs/targets.md).
+    #: The build's target as the platform states it (the ``CNB_TARGET_*`` variables, each part it leaves empty
+    #: :attr:`target_platform`'s), for a run without analyzed.toml: the detector reads that file and nothing
+    #: else, so the file's target, when there is one, is the build's (docs/targets.md).
     target: Target | None = None
     #: Where a Linux target's distribution is read from when nothing else gives it.
     os_release: _PathField = _PathField(DEFAULT_OS_RELEASE)
@@ -300,6 +304,11 @@ class Inputs:
         """The build's directories others may write (the build user, the app's author), by the name messages give
         them: a file the run writes below one is reached from it without following a link."""
         return (("<layers>", self.layers_dir), ("<platform>", self.platform_dir), ("<app>", self.app_dir))
+
+    @property
+    def analyzed_path(self) -> Path:
+        """analyzed.toml: :attr:`analyzed`, else ``<layers>/analyzed.toml``."""
+        return self.analyzed or self.layers_dir / "analyzed.toml"
 
     @property
     def project_metadata_path(self) -> Path | None:

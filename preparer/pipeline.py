@@ -86,14 +86,18 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
     return report
 
 
-def target_of(inputs: Inputs) -> Target:
-    """The build's target for ``inputs`` (:func:`preparer.target.build_target`): the ``CNB_TARGET_*`` variables,
-    else ``<layers>/analyzed.toml``, else ``CNB_PREPARER_PLATFORM`` or the host's.
+def target_of(inputs: Inputs, warnings: list[str] | None = None) -> Target:
+    """The build's target for ``inputs`` (:func:`preparer.target.build_target`): analyzed.toml's, as the detector
+    reads it, else the ``CNB_TARGET_*`` variables over ``CNB_PREPARER_PLATFORM`` or the host's.
 
+    :param warnings: told each setting analyzed.toml overrides, and a named analyzed.toml that is not there.
     :raises InvalidInputsError: analyzed.toml cannot be read, or a target is invalid (exit 3).
     """
     source = platform_source(inputs.target_platform, inputs.environ, host_platform())
-    return build_target(inputs.target, inputs.target_platform, source, inputs.layers_dir, inputs.os_release)
+    return build_target(
+        inputs.target, inputs.target_platform, source, inputs.analyzed_path, inputs.os_release,
+        named=inputs.analyzed is not None, warnings=warnings,
+    )  # fmt: skip
 
 
 def _check_app_dir(app_dir: Path) -> None:
@@ -208,7 +212,7 @@ def _plan_run(inputs: Inputs) -> Plan:
     handed_out = depth() <= 1
     made_from = fingerprints(inputs) if handed_out or inputs.provenance is not None else ()
     descriptor, config, warnings = read_inputs(inputs)
-    target = target_of(inputs)
+    target = target_of(inputs, warnings)
     log.debug("The build's target: %s (%s)", target.platform, target.source)
     interrupt.check()
     if descriptor.path is None:

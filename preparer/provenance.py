@@ -159,6 +159,7 @@ def stage_provenance(
     written: Sequence[Path],
     lock: LockRecord | None,
     pending: PendingWrites,
+    kept: Mapping[tuple[str, str], Path] | None = None,
 ) -> dict[str, Any]:
     """Stage the provenance (``settings.path``) with the commit's other files (``pending``), once every buildpack is installed.
 
@@ -166,6 +167,8 @@ def stage_provenance(
     :param records: the report's record of each step, in the plan's order.
     :param written: the build's files the commit writes (order.toml, env files, project-metadata.toml): the
         subjects, read back from their staged bytes.
+    :param kept: the buildpacks fetched whose copy already in ``<buildpacks>`` has other files, by ``(id,
+        version)``: described as the copy the build runs, the artifact fetched as not installed.
     :returns: the statement staged.
     :raises ApplyError: a file or tree cannot be read, or the provenance cannot be staged (exit 1).
     """
@@ -181,7 +184,9 @@ def stage_provenance(
         internal_parameters(plan, settings, lock),
         [
             *(
-                _dependency(s, results.get(id(s)), r, plan, settings)
+                _described(
+                    _dependency(s, results.get(id(s)), r, plan, settings), results.get(id(s)), r, kept or {}
+                )
                 for s, r in zip(plan.steps, records, strict=True)
             ),
             *_input_files(plan, settings),
@@ -382,24 +387,23 @@ def _dependency(
         return described | {"annotations": notes}
     assert fetched is not None
     locator = step.locator
+    recorded = record.not_installed or record.digest  # what was fetched, whichever copy was installed
     match locator:
         case InlineLocator():
             described["digest"] = {"sha256": _sha256(locator.inline.encode())}
             notes["inline"] = True
         case PathLocator():
             notes["path"] = _shown_path(locator.path, settings.app_dir)
-            digest = fetched.archive or record.digest
-            described["digest"] = (
-                {"sha256": digest.removeprefix("sha256:")} if digest else {"dirHash": dir_hash(installed)}
-            )
+            digest = fetched.archive or recorded
+            described["digest"] = _digest_set(digest) if digest else {"dirHash": dir_hash(installed)}
         case HttpLocator():
-            described["digest"] = {"sha256": (fetched.archive or record.digest or "").removeprefix("sha256:")}
+            described["digest"] = {"sha256": (fetched.archive or recorded or "").removeprefix("sha256:")}
             described["uri"] = locator.shown + (f"#sha256={locator.sha256}" if locator.sha256 else "")
             if locator.sha256:
                 notes["pinned"] = f"sha256:{locator.sha256}"
         # An image, or one the buildpack registry names.
         case ImageLocator() | RegistryLocator() | IdLocator():
-            described["digest"] = {"sha256": (fetched.archive or record.digest or "").removeprefix("sha256:")}
+            described["digest"] = {"sha256": (fetched.archive or recorded or "").removeprefix("sha256:")}
             registry = record.resolved == "registry" or isinstance(locator, RegistryLocator)
             described["uri"] = _image_uri(registry, fetched, record)
             notes |= _image_notes(registry, fetched, record, plan)
@@ -413,6 +417,47 @@ def _dependency(
         notes["manifest"] = fetched.manifest
     notes |= _trust(step, fetched, record, plan)
     return described | {"annotations": notes}
+
+
+def _described(
+    dependency: dict[str, Any],
+    fetched: Fetched | None,
+    record: BuildpackRecord,
+    kept: Mapping[tuple[str, str], Path],
+) -> dict[str, Any]:
+    """``dependency`` as the bytes on disk have it: when the entry's buildpack was already in ``<buildpacks>`` with
+    other files than those fetched, that copy (``urn:cnb:builder:``, its ``dirHash``), the artifact fetched under
+    ``notInstalled``; each other buildpack it carries that was so kept, in ``kept``."""
+    if fetched is None:
+        return dependency
+    found = [bp.descriptor for bp in fetched.buildpacks if (bp.descriptor.id, bp.descriptor.version) in kept]
+    if not found:
+        return dependency
+    notes = dependency["annotations"]
+    others = [
+        {"name": d.ref, "digest": {"dirHash": dir_hash(kept[(d.id, d.version)])}}
+        for d in found
+        if (d.id, d.version) != (record.id, record.version)
+    ]
+    if others:
+        notes["kept"] = others
+    if not record.not_installed:
+        return dependency
+    fetched_one = {key: value for key, value in dependency.items() if key in ("uri", "digest")}
+    fetched_notes = {key: value for key, value in notes.items() if key not in ("entry", "kept")}
+    return {
+        "name": dependency["name"],
+        "uri": f"urn:cnb:builder:{record.id}@{record.version}",
+        "digest": {"dirHash": (record.digest or "").removeprefix("dirHash:")},
+        "annotations": {key: value for key, value in notes.items() if key in ("entry", "kept")}
+        | {"notInstalled": fetched_one | ({"annotations": fetched_notes} if fetched_notes else {})},
+    }
+
+
+def _digest_set(digest: str) -> dict[str, str]:
+    """``{"sha256": hex}`` of ``sha256:<hex>``, ``{"dirHash": hex}`` of ``dirHash:<hex>``."""
+    algorithm, _, value = digest.partition(":")
+    return {"dirHash": value} if algorithm == "dirHash" else {"sha256": value}
 
 
 def _image_uri(registry: bool, fetched: Fetched, record: BuildpackRecord) -> str:

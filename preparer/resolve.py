@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         platform_dir: str | os.PathLike[str]
         buildpacks_dir: str | os.PathLike[str]
         order_path: str | os.PathLike[str]
+        analyzed: str | os.PathLike[str] | None
         project_descriptor: str | os.PathLike[str] | None
         descriptor_data: str | bytes | Mapping[str, Any] | None
         platform_namespace: str | None
@@ -189,6 +190,7 @@ def resolve_fields(
         "platform_dir": given.path("platform", default("platform")) or Path(default("platform")),
         "buildpacks_dir": given.path("buildpacks", default("buildpacks")) or Path(default("buildpacks")),
         "order_path": given.path("order", default("order")) or Path(default("order")),
+        "analyzed": _analyzed(given),
         "project_descriptor": given.path("project-descriptor"),
         "platform_namespace": namespace,
         "platform_config": platform_config,
@@ -329,6 +331,21 @@ def _lock_settings(given: _Given, flags: Mapping[str, object], environ: Mapping[
         )
         raise with_fields(error, field="update_lock")
     return {"lock": lock, "update_lock": update, "update_lock_names": names, "require_lock": bool(require)}
+
+
+def _analyzed(given: _Given) -> Path | None:
+    """``-analyzed`` (else ``CNB_ANALYZED_PATH``, empty: unset, as the lifecycle's ``envOrDefault``).
+
+    :raises InvalidInputsError: the flag is given empty (exit 3): the detector then reads no analyzed.toml at all
+        (the lifecycle keeps an empty path as it is), which ``<layers>/analyzed.toml`` would contradict.
+    """
+    if given.flags.get("analyzed") == "":
+        raise InvalidInputsError(
+            "resolve inputs",
+            "-analyzed is empty: the detector then reads no analyzed.toml, not even <layers>/analyzed.toml; "
+            "name the file, or leave the flag out (CNB_ANALYZED_PATH, else <layers>/analyzed.toml)",
+        )
+    return given.path("analyzed")
 
 
 def _update_lock(values: list[str]) -> tuple[bool, tuple[str, ...]]:

@@ -26,6 +26,7 @@ def fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
         lock_path(inputs),
         inputs.order_path,
         *inputs.env_files,
+        inputs.analyzed_path,  # the target
     )
     found: list[tuple[str, str | None]] = []
     for path in paths:
