@@ -9,7 +9,6 @@ each only ``cnb/buildpacks/<escaped id>/<version>/`` is extracted.
 from __future__ import annotations
 
 import functools
-import json
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from preparer import interrupt
+from preparer._jsondoc import DocumentRefused, loads
 from preparer.errors import FetchError, TargetRefused, with_fields
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.extract import extract_tar
@@ -136,7 +136,7 @@ def _top_ref(config: dict[str, Any]) -> str | None:
     image_config = config.get("config")
     labels = image_config.get("Labels") if isinstance(image_config, dict) else None
     try:
-        metadata = json.loads(labels[METADATA_LABEL]) if isinstance(labels, dict) else None
+        metadata = loads(labels[METADATA_LABEL]) if isinstance(labels, dict) else None
     except (KeyError, TypeError, ValueError):
         return None
     if not isinstance(metadata, dict):
@@ -161,7 +161,9 @@ def _label(labels: dict[str, Any], name: str, source: str) -> dict[str, Any]:
     if name not in labels:
         raise FetchError(f"read buildpackage {source}", f"not a buildpackage: it has no label '{name}'")
     try:
-        value = json.loads(labels[name])
+        value = loads(labels[name])  # bounded in what it builds: a label is a string of any shape
+    except DocumentRefused as err:
+        raise FetchError(f"read buildpackage {source}", f"label '{name}' is not read: {err}") from None
     except (TypeError, ValueError):
         raise FetchError(f"read buildpackage {source}", f"label '{name}' is not JSON") from None
     if not isinstance(value, dict):
