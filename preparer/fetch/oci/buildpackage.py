@@ -177,6 +177,11 @@ def _wanted(
     """``(id, version, layer digest)`` of every buildpack the layers label lists, in the label's order."""
     action = f"read buildpackage {source}"
     wanted: list[tuple[str, str, str]] = []
+    # Each diff ID's first place, found once: linear in the label and the config.
+    position: dict[object, int] = {}
+    for number, named in enumerate(diff_ids):
+        if isinstance(named, str):
+            position.setdefault(named, number)
     for bp_id, versions in layers_label.items():
         if not check_id(bp_id) or not isinstance(versions, dict):
             raise FetchError(action, f"label '{LAYERS_LABEL}' has a malformed entry for '{bp_id[:100]}'")
@@ -186,9 +191,9 @@ def _wanted(
                 raise FetchError(
                     action, f"label '{LAYERS_LABEL}' has a malformed entry for {bp_id}@{version[:100]}"
                 )
-            if diff_id not in diff_ids or diff_ids.index(diff_id) >= len(layers):
+            if position.get(diff_id, len(layers)) >= len(layers):
                 raise FetchError(action, f"the layer of {bp_id}@{version} ({diff_id}) is not in the image")
-            layer = layers[diff_ids.index(diff_id)]
+            layer = layers[position[diff_id]]
             layer_digest = layer.get("digest") if isinstance(layer, dict) else None
             if not is_digest(layer_digest):
                 raise FetchError(action, f"the layer of {bp_id}@{version} has no valid sha256 digest")
