@@ -161,3 +161,20 @@ def test_problems_of_the_largest_policy_accepted_are_collected_in_linear_time() 
     print(f"check_policy of a 1 MiB policy of {number} unknown keys: {took:.1f} s")
     assert len(problems) == number and took < 30, took
     assert (problems[-1].key, problems[-1].line) == (f"env.unknown-{number - 1}", number + 1)
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_check_policy_and_check_descriptor_locate_the_issues_inputs(attack: str) -> None:
+    """The issue's inputs through the checking functions a service calls on what is submitted: located problems,
+    never a bare ``RecursionError`` or ``ValueError``."""
+    from preparer import check_descriptor
+
+    where = WHERE[attack].format(line=2)
+    [policy] = check_policy(text="[env]\n" + ATTACKS[attack] + "\n")
+    assert (policy.line, str(policy).endswith(where)) == (2, True), policy
+    descriptor = HEAD + "[com.example]\n" + ATTACKS[attack] + "\n"
+    platform = "[pack]\n" + ATTACKS[attack] + "\n"
+    [project] = check_descriptor(text=descriptor)
+    [pack] = check_descriptor(text=HEAD, platform_namespace="io.buildpacks.pack", platform_config_text=platform)
+    assert (project.line, pack.line) == (4, 2)
+    assert str(project).endswith(WHERE[attack].format(line=4)) and str(pack).endswith(where), (project, pack)
