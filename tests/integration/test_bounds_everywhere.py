@@ -175,6 +175,8 @@ def test_check_policy_and_check_descriptor_locate_the_issues_inputs(attack: str)
     descriptor = HEAD + "[com.example]\n" + ATTACKS[attack] + "\n"
     platform = "[pack]\n" + ATTACKS[attack] + "\n"
     [project] = check_descriptor(text=descriptor)
-    [pack] = check_descriptor(text=HEAD, platform_namespace="io.buildpacks.pack", platform_config_text=platform)
+    [pack] = check_descriptor(
+        text=HEAD, platform_namespace="io.buildpacks.pack", platform_config_text=platform
+    )
     assert (project.line, pack.line) == (4, 2)
     assert str(project).endswith(WHERE[attack].format(line=4)) and str(pack).endswith(where), (project, pack)
