@@ -8,9 +8,13 @@ image, the rule that matched or "no rule". Real CLI, the suite's registry, an im
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from tests.plugins.http_server import FileServer
 from tests.plugins.registry import Front
+from tests.projects import group
 from tests.plugins.signing import Key
 from tests.signed import Rule, Scene
 
@@ -92,3 +96,32 @@ def test_a_setting_that_is_no_word_of_the_three_is_located(
         f"image.no-match-policy (line 2 of {policy}): must be one of deny, warn, allow ({said}what becomes of an "
         "image no [[image.signed-by]] rule matches: refused, warned of, or let through)"
     ) in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("setting", ["deny", None])
+def test_an_image_found_by_fetching_is_decided_when_found(
+    scene: Scene, key: Key, http_server: FileServer, setting: str | None
+) -> None:
+    """A buildpack registry entry names its image only in the registry's index: the fetch decides it, with the same
+    words (deny: exit 3, nothing installed; warn: said once)."""
+    image = scene.image()
+    index = http_server.root / "index" / "si" / "gn" / "acme_signed"
+    index.parent.mkdir(parents=True)
+    entry = {"ns": "acme", "name": "signed", "version": "1.0.0", "yanked": False, "addr": image.pinned}
+    index.write_text(json.dumps(entry) + "\n")
+    policy, pattern = _policy(scene, key, image.host, setting)
+    result = scene.preparer(
+        "-policy", policy, "-buildpack-registry-index", http_server.url("index"),
+        project=group("urn:cnb:registry:acme/signed@1.0.0"),
+    )  # fmt: skip
+    said = f"the image {image.name} matches no [[image.signed-by]] rule (images {pattern} in {policy})"
+    if setting == "deny":
+        assert result.code == 3, result.stderr
+        assert f"{said}, and image.no-match-policy refuses such images" in result.stderr, result.stderr
+        assert not scene.installed()
+    else:
+        assert result.code == 0, result.stderr
+        assert result.stderr.count(f"Warning: io.buildpacks.group[0]: {said}, so its signatures") == 1, (
+            result.stderr
+        )
+        assert scene.installed()
