@@ -14,8 +14,8 @@ import pytest
 
 from tests.plugins.http_server import FileServer
 from tests.plugins.registry import Front
-from tests.projects import group
 from tests.plugins.signing import Key
+from tests.projects import group
 from tests.signed import Rule, Scene
 
 
