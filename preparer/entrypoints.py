@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from preparer import interrupt
 from preparer._fs import full_disk, no_space
-from preparer._logger import CallerFailed
+from preparer._logger import CallerFailed, outside_run
 from preparer.errors import Cancelled, NoSpaceError, PreparerError, UnexpectedError, with_fields
 from preparer.inputs import Inputs
 from preparer.interrupt import Cancel
@@ -35,20 +35,38 @@ class TypeError_(TypeError):
 
 
 def callers(progress: ProgressCallback | None) -> ProgressCallback | None:
-    """``progress`` as the run calls it: one event at a time, and whatever it raises is the caller's
-    (:class:`CallerFailed`)."""
+    """``progress`` as the run calls it: one event at a time, in the caller's own context, and whatever it raises
+    is the caller's (:class:`CallerFailed`). Called at the entry point, before the run begins: the context is the
+    caller's as it was at the call (:func:`callers_context`), as asyncio runs a callback in the context of whoever
+    scheduled it, so a build the callback starts is a build of its own (its cancel, deadline, run id and
+    measurements), and what the callback schedules in turn (``loop.call_soon_threadsafe``) carries nothing of the
+    run."""
     if progress is None:
         return None
-    callback, lock = progress, threading.Lock()
+    callback, lock, context = progress, threading.Lock(), callers_context()
 
     def called(event: Download) -> None:
         with lock:  # the run's fetch threads report at once: the callback is entered by one at a time
             try:
-                callback(event)
+                context.run(callback, event)  # entered by one thread at a time: the lock
             except Exception as err:
                 raise CallerFailed(err) from err
 
     return called
+
+
+def callers_context() -> contextvars.Context:
+    """A copy of the current context outside every run of the library: the caller's context variables, none of
+    the run's (its scope, its id, how deep the entry points are)."""
+    context = contextvars.copy_context()
+    context.run(_outside_runs)
+    return context
+
+
+def _outside_runs() -> None:
+    interrupt.outside()
+    outside_run()
+    _depth.set(0)
 
 
 def check_arguments(

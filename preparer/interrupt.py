@@ -46,6 +46,7 @@ __all__ = [
     "Stopped",
     "current",
     "in_context",
+    "outside",
     "armed",
     "called_off",
     "check",
@@ -240,6 +241,12 @@ def in_context(work: Callable[[], T]) -> Callable[[], T]:
 
 #: The scope the current thread's work belongs to (:meth:`Scope.run`), if any.
 _scope: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("preparer_scope", default=None)
+
+
+def outside() -> None:
+    """In the current context, no run: a run begun in it is a run of its own, not part of the one this context
+    was copied from (a caller's callback, :func:`preparer.entrypoints.callers`)."""
+    _scope.set(None)
 
 
 def stop(signum: int = signal.SIGINT) -> None:
