@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
@@ -196,6 +198,14 @@ class Cancel:
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._scopes: set[Scope] = set()
+        _handles.add(self)
+
+    def _in_child(self) -> None:
+        """In a forked child: its locks free, whichever thread of the parent held them, and no run of the
+        parent's attached (a handle already set stays set)."""
+        self._lock._at_fork_reinit()  # type: ignore[attr-defined]  # CPython's own, as logging's handlers use it
+        self._event._at_fork_reinit()  # type: ignore[attr-defined]
+        self._scopes = set()
 
     def set(self) -> None:
         with self._lock:
@@ -217,6 +227,10 @@ class Cancel:
     def _detach(self, scope: Scope) -> None:
         with self._lock:
             self._scopes.discard(scope)
+
+
+#: Every live handle, for a forked child (:func:`_in_child`).
+_handles: weakref.WeakSet[Cancel] = weakref.WeakSet()
 
 
 def _cancelled() -> BaseException:
@@ -532,6 +546,42 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     elif _armed and not _raised:  # a second signal would break into the clean-up the first one started
         _raised = True
         raise Interrupted(signum)
+
+
+#: Whether the process forked from its main thread (:func:`_before_fork`).
+_forked_from_main = True
+
+
+def _before_fork() -> None:
+    global _forked_from_main
+    _forked_from_main = threading.current_thread() is threading.main_thread()
+
+
+def _in_child() -> None:
+    """A forked child (``os.fork``, a ``multiprocessing`` 'fork' worker) has one thread and none of its parent's
+    runs: the module's locks are made anew (one held by a sibling thread when the process forked would stay held
+    forever), no run of the parent is live or stopping, and every :class:`Cancel` lets go of the parent's runs.
+    When the fork came from another thread than the main one, the main thread's state (a commit's held signal,
+    the caller's SIGINT handler set aside) was a thread's that is not in the child: the caller's handler is put
+    back."""
+    global _state_lock, _stop, _live, _signum, _raised, _deferring, _held, _armed, _returning
+    global _set_aside, _callers_held
+    _state_lock, _stop, _live, _signum, _raised = threading.RLock(), threading.Event(), set(), 0, False
+    for handle in list(_handles):
+        handle._in_child()
+    if _forked_from_main:  # the forking thread is the main thread still, and unwinds its own blocks
+        return
+    callers = _set_aside or signal.getsignal(signal.SIGINT)
+    if isinstance(callers, _Callers):
+        callers = callers.handler
+    _deferring = _held = _armed = _returning = _callers_held = 0
+    _set_aside = None
+    if callable(callers) and callers is not _hold_callers_signal:
+        with contextlib.suppress(ValueError):  # not the main thread after all: nothing was set aside there
+            signal.signal(signal.SIGINT, callers)
+
+
+os.register_at_fork(before=_before_fork, after_in_child=_in_child)
 
 
 @contextmanager
