@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +33,10 @@ R = TypeVar("R")
 
 class TypeError_(TypeError):
     """An argument of the wrong type given to an entry point."""
+
+
+class ValueError_(ValueError):
+    """An argument of the right type and a value no run can take (``deadline=nan``)."""
 
 
 def callers(progress: ProgressCallback | None) -> ProgressCallback | None:
@@ -72,7 +77,8 @@ def _outside_runs() -> None:
 def check_arguments(
     inputs: object, plan: object = None, cancel: object = None, deadline: object = None, run_id: object = None
 ) -> None:
-    """:raises TypeError: an argument that is not what the function takes (the caller's mistake, not a run's)."""
+    """:raises TypeError: an argument that is not what the function takes (the caller's mistake, not a run's).
+    :raises ValueError: a deadline that is not a number (``nan``): no time is ever past it."""
     if not isinstance(inputs, Inputs) and inputs is not None:
         raise TypeError_(f"expected preparer.Inputs, got {type(inputs).__name__}: build one with Inputs(...)")
     if plan is not None and not isinstance(plan, Plan):
@@ -81,6 +87,10 @@ def check_arguments(
         raise TypeError_(f"cancel= takes a preparer.Cancel, not {type(cancel).__name__}")
     if deadline is not None and (not isinstance(deadline, int | float) or isinstance(deadline, bool)):
         raise TypeError_(f"deadline= takes a number of seconds, not {type(deadline).__name__}")
+    if isinstance(deadline, float) and math.isnan(
+        deadline
+    ):  # never passed, never compared; time.sleep refuses it
+        raise ValueError_("deadline= takes a number of seconds, not nan")
     if run_id is not None and not isinstance(run_id, str):
         raise TypeError_(f"run_id= takes a str, not {type(run_id).__name__}")
 
@@ -101,7 +111,7 @@ def typed(function: Callable[P, R]) -> Callable[P, R]:
         token = _depth.set(_depth.get() + 1)
         try:
             return function(*args, **kwargs)
-        except (PreparerError, TypeError_):
+        except (PreparerError, TypeError_, ValueError_):
             raise
         except CallerFailed as failed:
             if _depth.get() > 1:  # inside another entry point (prepare calls run_plan): the outer one says it

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     import subprocess
     from types import FrameType
 
+    from preparer.errors import Cancelled
+
 #: ``socket.SHUT_RDWR``, without importing socket (a run that downloads nothing never needs it).
 _SHUT_RDWR = 2
 
@@ -47,6 +49,7 @@ __all__ = [
     "Scope",
     "Stopped",
     "current",
+    "deadline_passed",
     "in_context",
     "outside",
     "armed",
@@ -351,9 +354,12 @@ def watch(sock: socket.socket | None) -> None:
 
 
 @contextmanager
-def run(cancel: Cancel | None = None, deadline: float | None = None) -> Iterator[Scope]:
+def run(
+    cancel: Cancel | None = None, deadline: float | None = None, since: float | None = None
+) -> Iterator[Scope]:
     """The extent of one run, in the calling thread: its :class:`Scope`, called off by ``cancel``, by ``deadline``
-    (seconds from now) or by :func:`stop`. Within a run, another :func:`run` is the same run (``prepare`` calls
+    (seconds from now, or from ``since``, a :func:`time.monotonic` reading: the caller's call, for a run that
+    waited for a thread) or by :func:`stop`; a deadline too far to wait for is none. Within a run, another :func:`run` is the same run (``prepare`` calls
     ``plan_run`` and ``run_plan``), with the handle and deadline it adds. A request to stop (:func:`stop`) lasts
     until no run is left, so a process that goes on (a library caller) starts its next run afresh."""
     global _raised
@@ -363,8 +369,13 @@ def run(cancel: Cancel | None = None, deadline: float | None = None) -> Iterator
     scope = outer if outer is not None and outer in _live else Scope()
     token = _scope.set(scope) if scope is not outer else None
     timer = None
-    if deadline is not None:
-        timer = threading.Timer(max(0.0, deadline), scope.call_off, args=(_deadline(deadline),))
+    left = (
+        threading.TIMEOUT_MAX
+        if deadline is None
+        else deadline - (0.0 if since is None else time.monotonic() - since)
+    )
+    if deadline is not None and left < threading.TIMEOUT_MAX:  # beyond it (inf) the timer's wait fails: none
+        timer = threading.Timer(max(0.0, left), scope.call_off, args=(_deadline(deadline),))
         timer.daemon = True
     with _state_lock:
         if token is not None:
@@ -395,11 +406,16 @@ def run(cancel: Cancel | None = None, deadline: float | None = None) -> Iterator
 
 def _deadline(seconds: float) -> Callable[[], BaseException]:
     def why() -> BaseException:
-        from preparer.errors import Cancelled  # deferred, as in _cancelled
-
-        return Stopped(Cancelled(f"the run's deadline passed ({seconds:g} s)", exit_code=1))
+        return Stopped(deadline_passed(seconds))
 
     return why
+
+
+def deadline_passed(seconds: float) -> Cancelled:
+    """The error of a run whose deadline of ``seconds`` passed (exit 1)."""
+    from preparer.errors import Cancelled  # deferred, as in _cancelled
+
+    return Cancelled(f"the run's deadline passed ({seconds:g} s)", exit_code=1)
 
 
 @contextmanager
