@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         BuildpackAPIError,
         Cancelled,
         DescriptorError,
+        DigestMismatch,
         FetchError,
         FetchErrors,
         InvalidInputsError,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from preparer.fetch.guard import LimitExceeded, RunLimitExceeded
     from preparer.fetch.transport import Unreachable
     from preparer.files.locked import Locked
+    from preparer.files.lockfile import NewerLockError
     from preparer.inputs import Inputs
     from preparer.interrupt import Cancel
     from preparer.pipeline import plan_run, prepare, run_plan
@@ -63,6 +65,7 @@ __all__ = [
     "Cancel",
     "Cancelled",
     "DescriptorError",
+    "DigestMismatch",
     "Download",
     "EnvRecord",
     "FetchError",
@@ -74,6 +77,7 @@ __all__ = [
     "LockMismatch",
     "LockRecord",
     "Locked",
+    "NewerLockError",
     "NoSpaceError",
     "NotFoundError",
     "NotInstalled",
@@ -112,7 +116,7 @@ __all__ = [
 #: named ``prepare`` would shadow the function.
 _HOMES = {
     **dict.fromkeys(
-        ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "FetchError", "FetchErrors", "InvalidInputsError",
+        ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "DigestMismatch", "FetchError", "FetchErrors", "InvalidInputsError",
          "LockMismatch", "NoSpaceError", "NotFoundError", "PlatformAPIError", "PolicyError", "PolicyRefused",
          "PreparerError", "RunLimitReached", "SignatureRefused", "TargetRefused",
          "UnexpectedError"),
@@ -121,6 +125,7 @@ _HOMES = {
     **dict.fromkeys(("LimitExceeded", "RunLimitExceeded"), "preparer.fetch.guard"),
     "Unreachable": "preparer.fetch.transport",
     "Locked": "preparer.files.locked",
+    "NewerLockError": "preparer.files.lockfile",
     "NotInstalled": "preparer.plan",
     "Policy": "preparer.policy.rules",
     **dict.fromkeys(("check_policy", "parse_policy"), "preparer.policy.reader"),
@@ -161,3 +166,8 @@ if (
         import importlib  # deferred: most callers never reach a lazy name
 
         return getattr(importlib.import_module(home), name)
+
+    def __dir__() -> list[str]:
+        """The public names, imported on first use, with what the module holds already (REPL completion,
+        ``help()``)."""
+        return sorted(set(globals()) | set(__all__))

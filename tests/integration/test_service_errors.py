@@ -1,0 +1,105 @@
+"""A service routes on the fields of the errors it meets, never on their sentences: every error class it can meet
+is exported, with the fields its message is made of, and ``dir(preparer)`` lists the public names (issue 50: "a
+limit refusal has no rule/policy/line"; "DigestMismatch is raised but not exported"; "dir(preparer) lists 1 of 49
+public names").
+
+Real components: the suite's HTTP server on 127.0.0.1, real archives, a real policy file, a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import preparer
+from preparer import DigestMismatch, FetchError, Inputs, LimitExceeded, RunLimitExceeded, prepare
+from tests.buildpacks import make_tgz
+from tests.golden import BUILDER, Layout
+from tests.plugins.http_server import FileServer
+from tests.projects import group
+
+
+def build(root: Path, *uris: str, policy: Path | None = None) -> Inputs:
+    layout = Layout(root)
+    shutil.copytree(BUILDER / "buildpacks", layout.buildpacks)
+    layout.app.mkdir(parents=True)
+    layout.layers.mkdir()
+    (layout.app / "project.toml").write_text(group(*uris))
+    return Inputs(
+        app_dir=str(layout.app), layers_dir=str(layout.layers), platform_dir=str(layout.platform),
+        buildpacks_dir=str(layout.buildpacks), order_path=str(layout.order), download_cache=None,
+        policy=None if policy is None else str(policy),
+    )  # fmt: skip
+
+
+def test_dir_lists_every_public_name_without_importing_them() -> None:
+    script = (
+        "import json, sys, preparer\n"
+        "names = dir(preparer)\n"
+        "print(json.dumps([names, preparer.__all__, 'preparer.pipeline' in sys.modules]))\n"
+    )
+    names, public, imported = json.loads(subprocess.check_output([sys.executable, "-c", script], text=True))
+    assert set(public) <= set(names), sorted(set(public) - set(names))
+    assert not imported  # listing them imported none
+    assert "DigestMismatch" in public and "NewerLockError" in public
+
+
+def test_every_error_class_of_the_package_is_exported() -> None:
+    """Each subclass of PreparerError the package defines is a public name of ``preparer``."""
+    import importlib
+    import pkgutil
+
+    found = set()
+    for module in pkgutil.walk_packages(preparer.__path__, "preparer."):
+        if module.name.startswith("preparer.cli") or module.name.endswith("__main__"):
+            continue
+        for value in vars(importlib.import_module(module.name)).values():
+            if isinstance(value, type) and issubclass(value, preparer.PreparerError):
+                found.add(value.__name__)
+    assert found <= set(preparer.__all__), sorted(found - set(preparer.__all__))
+
+
+def test_a_pin_that_does_not_match_is_a_digest_mismatch_with_both_digests(
+    http_server: FileServer, tmp_path: Path
+) -> None:
+    make_tgz(http_server.root / "bp.tgz", "svc/bp")
+    got = "sha256:" + hashlib.sha256((http_server.root / "bp.tgz").read_bytes()).hexdigest()
+    pinned = "0" * 64
+    with pytest.raises(DigestMismatch) as failed:
+        prepare(build(tmp_path, http_server.url("bp.tgz") + "#sha256=" + pinned))
+    assert (failed.value.expected, failed.value.got) == ("sha256:" + pinned, got)
+    assert failed.value.expected in failed.value.message and failed.value.got in failed.value.message
+
+
+@pytest.mark.parametrize(
+    ("written", "error", "rule", "line", "limit"),
+    [
+        (
+            "[limits.buildpack]\ndownload-bytes = 100\n",
+            LimitExceeded,
+            "limits.buildpack.download-bytes",
+            2,
+            100,
+        ),
+        ("# the run's\n\n[limits.run]\nentries = 2\n", RunLimitExceeded, "limits.run.entries", 4, 2),
+    ],
+)
+def test_a_limit_refusal_names_its_rule_policy_and_line(
+    http_server: FileServer, tmp_path: Path, written: str, error: type[LimitExceeded], rule: str, line: int,
+    limit: int,
+) -> None:  # fmt: skip
+    make_tgz(http_server.root / "bp.tgz", "svc/bp", payload=b"x" * 5000)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(written)
+    with pytest.raises(FetchError) as failed:
+        prepare(build(tmp_path / "b", http_server.url("bp.tgz"), policy=policy))
+    refused = failed.value
+    assert type(refused) is error, refused
+    assert (refused.rule, refused.policy, refused.line, refused.limit) == (rule, str(policy), line, limit)
+    assert f"{rule}, line {line} of {policy}" in refused.message
