@@ -18,7 +18,18 @@ from pathlib import Path
 import pytest
 
 import preparer
-from preparer import DigestMismatch, FetchError, Inputs, LimitExceeded, RunLimitExceeded, prepare
+from preparer import (
+    DigestMismatch,
+    Download,
+    FetchError,
+    Inputs,
+    LimitExceeded,
+    NotInstalled,
+    RunLimitExceeded,
+    plan_run,
+    prepare,
+    run_plan,
+)
 from tests.buildpacks import make_tgz
 from tests.golden import BUILDER, Layout
 from tests.plugins.http_server import FileServer
@@ -103,3 +114,53 @@ def test_a_limit_refusal_names_its_rule_policy_and_line(
     assert type(refused) is error, refused
     assert (refused.rule, refused.policy, refused.line, refused.limit) == (rule, str(policy), line, limit)
     assert f"{rule}, line {line} of {policy}" in refused.message
+
+
+# A stale plan's removed buildpack
+
+
+def builder_build(root: Path, *uris: str) -> Inputs:
+    """A build whose order takes examples/node 1.2.0 from the builder's <buildpacks>, then ``uris``."""
+    inputs = build(root, *uris)
+    text = Path(inputs.app_dir, "project.toml").read_text()
+    Path(inputs.app_dir, "project.toml").write_text(
+        text + '[[io.buildpacks.group]]\nid = "examples/node"\nversion = "1.2.0"\n'
+    )
+    return inputs
+
+
+def test_a_plan_applied_after_its_buildpack_was_removed_commits_nothing(
+    http_server: FileServer, tmp_path: Path
+) -> None:
+    """The service plans in one request; the builder's examples/node 1.2.0 is removed; the plan is applied in
+    another request: refused before the commit, naming it, with nothing written (on main the order.toml written
+    named a buildpack the build could not find)."""
+    make_tgz(http_server.root / "bp.tgz", "svc/bp")
+    inputs = builder_build(tmp_path, http_server.url("bp.tgz"))
+    plan = plan_run(inputs)
+    shutil.rmtree(inputs.buildpacks_dir / "examples_node" / "1.2.0")
+    with pytest.raises(NotInstalled) as refused:
+        run_plan(plan)
+    assert refused.value.bp_id == "examples/node" and refused.value.exit_code == 1
+    assert "buildpack 'examples/node' 1.2.0, which the plan takes from" in refused.value.message
+    assert "is no longer there: make a new plan with plan_run" in refused.value.message
+    assert not (inputs.layers_dir / "order.toml").exists()
+    assert not (inputs.buildpacks_dir / "svc_bp").exists()  # the fetched one was not installed either
+
+
+def test_a_buildpack_removed_while_the_run_fetches_is_caught_before_the_commit(
+    http_server: FileServer, tmp_path: Path
+) -> None:
+    """The builder is changed while a run downloads: the commit that follows is refused as the stale plan's."""
+    make_tgz(http_server.root / "bp.tgz", "svc/bp")
+    inputs = builder_build(tmp_path, http_server.url("bp.tgz"))
+    removed: list[bool] = []
+
+    def progress(event: Download) -> None:
+        if event.kind == "finished" and not removed:
+            shutil.rmtree(inputs.buildpacks_dir / "examples_node" / "1.2.0")
+            removed.append(True)
+
+    with pytest.raises(NotInstalled):
+        prepare(inputs, progress=progress)
+    assert removed and not (inputs.layers_dir / "order.toml").exists()
