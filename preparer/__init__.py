@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         FetchErrors,
         InvalidInputsError,
         LockMismatch,
+        LockRefused,
         NoSpaceError,
         NotFoundError,
         PlatformAPIError,
@@ -75,6 +76,7 @@ __all__ = [
     "LimitExceeded",
     "LockChange",
     "LockMismatch",
+    "LockRefused",
     "LockRecord",
     "Locked",
     "NewerLockError",
@@ -117,7 +119,7 @@ __all__ = [
 _HOMES = {
     **dict.fromkeys(
         ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "DigestMismatch", "FetchError", "FetchErrors", "InvalidInputsError",
-         "LockMismatch", "NoSpaceError", "NotFoundError", "PlatformAPIError", "PolicyError", "PolicyRefused",
+         "LockMismatch", "LockRefused", "NoSpaceError", "NotFoundError", "PlatformAPIError", "PolicyError", "PolicyRefused",
          "PreparerError", "RunLimitReached", "SignatureRefused", "TargetRefused",
          "UnexpectedError"),
         "preparer.errors",

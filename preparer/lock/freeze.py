@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, assert_never
 
-from preparer.errors import InvalidInputsError, with_fields
+from preparer.errors import InvalidInputsError, LockRefused, with_fields
 from preparer.files.locked import Locked, Source
 from preparer.files.lockfile import LockState, shown, written_of
 from preparer.plan import Fetch, Plan, Present, Step
@@ -32,13 +32,17 @@ def freeze(
     planned = {s.entry.key for s in plan.steps}
     for e in entries:
         if e.entry not in planned:
-            raise _stale(lock, f"it locks {e.entry} ({shown(e.written)}), which the project no longer has")
+            raise _stale(
+                lock,
+                f"it locks {e.entry} ({shown(e.written)}), which the project no longer has",
+                entry=e.entry,
+            )
     frozen: dict[int, Step] = {}
     for step in plan.steps:
         locked = by_key.get(step.entry.key)
         if locked is None:
             entry = step.entry
-            raise _stale(lock, f"{entry.key} ({shown(written_of(entry))}) is not in it")
+            raise _stale(lock, f"{entry.key} ({shown(written_of(entry))}) is not in it", entry=entry.key)
         frozen[id(step)] = _frozen(step, locked, lock, versions_of)
     return _with_steps(plan, frozen)
 
@@ -130,9 +134,12 @@ def _with_steps(plan: Plan, frozen: Mapping[int, Step]) -> Plan:
     )
 
 
-def _stale(lock: Path, why: str, advice: str = ": rerun with -update-lock") -> InvalidInputsError:
-    error = InvalidInputsError(f"apply lock file {lock}", f"{why}{advice}")
-    return with_fields(error, field="lock")
+def _stale(
+    lock: Path, why: str, advice: str = ": rerun with -update-lock", *, entry: str | None = None
+) -> LockRefused:
+    """The refusal of ``lock``, whose ``entry`` (or the lock as a whole) is ``why``."""
+    error = LockRefused(f"apply lock file {lock}", f"{why}{advice}")
+    return with_fields(error, lock=str(lock), entry=entry)
 
 
 def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str], Sequence[str]]) -> Step:
@@ -150,9 +157,15 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
     entry = step.entry
     written = written_of(entry)
     if written != locked.written:
-        raise _stale(lock, f"{entry.key} is written {shown(written)}, but it locks {shown(locked.written)}")
+        raise _stale(
+            lock,
+            f"{entry.key} is written {shown(written)}, but it locks {shown(locked.written)}",
+            entry=entry.key,
+        )
     if locked.source not in _sources(step):
-        raise _stale(lock, f"{entry.key} cannot come from a {locked.source} source, as it locks")
+        raise _stale(
+            lock, f"{entry.key} cannot come from a {locked.source} source, as it locks", entry=entry.key
+        )
     if locked.source == "builder":
         installed = versions_of(locked.id)
         if locked.version not in installed:
@@ -160,6 +173,7 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
             raise _stale(
                 lock,
                 f"{entry.key} locks {locked.id}@{locked.version}, which the builder no longer has{found}",
+                entry=entry.key,
             )
         return Present(entry, locked.id, locked.version, step.resolved if isinstance(step, Present) else None)
     # A bare id the builder has now, locked from elsewhere: fetched as the lock says, decided as a bare id.
@@ -167,7 +181,9 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
     if locked.source in ("image", "registry"):
         assert locked.pinned is not None
         if locked.source == "image" and not _same_repository(locator, locked.pinned):
-            raise _stale(lock, f"{entry.key} locks {locked.pinned}, which is not the image it names")
+            raise _stale(
+                lock, f"{entry.key} locks {locked.pinned}, which is not the image it names", entry=entry.key
+            )
         # Through the locked index when there is one: its digest is signed as often as the manifest's (``cosign
         # sign <multi-arch tag>``), and the manifest it leads to must be the locked one (check_locked).
         frozen = (
@@ -183,7 +199,9 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
             case (
                 HttpLocator() | PathLocator() | ImageLocator() | RegistryLocator() | IdLocator() | InlineLocator()
             ):  # fmt: skip
-                raise _stale(lock, f"{entry.key} locks {locked.pinned}, which is not the URL it names")
+                raise _stale(
+                    lock, f"{entry.key} locks {locked.pinned}, which is not the URL it names", entry=entry.key
+                )
             case _ as never:
                 assert_never(never)
     # Path and inline: what is written is what is fetched; a local archive's digest is checked after.

@@ -8,8 +8,10 @@ Real components: the suite's HTTP server on 127.0.0.1, real archives, a real pol
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import pickle
 import shutil
 import subprocess
 import sys
@@ -24,6 +26,7 @@ from preparer import (
     FetchError,
     Inputs,
     LimitExceeded,
+    LockRefused,
     NotInstalled,
     RunLimitExceeded,
     plan_run,
@@ -164,3 +167,25 @@ def test_a_buildpack_removed_while_the_run_fetches_is_caught_before_the_commit(
     with pytest.raises(NotInstalled):
         prepare(inputs, progress=progress)
     assert removed and not (inputs.layers_dir / "order.toml").exists()
+
+
+def test_a_lock_refusal_names_the_lock_and_the_entry(http_server: FileServer, tmp_path: Path) -> None:
+    """An entry added since the lock was written: the refusal carries the lock and the entry, not only the field
+    (on main: field alone, and the entry only in the sentence)."""
+    make_tgz(http_server.root / "bp.tgz", "svc/bp")
+    make_tgz(http_server.root / "new.tgz", "svc/new")
+    lock = tmp_path / "preparer.lock"
+    inputs = dataclasses.replace(build(tmp_path / "b", http_server.url("bp.tgz")), lock=str(lock))
+    prepare(inputs)
+    assert lock.exists()
+    descriptor = Path(inputs.app_dir, "project.toml")
+    descriptor.write_text(
+        descriptor.read_text() + f'[[io.buildpacks.group]]\nuri = "{http_server.url("new.tgz")}"\n'
+    )
+    with pytest.raises(LockRefused) as refused:
+        prepare(inputs)
+    error = refused.value
+    assert (error.lock, error.entry, error.field, error.exit_code) == (
+        str(lock), "io.buildpacks.group[1]", "lock", 3)  # fmt: skip
+    assert f"{error.entry} (uri = " in error.message and str(lock) in error.message
+    assert pickle.loads(pickle.dumps(error)).entry == error.entry
