@@ -138,6 +138,8 @@ class Transport:
 
     def __post_init__(self) -> None:
         if self.environ is not None:
+            if not isinstance(self.environ, Mapping):
+                raise TypeError(f"Transport(environ=...) takes a mapping, not {type(self.environ).__name__}")
             given = frozen(self.environ)  # checked once: the caller's dict may change after
             if not all(isinstance(k, str) and isinstance(v, str) for k, v in given.items()):
                 raise TypeError("Transport(environ=...) must map strings to strings")

@@ -195,3 +195,12 @@ def unrelated_ca(directory: Path) -> Path:
         check=True, capture_output=True,
     )  # fmt: skip
     return cert
+
+
+def test_a_transport_refuses_an_environ_that_is_not_a_mapping_of_strings() -> None:
+    """A tenant's mistake is the caller's TypeError when the transport is made, saying what it takes (a str was a
+    bare ValueError from dict(), a list of pairs was taken)."""
+    for bad, said in (("HTTP_PROXY=x", "takes a mapping, not str"), ([("HTTP_PROXY", "x")], "not list"),
+                      ({"HTTP_PROXY": 1}, "must map strings to strings")):  # fmt: skip
+        with pytest.raises(TypeError, match=said):
+            Transport(environ=bad)  # type: ignore[arg-type]
