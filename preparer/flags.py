@@ -17,7 +17,9 @@ from preparer._record import record
 
 #: ``optional`` is a flag that takes no value (as a bool) or ``=value``, and repeats: ``-update-lock``,
 #: ``-update-lock=acme/bp -update-lock=io.buildpacks.group[2]`` (a Go ``flag.Value`` whose ``IsBoolFlag`` is true).
-Kind = Literal["string", "bool", "int", "list", "optional"]
+#: ``list`` repeats, each value one item; ``csv`` repeats, each value a comma-separated list of items, as pack's
+#: ``StringSlice`` flags (``-buildpack a,b``; :func:`preparer.goflags.split_csv`).
+Kind = Literal["string", "bool", "int", "list", "csv", "optional"]
 
 
 @record
@@ -34,6 +36,8 @@ class Flag:
     default: str | None = None
     #: Whether the preparer uses it (``False``: a creator flag, accepted so that its command line works).
     used: bool = True
+    #: Other names of the flag (pack's short ones: ``b`` for ``buildpack``).
+    aliases: tuple[str, ...] = ()
 
 
 def _creator(name: str, kind: Kind = "string") -> Flag:
@@ -152,6 +156,43 @@ FLAGS: tuple[Flag, ...] = (
         "CNB_PREPARER_REQUIRE_LOCK",
     ),
     Flag(
+        "buildpack",
+        "csv",
+        "a buildpack of the group, which the flags replace (the descriptor's and the platform file's): <id>[@<version>], "
+        "a path (from <app>), an http(s) or file URL, docker://<image>, urn:cnb:builder:<id>, urn:cnb:registry:<id> "
+        "(repeatable, or comma-separated as pack's; -b for short)",
+        "CNB_PREPARER_BUILDPACKS",
+        aliases=("b",),
+    ),
+    Flag(
+        "pre-buildpack",
+        "list",
+        "a buildpack before the group, or before each group of the builder's order; the flags replace the "
+        "descriptor's pre group (repeatable)",
+        "CNB_PREPARER_PRE_BUILDPACKS",
+    ),
+    Flag(
+        "post-buildpack",
+        "list",
+        "a buildpack after the group, or after each group of the builder's order; the flags replace the "
+        "descriptor's post group (repeatable)",
+        "CNB_PREPARER_POST_BUILDPACKS",
+    ),
+    Flag(
+        "env",
+        "list",
+        "a build env variable, NAME=VALUE, or NAME for the preparer's own value; over the descriptor's and the env "
+        "files' (repeatable; -e for short)",
+        aliases=("e",),
+    ),
+    Flag(
+        "env-file",
+        "list",
+        "a file of build env variables, a NAME=VALUE or NAME line each (pack's format); over the descriptor's, "
+        "under -env (repeatable)",
+        "CNB_PREPARER_ENV_FILES",
+    ),
+    Flag(
         "buildpack-registry-index",
         "string",
         "buildpack registry index URL",
@@ -235,8 +276,8 @@ FLAGS: tuple[Flag, ...] = (
 )
 # fmt: on
 
-#: The settings that have a flag, by flag name.
-BY_NAME = {flag.name: flag for flag in FLAGS if flag.name is not None}
+#: The settings that have a flag, by flag name (and by each other name it has).
+BY_NAME = {name: flag for flag in FLAGS if flag.name is not None for name in (flag.name, *flag.aliases)}
 #: Every setting that has an environment variable, by variable.
 BY_ENV = {flag.env: flag for flag in FLAGS if flag.env is not None}
 

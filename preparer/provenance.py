@@ -269,10 +269,35 @@ def external_parameters(plan: Plan, settings: ProvenanceSettings) -> dict[str, A
                 "sha256": _file_digest(settings.platform_config, made_from),
             }
         found["platform"] = platform
+    if settings.lists.given:
+        found["lists"] = _lists(settings, made_from)
     groups = {"pre": plan.pre, "group": plan.group, "post": plan.post}
     found["buildpacks"] = {
         name: [_entry(step.entry) for step in steps] for name, steps in groups.items() if steps is not None
     }
+    return found
+
+
+def _lists(settings: ProvenanceSettings, made_from: Mapping[str, str | None]) -> dict[str, Any]:
+    """The platform's lists as given (``-buildpack`` and the others): references without credentials, the names of
+    ``-env`` variables (never their values: ``-env NPM_TOKEN`` is a credential), each env file with its sha256."""
+    from preparer.fetch.locator import redact  # deferred, as in _entry
+
+    lists = settings.lists
+    found: dict[str, Any] = {}
+    for flag, refs in (
+        ("buildpack", lists.buildpacks), ("pre-buildpack", lists.pre_buildpacks),
+        ("post-buildpack", lists.post_buildpacks),
+    ):  # fmt: skip
+        if refs:
+            found[flag] = [redact(ref) for ref in refs]
+    if lists.build_env:
+        found["env"] = [item.partition("=")[0] for item in lists.build_env]
+    if lists.env_files:
+        found["env-file"] = [
+            {"path": _shown_path(path, settings.app_dir), "sha256": _file_digest(path, made_from)}
+            for path in lists.env_files
+        ]
     return found
 
 

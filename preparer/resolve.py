@@ -12,15 +12,24 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from preparer._logger import log
 from preparer.api import SUPPORTED_PLATFORM_APIS, verify_platform_api
 from preparer.errors import InvalidInputsError, with_fields
 from preparer.flags import BY_NAME, DEFAULT_REGISTRY_INDEX, default, env_default, env_of
-from preparer.goflags import BOOL_SPELLINGS, parse_bool, parse_duration, parse_int
+from preparer.goflags import (
+    BOOL_SPELLINGS,
+    CsvError,
+    parse_bool,
+    parse_duration,
+    parse_int,
+    shown_list,
+    split_csv,
+    split_warning,
+)
 from preparer.target import ENV_PREPARER_PLATFORM, host_platform, parse_platform, target_from_environ
 
 if TYPE_CHECKING:
@@ -49,8 +58,14 @@ if TYPE_CHECKING:
         buildpacks_dir: str | os.PathLike[str]
         order_path: str | os.PathLike[str]
         project_descriptor: str | os.PathLike[str] | None
+        descriptor_data: str | bytes | Mapping[str, Any] | None
         platform_namespace: str | None
         platform_config: str | os.PathLike[str] | None
+        buildpacks: Sequence[str]
+        pre_buildpacks: Sequence[str]
+        post_buildpacks: Sequence[str]
+        build_env: Sequence[str] | Mapping[str, str]
+        env_files: Sequence[str | os.PathLike[str]]
         download_cache: str | os.PathLike[str] | None
         prepare_report: str | os.PathLike[str] | None
         provenance: str | os.PathLike[str] | None
@@ -184,6 +199,7 @@ def resolve_fields(
         "project_metadata": given.path("project-metadata"),
         "write_project_metadata": given.text("project-metadata") != "",  # given empty: off
         "policy": given.path("policy"),
+        **_list_settings(given, flags, environ),
         **_lock_settings(given, flags, environ),
         **_fleet_settings(given),
         "dry_run": bool(dry_run),
@@ -225,6 +241,61 @@ def _insecure_registries(flags: Mapping[str, object], environ: Mapping[str, str]
     if isinstance(listed, list | tuple):
         return tuple(str(r) for r in listed)  # repeated flags append, with no comma split (as Go)
     return tuple(r.strip() for r in environ.get(env_of("insecure-registry"), "").split(",") if r.strip())
+
+
+def _list_settings(given: _Given, flags: Mapping[str, object], environ: Mapping[str, str]) -> InputsOverrides:
+    """The lists (``-buildpack``, ``-pre-buildpack``, ``-post-buildpack``, ``-env``, ``-env-file``): the flags given
+    (``-buildpack`` values already split at their commas), else each list's variable, one comma-separated list (an
+    item with a comma or a quote in double quotes, as ``-buildpack`` takes one); ``-env`` has none. Env files are
+    paths from the working directory, as every path flag's.
+
+    :raises InvalidInputsError: a list's variable that is no list, an empty ``-env-file`` (exit 3).
+    """
+
+    def listed(flag: str) -> tuple[str, ...]:
+        values = flags.get(flag)
+        if isinstance(values, list):
+            return tuple(str(v) for v in values)
+        return () if flag == "env" else _env_list(environ, flag)
+
+    files = listed("env-file")
+    for index, name in enumerate(files):
+        if not name:
+            error = InvalidInputsError(
+                "resolve inputs", f"-env-file[{index}] is empty: name a file, or leave the flag out"
+            )
+            raise with_fields(error, field="env_files")
+    return {
+        "buildpacks": listed("buildpack"),
+        "pre_buildpacks": listed("pre-buildpack"),
+        "post_buildpacks": listed("post-buildpack"),
+        "build_env": listed("env"),
+        "env_files": tuple(Path(os.path.normpath(given.cwd / name)) for name in files),
+    }
+
+
+def _env_list(environ: Mapping[str, str], flag: str) -> tuple[str, ...]:
+    """The items of the variable of the list ``flag`` (``CNB_PREPARER_BUILDPACKS``): one comma-separated list, read as
+    ``-buildpack`` reads a value (:func:`preparer.goflags.split_csv`); none when it is unset or empty.
+
+    :raises InvalidInputsError: it is no such list (exit 3).
+    """
+    name = env_of(flag)
+    value = environ.get(name, "")
+    if not value:
+        return ()
+    try:
+        items = split_csv(value)
+    except CsvError as err:
+        raise InvalidInputsError(
+            "resolve inputs",
+            f"{name}={shown_list(value)!r} is not a comma-separated list: {err} (an item with a comma or a quote is written in "
+            "double quotes, a quote doubled)",
+        ) from None
+    warning = split_warning(f"{name}=", value, items)
+    if warning is not None:
+        log.warning("%s", warning)
+    return tuple(items)
 
 
 def _lock_settings(given: _Given, flags: Mapping[str, object], environ: Mapping[str, str]) -> InputsOverrides:
