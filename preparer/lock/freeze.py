@@ -43,7 +43,11 @@ def freeze(
         if locked is None:
             entry = step.entry
             raise _stale(lock, f"{entry.key} ({shown(written_of(entry))}) is not in it", entry=entry.key)
-        frozen[id(step)] = _frozen(step, locked, lock, versions_of)
+        try:
+            frozen[id(step)] = _frozen(step, locked, lock, versions_of)
+        except LockRefused as refused:  # each refusal of _frozen is of this entry
+            with_fields(refused, entry=step.entry.key)
+            raise
     return _with_steps(plan, frozen)
 
 
@@ -157,15 +161,9 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
     entry = step.entry
     written = written_of(entry)
     if written != locked.written:
-        raise _stale(
-            lock,
-            f"{entry.key} is written {shown(written)}, but it locks {shown(locked.written)}",
-            entry=entry.key,
-        )
+        raise _stale(lock, f"{entry.key} is written {shown(written)}, but it locks {shown(locked.written)}")
     if locked.source not in _sources(step):
-        raise _stale(
-            lock, f"{entry.key} cannot come from a {locked.source} source, as it locks", entry=entry.key
-        )
+        raise _stale(lock, f"{entry.key} cannot come from a {locked.source} source, as it locks")
     if locked.source == "builder":
         installed = versions_of(locked.id)
         if locked.version not in installed:
@@ -173,7 +171,6 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
             raise _stale(
                 lock,
                 f"{entry.key} locks {locked.id}@{locked.version}, which the builder no longer has{found}",
-                entry=entry.key,
             )
         return Present(entry, locked.id, locked.version, step.resolved if isinstance(step, Present) else None)
     # A bare id the builder has now, locked from elsewhere: fetched as the lock says, decided as a bare id.
@@ -181,9 +178,7 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
     if locked.source in ("image", "registry"):
         assert locked.pinned is not None
         if locked.source == "image" and not _same_repository(locator, locked.pinned):
-            raise _stale(
-                lock, f"{entry.key} locks {locked.pinned}, which is not the image it names", entry=entry.key
-            )
+            raise _stale(lock, f"{entry.key} locks {locked.pinned}, which is not the image it names")
         # Through the locked index when there is one: its digest is signed as often as the manifest's (``cosign
         # sign <multi-arch tag>``), and the manifest it leads to must be the locked one (check_locked).
         frozen = (
@@ -199,9 +194,7 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
             case (
                 HttpLocator() | PathLocator() | ImageLocator() | RegistryLocator() | IdLocator() | InlineLocator()
             ):  # fmt: skip
-                raise _stale(
-                    lock, f"{entry.key} locks {locked.pinned}, which is not the URL it names", entry=entry.key
-                )
+                raise _stale(lock, f"{entry.key} locks {locked.pinned}, which is not the URL it names")
             case _ as never:
                 assert_never(never)
     # Path and inline: what is written is what is fetched; a local archive's digest is checked after.

@@ -189,3 +189,18 @@ def test_a_lock_refusal_names_the_lock_and_the_entry(http_server: FileServer, tm
         str(lock), "io.buildpacks.group[1]", "lock", 3)  # fmt: skip
     assert f"{error.entry} (uri = " in error.message and str(lock) in error.message
     assert pickle.loads(pickle.dumps(error)).entry == error.entry
+
+
+def test_a_lock_refusal_of_a_changed_entry_names_it(http_server: FileServer, tmp_path: Path) -> None:
+    """An entry whose uri was edited since the lock was written: the refusal names that entry."""
+    make_tgz(http_server.root / "bp.tgz", "svc/bp")
+    make_tgz(http_server.root / "edited.tgz", "svc/bp")
+    lock = tmp_path / "preparer.lock"
+    inputs = dataclasses.replace(build(tmp_path / "b", http_server.url("bp.tgz")), lock=str(lock))
+    prepare(inputs)
+    descriptor = Path(inputs.app_dir, "project.toml")
+    descriptor.write_text(descriptor.read_text().replace("bp.tgz", "edited.tgz"))
+    with pytest.raises(LockRefused) as refused:
+        prepare(inputs)
+    assert (refused.value.lock, refused.value.entry) == (str(lock), "io.buildpacks.group[0]")
+    assert "io.buildpacks.group[0] is written" in refused.value.message
