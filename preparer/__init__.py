@@ -25,10 +25,12 @@ if TYPE_CHECKING:
         BuildpackAPIError,
         Cancelled,
         DescriptorError,
+        DigestMismatch,
         FetchError,
         FetchErrors,
         InvalidInputsError,
         LockMismatch,
+        LockRefused,
         NoSpaceError,
         NotFoundError,
         PlatformAPIError,
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from preparer.fetch.guard import LimitExceeded, RunLimitExceeded
     from preparer.fetch.transport import Unreachable
     from preparer.files.locked import Locked
+    from preparer.files.lockfile import NewerLockError
     from preparer.inputs import Inputs
     from preparer.interrupt import Cancel
     from preparer.pipeline import plan_run, prepare, run_plan
@@ -63,6 +66,7 @@ __all__ = [
     "Cancel",
     "Cancelled",
     "DescriptorError",
+    "DigestMismatch",
     "Download",
     "EnvRecord",
     "FetchError",
@@ -72,8 +76,10 @@ __all__ = [
     "LimitExceeded",
     "LockChange",
     "LockMismatch",
+    "LockRefused",
     "LockRecord",
     "Locked",
+    "NewerLockError",
     "NoSpaceError",
     "NotFoundError",
     "NotInstalled",
@@ -112,8 +118,8 @@ __all__ = [
 #: named ``prepare`` would shadow the function.
 _HOMES = {
     **dict.fromkeys(
-        ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "FetchError", "FetchErrors", "InvalidInputsError",
-         "LockMismatch", "NoSpaceError", "NotFoundError", "PlatformAPIError", "PolicyError", "PolicyRefused",
+        ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "DigestMismatch", "FetchError", "FetchErrors", "InvalidInputsError",
+         "LockMismatch", "LockRefused", "NoSpaceError", "NotFoundError", "PlatformAPIError", "PolicyError", "PolicyRefused",
          "PreparerError", "RunLimitReached", "SignatureRefused", "TargetRefused",
          "UnexpectedError"),
         "preparer.errors",
@@ -121,6 +127,7 @@ _HOMES = {
     **dict.fromkeys(("LimitExceeded", "RunLimitExceeded"), "preparer.fetch.guard"),
     "Unreachable": "preparer.fetch.transport",
     "Locked": "preparer.files.locked",
+    "NewerLockError": "preparer.files.lockfile",
     "NotInstalled": "preparer.plan",
     "Policy": "preparer.policy.rules",
     **dict.fromkeys(("check_policy", "parse_policy"), "preparer.policy.reader"),
@@ -161,3 +168,8 @@ if (
         import importlib  # deferred: most callers never reach a lazy name
 
         return getattr(importlib.import_module(home), name)
+
+    def __dir__() -> list[str]:
+        """The public names, imported on first use, with what the module holds already (REPL completion,
+        ``help()``)."""
+        return sorted(set(globals()) | set(__all__))

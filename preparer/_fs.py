@@ -177,6 +177,15 @@ def sweep(parent: Path, prefix: str) -> list[str]:
 PER_FILE_WORK = threading.Lock()
 
 
+def _per_file_work_in_child() -> None:
+    """A forked child has one thread, and none of its parent's extractions: the lock a sibling thread held when the
+    process forked is free in the child (held, every extraction of the child waited for it forever)."""
+    PER_FILE_WORK._at_fork_reinit()  # type: ignore[attr-defined]  # CPython's own, as logging's handlers use it
+
+
+os.register_at_fork(after_in_child=_per_file_work_in_child)
+
+
 def current_umask() -> int:
     """The process's umask, read without changing it (``/proc/self/status``); ``0o777`` when it cannot be read,
     so that callers set every mode explicitly."""

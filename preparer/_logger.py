@@ -95,6 +95,13 @@ def named_run(run_id: str | None) -> Iterator[str]:
         _run_id.reset(token)
 
 
+def outside_run() -> None:
+    """In the current context, no run: what a callback of the caller's is called in (its own builds name
+    themselves)."""
+    _run_id.set(None)
+    _started.set(None)
+
+
 def current_run() -> tuple[str | None, float | None]:
     """The id of the run the caller is in and when it began (``(None, None)`` outside a run)."""
     return _run_id.get(), _started.get()

@@ -27,7 +27,7 @@ from preparer.files.order import Order, OrderElement, dumps_order
 from preparer.files.toml import dumps_toml
 from preparer.inputs import Inputs
 from preparer.lock.modes import check_locked, committed_lock, written_entries
-from preparer.plan import Fetch, Plan, Present, Step, compose_order
+from preparer.plan import Fetch, NotInstalled, Plan, Present, Step, compose_order
 from preparer.report import BuildpackRecord, LockRecord, SignatureRecord
 from preparer.target import Target, check_targets, directory_files, installed
 from preparer.writes import PendingWrites
@@ -158,6 +158,25 @@ def check_present(
     return check_targets(tops, target, partial(installed, buildpacks_dir), enforced=enforced)
 
 
+def _check_still_present(steps: Sequence[Step], buildpacks_dir: Path) -> None:
+    """Each buildpack the order takes from ``<buildpacks>`` is still there, now that the commit begins: a plan
+    made earlier (a service plans in one request and applies in another), or a builder changed while the run
+    fetched, would commit an order that names a buildpack the build cannot find.
+
+    :raises NotInstalled: one is gone (exit 1), naming it; nothing has changed on disk.
+    """
+    for step in steps:
+        if isinstance(step, Present):
+            root = buildpack_dir(buildpacks_dir, step.id, step.version)
+            if not (root / "buildpack.toml").is_file():
+                raise NotInstalled(
+                    f"resolve {step.entry.key} ({step.id})",
+                    f"buildpack '{step.id}' {step.version}, which the plan takes from {buildpacks_dir}, is no "
+                    "longer there: make a new plan with plan_run",
+                    step.id,
+                )
+
+
 def _owner(inputs: Inputs) -> tuple[int, int] | None:
     """``(uid, gid)`` for files the build reads, when running as root and they were given."""
     if os.geteuid() != 0 or (inputs.uid is None and inputs.gid is None):
@@ -174,6 +193,7 @@ def _commit(
     copies: Copies | None = None,
 ) -> Outcome:
     """Write everything, each step undone if a later one fails (see the module's docstring)."""
+    _check_still_present(plan.steps, inputs.buildpacks_dir)
     owner = _owner(inputs)
     pending = PendingWrites(inputs.build_dirs)
     trash = Trash(inputs.app_dir)

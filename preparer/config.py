@@ -483,9 +483,10 @@ class _Reader:
         self.unknown_keys(item, path, (*_ENV_KEYS, "exec-env"))
         name = self.string(item, "name", path, required=True) or ""
         raw = item.get("value")
-        if not isinstance(raw, str):
-            missing = "value is required" if raw is None else f"value must be a string, not {kind_of(raw)}"
-            raise self.fail(path, missing)
+        if raw is None:
+            raise self.fail(path, "value is required")
+        if not isinstance(raw, str):  # located at the value's own line, as a name's is
+            raise self.fail((*path, "value"), f"must be a string, not {kind_of(raw)}")
         bad_name = env_name_problem(name)
         if bad_name:
             raise self.fail((*path, "name"), bad_name)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, assert_never
 
@@ -51,10 +52,33 @@ def plan_downloads(plan: Plan, settings: FetchSettings, *, probe: bool = True) -
     online = probe and settings.download_cache_repo_mode != "offline"
     with _probing(settings, plan, online) as (cache, ctx):
         jobs = [functools.partial(measure, cache, ctx) for measure in probes]
-        return tuple(fetch_all(jobs) if ctx is not None else [job() for job in jobs])
+        measured = fetch_all(jobs) if ctx is not None else [job() for job in jobs]
+    if settings.download_cache is None:  # each entry's fetch downloads its blobs, whatever another's does
+        return tuple(download for download, _ in measured)
+    return _once(measured)
 
 
-def _probe(step: Fetch, policy: bool) -> Callable[[Store, FetchContext | None], PlannedDownload] | None:
+#: What one probe measures: the entry's download, and the blobs it is made of (an image's ``(digest, size)``; none
+#: for an archive).
+Measured = tuple[PlannedDownload, tuple[tuple[str, int], ...]]
+
+
+def _once(measured: list[Measured]) -> tuple[PlannedDownload, ...]:
+    """The downloads of a run with a download cache, where a blob two entries share (a layer two buildpackages
+    hold) is fetched once, by whichever entry comes first, and read from the cache by the other: each entry's size
+    less the blobs an earlier entry counts, so that the sizes add up to what the run fetches."""
+    seen: set[str] = set()
+    downloads = []
+    for download, blobs in measured:
+        shared = sum(size for digest, size in blobs if digest in seen)
+        seen.update(digest for digest, _ in blobs)
+        if shared and download.size is not None:
+            download = replace(download, size=download.size - shared)
+        downloads.append(download)
+    return tuple(downloads)
+
+
+def _probe(step: Fetch, policy: bool) -> Callable[[Store, FetchContext | None], Measured] | None:
     """How the plan measures what ``step`` downloads, given the download cache and the probes' context; ``None`` for
     a source that downloads nothing (a path on disk, an inline script)."""
     from preparer.fetch.locator import (  # deferred, as above
@@ -75,7 +99,7 @@ def _probe(step: Fetch, policy: bool) -> Callable[[Store, FetchContext | None], 
             return functools.partial(_image, step, locator)
         case RegistryLocator() | IdLocator():  # resolved through the registry's index: size unknown
             shown = redact(step.entry.uri or step.entry.id or "")
-            return lambda _cache, _ctx: _download(step, shown, None)
+            return lambda _cache, _ctx: (_download(step, shown, None), ())
         case PathLocator() | InlineLocator():
             return None
         case _ as never:
@@ -135,6 +159,12 @@ def _probing(
 
 def _http(
     step: Fetch, locator: HttpLocator, cache: Store, ctx: FetchContext | None, *, policy: bool
+) -> Measured:
+    return _http_size(step, locator, cache, ctx, policy=policy), ()
+
+
+def _http_size(
+    step: Fetch, locator: HttpLocator, cache: Store, ctx: FetchContext | None, *, policy: bool
 ) -> PlannedDownload:
     """An http archive: cached when the cache holds its pinned digest (no request), or when the origin answers 304
     to a conditional ``HEAD``; else the ``Content-Length`` of the ``HEAD``'s answer."""
@@ -180,25 +210,26 @@ def _no_redirect(policy: bool) -> Callable[[HttpUrl], None] | None:
     return refuse
 
 
-def _image(step: Fetch, locator: ImageLocator, cache: Store, ctx: FetchContext | None) -> PlannedDownload:
-    """An image: the sizes of its config and layers that the download cache does not hold, from its manifests."""
+def _image(step: Fetch, locator: ImageLocator, cache: Store, ctx: FetchContext | None) -> Measured:
+    """An image: the sizes of its config and layers that the download cache does not hold, from its manifests;
+    with those blobs."""
     shown = _image_shown(locator)
     if ctx is None:
-        return _download(step, shown, None)
+        return _download(step, shown, None), ()
     from preparer.fetch.oci.image import image_blobs  # deferred: only plans with images read manifests
 
     try:
         blobs = image_blobs(locator, ctx)
     except PreparerError as err:
         log.debug("The size of %s is not known: %s", shown, err)
-        return _download(step, shown, None)
+        return _download(step, shown, None), ()
     missing = [(digest, size) for digest, size in blobs if not cache.holds(digest)]
     if not missing:
-        return _download(step, shown, 0, cached=True)
-    sizes = [size for _, size in missing]
-    if any(size is None for size in sizes):
-        return _download(step, shown, None)
-    return _download(step, shown, sum(size for size in sizes if size is not None))
+        return _download(step, shown, 0, cached=True), ()
+    known = tuple((digest, size) for digest, size in missing if size is not None)
+    if len(known) < len(missing):  # not counted in the total, nor its blobs
+        return _download(step, shown, None), ()
+    return _download(step, shown, sum(size for _, size in known)), known
 
 
 def describe_downloads(downloads: tuple[PlannedDownload, ...]) -> list[str]:

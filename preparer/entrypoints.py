@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from preparer import interrupt
 from preparer._fs import full_disk, no_space
-from preparer._logger import CallerFailed
+from preparer._logger import CallerFailed, outside_run
 from preparer.errors import Cancelled, NoSpaceError, PreparerError, UnexpectedError, with_fields
 from preparer.inputs import Inputs
 from preparer.interrupt import Cancel
@@ -34,27 +35,50 @@ class TypeError_(TypeError):
     """An argument of the wrong type given to an entry point."""
 
 
+class ValueError_(ValueError):
+    """An argument of the right type and a value no run can take (``deadline=nan``)."""
+
+
 def callers(progress: ProgressCallback | None) -> ProgressCallback | None:
-    """``progress`` as the run calls it: one event at a time, and whatever it raises is the caller's
-    (:class:`CallerFailed`)."""
+    """``progress`` as the run calls it: one event at a time, in the caller's own context, and whatever it raises
+    is the caller's (:class:`CallerFailed`). Called at the entry point, before the run begins: the context is the
+    caller's as it was at the call (:func:`callers_context`), as asyncio runs a callback in the context of whoever
+    scheduled it, so a build the callback starts is a build of its own (its cancel, deadline, run id and
+    measurements), and what the callback schedules in turn (``loop.call_soon_threadsafe``) carries nothing of the
+    run."""
     if progress is None:
         return None
-    callback, lock = progress, threading.Lock()
+    callback, lock, context = progress, threading.Lock(), callers_context()
 
     def called(event: Download) -> None:
         with lock:  # the run's fetch threads report at once: the callback is entered by one at a time
             try:
-                callback(event)
+                context.run(callback, event)  # entered by one thread at a time: the lock
             except Exception as err:
                 raise CallerFailed(err) from err
 
     return called
 
 
+def callers_context() -> contextvars.Context:
+    """A copy of the current context outside every run of the library: the caller's context variables, none of
+    the run's (its scope, its id, how deep the entry points are)."""
+    context = contextvars.copy_context()
+    context.run(_outside_runs)
+    return context
+
+
+def _outside_runs() -> None:
+    interrupt.outside()
+    outside_run()
+    _depth.set(0)
+
+
 def check_arguments(
     inputs: object, plan: object = None, cancel: object = None, deadline: object = None, run_id: object = None
 ) -> None:
-    """:raises TypeError: an argument that is not what the function takes (the caller's mistake, not a run's)."""
+    """:raises TypeError: an argument that is not what the function takes (the caller's mistake, not a run's).
+    :raises ValueError: a deadline that is not a number (``nan``): no time is ever past it."""
     if not isinstance(inputs, Inputs) and inputs is not None:
         raise TypeError_(f"expected preparer.Inputs, got {type(inputs).__name__}: build one with Inputs(...)")
     if plan is not None and not isinstance(plan, Plan):
@@ -63,6 +87,10 @@ def check_arguments(
         raise TypeError_(f"cancel= takes a preparer.Cancel, not {type(cancel).__name__}")
     if deadline is not None and (not isinstance(deadline, int | float) or isinstance(deadline, bool)):
         raise TypeError_(f"deadline= takes a number of seconds, not {type(deadline).__name__}")
+    if isinstance(deadline, float) and math.isnan(
+        deadline
+    ):  # never passed, never compared; time.sleep refuses it
+        raise ValueError_("deadline= takes a number of seconds, not nan")
     if run_id is not None and not isinstance(run_id, str):
         raise TypeError_(f"run_id= takes a str, not {type(run_id).__name__}")
 
@@ -83,7 +111,7 @@ def typed(function: Callable[P, R]) -> Callable[P, R]:
         token = _depth.set(_depth.get() + 1)
         try:
             return function(*args, **kwargs)
-        except (PreparerError, TypeError_):
+        except (PreparerError, TypeError_, ValueError_):
             raise
         except CallerFailed as failed:
             if _depth.get() > 1:  # inside another entry point (prepare calls run_plan): the outer one says it

@@ -114,6 +114,20 @@ class PolicyError(InvalidInputsError):
     problems: tuple[PolicyError, ...] = ()
 
 
+class LockRefused(InvalidInputsError):
+    """A run frozen to its lock refuses it (exit 3), before anything is fetched: an entry added, removed or changed
+    since the lock was written, a locked source that is not what the entry names, or a lock made for another build.
+
+    Attributes:
+        lock: the lock file (``Inputs.lock_data`` for a lock given as bytes).
+        entry: the entry at fault (``io.buildpacks.group[0]``); ``None`` when the lock as a whole is.
+    """
+
+    field = "lock"
+    lock: str | None = None
+    entry: str | None = None
+
+
 class PlatformAPIError(PreparerError):
     """``CNB_PLATFORM_API`` is unset, unparsable or unsupported."""
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from preparer.policy.rules import Policy
     from preparer.resolve import InputsOverrides
 
+from preparer._frozen import frozen
 from preparer._record import field, record
 from preparer.api import SUPPORTED_PLATFORM_APIS, APIVersion, platform_api_problem
 from preparer.errors import InvalidInputsError, with_fields
@@ -289,7 +290,9 @@ class Inputs:
     #: Seconds all the run's downloads and repository reads may take together (many slow servers cannot add up).
     run_timeout: float = float(env_default("CNB_PREPARER_RUN_TIMEOUT"))
     platform_api: APIVersion = SUPPORTED_PLATFORM_APIS[-1]
-    #: The environment, for registry credentials (``CNB_REGISTRY_AUTH``, ``DOCKER_CONFIG``, ``HOME``); never shown.
+    #: The environment, for registry credentials (``CNB_REGISTRY_AUTH``, ``DOCKER_CONFIG``, ``HOME``), and the
+    #: proxies and CA certificates when :attr:`transport` names none; never shown. A read-only copy of the mapping
+    #: given, taken when the record is built (a :class:`~preparer._frozen.FrozenMap`).
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
     #: The HTTP transport the run's requests go through instead of the network (:mod:`preparer.fetch.mock`'s
     #: in-memory one, for a service's own tests); the run does not close it. ``None``: the run's own.
@@ -297,6 +300,8 @@ class Inputs:
 
     def __post_init__(self) -> None:
         _check_types(self)  # paths are checked and made absolute as they are set (_PathField)
+        # A copy, taken and checked once: the caller's dict may change for its next build, this record may not.
+        object.__setattr__(self, "environ", frozen(self.environ))
         _check_values(self)
 
     @property

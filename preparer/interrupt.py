@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
     import socket
     import subprocess
     from types import FrameType
+
+    from preparer.errors import Cancelled
 
 #: ``socket.SHUT_RDWR``, without importing socket (a run that downloads nothing never needs it).
 _SHUT_RDWR = 2
@@ -45,7 +49,9 @@ __all__ = [
     "Scope",
     "Stopped",
     "current",
+    "deadline_passed",
     "in_context",
+    "outside",
     "armed",
     "called_off",
     "check",
@@ -195,6 +201,14 @@ class Cancel:
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._scopes: set[Scope] = set()
+        _handles.add(self)
+
+    def _in_child(self) -> None:
+        """In a forked child: its locks free, whichever thread of the parent held them, and no run of the
+        parent's attached (a handle already set stays set)."""
+        self._lock._at_fork_reinit()  # type: ignore[attr-defined]  # CPython's own, as logging's handlers use it
+        self._event._at_fork_reinit()  # type: ignore[attr-defined]
+        self._scopes = set()
 
     def set(self) -> None:
         with self._lock:
@@ -216,6 +230,10 @@ class Cancel:
     def _detach(self, scope: Scope) -> None:
         with self._lock:
             self._scopes.discard(scope)
+
+
+#: Every live handle, for a forked child (:func:`_in_child`).
+_handles: weakref.WeakSet[Cancel] = weakref.WeakSet()
 
 
 def _cancelled() -> BaseException:
@@ -240,6 +258,12 @@ def in_context(work: Callable[[], T]) -> Callable[[], T]:
 
 #: The scope the current thread's work belongs to (:meth:`Scope.run`), if any.
 _scope: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("preparer_scope", default=None)
+
+
+def outside() -> None:
+    """In the current context, no run: a run begun in it is a run of its own, not part of the one this context
+    was copied from (a caller's callback, :func:`preparer.entrypoints.callers`)."""
+    _scope.set(None)
 
 
 def stop(signum: int = signal.SIGINT) -> None:
@@ -330,9 +354,12 @@ def watch(sock: socket.socket | None) -> None:
 
 
 @contextmanager
-def run(cancel: Cancel | None = None, deadline: float | None = None) -> Iterator[Scope]:
+def run(
+    cancel: Cancel | None = None, deadline: float | None = None, since: float | None = None
+) -> Iterator[Scope]:
     """The extent of one run, in the calling thread: its :class:`Scope`, called off by ``cancel``, by ``deadline``
-    (seconds from now) or by :func:`stop`. Within a run, another :func:`run` is the same run (``prepare`` calls
+    (seconds from now, or from ``since``, a :func:`time.monotonic` reading: the caller's call, for a run that
+    waited for a thread) or by :func:`stop`; a deadline too far to wait for is none. Within a run, another :func:`run` is the same run (``prepare`` calls
     ``plan_run`` and ``run_plan``), with the handle and deadline it adds. A request to stop (:func:`stop`) lasts
     until no run is left, so a process that goes on (a library caller) starts its next run afresh."""
     global _raised
@@ -342,8 +369,13 @@ def run(cancel: Cancel | None = None, deadline: float | None = None) -> Iterator
     scope = outer if outer is not None and outer in _live else Scope()
     token = _scope.set(scope) if scope is not outer else None
     timer = None
-    if deadline is not None:
-        timer = threading.Timer(max(0.0, deadline), scope.call_off, args=(_deadline(deadline),))
+    left = (
+        threading.TIMEOUT_MAX
+        if deadline is None
+        else deadline - (0.0 if since is None else time.monotonic() - since)
+    )
+    if deadline is not None and left < threading.TIMEOUT_MAX:  # beyond it (inf) the timer's wait fails: none
+        timer = threading.Timer(max(0.0, left), scope.call_off, args=(_deadline(deadline),))
         timer.daemon = True
     with _state_lock:
         if token is not None:
@@ -374,11 +406,16 @@ def run(cancel: Cancel | None = None, deadline: float | None = None) -> Iterator
 
 def _deadline(seconds: float) -> Callable[[], BaseException]:
     def why() -> BaseException:
-        from preparer.errors import Cancelled  # deferred, as in _cancelled
-
-        return Stopped(Cancelled(f"the run's deadline passed ({seconds:g} s)", exit_code=1))
+        return Stopped(deadline_passed(seconds))
 
     return why
+
+
+def deadline_passed(seconds: float) -> Cancelled:
+    """The error of a run whose deadline of ``seconds`` passed (exit 1)."""
+    from preparer.errors import Cancelled  # deferred, as in _cancelled
+
+    return Cancelled(f"the run's deadline passed ({seconds:g} s)", exit_code=1)
 
 
 @contextmanager
@@ -525,6 +562,42 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     elif _armed and not _raised:  # a second signal would break into the clean-up the first one started
         _raised = True
         raise Interrupted(signum)
+
+
+#: Whether the process forked from its main thread (:func:`_before_fork`).
+_forked_from_main = True
+
+
+def _before_fork() -> None:
+    global _forked_from_main
+    _forked_from_main = threading.current_thread() is threading.main_thread()
+
+
+def _in_child() -> None:
+    """A forked child (``os.fork``, a ``multiprocessing`` 'fork' worker) has one thread and none of its parent's
+    runs: the module's locks are made anew (one held by a sibling thread when the process forked would stay held
+    forever), no run of the parent is live or stopping, and every :class:`Cancel` lets go of the parent's runs.
+    When the fork came from another thread than the main one, the main thread's state (a commit's held signal,
+    the caller's SIGINT handler set aside) was a thread's that is not in the child: the caller's handler is put
+    back."""
+    global _state_lock, _stop, _live, _signum, _raised, _deferring, _held, _armed, _returning
+    global _set_aside, _callers_held
+    _state_lock, _stop, _live, _signum, _raised = threading.RLock(), threading.Event(), set(), 0, False
+    for handle in list(_handles):
+        handle._in_child()
+    if _forked_from_main:  # the forking thread is the main thread still, and unwinds its own blocks
+        return
+    callers = _set_aside or signal.getsignal(signal.SIGINT)
+    if isinstance(callers, _Callers):
+        callers = callers.handler
+    _deferring = _held = _armed = _returning = _callers_held = 0
+    _set_aside = None
+    if callable(callers) and callers is not _hold_callers_signal:
+        with contextlib.suppress(ValueError):  # not the main thread after all: nothing was set aside there
+            signal.signal(signal.SIGINT, callers)
+
+
+os.register_at_fork(before=_before_fork, after_in_child=_in_child)
 
 
 @contextmanager

@@ -68,8 +68,9 @@ def prepare(
     check_arguments(inputs, None, cancel, deadline, run_id)
     if progress is not None and not callable(progress):
         raise TypeError_(f"progress= takes a callable, not {type(progress).__name__}")
+    called = callers(progress)  # in the caller's context, taken before the run begins
     with interrupt.run(cancel, deadline), named_run(run_id):
-        return _prepare(inputs, callers(progress))
+        return _prepare(inputs, called)
 
 
 def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
@@ -329,10 +330,11 @@ def run_plan(
             "run the plan", f"it was made for other inputs (app {made_for.app_dir}, not {inputs.app_dir}): "
             "make a plan for these with plan_run",
         )  # fmt: skip
+    called = callers(progress)  # in the caller's context, taken before the run begins
     with interrupt.run(cancel, deadline), named_run(run_id):
         if depth() == 1:  # a saved plan (prepare's own was made a moment ago, in the same call)
             check_not_stale(plan, inputs)
-        return _applied(plan, inputs, callers(progress))
+        return _applied(plan, inputs, called)
 
 
 def _applied(

@@ -107,7 +107,8 @@ class PlannedDownload:
             frozen to one.
         buildpack: the buildpack's id, when the entry names it.
         size: bytes the run will download for it, when known without downloading them (0 when ``cached``);
-            ``None`` when unknown.
+            ``None`` when unknown. With a download cache, a blob an earlier entry also downloads (a layer two
+            buildpackages share) is counted there only: the run fetches it once.
         cached: whether this pod's download cache holds all of it (and the origin, asked, says it is current).
     """
 
@@ -167,7 +168,8 @@ class Plan:
 
     @property
     def download_size(self) -> int:
-        """The bytes of :attr:`downloads` whose size is known (what a progress bar's total is)."""
+        """The bytes of :attr:`downloads` whose size is known (what a progress bar's total is): what the run then
+        fetches, a blob that entries share counted once when the run has a download cache."""
         return sum(d.size for d in self.downloads if d.size is not None)
 
     @property

@@ -248,8 +248,17 @@ def _staged_bytes(pending: PendingWrites, path: Path) -> bytes:
 
 
 def _shown_path(path: Path, app_dir: Path) -> str:
-    """``path`` relative to ``<app>`` when it is inside, else as it is."""
-    return "/".join(path.relative_to(app_dir).parts) if path.is_relative_to(app_dir) else str(path)
+    """``path`` relative to ``<app>`` when it is inside, else its name: never where the build's directories are,
+    so that the same build in another directory gives the same bytes (the digest beside it names the content)."""
+    return "/".join(path.relative_to(app_dir).parts) if path.is_relative_to(app_dir) else path.name
+
+
+def _policy_rule(said: str, plan: Plan) -> str:
+    """A policy's rule as a decision says it (``path in sources.allow, line 2 of <file>``), the policy named as
+    ``the policy`` rather than by where its file is (``internalParameters.policy.sha256`` names its bytes)."""
+    if plan.rules is None:
+        return said
+    return said.replace(f" of {plan.rules.path}", " of the policy")
 
 
 def _file_digest(path: Path | None, made_from: Mapping[str, str | None]) -> str | None:
@@ -537,7 +546,7 @@ def _trust(step: Step, fetched: Fetched, record: BuildpackRecord, plan: Plan) ->
         notes["locked"] = True
     rules = [decision.rule for decision in plan.policy if decision.key == step.entry.key]
     if rules:
-        notes["policy"] = rules[0]
+        notes["policy"] = _policy_rule(rules[0], plan)
     if record.signatures:
         notes["signatures"] = [_signature(s, plan) for s in record.signatures]
     carried = [f"{bp.descriptor.id}@{bp.descriptor.version}" for bp in fetched.buildpacks]
@@ -556,13 +565,13 @@ def _signature(signature: SignatureRecord, plan: Plan) -> dict[str, Any]:
         if key not in ("entry", "image")
     }
     if signature.line is not None and plan.rules is not None:
-        said["rule"] = f"image.signed-by, line {signature.line} of {plan.rules.path}"
+        said["rule"] = f"image.signed-by, line {signature.line} of the policy"
     return said
 
 
 def _input_files(plan: Plan, settings: ProvenanceSettings) -> Iterable[dict[str, Any]]:
-    """The descriptor (named by its path relative to ``<app>``) and the builder's order.toml, each with its
-    sha256."""
+    """The descriptor (named by its path relative to ``<app>``) and the builder's order.toml (by its name), each
+    with its sha256."""
     made_from = dict(plan.made_from)
     if plan.descriptor_path is not None:
         digest = _file_digest(plan.descriptor_path, made_from)
@@ -576,7 +585,7 @@ def _input_files(plan: Plan, settings: ProvenanceSettings) -> Iterable[dict[str,
         digest = _file_digest(settings.order_path, made_from)
         if digest is not None:
             yield {
-                "name": str(settings.order_path),
+                "name": _shown_path(settings.order_path, settings.app_dir),
                 "digest": {"sha256": digest},
                 "annotations": {"role": "builder order"},
             }

@@ -43,7 +43,7 @@ from preparer.fetch.registries import Registries
 from preparer.fetch.sink import Sink
 from preparer.fetch.sources import fetch
 from preparer.fetch.store import opened_store
-from preparer.fetch.transport import Transport
+from preparer.fetch.transport import Transport, for_run
 from preparer.fetch.tree import same_tree
 from preparer.files.buildpack import BuildpackDescriptor, buildpack_dir, read_buildpack_toml
 from preparer.plan import Fetch
@@ -116,17 +116,12 @@ def run_transport(
     settings: FetchSettings, clock: RunClock, timeouts: tuple[float, float], retries: int = Transport.retries
 ) -> Transport:
     """A transport of the run: ``timeouts`` and ``retries``, the run's clock, download deadline and environment, and
-    the caller's session when ``Inputs.transport`` gives one (an in-memory one; the caller's to close)."""
-    transport = Transport(
-        timeouts=timeouts,
-        retries=retries,
-        deadline=settings.download_timeout,
-        clock=clock,
-        environ=settings.environ,
-    )
-    if settings.transport is not None:
-        transport.use_session(settings.transport.session())
-    return transport
+    a session of its own; with ``Inputs.transport``, that transport's environment and TLS trust, and its session
+    only when it was given one (an in-memory one; the caller's to close): :func:`~preparer.fetch.transport.for_run`."""
+    return for_run(
+        settings.transport, settings.environ, timeouts=timeouts, retries=retries,
+        deadline=settings.download_timeout, clock=clock,
+    )  # fmt: skip
 
 
 def run_registries(

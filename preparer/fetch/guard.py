@@ -19,7 +19,19 @@ SIGNATURE_MAX_AGE = 24 * 3600.0
 
 
 class LimitExceeded(FetchError):
-    """A fetch went past one of the policy's limits: it stops at once (nothing more is read), exit 1."""
+    """A fetch went past one of the policy's limits: it stops at once (nothing more is read), exit 1.
+
+    Attributes:
+        rule: the policy's key of the limit (``limits.buildpack.download-bytes``, ``limits.run.entries``).
+        policy: the policy file.
+        line: the line of the policy file where the limit is written.
+        limit: the limit's value (bytes, or entries).
+    """
+
+    rule: str | None = None
+    policy: str | None = None
+    line: int | None = None
+    limit: int | None = None
 
 
 class RunLimitExceeded(LimitExceeded, RunLimitReached):

@@ -30,7 +30,7 @@ def probe_unchanged(url: str, headers: dict[str, str], transport: Transport) -> 
     parts = urlsplit(url)
     if not transport.own_session:
         return None
-    if parts.scheme not in ("http", "https") or not parts.hostname or goes_elsewhere(transport.environ):
+    if parts.scheme not in ("http", "https") or not parts.hostname or goes_elsewhere(transport.environment):
         return None
     request = _probe_request(parts, headers)
     if request is None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from preparer import interrupt
+from preparer._frozen import FrozenMap, frozen
 from preparer._logger import log
 from preparer._record import field, record
 from preparer.errors import FetchError, NotFoundError, with_fields
@@ -117,8 +118,10 @@ class Transport:
     deadline: float = 1800.0
     #: The run's time limit, shared by the run's transports.
     clock: RunClock = field(default_factory=RunClock, repr=False)
-    #: The run's environment: its proxies, CA certificates and netrc file (never the process's own).
-    environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+    #: The environment that decides how servers are reached: proxies (and ``no_proxy``), CA certificates, the netrc
+    #: file (never the process's own). ``None``: the run's (``Inputs.environ``). Given, it is the one source of all
+    #: of them for every run the transport is given to, whatever ``Inputs.environ`` says; a read-only copy is kept.
+    environ: Mapping[str, str] | None = field(default=None, repr=False)
     _session: requests.Session | None = field(default=None, init=False, repr=False)
     #: Whether the session is the transport's own (``False``: one given with :meth:`use_session`).
     own_session: bool = field(default=True, init=False, repr=False)
@@ -133,6 +136,26 @@ class Transport:
     _variants: list[Transport] = field(default_factory=list, init=False, repr=False)
     _closed: bool = field(default=False, init=False, repr=False)
 
+    def __post_init__(self) -> None:
+        if self.environ is not None:
+            if not isinstance(self.environ, Mapping):
+                raise TypeError(f"Transport(environ=...) takes a mapping, not {type(self.environ).__name__}")
+            given = frozen(self.environ)  # checked once: the caller's dict may change after
+            if not all(isinstance(k, str) and isinstance(v, str) for k, v in given.items()):
+                raise TypeError("Transport(environ=...) must map strings to strings")
+            self.environ = given
+
+    @property
+    def environment(self) -> Mapping[str, str]:
+        """The environment requests are sent by: :attr:`environ`, or an empty one (no proxy, the system's CA
+        certificates, no netrc) when it names none."""
+        return _NOTHING if self.environ is None else self.environ
+
+    def reaching(self, runs: Mapping[str, str]) -> Mapping[str, str]:
+        """The environment a run given this transport reaches servers by: the transport's when it names one (the
+        one source of proxies, CA certificates and netrc), else the run's own, ``runs``."""
+        return runs if self.environ is None else self.environ
+
     def session(self) -> requests.Session:
         """The shared session: pooled connections and the CA certificates the run's environment names
         (:func:`~preparer.fetch.environment.ca_source`). Every connection it opens is watched (:meth:`watch`).
@@ -146,7 +169,7 @@ class Transport:
                 from preparer.fetch.sessions import new_session  # deferred with requests: the first request
 
                 self._session = new_session(
-                    self.watch, ca_source(self.environ)[0] if self.verify is None else self.verify
+                    self.watch, ca_source(self.environment)[0] if self.verify is None else self.verify
                 )
             return self._session
 
@@ -199,7 +222,7 @@ class Transport:
                     tls_context,  # deferred: only a warm run's probe over https
                 )
 
-                self._tls = tls_context(ca_source(self.environ)[0])
+                self._tls = tls_context(ca_source(self.environment)[0])
             return self._tls
 
     def use_session(self, session: requests.Session) -> None:
@@ -246,7 +269,7 @@ class Transport:
             location = response.headers.get("Location")
             if response.status_code == 407:  # from a plain http proxy (an https one fails the tunnel)
                 response.close()
-                proxy, variable = proxy_for(target.scheme, target.host, target.port, self.environ)
+                proxy, variable = proxy_for(target.scheme, target.host, target.port, self.environment)
                 raise FetchError(
                     action,
                     f"the proxy {shown_proxy(proxy)} ({variable}) answered 407 Proxy Authentication Required",
@@ -277,12 +300,12 @@ class Transport:
         if not challenge.lower().startswith("basic"):
             return
         response.close()
-        netrc = netrc_path(self.environ)
+        netrc = netrc_path(self.environment)
         if url.userinfo:
             said = "the credentials in the URL were refused"
         elif "Authorization" in sent:
             said = "the Authorization header sent was refused"
-        elif netrc is not None and netrc_auth(url.host, self.environ) is not None:
+        elif netrc is not None and netrc_auth(url.host, self.environment) is not None:
             said = f"the credentials for machine {url.host} in {netrc} were refused"
         else:
             where = f"{netrc}" if netrc is not None else "$NETRC or $HOME/.netrc"
@@ -314,12 +337,12 @@ class Transport:
         self.clock.check(action)
         timeouts = self.request_timeouts()
         # The run's environment decides, not the process's (the session trusts no environment of its own).
-        proxy = proxy_for(url.scheme, url.host, url.port, self.environ)[0]
+        proxy = proxy_for(url.scheme, url.host, url.port, self.environment)[0]
         down = None if proxy else self._down.get(Where(url.scheme, url.host, url.port).key)
         if down is not None:
             raise _NotAskedAgain(f"{down}, in every attempt earlier in this run: not asked again")
         credentials = (
-            None if url.userinfo or "Authorization" in headers else netrc_auth(url.host, self.environ)
+            None if url.userinfo or "Authorization" in headers else netrc_auth(url.host, self.environment)
         )
         try:
             response = self.session().request(
@@ -329,7 +352,9 @@ class Transport:
         except requests.RequestException as err:
             interrupt.check()  # a connection shut down by a request to stop is not a network failure
             self.clock.check(action)  # nor one the run's time limit closed
-            raise failure(err, Where(url.scheme, url.host, url.port), timeouts, environ=self.environ) from err
+            raise failure(
+                err, Where(url.scheme, url.host, url.port), timeouts, environ=self.environment
+            ) from err
         return response
 
     def retrying(self, action: str, attempt: Callable[[], T]) -> T:
@@ -364,6 +389,37 @@ class Transport:
                 interrupt.sleep(delay)
         raise AssertionError("not reached")
 
+
+def for_run(
+    given: Transport | None,
+    runs: Mapping[str, str],
+    *,
+    timeouts: tuple[float, float],
+    retries: int,
+    deadline: float,
+    clock: RunClock,
+) -> Transport:
+    """A transport of a run: its settings (``timeouts``, ``retries``, the download ``deadline``, the run's
+    ``clock``) and a session of its own, so that its connections are the run's: watched by its cancel from before
+    they connect, never handed to another run, closed with it. With the caller's transport ``given``
+    (``Inputs.transport``), its environment (:meth:`Transport.reaching`) and TLS trust; its session only when it
+    was given one with :meth:`Transport.use_session` (an in-memory one), which every run's requests then go to."""
+    if given is None:
+        return Transport(timeouts=timeouts, retries=retries, deadline=deadline, clock=clock, environ=runs)
+    made = Transport(
+        timeouts=timeouts, retries=retries, deadline=deadline, clock=clock, environ=given.reaching(runs),
+        verify=given.verify,
+    )  # fmt: skip
+    # Read without its lock: a run never takes the lock of a transport its caller shares (a thread of the caller's
+    # holding it when the process forked would leave it held in the child).
+    shared = None if given.own_session else given._session
+    if shared is not None:
+        made.use_session(shared)
+    return made
+
+
+#: The environment of a transport that names none.
+_NOTHING: Mapping[str, str] = FrozenMap()
 
 #: Redirects followed for one request (curl's default is 50, requests' 30; a buildpack is not behind ten).
 MAX_REDIRECTS = 10

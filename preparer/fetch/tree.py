@@ -242,6 +242,15 @@ def install_cached(tree: CachedTree, dest: Path, *, link: bool, guard: Guard | N
 _INSTALLING = threading.BoundedSemaphore(max(1, len(os.sched_getaffinity(0))))
 
 
+def _installing_in_child() -> None:
+    """A forked child's installs: none of its parent's are under way there, whatever the parent's threads held."""
+    global _INSTALLING
+    _INSTALLING = threading.BoundedSemaphore(max(1, len(os.sched_getaffinity(0))))
+
+
+os.register_at_fork(after_in_child=_installing_in_child)
+
+
 def _install(tree: CachedTree, out: str, link: bool, masked: int) -> None:
     base = str(tree.path)
     changed = changed_dir(tree)

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, assert_never
 
-from preparer.errors import InvalidInputsError, with_fields
+from preparer.errors import InvalidInputsError, LockRefused, with_fields
 from preparer.files.locked import Locked, Source
 from preparer.files.lockfile import LockState, shown, written_of
 from preparer.plan import Fetch, Plan, Present, Step
@@ -32,14 +32,22 @@ def freeze(
     planned = {s.entry.key for s in plan.steps}
     for e in entries:
         if e.entry not in planned:
-            raise _stale(lock, f"it locks {e.entry} ({shown(e.written)}), which the project no longer has")
+            raise _stale(
+                lock,
+                f"it locks {e.entry} ({shown(e.written)}), which the project no longer has",
+                entry=e.entry,
+            )
     frozen: dict[int, Step] = {}
     for step in plan.steps:
         locked = by_key.get(step.entry.key)
         if locked is None:
             entry = step.entry
-            raise _stale(lock, f"{entry.key} ({shown(written_of(entry))}) is not in it")
-        frozen[id(step)] = _frozen(step, locked, lock, versions_of)
+            raise _stale(lock, f"{entry.key} ({shown(written_of(entry))}) is not in it", entry=entry.key)
+        try:
+            frozen[id(step)] = _frozen(step, locked, lock, versions_of)
+        except LockRefused as refused:  # each refusal of _frozen is of this entry
+            with_fields(refused, entry=step.entry.key)
+            raise
     return _with_steps(plan, frozen)
 
 
@@ -130,9 +138,12 @@ def _with_steps(plan: Plan, frozen: Mapping[int, Step]) -> Plan:
     )
 
 
-def _stale(lock: Path, why: str, advice: str = ": rerun with -update-lock") -> InvalidInputsError:
-    error = InvalidInputsError(f"apply lock file {lock}", f"{why}{advice}")
-    return with_fields(error, field="lock")
+def _stale(
+    lock: Path, why: str, advice: str = ": rerun with -update-lock", *, entry: str | None = None
+) -> LockRefused:
+    """The refusal of ``lock``, whose ``entry`` (or the lock as a whole) is ``why``."""
+    error = LockRefused(f"apply lock file {lock}", f"{why}{advice}")
+    return with_fields(error, lock=str(lock), entry=entry)
 
 
 def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str], Sequence[str]]) -> Step:

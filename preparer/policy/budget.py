@@ -11,7 +11,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from preparer._logger import log
-from preparer.errors import PolicyRefused
+from preparer.errors import PolicyRefused, with_fields
 from preparer.fetch.guard import LimitExceeded, RunLimitExceeded
 from preparer.policy.rules import Decision, Policy, check_image, matches, refusal, with_rule
 
@@ -135,7 +135,11 @@ class Budget:
     def _exceeded(self, what: str, table: str, limit: int) -> None:
         noun, key = _WHAT[what]
         scope = "this buildpack" if table == "limits.buildpack" else "the run"
-        raise (LimitExceeded if table == "limits.buildpack" else RunLimitExceeded)(
+        rule = f"{table}.{key}"
+        error = (LimitExceeded if table == "limits.buildpack" else RunLimitExceeded)(
             f"fetch {self.source}",
-            f"more than {limit} {noun} for {scope}: the platform policy's limit ({self.policy.rule(f'{table}.{key}')})",
+            f"more than {limit} {noun} for {scope}: the platform policy's limit ({self.policy.rule(rule)})",
         )
+        written = self.policy.rules.get(rule)
+        line = None if written is None else written.line
+        raise with_fields(error, rule=rule, policy=self.policy.path, line=line, limit=limit)

@@ -68,6 +68,13 @@ class PublicKey:
     #: The ``verify(signature, message)`` of the ``cryptography`` key, with the signature scheme of ``algorithm``;
     #: it raises ``InvalidSignature`` for a signature that is not this key's.
     _verify: Callable[[bytes, bytes], None] = field(repr=False, compare=False)
+    #: The DER SubjectPublicKeyInfo: what a copy in another process is read again from (:meth:`__reduce__`).
+    _der: bytes = field(default=b"", repr=False, compare=False)
+
+    def __reduce__(self) -> tuple[Callable[[str, bytes], PublicKey], tuple[str, bytes]]:
+        """Pickled as its DER, read again when unpickled: a plan or policy made in one process is applied in
+        another (``cryptography``'s keys do not pickle)."""
+        return _from_der, (self.path, self._der)
 
     def verify(self, signature: bytes, message: bytes) -> bool:
         """Whether ``signature`` is this key's over ``message`` (a malformed signature is not)."""
@@ -144,9 +151,12 @@ def parse_key(text: str | bytes, name: str) -> PublicKey:
         raise KeyProblem(f"larger than {MAX_KEY_BYTES} bytes: not a public key")
     if isinstance(text, bytes):
         text = data.decode("ascii", "replace")
-    der = _pem_public_key(text)
+    return _from_der(name, _pem_public_key(text))
+
+
+def _from_der(name: str, der: bytes) -> PublicKey:
     algorithm, verify = _parse(der)
-    return PublicKey(name, hashlib.sha256(der).hexdigest(), algorithm, verify)
+    return PublicKey(name, hashlib.sha256(der).hexdigest(), algorithm, verify, der)
 
 
 #: Key references cosign resolves through a service, which the preparer does not reach: the scheme and what it is.

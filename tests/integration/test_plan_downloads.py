@@ -260,3 +260,37 @@ def test_a_cancel_stops_the_measuring_at_once_and_leaves_no_thread(
     while [t for t in threading.enumerate() if t.name.startswith("fetch")] and time.monotonic() < ends:
         time.sleep(0.02)
     assert not [t.name for t in threading.enumerate() if t.name.startswith("fetch")]
+
+
+def shared_packages(registry: Registry, tmp_path: Path) -> tuple[str, str]:
+    """Two buildpackages of one repository that share a layer (a library buildpack both hold)."""
+    common = buildpack_layer(tmp_path / "common", [("lib/common", "1.0.0", "")])
+    own = {name: buildpack_layer(tmp_path / name, [(f"img/{name}", "1.0.0", "")]) for name in ("a", "b")}
+    for tag, name in (("1", "a"), ("2", "b")):
+        layers = [(common, [("lib/common", "1.0.0", "")]), (own[name], [(f"img/{name}", "1.0.0", "")])]
+        push_package(registry, "bp/shared", tag, layers, (f"img/{name}", "1.0.0"))
+    return f"docker://{registry.ref('bp/shared', '1')}", f"docker://{registry.ref('bp/shared', '2')}"
+
+
+def test_a_layer_two_images_share_is_counted_once_as_the_run_fetches_it_once(tmp_path: Path) -> None:
+    """With a download cache the run fetches the shared layer once: the plan's total is what the registry then
+    served (on main it counted the layer for each image: 1.17 times the bytes fetched here)."""
+    with started(tmp_path / "reg", access_log=True) as registry:
+        first, second = shared_packages(registry, tmp_path)
+        _layout, inputs = build(tmp_path / "b", first, second, download_cache=str(tmp_path / "cache"))
+        plan = plan_run(inputs)
+        log = tmp_path / "reg" / "access.log"
+        assert blob_bytes(log, "bp/shared") == 0
+        report = run_plan(plan)
+        assert sorted(bp.id for bp in report.buildpacks) == ["img/a", "img/b"]
+        assert blob_bytes(log, "bp/shared") == plan.download_size
+
+
+def test_without_a_download_cache_each_image_counts_the_layer_it_fetches(tmp_path: Path) -> None:
+    """Without a cache, each entry's fetch downloads the shared layer: each counts it, as the registry serves it."""
+    with started(tmp_path / "reg", access_log=True) as registry:
+        first, second = shared_packages(registry, tmp_path)
+        _layout, inputs = build(tmp_path / "b", first, second)
+        plan = plan_run(inputs)
+        run_plan(plan)
+        assert blob_bytes(tmp_path / "reg" / "access.log", "bp/shared") == plan.download_size

@@ -164,10 +164,10 @@ def test_every_buildpack_is_described_by_what_was_installed(
     names = [d["name"] for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]]
     assert names == [
         "acme/http@1.0.0", "acme/multi@1.0.0", "examples/node@1.2.0", "acme/local@2.0.0", "acme/localtgz@3.0.0",
-        "acme/cnb@4.0.0", "me/inline@0.0.0", "project.toml", str(layout.order),
+        "acme/cnb@4.0.0", "me/inline@0.0.0", "project.toml", "order.toml",
     ]  # fmt: skip
     assert found["project.toml"]["digest"] == {"sha256": sha256((layout.app / "project.toml").read_bytes())}
-    assert found[str(layout.order)]["digest"] == {"sha256": sha256(layout.order.read_bytes())}
+    assert found["order.toml"]["digest"] == {"sha256": sha256(layout.order.read_bytes())}
 
     external = statement["predicate"]["buildDefinition"]["externalParameters"]
     assert external["descriptor"] == {

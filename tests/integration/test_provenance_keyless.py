@@ -80,11 +80,11 @@ def test_a_keyless_signature_is_described_as_the_report_and_the_signer_say(
             "subject": subject,
             "logIndex": log_index,
             "integratedTime": rfc3339(at),
-            "rule": f"image.signed-by, line 4 of {pol}",
+            "rule": "image.signed-by, line 4 of the policy",
         }
     ]
     assert found["annotations"]["signatures"] == said_by_report(
-        tmp_path / "report.toml", f"image.signed-by, line 4 of {pol}"
+        tmp_path / "report.toml", "image.signed-by, line 4 of the policy"
     )
     assert found["annotations"]["policy"]  # the rule that allowed it
     assert found["uri"] == f"docker://{registry.host}/{repository}@{digest}"
@@ -102,7 +102,7 @@ def test_a_rule_with_keys_and_identities_says_which_satisfied_it(
     fingerprint and no signer, an image signed keylessly by the signer and no key; both by the one rule."""
     key = make_key(tmp_path / "keys")
     pol = scene.policy(Rule(["*"], keys=[key.public], identities=[RELEASES]), trusted_root=signer.root)
-    rule = f"image.signed-by, line 4 of {pol}"
+    rule = "image.signed-by, line 4 of the policy"
     keyed_image = scene.image()
     keyed_image.sign(key, "sig")
     keyless_image = scene.image()
@@ -153,7 +153,10 @@ def test_two_rules_on_one_image_are_each_named_with_the_signature_that_satisfied
     statement, _, _ = run_and_read(
         preparer, tmp_path, project(f'uri = "docker://{image.tagged}"'), "-policy", str(pol)
     )
-    keyed_rule, keyless_rule = f"image.signed-by, line 4 of {pol}", f"image.signed-by, line 8 of {pol}"
+    keyed_rule, keyless_rule = (
+        "image.signed-by, line 4 of the policy",
+        "image.signed-by, line 8 of the policy",
+    )
     assert dependencies(statement)[NAME]["annotations"]["signatures"] == [
         {"digest": digest, "format": "cosign", "key": key.fingerprint, "rule": keyed_rule},
         {"digest": digest, "format": "bundle", "issuer": GITHUB_ISSUER, "subject": WORKFLOW,

@@ -183,3 +183,49 @@ def test_an_image_from_the_fleet_s_repository_is_described_as_from_its_origin(
         assert direct["uri"] == f"docker://{repository}@{amd}"
         assert direct["digest"] == {"sha256": amd.removeprefix("sha256:")}
         assert (direct["annotations"]["index"], direct["annotations"]["platform"]) == (index, "linux/amd64")
+
+
+def test_the_same_build_in_two_directories_gives_the_same_bytes(
+    http_server: FileServer, tmp_path: Path
+) -> None:
+    """A service builds the same app, builder, policy and run id in a directory of its own per build: the
+    statements are the same bytes but for the run details' metadata, whatever the directories (the builder's
+    order.toml, a local buildpack, the lock and the policy outside <app> are named by their file names, the policy's
+    rules by their lines of "the policy", whose sha256 is in internalParameters; on main each held the absolute
+    paths)."""
+    import shutil
+
+    from preparer import Inputs, prepare
+    from tests.buildpacks import make_dir
+    from tests.golden import BUILDER
+
+    make_tgz(http_server.root / "where.tgz", "acme/where", "1.0.0", payload=b"where")
+    texts = []
+    for root in (tmp_path / "one", tmp_path / "other" / "deeper"):
+        shutil.copytree(BUILDER, root / "cnb")
+        app, outside = root / "workspace", root / "shared"
+        app.mkdir(parents=True)
+        make_dir(app / "inside", "acme/inside", "1.0.0")
+        make_dir(outside / "bp", "acme/outside", "1.0.0")
+        (outside / "policy.toml").write_text('[sources]\nallow = ["http", "path", "builder"]\n')
+        (app / "project.toml").write_text(
+            project(
+                f'uri = "{http_server.url("where.tgz")}"', 'uri = "./inside"', 'uri = "../shared/bp"',
+                'uri = "urn:cnb:builder:examples/node"',
+            )
+        )  # fmt: skip
+        out = root / "provenance.json"
+        inputs = Inputs(
+            app_dir=app, layers_dir=root / "layers", platform_dir=root / "platform",
+            buildpacks_dir=root / "cnb" / "buildpacks", order_path=root / "cnb" / "order.toml", download_cache=None,
+            provenance=out, policy=outside / "policy.toml", lock=outside / "preparer.lock",
+        )  # fmt: skip
+        prepare(inputs, run_id="build-7")
+        texts.append(without_metadata(out))
+    assert texts[0] == texts[1]
+    assert str(tmp_path) not in texts[0]
+    found = dependencies(json.loads(texts[0]))
+    assert found["acme/outside@1.0.0"]["annotations"]["path"] == "bp"
+    assert found["acme/inside@1.0.0"]["annotations"]["path"] == "inside"
+    assert found["order.toml"]["annotations"] == {"role": "builder order"}
+    assert found["acme/where@1.0.0"]["annotations"]["policy"].endswith(" of the policy")

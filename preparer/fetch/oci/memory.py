@@ -35,6 +35,8 @@ _M_TRIM_THRESHOLD = -1  # from glibc's malloc.h
 _M_MMAP_THRESHOLD = -3
 
 _lock = threading.Lock()
+#: A forked child: the lock is free there, whichever thread of the parent held it (the tuning itself is inherited).
+os.register_at_fork(after_in_child=_lock._at_fork_reinit)  # type: ignore[attr-defined]  # CPython's own
 _done = False
 _allowed = False
 #: glibc's ``malloc_trim`` once looked up (``None``: not yet; ``False``: not glibc, or not to be called).

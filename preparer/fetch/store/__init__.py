@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from preparer._logger import log
 from preparer.fetch.cache import CacheUnusable, DownloadCache
 from preparer.fetch.clock import RunClock
-from preparer.fetch.transport import Transport
+from preparer.fetch.transport import Transport, for_run
 
 if TYPE_CHECKING:
     from preparer.fetch.fleet import FleetConfig, Mode
@@ -69,8 +69,8 @@ def opened_store(
     ``repo`` (``-download-cache-repo``, its mode and max-age). A cache that cannot be trusted is left out with a
     warning: a store never fails a build. Uploads the run did not commit end with the block.
 
-    :param given: the caller's transport (``Inputs.transport``): the repository's requests go through its
-        session too."""
+    :param given: the caller's transport (``Inputs.transport``): the repository's requests are sent as it says
+        (:meth:`~preparer.fetch.transport.Transport.for_run`)."""
     import contextlib  # deferred: only runs that fetch open a store
 
     with contextlib.ExitStack() as stack:
@@ -81,16 +81,15 @@ def opened_store(
 
             shared = fleet.FleetConfig(repo, _mode(mode), max_age)
             transport = stack.enter_context(
-                Transport(
+                for_run(
+                    given,
+                    environ or {},
                     timeouts=(fleet.CONNECT_SECONDS, fleet.READ_SECONDS),
                     retries=0,
                     deadline=download_timeout,
                     clock=clock or RunClock(),
-                    environ=environ or {},
                 )
             )
-            if given is not None:
-                transport.use_session(given.session())
         store = Store(
             local, shared, environ=environ, insecure_registries=insecure_registries, warn=warn,
             transport=transport, link_installs=link_installs,

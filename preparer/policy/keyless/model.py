@@ -57,6 +57,23 @@ class LogKey:
     #: The checkpoint origin of a Rekor v2 log (its ``baseUrl`` host), ``""`` when the root gives none.
     origin: str = ""
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled with its key as a DER SubjectPublicKeyInfo, read again when unpickled: a policy read in one
+        process is used in another (``cryptography``'s keys do not pickle)."""
+        from cryptography.hazmat.primitives import serialization  # deferred: the key was made with it
+
+        der = self.key.public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        return _log_key, (self.log_id, self.spki, der, self.window, self.url, self.origin)
+
+
+def _log_key(log_id: bytes, spki: bytes, der: bytes, window: Window, url: str, origin: str) -> LogKey:
+    from cryptography.hazmat.primitives.serialization import load_der_public_key  # deferred, as in __reduce__
+
+    key = load_der_public_key(der)
+    return LogKey(log_id=log_id, spki=spki, key=key, window=window, url=url, origin=origin)
+
 
 @record
 class Authority:
