@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 from preparer._record import field, record
 from preparer.api import SUPPORTED_PLATFORM_APIS, APIVersion, platform_api_problem
 from preparer.errors import InvalidInputsError, with_fields
+from preparer.execenv import exec_env_problem
 from preparer.flags import DEFAULT_REGISTRY_INDEX, env_default
 from preparer.resolve import MAX_ID, builder_id_problem, resolve_fields
 from preparer.target import (
@@ -267,6 +268,10 @@ def _check_values(inputs: Inputs) -> None:
         raise refuse("target_platform", "must be os/arch[/variant], e.g. linux/amd64")
     if not all(isinstance(entry, str) for entry in inputs.insecure_registries):
         raise refuse("insecure_registries", "must hold strings")
+    if exec_env_problem(inputs.exec_env) is not None:
+        raise refuse(
+            "exec_env", "must be production, test, or only letters, digits, . and - (as pack checks it)"
+        )
     builder_id = builder_id_problem(inputs.provenance_builder_id)
     if builder_id is not None:
         raise refuse("provenance_builder_id", builder_id)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, TypedDict
 from preparer._logger import log
 from preparer.api import SUPPORTED_PLATFORM_APIS, verify_platform_api
 from preparer.errors import InvalidInputsError, with_fields
+from preparer.execenv import ENV_EXEC_ENV, exec_env_problem
 from preparer.flags import BY_NAME, DEFAULT_REGISTRY_INDEX, default, env_default, env_of
 from preparer.goflags import BOOL_SPELLINGS, parse_bool, parse_duration, parse_int
 from preparer.target import ENV_PREPARER_PLATFORM, host_platform, parse_platform, target_from_environ
@@ -190,7 +191,7 @@ def resolve_fields(
         "uid": given.number("uid"),
         "gid": given.number("gid"),
         "insecure_registries": _insecure_registries(flags, environ),
-        "exec_env": environ.get("CNB_EXEC_ENV") or env_default("CNB_EXEC_ENV"),
+        "exec_env": _exec_env(environ),
         "registry_index": given.text("buildpack-registry-index") or DEFAULT_REGISTRY_INDEX,
         "target_platform": _target_platform(environ),
         "target": target_from_environ(environ),
@@ -199,6 +200,16 @@ def resolve_fields(
         "run_timeout": _seconds(environ, "CNB_PREPARER_RUN_TIMEOUT"),
         "platform_api": platform_api,
     }
+
+
+def _exec_env(environ: Mapping[str, str]) -> str:
+    """``CNB_EXEC_ENV``, checked as pack checks it and named as written; unset or empty, ``production`` (the
+    lifecycle's default)."""
+    value = environ.get(ENV_EXEC_ENV) or env_default(ENV_EXEC_ENV)
+    problem = exec_env_problem(value)
+    if problem is not None:
+        raise with_fields(InvalidInputsError("resolve inputs", problem), field="exec_env")
+    return value
 
 
 def _provenance_builder_id(environ: Mapping[str, str]) -> str:
