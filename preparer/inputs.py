@@ -102,6 +102,12 @@ class Inputs:
     buildpacks_dir: _PathField = _PathField()
     #: The builder's order, read only.
     order_path: _PathField = _PathField()
+    #: The platform's system buildpacks (``-system``; docs/detector.md), read at Platform API 0.15 and later (below
+    #: it, one given is a warning); ``None``: none. The command's default is ``/cnb/system.toml``.
+    system_path: _OptionalPathField = _OptionalPathField()
+    #: No system buildpacks for this build (``-disable-system-buildpacks``, as pack's flag); the detector must be
+    #: given ``-system ""`` too, or it merges them all the same.
+    disable_system_buildpacks: bool = False
     #: ``None`` means ``<app>/project.toml``, which may be missing.
     project_descriptor: _OptionalPathField = _OptionalPathField()
     platform_namespace: str | None = None
@@ -293,6 +299,7 @@ def _check_types(inputs: Inputs) -> None:
     expected: dict[str, tuple[type, ...]] = {
         "platform_namespace": (str, type(None)),
         "dry_run": (bool,),
+        "disable_system_buildpacks": (bool,),
         "update_lock": (bool,),
         "update_lock_names": (tuple, list),
         "require_lock": (bool,),

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
         platform_dir: str | os.PathLike[str]
         buildpacks_dir: str | os.PathLike[str]
         order_path: str | os.PathLike[str]
+        system_path: str | os.PathLike[str] | None
+        disable_system_buildpacks: bool
         project_descriptor: str | os.PathLike[str] | None
         platform_namespace: str | None
         platform_config: str | os.PathLike[str] | None
@@ -175,6 +177,7 @@ def resolve_fields(
         "platform_dir": given.path("platform", default("platform")) or Path(default("platform")),
         "buildpacks_dir": given.path("buildpacks", default("buildpacks")) or Path(default("buildpacks")),
         "order_path": given.path("order", default("order")) or Path(default("order")),
+        **_system_settings(given, flags, environ),
         "project_descriptor": given.path("project-descriptor"),
         "platform_namespace": namespace,
         "platform_config": platform_config,
@@ -200,6 +203,17 @@ def resolve_fields(
         "run_timeout": _seconds(environ, "CNB_PREPARER_RUN_TIMEOUT"),
         "platform_api": platform_api,
     }
+
+
+def _system_settings(
+    given: _Given, flags: Mapping[str, object], environ: Mapping[str, str]
+) -> InputsOverrides:
+    """``-system`` (an empty flag: none; an empty ``CNB_SYSTEM_PATH``: the default, as the lifecycle reads them) and
+    ``-disable-system-buildpacks``."""
+    name = "disable-system-buildpacks"
+    disabled = flags[name] if name in flags else _env_bool(environ, env_of(name))
+    path = given.path("system") if "system" in flags else given.path("system") or Path(default("system"))
+    return {"system_path": path, "disable_system_buildpacks": bool(disabled)}
 
 
 def _exec_env(environ: Mapping[str, str]) -> str:
