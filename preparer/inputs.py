@@ -294,35 +294,38 @@ def _absolute(name: str, value: object) -> Path:
     raise with_fields(error, field=name)
 
 
+#: The type of each field :func:`_check_types` checks (a path field checks its own as it is set).
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "platform_namespace": (str, type(None)),
+    "dry_run": (bool,),
+    "disable_system_buildpacks": (bool,),
+    "update_lock": (bool,),
+    "update_lock_names": (tuple, list),
+    "require_lock": (bool,),
+    "uid": (int, type(None)),
+    "gid": (int, type(None)),
+    "insecure_registries": (tuple, list),
+    "exec_env": (str,),
+    "registry_index": (str,),
+    "target_platform": (str,),
+    "target": (Target, type(None)),
+    "http_timeout": (int, float),
+    "download_timeout": (int, float),
+    "run_timeout": (int, float),
+    "platform_api": (APIVersion,),
+    "environ": (Mapping,),
+    "write_project_metadata": (bool,),
+    "download_cache_repo": (str, type(None)),
+    "download_cache_repo_mode": (str,),
+    "download_cache_max_age": (int, float),
+    "lock_data": (bytes, type(None)),
+    "provenance_builder_id": (str,),
+}
+
+
 def _check_types(inputs: Inputs) -> None:
     """Refuse values of the wrong type with the library's own error, before they fail somewhere deeper."""
-    expected: dict[str, tuple[type, ...]] = {
-        "platform_namespace": (str, type(None)),
-        "dry_run": (bool,),
-        "disable_system_buildpacks": (bool,),
-        "update_lock": (bool,),
-        "update_lock_names": (tuple, list),
-        "require_lock": (bool,),
-        "uid": (int, type(None)),
-        "gid": (int, type(None)),
-        "insecure_registries": (tuple, list),
-        "exec_env": (str,),
-        "registry_index": (str,),
-        "target_platform": (str,),
-        "target": (Target, type(None)),
-        "http_timeout": (int, float),
-        "download_timeout": (int, float),
-        "run_timeout": (int, float),
-        "platform_api": (APIVersion,),
-        "environ": (Mapping,),
-        "write_project_metadata": (bool,),
-        "download_cache_repo": (str, type(None)),
-        "download_cache_repo_mode": (str,),
-        "download_cache_max_age": (int, float),
-        "lock_data": (bytes, type(None)),
-        "provenance_builder_id": (str,),
-    }
-    for name, types in expected.items():
+    for name, types in _FIELD_TYPES.items():
         value = getattr(inputs, name)
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             error = InvalidInputsError(

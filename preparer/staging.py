@@ -31,7 +31,7 @@ from preparer.files.buildpack import BuildpackDescriptor, buildpack_dir
 from preparer.plan import Fetch
 from preparer.progress import EntryDownloads, ProgressCallback
 from preparer.settings import FetchSettings
-from preparer.target import Target, check_targets, directory_files, installed
+from preparer.target import Lookup, Target, check_targets, directory_files, installed
 
 if TYPE_CHECKING:
     from preparer.fetch.oci.hosts import RegistryHosts
@@ -314,11 +314,9 @@ def check_fetched(
     return [] if target is None else _check_targets(fetched, buildpacks_dir, target, enforced)
 
 
-def _check_targets(
-    fetched: Sequence[Fetched], buildpacks_dir: Path, target: Target, enforced: bool
-) -> list[str]:
-    """:func:`preparer.target.check_targets` of the fetched buildpacks: a composite's children are found among
-    those fetched, else in ``<buildpacks>``."""
+def staged_lookup(fetched: Sequence[Fetched], buildpacks_dir: Path) -> Lookup:
+    """Finds a buildpack among those ``fetched`` (staged), else in ``<buildpacks>``: what the run will have once it
+    commits."""
     staged = {(bp.descriptor.id, bp.descriptor.version): bp for f in fetched for bp in f.buildpacks}
 
     def lookup(bp_id: str, version: str) -> tuple[BuildpackDescriptor, Callable[[str], bool]] | None:
@@ -327,6 +325,15 @@ def _check_targets(
             return found.descriptor, directory_files(found.path)
         return installed(buildpacks_dir, bp_id, version)
 
+    return lookup
+
+
+def _check_targets(
+    fetched: Sequence[Fetched], buildpacks_dir: Path, target: Target, enforced: bool
+) -> list[str]:
+    """:func:`preparer.target.check_targets` of the fetched buildpacks: a composite's children are found among
+    those fetched, else in ``<buildpacks>``."""
+    lookup = staged_lookup(fetched, buildpacks_dir)
     tops = []
     for result in fetched:
         top = lookup(result.top.id, result.top.version)
