@@ -42,7 +42,7 @@ class Member:
     @property
     def ref(self) -> str:
         """``<id>@<version>``, or the source while its id is not known."""
-        return f"{self.id}@{self.version}" if self.id else self.source
+        return f"{self.id}@{self.version}" if self.id and self.version else self.source or self.id
 
     @property
     def named(self) -> str:
@@ -51,9 +51,11 @@ class Member:
 
     def to_dict(self) -> dict[str, Any]:
         """As the report file has it."""
-        said: dict[str, Any] = (
-            {"id": self.id, "version": self.version} if self.id else {"source": self.source}
-        )
+        said: dict[str, Any] = {
+            key: value
+            for key, value in (("id", self.id), ("version", self.version), ("source", self.source))
+            if value
+        }
         said |= {"from": self.origin, "entry": self.entry}
         if self.optional:
             said["optional"] = True

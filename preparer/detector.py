@@ -204,7 +204,7 @@ def _project(step: Step, results: Mapping[int, Fetched]) -> Member:
     fetched = results.get(id(step))
     if fetched is not None:
         return Member(fetched.top.id, fetched.top.version, "project", key)
-    return Member(step.entry.id or "", "", "project", key, source=_source(step), known=False)
+    return Member(step.buildpack_id or "", "", "project", key, source=_source(step), known=False)
 
 
 def _source(step: Fetch) -> str:

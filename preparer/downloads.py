@@ -18,7 +18,7 @@ import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from preparer._logger import log
 from preparer._numbers import decimal
@@ -42,56 +42,59 @@ def plan_downloads(plan: Plan, settings: FetchSettings, *, probe: bool = True) -
     :raises Cancelled: the run was stopped meanwhile (through the interrupt machinery, as every request).
     """
     # Deferred: only plans that fetch measure.
-    from preparer.fetch.locator import HttpLocator, ImageLocator
     from preparer.fetch.parallel import fetch_all
 
-    # A path on disk and an inline script download nothing.
-    steps = [
-        s
-        for s in plan.steps
-        if isinstance(s, Fetch) and s.entry.script is None and (s.pinned is not None or not _local(s))
-    ]
-    if not steps:
+    policy = plan.rules is not None
+    probes = [p for s in plan.steps if isinstance(s, Fetch) and (p := _probe(s, policy)) is not None]
+    if not probes:
         return ()
     online = probe and settings.download_cache_repo_mode != "offline"
     with _probing(settings, plan, online) as (cache, ctx):
-        jobs: list[Callable[[], PlannedDownload]] = []
-        for step in steps:
-            locator = step.pinned or step.locator
-            if isinstance(locator, HttpLocator):
-                jobs.append(functools.partial(_http, step, locator, cache, ctx, plan.rules is not None))
-            elif isinstance(locator, ImageLocator):
-                jobs.append(functools.partial(_image, step, locator, cache, ctx))
-            else:  # found through the buildpack registry: resolving it is the index's download
-                jobs.append(functools.partial(_download, step, _shown(step), None))
+        jobs = [functools.partial(measure, cache, ctx) for measure in probes]
         return tuple(fetch_all(jobs) if ctx is not None else [job() for job in jobs])
 
 
-def _local(step: Fetch) -> bool:
-    from preparer.fetch.locator import PathLocator  # deferred, as above
-
-    return isinstance(step.locator, PathLocator)
-
-
-def _shown(step: Fetch) -> str:
-    from preparer.fetch.locator import HttpLocator, ImageLocator, redact  # deferred, as above
+def _probe(step: Fetch, policy: bool) -> Callable[[Store, FetchContext | None], PlannedDownload] | None:
+    """How the plan measures what ``step`` downloads, given the download cache and the probes' context; ``None`` for
+    a source that downloads nothing (a path on disk, an inline script)."""
+    from preparer.fetch.locator import (  # deferred, as above
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
+        redact,
+    )
 
     locator = step.pinned or step.locator
-    if isinstance(locator, HttpLocator):
-        return locator.shown
-    if isinstance(locator, ImageLocator):
-        from preparer.fetch.oci.reference import parse_reference  # deferred: only images are named so
+    match locator:
+        case HttpLocator():
+            return functools.partial(_http, step, locator, policy=policy)
+        case ImageLocator():
+            return functools.partial(_image, step, locator)
+        case RegistryLocator() | IdLocator():  # resolved through the registry's index: size unknown
+            shown = redact(step.entry.uri or step.entry.id or "")
+            return lambda _cache, _ctx: _download(step, shown, None)
+        case PathLocator() | InlineLocator():
+            return None
+        case _ as never:
+            assert_never(never)
 
-        try:
-            return str(parse_reference(locator.reference))
-        except PreparerError:
-            return redact(locator.reference)
-    return redact(step.entry.uri or step.entry.id or "")
+
+def _image_shown(locator: ImageLocator) -> str:
+    """An image as a plan names it: its reference normalised (``docker.io/library/...``)."""
+    from preparer.fetch.locator import redact  # deferred, as above
+    from preparer.fetch.oci.reference import parse_reference  # deferred: only images are named so
+
+    try:
+        return str(parse_reference(locator.reference))
+    except PreparerError:
+        return redact(locator.reference)
 
 
 def _download(step: Fetch, source: str, size: int | None, cached: bool = False) -> PlannedDownload:
-    bp_id = step.entry.id or getattr(step.locator, "id", None)
-    return PlannedDownload(step.entry.key, source, bp_id, size, cached)
+    return PlannedDownload(step.entry.key, source, step.buildpack_id, size, cached)
 
 
 @contextmanager
@@ -131,7 +134,7 @@ def _probing(
 
 
 def _http(
-    step: Fetch, locator: HttpLocator, cache: Store, ctx: FetchContext | None, policy: bool
+    step: Fetch, locator: HttpLocator, cache: Store, ctx: FetchContext | None, *, policy: bool
 ) -> PlannedDownload:
     """An http archive: cached when the cache holds its pinned digest (no request), or when the origin answers 304
     to a conditional ``HEAD``; else the ``Content-Length`` of the ``HEAD``'s answer."""
@@ -179,7 +182,7 @@ def _no_redirect(policy: bool) -> Callable[[HttpUrl], None] | None:
 
 def _image(step: Fetch, locator: ImageLocator, cache: Store, ctx: FetchContext | None) -> PlannedDownload:
     """An image: the sizes of its config and layers that the download cache does not hold, from its manifests."""
-    shown = _shown(step)
+    shown = _image_shown(locator)
     if ctx is None:
         return _download(step, shown, None)
     from preparer.fetch.oci.image import image_blobs  # deferred: only plans with images read manifests

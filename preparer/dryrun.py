@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from preparer._logger import log
 from preparer.detector import describe_detection
@@ -109,15 +109,28 @@ def _runs_on(step: Step, inputs: Inputs) -> str | None:
     """What the buildpack of ``step`` declares it runs on (:func:`preparer.target.describe_runs_on`), when it can be
     read without fetching: one in ``<buildpacks>``, or a local directory; ``None`` for the others (an image, an
     archive, an inline script), whose ``buildpack.toml`` is read once fetched."""
-    from preparer.fetch.locator import PathLocator  # deferred, as in source_of
+    from preparer.fetch.locator import (  # deferred, as in source_of
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
+    )
     from preparer.files.buildpack import buildpack_dir, read_buildpack_toml  # deferred, as in check_present
 
     if isinstance(step, Present):
         root, builder = buildpack_dir(inputs.buildpacks_dir, step.id, step.version), True
-    elif step.entry.script is None and isinstance(step.locator, PathLocator) and step.locator.path.is_dir():
-        root, builder = step.locator.path, False
     else:
-        return None
+        match step.locator:
+            case PathLocator():
+                if not step.locator.path.is_dir():
+                    return None
+                root, builder = step.locator.path, False
+            case HttpLocator() | ImageLocator() | RegistryLocator() | IdLocator() | InlineLocator():
+                return None
+            case _ as never:
+                assert_never(never)
     try:
         return describe_runs_on(
             read_buildpack_toml(root / "buildpack.toml", builder=builder), directory_files(root)
@@ -146,18 +159,30 @@ def _what_happens(step: Step, buildpacks_dir: Path) -> str:
         HttpLocator,
         IdLocator,
         ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
     )
 
     pinned = step.pinned
-    if isinstance(pinned, ImageLocator):
-        return f"would fetch {pinned.reference}, as locked"
-    if isinstance(pinned, HttpLocator):
-        return f"would fetch, locked to sha256:{pinned.sha256}"
+    match pinned:
+        case ImageLocator():
+            return f"would fetch {pinned.reference}, as locked"
+        case HttpLocator():
+            return f"would fetch, locked to sha256:{pinned.sha256}"
+        case None | PathLocator() | RegistryLocator() | IdLocator() | InlineLocator():
+            pass  # not frozen to a lock (which pins an archive's bytes or an image's digest)
+        case _ as never:
+            assert_never(never)
     locator = step.locator
-    if isinstance(locator, IdLocator) and locator.version is None:
-        return "not in <buildpacks>: would look it up in the buildpack registry, else pull it as an image"
-    if isinstance(locator, IdLocator):  # an image reference cannot name a version with '@': the registry only
-        installed = installed_versions(buildpacks_dir, locator.id)
-        found = f" (found: {', '.join(installed)})" if installed else ""
-        return f"not in <buildpacks>{found}: would look it up in the buildpack registry"
-    return "would fetch"
+    match locator:
+        case IdLocator(version=None):
+            return "not in <buildpacks>: would look it up in the buildpack registry, else pull it as an image"
+        case IdLocator():  # an image reference cannot name a version with '@': the registry only
+            installed = installed_versions(buildpacks_dir, locator.id)
+            found = f" (found: {', '.join(installed)})" if installed else ""
+            return f"not in <buildpacks>{found}: would look it up in the buildpack registry"
+        case PathLocator() | HttpLocator() | ImageLocator() | RegistryLocator() | InlineLocator():
+            return "would fetch"
+        case _ as never:
+            assert_never(never)

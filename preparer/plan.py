@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar, assert_never
 
 from preparer._record import record
 from preparer.config import EffectiveConfig
@@ -28,7 +28,7 @@ E = TypeVar("E")
 if TYPE_CHECKING:
     from preparer.appfilter import Removal
     from preparer.detection import Detection
-    from preparer.fetch.locator import Locator
+    from preparer.fetch.locator import Fetchable
     from preparer.fetch.oci.hosts import RegistryHosts
     from preparer.files.lockfile import LockState
     from preparer.inputs import Inputs
@@ -57,13 +57,38 @@ class Fetch:
     """
 
     entry: GroupEntry
-    locator: Locator
-    pinned: Locator | None = None
+    locator: Fetchable
+    pinned: Fetchable | None = None
     #: The lock file ``pinned`` comes from: a failure to fetch it says that the lock decided it.
     locked_in: Path | None = None
 
+    @property
+    def buildpack_id(self) -> str | None:
+        """The id of the buildpack fetched, when the entry names it before fetching: its ``id``, else a bare id's
+        or an inline script's; ``None`` for the others (their ``buildpack.toml`` says it once fetched)."""
+        return self.entry.id or _named_id(self.locator)
+
 
 Step = Present | Fetch
+
+
+def _named_id(locator: Fetchable) -> str | None:
+    from preparer.fetch.locator import (  # deferred, as in _step
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
+    )
+
+    match locator:
+        case IdLocator() | InlineLocator():
+            return locator.id
+        case PathLocator() | HttpLocator() | ImageLocator() | RegistryLocator():
+            return None
+        case _ as never:
+            assert_never(never)
 
 
 @record
@@ -210,7 +235,16 @@ def _step(
     exists: Callable[[Path], bool],
 ) -> Step:
     # Deferred: the fetch package (and what it imports) stays off runs whose entries name no uri or script.
-    from preparer.fetch.locator import BuilderLocator, IdLocator, InlineLocator, PathLocator, redact
+    from preparer.fetch.locator import (
+        BuilderLocator,
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
+        redact,
+    )
 
     if entry.script is not None:
         assert entry.id is not None  # checked by config: a script entry has an id
@@ -225,21 +259,27 @@ def _step(
         locator, UriProblem
     ):  # found by the configuration's check first, when it was given ``exists``
         raise DescriptorError(f"validate {entry.file}", f"{entry.key}{locator.detail}")
-    if isinstance(locator, PathLocator) and not exists(locator.path):
-        raise FetchError(
-            f"resolve {entry.key} ({redact(entry.uri)})", f"{locator.path}: no such file or directory"
-        )
-    if not isinstance(locator, BuilderLocator | IdLocator):
-        return Fetch(entry, locator)
-    if isinstance(locator, BuilderLocator):
-        version = _resolve(locator.id, locator.version, entry, buildpacks_dir, versions_of)
-        return Present(entry, locator.id, version)
-    # A bare id: the buildpack installed in <buildpacks> when it is there (no request at all), else fetched.
-    installed = versions_of(locator.id)
-    if installed and (locator.version is None or locator.version in installed):
-        version = _resolve(locator.id, locator.version, entry, buildpacks_dir, versions_of)
-        return Present(entry, locator.id, version, "installed")
-    return Fetch(entry, locator)
+    match locator:
+        case PathLocator():
+            if not exists(locator.path):
+                raise FetchError(
+                    f"resolve {entry.key} ({redact(entry.uri)})", f"{locator.path}: no such file or directory"
+                )
+            return Fetch(entry, locator)
+        case HttpLocator() | ImageLocator() | RegistryLocator() | InlineLocator():
+            return Fetch(entry, locator)
+        case BuilderLocator():
+            version = _resolve(locator.id, locator.version, entry, buildpacks_dir, versions_of)
+            return Present(entry, locator.id, version)
+        case IdLocator():
+            # A bare id: the buildpack installed in <buildpacks> when it is there (no request at all), else fetched.
+            installed = versions_of(locator.id)
+            if installed and (locator.version is None or locator.version in installed):
+                version = _resolve(locator.id, locator.version, entry, buildpacks_dir, versions_of)
+                return Present(entry, locator.id, version, "installed")
+            return Fetch(entry, locator)
+        case _ as never:
+            assert_never(never)
 
 
 class NotInstalled(FetchError):

@@ -15,7 +15,7 @@ import hashlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from preparer._logger import current_run
 from preparer._version import __version__
@@ -24,7 +24,6 @@ from preparer.errors import ApplyError
 if TYPE_CHECKING:
     from preparer.entries import GroupEntry
     from preparer.fetch.base import Fetched
-    from preparer.fetch.locator import Locator
     from preparer.plan import Plan, Step
     from preparer.report import BuildpackRecord, LockRecord, SignatureRecord
     from preparer.settings import ProvenanceSettings
@@ -338,7 +337,14 @@ def _dependency(
 ) -> dict[str, Any]:
     """One order entry's resource descriptor: what it names, where it came from, its digest, how it was trusted."""
     # Deferred: the fetch package stays off the import of this module, as off the pipeline's.
-    from preparer.fetch.locator import HttpLocator, ImageLocator, InlineLocator, PathLocator
+    from preparer.fetch.locator import (
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
+    )
     from preparer.files.buildpack import buildpack_dir
     from preparer.plan import Present
 
@@ -351,26 +357,31 @@ def _dependency(
         return described | {"annotations": notes}
     assert fetched is not None
     locator = step.locator
-    if isinstance(locator, InlineLocator):
-        described["digest"] = {"sha256": _sha256(locator.inline.encode())}
-        notes["inline"] = True
-    elif isinstance(locator, PathLocator):
-        notes["path"] = _shown_path(locator.path, settings.app_dir)
-        digest = fetched.archive or record.digest
-        described["digest"] = (
-            {"sha256": digest.removeprefix("sha256:")} if digest else {"dirHash": dir_hash(installed)}
-        )
-    else:
-        described["digest"] = {"sha256": (fetched.archive or record.digest or "").removeprefix("sha256:")}
-        if isinstance(locator, HttpLocator):
+    match locator:
+        case InlineLocator():
+            described["digest"] = {"sha256": _sha256(locator.inline.encode())}
+            notes["inline"] = True
+        case PathLocator():
+            notes["path"] = _shown_path(locator.path, settings.app_dir)
+            digest = fetched.archive or record.digest
+            described["digest"] = (
+                {"sha256": digest.removeprefix("sha256:")} if digest else {"dirHash": dir_hash(installed)}
+            )
+        case HttpLocator():
+            described["digest"] = {"sha256": (fetched.archive or record.digest or "").removeprefix("sha256:")}
             described["uri"] = locator.shown + (f"#sha256={locator.sha256}" if locator.sha256 else "")
             if locator.sha256:
                 notes["pinned"] = f"sha256:{locator.sha256}"
-        else:
-            described["uri"] = _image_uri(locator, fetched, record)
-            notes |= _image_notes(locator, fetched, record, plan)
+        # An image, or one the buildpack registry names.
+        case ImageLocator() | RegistryLocator() | IdLocator():
+            described["digest"] = {"sha256": (fetched.archive or record.digest or "").removeprefix("sha256:")}
+            registry = record.resolved == "registry" or isinstance(locator, RegistryLocator)
+            described["uri"] = _image_uri(registry, fetched, record)
+            notes |= _image_notes(registry, fetched, record, plan)
             if isinstance(locator, ImageLocator) and "@" in locator.reference:
                 notes["pinned"] = locator.reference.rpartition("@")[2]
+        case _ as never:
+            assert_never(never)
     if (
         fetched.manifest is not None
     ):  # a .cnb, on disk or downloaded: by the file's digest, holding this image
@@ -379,11 +390,10 @@ def _dependency(
     return described | {"annotations": notes}
 
 
-def _image_uri(locator: Locator, fetched: Fetched, record: BuildpackRecord) -> str:
-    """``docker://<registry>/<repository>@sha256:<platform manifest>``; a registry entry by its registry id."""
-    from preparer.fetch.locator import RegistryLocator  # deferred, as in _dependency
-
-    if record.resolved == "registry" or isinstance(locator, RegistryLocator):
+def _image_uri(registry: bool, fetched: Fetched, record: BuildpackRecord) -> str:
+    """``docker://<registry>/<repository>@sha256:<platform manifest>``; an entry the buildpack registry resolved
+    (``registry``) by its registry id."""
+    if registry:
         return f"urn:cnb:registry:{record.id}@{record.version}"
     return _docker_uri(fetched.image or fetched.source)
 
@@ -397,10 +407,10 @@ def _docker_uri(image: str) -> str:
     return f"docker://{ref.name}@{ref.digest}" if ref.digest else f"docker://{image}"
 
 
-def _image_notes(locator: Locator, fetched: Fetched, record: BuildpackRecord, plan: Plan) -> dict[str, Any]:
+def _image_notes(registry: bool, fetched: Fetched, record: BuildpackRecord, plan: Plan) -> dict[str, Any]:
     """An image's index and the platform chosen from it; a registry entry's image."""
     notes: dict[str, Any] = {}
-    if _image_uri(locator, fetched, record).startswith("urn:") and fetched.image is not None:
+    if registry and fetched.image is not None:
         notes["image"] = _docker_uri(fetched.image)
     if fetched.index is not None:
         notes["index"] = fetched.index

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from preparer._fs import claimed_dir, full_disk, shared_with_others, sweep
 from preparer._logger import log
@@ -20,7 +20,16 @@ from preparer.api import verify_buildpack_api
 from preparer.errors import FetchError, InvalidInputsError, NoSpaceError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.clock import RunClock
-from preparer.fetch.locator import HttpLocator, ImageLocator, redact
+from preparer.fetch.locator import (
+    Fetchable,
+    HttpLocator,
+    IdLocator,
+    ImageLocator,
+    InlineLocator,
+    PathLocator,
+    RegistryLocator,
+    redact,
+)
 from preparer.fetch.parallel import fetch_all
 from preparer.fetch.registries import Registries
 from preparer.fetch.sink import Sink
@@ -197,7 +206,7 @@ def fetch_steps(
         threads: the caller makes it safe to enter from several (:func:`preparer.entrypoints.callers`).
     :param expected: the bytes each entry (by key) is expected to download, as the plan measured them.
     """
-    http = [locator for s in steps if isinstance(locator := s.pinned or s.locator, HttpLocator)]
+    http = [archive for s in steps if (archive := _archive(s.pinned or s.locator)) is not None]
     if len(http) > 1:  # their revalidation requests, sent together rather than one fetch thread at a time
         ctx.store.revalidate(http, ctx.transport)
     totals = None
@@ -217,9 +226,11 @@ def fetch_steps(
 
 def _downloads(step: Fetch, progress: ProgressCallback, expected: int | None = None) -> EntryDownloads:
     entry = step.entry
-    bp_id = entry.id or getattr(step.locator, "id", None)
-    url = step.locator.target.shown if isinstance(step.locator, HttpLocator) else None
-    return EntryDownloads(progress, entry.key, redact(entry.uri or entry.id or ""), bp_id, url, expected)
+    archive = _archive(step.locator)
+    url = archive.target.shown if archive is not None else None
+    return EntryDownloads(
+        progress, entry.key, redact(entry.uri or entry.id or ""), step.buildpack_id, url, expected
+    )
 
 
 def _fetch(step: Fetch, ctx: FetchContext, downloads: EntryDownloads | None) -> Fetched:
@@ -237,8 +248,8 @@ def _fetch(step: Fetch, ctx: FetchContext, downloads: EntryDownloads | None) -> 
         if isinstance(err, FetchError):
             if err.source is None:
                 err.source = redact(step.entry.uri or step.entry.id or "")
-            if err.url is None and isinstance(step.locator, HttpLocator):
-                err.url = step.locator.target.shown
+            if err.url is None and (archive := _archive(step.locator)) is not None:
+                err.url = archive.target.shown
             if step.locked_in is not None:
                 from preparer.lock.modes import fetch_failure  # deferred: only frozen runs fetch a pin
 
@@ -251,12 +262,28 @@ def _fetch(step: Fetch, ctx: FetchContext, downloads: EntryDownloads | None) -> 
 def _staging_full(step: Fetch, ctx: FetchContext, full: OSError) -> NoSpaceError:
     """The error of a fetch that found staging's disk full: ``<buildpacks>``'s, or ``$TMPDIR``'s."""
     locator = step.pinned or step.locator
-    source = (
-        locator.shown if isinstance(locator, HttpLocator)
-        else locator.reference if isinstance(locator, ImageLocator)
-        else redact(step.entry.uri or step.entry.id or "")
-    )  # fmt: skip
+    match locator:
+        case HttpLocator():
+            source = locator.shown
+        case ImageLocator():
+            source = locator.reference
+        case PathLocator() | RegistryLocator() | IdLocator() | InlineLocator():
+            source = redact(step.entry.uri or step.entry.id or "")
+        case _ as never:
+            assert_never(never)
     return ctx.sink.staging_full(source, full)
+
+
+def _archive(locator: Fetchable) -> HttpLocator | None:
+    """``locator`` when it names an http archive (a URL said with its failure and progress, a copy in this pod's cache
+    revalidated with the others'), else ``None``."""
+    match locator:
+        case HttpLocator():
+            return locator
+        case PathLocator() | ImageLocator() | RegistryLocator() | IdLocator() | InlineLocator():
+            return None
+        case _ as never:
+            assert_never(never)
 
 
 def _budget(policy: Policy, step: Fetch, totals: RunTotals) -> Budget:

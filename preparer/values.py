@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from preparer._record import record
 from preparer.errors import InvalidInputsError
@@ -45,18 +45,33 @@ def entry_locator(
     :param exists: whether a path is there; a ``uri`` without a scheme names a path when ``base_dir/<uri>`` is.
     """
     # Deferred: the fetch package (and what it imports) stays off runs whose entries name no uri.
-    from preparer.fetch.locator import BuilderLocator, IdLocator, parse_locator, redact
+    from preparer.fetch.locator import (
+        BuilderLocator,
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
+        parse_locator,
+        redact,
+    )
 
     try:
         locator = parse_locator(uri, base_dir, exists)
     except InvalidInputsError as err:
         return UriProblem(True, f".uri '{redact(uri)}': {err.cause}")
-    if isinstance(locator, BuilderLocator | IdLocator):
-        problem = None if locator.version is None else version_range_problem(locator.version)
-        if problem:
-            return UriProblem(True, f".uri: {problem}")
-        if isinstance(locator, IdLocator) and bp_id is not None and bp_id != locator.id:
-            return UriProblem(False, f": id '{bp_id}' does not match uri '{uri}'")
+    match locator:
+        case BuilderLocator() | IdLocator():  # a buildpack id and a version, which may not be a range
+            problem = None if locator.version is None else version_range_problem(locator.version)
+            if problem:
+                return UriProblem(True, f".uri: {problem}")
+            if isinstance(locator, IdLocator) and bp_id is not None and bp_id != locator.id:
+                return UriProblem(False, f": id '{bp_id}' does not match uri '{uri}'")
+        case PathLocator() | HttpLocator() | ImageLocator() | RegistryLocator() | InlineLocator():
+            pass  # what parsing checked is all there is to check of their text
+        case _ as never:
+            assert_never(never)
     return locator
 
 

@@ -137,9 +137,12 @@ class InlineLocator:
     version: str | None = None
 
 
-Locator = (
-    BuilderLocator | PathLocator | HttpLocator | ImageLocator | RegistryLocator | IdLocator | InlineLocator
-)
+#: Every kind of source a fetcher stages (a plan's ``Fetch``). A closed union: each decision on the kind of a source
+#: is a ``match`` over it ending in ``assert_never``, so that a kind added here fails type-checking at every place
+#: that must handle it (docs/layout.md, "A new source of buildpacks", names them).
+Fetchable = PathLocator | HttpLocator | ImageLocator | RegistryLocator | IdLocator | InlineLocator
+#: What a ``uri`` names: a source to fetch, or a buildpack already in ``<buildpacks>`` (which the plan never fetches).
+Locator = BuilderLocator | Fetchable
 
 
 def _split_version(text: str) -> tuple[str, str | None]:

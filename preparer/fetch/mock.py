@@ -45,6 +45,21 @@ class Answer(NamedTuple):
 Handler = Callable[[Request], Answer]
 
 
+class Script:
+    """A :data:`Handler` that gives its answers in turn (the last one to every request after it) and records every
+    request in :attr:`seen`: what a test or a service reads back to see which requests were made, in which order."""
+
+    def __init__(self, *answers: Answer | OSError) -> None:
+        self.answers, self.seen = list(answers), list[Request]()
+
+    def __call__(self, request: Request) -> Answer:
+        self.seen.append(request)
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, OSError):
+            raise answer
+        return answer
+
+
 def mock_transport(handler: Handler, **settings: Any) -> Transport:
     """A :class:`~preparer.fetch.transport.Transport` (``settings`` as its fields) whose every request ``handler``
     answers."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from preparer.errors import FetchError, LockMismatch, with_fields
 from preparer.files.locked import Locked
@@ -66,25 +66,37 @@ def locked_failure(step: Fetch, error: FetchError) -> FetchError:
     :class:`~preparer.errors.LockMismatch`, from its ``expected`` and ``got``), a locked image the registry no
     longer has. Other errors are returned as they are."""
     from preparer.errors import DigestMismatch, NotFoundError
-    from preparer.fetch.locator import HttpLocator, ImageLocator  # deferred, as above
+    from preparer.fetch.locator import (  # deferred, as above
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
+    )
 
     lock, pinned, key = step.locked_in, step.pinned, step.entry.key
     if lock is None or pinned is None:
         return error
     written = shown(written_of(step.entry))
     failed: FetchError
-    if isinstance(pinned, HttpLocator) and isinstance(error, DigestMismatch):
-        if error.expected != f"sha256:{pinned.sha256}":
-            return error
-        action = f"fetch {key} ({pinned.shown})"
-        failed = mismatch(lock, key, action, error.expected, error.got, "the download is", written)
-    elif isinstance(pinned, ImageLocator) and isinstance(error, NotFoundError):
-        failed = NotFoundError(
-            f"fetch {key} ({written})",
-            f"{the_lock(lock)} locks it to {pinned.reference}, which the registry no longer has "
-            f"({error.cause}): to lock what {written} names now, rerun with -update-lock={key}",
-        )
-    else:
-        return error
+    match pinned:
+        case HttpLocator() if isinstance(error, DigestMismatch):
+            if error.expected != f"sha256:{pinned.sha256}":
+                return error
+            action = f"fetch {key} ({pinned.shown})"
+            failed = mismatch(lock, key, action, error.expected, error.got, "the download is", written)
+        case ImageLocator() if isinstance(error, NotFoundError):
+            failed = NotFoundError(
+                f"fetch {key} ({written})",
+                f"{the_lock(lock)} locks it to {pinned.reference}, which the registry no longer has "
+                f"({error.cause}): to lock what {written} names now, rerun with -update-lock={key}",
+            )
+        case (
+            HttpLocator() | ImageLocator() | PathLocator() | RegistryLocator() | IdLocator() | InlineLocator()
+        ):  # fmt: skip
+            return error  # not the lock's decision
+        case _ as never:
+            assert_never(never)
     failed.source, failed.url, failed.status = error.source, error.url, error.status
     return failed

@@ -4,7 +4,7 @@ rewriting the lock changes, entry by entry."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from preparer.files.locked import Locked, Source, describe_locked
 from preparer.files.lockfile import LockState, written_of
@@ -33,7 +33,14 @@ def updated(
 
 
 def _resolved(step: Step, result: Fetched | None) -> Locked:
-    from preparer.fetch.locator import HttpLocator, ImageLocator, PathLocator  # deferred
+    from preparer.fetch.locator import (  # deferred
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
+    )
 
     entry, written = step.entry, written_of(step.entry)
     if isinstance(step, Present) or result is None:
@@ -42,16 +49,22 @@ def _resolved(step: Step, result: Fetched | None) -> Locked:
     top = result.top
     locator = step.locator
     source: Source
-    if isinstance(locator, HttpLocator):
-        return Locked(entry.key, written, top.id, top.version, "http", locator.shown, result.digest)
-    if result.image is not None:
-        source = "image" if isinstance(locator, ImageLocator) or result.resolved == "image" else "registry"
-        return Locked(
-            entry.key, written, top.id, top.version, source, result.image, result.digest, result.index
-        )
-    if isinstance(locator, PathLocator):
-        return Locked(entry.key, written, top.id, top.version, "path", None, result.digest)
-    return Locked(entry.key, written, top.id, top.version, "inline")
+    match locator:
+        case HttpLocator():
+            return Locked(entry.key, written, top.id, top.version, "http", locator.shown, result.digest)
+        case ImageLocator() | RegistryLocator() | IdLocator():  # pulled as an image: locked by its digest
+            source = (
+                "image" if isinstance(locator, ImageLocator) or result.resolved == "image" else "registry"
+            )
+            return Locked(
+                entry.key, written, top.id, top.version, source, result.image, result.digest, result.index
+            )
+        case PathLocator():
+            return Locked(entry.key, written, top.id, top.version, "path", None, result.digest)
+        case InlineLocator():
+            return Locked(entry.key, written, top.id, top.version, "inline")
+        case _ as never:
+            assert_never(never)
 
 
 def lock_changes(old: Sequence[Locked] | None, new: Sequence[Locked]) -> tuple[LockChange, ...]:

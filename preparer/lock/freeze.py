@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from preparer.errors import InvalidInputsError, with_fields
 from preparer.files.locked import Locked, Source
@@ -16,7 +16,7 @@ from preparer.files.lockfile import LockState, shown, written_of
 from preparer.plan import Fetch, Plan, Present, Step
 
 if TYPE_CHECKING:
-    from preparer.fetch.locator import Locator
+    from preparer.fetch.locator import Fetchable
     from preparer.target import Target
 
 
@@ -138,7 +138,14 @@ def _stale(lock: Path, why: str, advice: str = ": rerun with -update-lock") -> I
 def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str], Sequence[str]]) -> Step:
     """The step frozen to ``locked``: a builder buildpack at the locked version, or a fetch whose ``pinned``
     locator is the locked source (the policy still decides on the written ``locator``)."""
-    from preparer.fetch.locator import HttpLocator, IdLocator, ImageLocator  # deferred, as in plan.py
+    from preparer.fetch.locator import (  # deferred, as in plan.py
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
+    )
 
     entry = step.entry
     written = written_of(entry)
@@ -169,9 +176,16 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
         return Fetch(entry, locator, ImageLocator(frozen), lock)
     if locked.source == "http":
         assert locked.pinned is not None and locked.digest is not None
-        if not isinstance(locator, HttpLocator) or locator.shown != locked.pinned:
-            raise _stale(lock, f"{entry.key} locks {locked.pinned}, which is not the URL it names")
-        return Fetch(entry, locator, HttpLocator(locator.url, locked.digest.removeprefix("sha256:")), lock)
+        match locator:
+            case HttpLocator() if locator.shown == locked.pinned:
+                pinned = HttpLocator(locator.url, locked.digest.removeprefix("sha256:"))
+                return Fetch(entry, locator, pinned, lock)
+            case (
+                HttpLocator() | PathLocator() | ImageLocator() | RegistryLocator() | IdLocator() | InlineLocator()
+            ):  # fmt: skip
+                raise _stale(lock, f"{entry.key} locks {locked.pinned}, which is not the URL it names")
+            case _ as never:
+                assert_never(never)
     # Path and inline: what is written is what is fetched; a local archive's digest is checked after.
     return step
 
@@ -189,26 +203,43 @@ def _sources(step: Step) -> tuple[Source, ...]:
 
     if isinstance(step, Present):
         return ("builder", "registry", "image") if step.resolved == "installed" else ("builder",)
-    locator = step.locator
-    if isinstance(locator, IdLocator):
-        return ("builder", "registry", "image")
-    kinds: dict[type, tuple[Source, ...]] = {
-        HttpLocator: ("http",), ImageLocator: ("image",), RegistryLocator: ("registry",), PathLocator: ("path",),
-        InlineLocator: ("inline",),
-    }  # fmt: skip
-    return kinds.get(type(locator), ())
+    match step.locator:
+        case IdLocator():
+            return ("builder", "registry", "image")
+        case HttpLocator():
+            return ("http",)
+        case ImageLocator():
+            return ("image",)
+        case RegistryLocator():
+            return ("registry",)
+        case PathLocator():
+            return ("path",)
+        case InlineLocator():
+            return ("inline",)
+        case _ as never:
+            assert_never(never)
 
 
-def _same_repository(locator: Locator, pinned: str) -> bool:
+def _same_repository(locator: Fetchable, pinned: str) -> bool:
     """Whether ``pinned`` is in the repository the written image reference (or bare id) names."""
-    from preparer.fetch.locator import IdLocator, ImageLocator  # deferred, as above
+    from preparer.fetch.locator import (  # deferred, as above
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
+    )
     from preparer.fetch.oci.reference import parse_reference
 
-    if isinstance(locator, ImageLocator):
-        written = parse_reference(locator.reference)
-    elif isinstance(locator, IdLocator):
-        written = parse_reference(locator.id)
-    else:
-        return False
+    match locator:
+        case ImageLocator():
+            written = parse_reference(locator.reference)
+        case IdLocator():
+            written = parse_reference(locator.id)
+        case PathLocator() | HttpLocator() | RegistryLocator() | InlineLocator():
+            return False
+        case _ as never:
+            assert_never(never)
     locked = parse_reference(pinned)
     return (written.registry, written.repository) == (locked.registry, locked.repository)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from preparer._logger import log
 from preparer.errors import InvalidInputsError
@@ -12,6 +12,7 @@ from preparer.plan import Fetch, Plan, Present, Step
 from preparer.policy.rules import Decision, Policy, Target, decide_env, decide_source, refusal, written_as
 
 if TYPE_CHECKING:
+    from preparer.fetch.locator import Fetchable
     from preparer.fetch.store import Store
 
 
@@ -48,20 +49,12 @@ def describe_signatures(plan: Plan) -> list[str]:
     policy = plan.rules
     if policy is None or not policy.signed_by:
         return []
-    from preparer.fetch.locator import IdLocator, ImageLocator  # deferred, as in _decide_step
-    from preparer.fetch.oci.reference import parse_reference
-
     lines = []
     for step in plan.steps:
-        if not isinstance(step, Fetch):
+        pulled = _pulled_image(step.locator) if isinstance(step, Fetch) else None
+        if pulled is None:
             continue
-        locator = step.locator
-        if isinstance(locator, ImageLocator):
-            repository, when = parse_reference(locator.reference).name, ""
-        elif isinstance(locator, IdLocator):
-            repository, when = _bare_id_image(locator.id), ", if it resolves to that image"
-        else:
-            continue
+        repository, when = pulled
         for rule in policy.signed_by_rules(repository):
             where = f"line {rule.line} of {policy.path}" if rule.line else policy.path
             trusted = [f"key {k.path} (sha256:{k.fingerprint})" for k in rule.keys]
@@ -77,7 +70,6 @@ def describe_signatures(plan: Plan) -> list[str]:
 def _decide_step(step: Step, policy: Policy, store: Store | None) -> Decision:
     # Deferred: the locators are the fetch package's (kept off runs without a policy or a uri).
     from preparer.fetch.locator import (
-        BuilderLocator,
         HttpLocator,
         IdLocator,
         ImageLocator,
@@ -94,31 +86,58 @@ def _decide_step(step: Step, policy: Policy, store: Store | None) -> Decision:
         return decide_source(policy, entry.key, written, ("builder",), Target())
     assert isinstance(step, Fetch)
     locator = step.locator
-    if isinstance(locator, BuilderLocator):
-        return decide_source(policy, entry.key, written, ("builder",), Target())
-    if isinstance(locator, InlineLocator):
-        return decide_source(policy, entry.key, written, ("inline",), Target())
-    if isinstance(locator, PathLocator):
-        kind = "cnb" if locator.is_cnb else "path"
-        return decide_source(policy, entry.key, written, (kind,), Target())
-    if isinstance(locator, HttpLocator):
-        kinds = ("http", "cnb") if locator.is_cnb else ("http",)
-        target = Target(
-            url=locator.shown,
-            pinned=locator.sha256 is not None,
-            cached_digest=store.digest_of(locator.url) if store is not None else None,
-        )
-        return decide_source(policy, entry.key, written, kinds, target)
-    if isinstance(locator, ImageLocator):
-        ref = parse_reference(locator.reference)
-        target = Target(image=ref.name, image_digest=ref.digest)
-        return decide_source(policy, entry.key, written, ("image",), target)
-    if isinstance(locator, IdLocator):
-        # Not installed: the buildpack registry is asked first, then Docker Hub: both must be allowed.
-        target = Target(image=_bare_id_image(locator.id))
-        return decide_source(policy, entry.key, written, ("registry", "image"), target)
-    assert isinstance(locator, RegistryLocator)
-    return decide_source(policy, entry.key, written, ("registry",), Target())
+    match locator:
+        case InlineLocator():
+            return decide_source(policy, entry.key, written, ("inline",), Target())
+        case PathLocator():
+            kind = "cnb" if locator.is_cnb else "path"
+            return decide_source(policy, entry.key, written, (kind,), Target())
+        case HttpLocator():
+            kinds = ("http", "cnb") if locator.is_cnb else ("http",)
+            target = Target(
+                url=locator.shown,
+                pinned=locator.sha256 is not None,
+                cached_digest=store.digest_of(locator.url) if store is not None else None,
+            )
+            return decide_source(policy, entry.key, written, kinds, target)
+        case ImageLocator():
+            ref = parse_reference(locator.reference)
+            target = Target(image=ref.name, image_digest=ref.digest)
+            return decide_source(policy, entry.key, written, ("image",), target)
+        case IdLocator():
+            # Not installed: the buildpack registry is asked first, then Docker Hub: both must be allowed.
+            target = Target(image=_bare_id_image(locator.id))
+            return decide_source(policy, entry.key, written, ("registry", "image"), target)
+        case RegistryLocator():
+            return decide_source(policy, entry.key, written, ("registry",), Target())
+        case _ as never:
+            assert_never(never)
+
+
+def _pulled_image(locator: Fetchable) -> tuple[str, str] | None:
+    """The repository of the image an entry's source may be pulled as, in the form ``[[image.signed-by]]`` matches,
+    and when (``""``: always); ``None`` for a source that is no image, or whose image only the buildpack registry's
+    index names (known once fetched)."""
+    # Deferred, as in _decide_step.
+    from preparer.fetch.locator import (
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
+    )
+    from preparer.fetch.oci.reference import parse_reference
+
+    match locator:
+        case ImageLocator():
+            return parse_reference(locator.reference).name, ""
+        case IdLocator():
+            return _bare_id_image(locator.id), ", if it resolves to that image"
+        case PathLocator() | HttpLocator() | RegistryLocator() | InlineLocator():
+            return None
+        case _ as never:
+            assert_never(never)
 
 
 def _bare_id_image(bp_id: str) -> str:

@@ -18,7 +18,7 @@ from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.cache import DownloadCache
 from preparer.fetch.http import fetch_http
 from preparer.fetch.locator import HttpLocator
-from preparer.fetch.mock import Answer, Request, mock_transport
+from preparer.fetch.mock import Answer, Request, Script, mock_transport
 from preparer.fetch.sink import Sink
 from preparer.fetch.store import Store
 from preparer.fetch.transport import Unreachable
@@ -32,21 +32,7 @@ def archive(tmp_path: Path) -> bytes:
     return make_tgz(tmp_path / "src" / "bp.tgz", "me/mem", payload=b"m" * 1000).read_bytes()
 
 
-class Server:
-    """Answers in turn, and records every request."""
-
-    def __init__(self, *answers: Answer | OSError) -> None:
-        self.answers, self.seen = list(answers), list[Request]()
-
-    def __call__(self, request: Request) -> Answer:
-        self.seen.append(request)
-        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        if isinstance(answer, OSError):
-            raise answer
-        return answer
-
-
-def fetch(tmp_path: Path, server: Server, url: str = URL, sha: str | None = None) -> Fetched:
+def fetch(tmp_path: Path, server: Script, url: str = URL, sha: str | None = None) -> Fetched:
     staging = tmp_path / "staging"
     staging.mkdir(exist_ok=True)
     store = Store(DownloadCache.open(tmp_path / "cache"))
@@ -57,7 +43,7 @@ def fetch(tmp_path: Path, server: Server, url: str = URL, sha: str | None = None
 def test_a_warm_fetch_asks_with_the_validators_and_a_304_installs_the_cached_tree(
     tmp_path: Path, archive: bytes
 ) -> None:
-    server = Server(Answer(200, {"ETag": '"v1"'}, archive), Answer(304))
+    server = Script(Answer(200, {"ETag": '"v1"'}, archive), Answer(304))
     cold = fetch(tmp_path, server)
     warm = fetch(tmp_path, server)
     assert [r.headers.get("If-None-Match") for r in server.seen] == [None, '"v1"']
@@ -69,7 +55,7 @@ def test_a_warm_fetch_asks_with_the_validators_and_a_304_installs_the_cached_tre
 def test_a_5xx_is_retried_and_each_retry_announced_with_its_standard_phrase(
     tmp_path: Path, archive: bytes, caplog: pytest.LogCaptureFixture
 ) -> None:
-    server = Server(Answer(503), Answer(200, {}, archive))  # no reason phrase, as HTTP/2 has none
+    server = Script(Answer(503), Answer(200, {}, archive))  # no reason phrase, as HTTP/2 has none
     with caplog.at_level(logging.WARNING, logger="preparer"):
         fetched = fetch(tmp_path, server)
     assert fetched.top.id == "me/mem" and len(server.seen) == 2
@@ -83,7 +69,7 @@ def test_a_body_cut_short_is_named_and_retried(
 ) -> None:
     short = Answer(200, {}, archive[:100], length=len(archive))
     with caplog.at_level(logging.WARNING, logger="preparer"), pytest.raises(Unreachable) as failed:
-        fetch(tmp_path, Server(short))
+        fetch(tmp_path, Script(short))
     assert (
         failed.value.cause
         == f"buildpacks.example closed the connection after 100 of {len(archive)} bytes (after 3 attempts)"
@@ -93,7 +79,7 @@ def test_a_body_cut_short_is_named_and_retried(
 
 
 def test_a_refused_connection_names_host_and_port(tmp_path: Path) -> None:
-    server = Server(ConnectionRefusedError(111, "Connection refused"))
+    server = Script(ConnectionRefusedError(111, "Connection refused"))
     with pytest.raises(Unreachable) as failed:
         fetch(tmp_path, server, "http://buildpacks.example:8080/bp.tgz")
     assert failed.value.cause == "connection refused by buildpacks.example port 8080 (after 3 attempts)"
@@ -125,7 +111,7 @@ def test_each_redirect_hop_is_decided_before_it_is_requested(tmp_path: Path, arc
         URL: Answer(302, {"Location": "/moved.tgz"}),
         "http://buildpacks.example/moved.tgz": Answer(302, {"Location": "http://elsewhere.example/bp.tgz"}),
     }
-    server = Server(Answer(200, {}, archive))
+    server = Script(Answer(200, {}, archive))
     seen: list[str] = []
 
     def answer(request: Request) -> Answer:
@@ -147,6 +133,6 @@ def test_a_pin_that_does_not_match_fails_and_nothing_is_kept(tmp_path: Path, arc
     with pytest.raises(
         FetchError, match=r"sha256 mismatch: the uri pins sha256:0{64}, the download is sha256:"
     ):
-        fetch(tmp_path, Server(Answer(200, {}, archive)), sha=wrong)
+        fetch(tmp_path, Script(Answer(200, {}, archive)), sha=wrong)
     assert not any((tmp_path / "cache" / "trees").rglob("manifest.json"))
     assert not any((tmp_path / "staging").iterdir())

@@ -30,7 +30,7 @@ from preparer.fetch.fleet_writeback import Upload, WriteBack
 from preparer.fetch.guard import SignatureObject
 from preparer.fetch.http import fetch_http
 from preparer.fetch.locator import HttpLocator
-from preparer.fetch.mock import Answer, Request, mock_transport
+from preparer.fetch.mock import Answer, Script, mock_transport
 from preparer.fetch.sink import Sink
 from preparer.fetch.store import Store
 from preparer.fetch.store.tiers import Local, Shared, Writes
@@ -252,20 +252,6 @@ def test_the_real_tiers_and_the_fakes_play_each_role_whole(role: type, players: 
 # The fetch, and an origin
 
 
-class Origin:
-    """An origin in memory: answers in turn, and records every request."""
-
-    def __init__(self, *answers: Answer | OSError) -> None:
-        self.answers, self.seen = list(answers), list[Request]()
-
-    def __call__(self, request: Request) -> Answer:
-        self.seen.append(request)
-        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        if isinstance(answer, OSError):
-            raise answer
-        return answer
-
-
 class Pod:
     """One build pod: its own download cache (``None``: none) and staging, a store over the tiers given."""
 
@@ -290,7 +276,7 @@ class Pod:
         staging.mkdir(parents=True, exist_ok=True)
         return Sink(staging, warn=self.warnings.append)
 
-    def fetch(self, origin: Origin, url: str = URL, sha: str | None = None) -> Fetched:
+    def fetch(self, origin: Script, url: str = URL, sha: str | None = None) -> Fetched:
         transport = mock_transport(origin, backoff=0.01, retries=1)
         return fetch_http(HttpLocator(url, sha), FetchContext(self.sink, self.store, transport))
 
@@ -316,7 +302,7 @@ def test_a_pinned_archive_the_fleet_holds_asks_no_origin_and_fills_this_pods_cac
     pin = sha256(archive).removeprefix("sha256:")
     fleet = MemoryFleet(repository)
     first = Pod(tmp_path / "pod", fleet, MemoryWrites(repository))
-    origin = Origin(Answer(500))
+    origin = Script(Answer(500))
     assert first.fetch(origin, sha=pin).via == "cache repository"
     again = Pod(tmp_path / "pod", MemoryFleet(repository, down=True))  # the same cache, a repository now down
     assert again.fetch(origin, sha=pin).via == "download cache"
@@ -328,7 +314,7 @@ def test_an_unpinned_record_within_max_age_is_used_without_asking_the_origin(
 ) -> None:
     repository = Repository()
     repository.archive(archive, URL)
-    origin = Origin(Answer(500))
+    origin = Script(Answer(500))
     fetched = Pod(tmp_path, MemoryFleet(repository, max_age=3600)).fetch(origin)
     assert (fetched.via, fetched.digest, origin.seen) == ("cache repository", sha256(archive), [])
 
@@ -339,7 +325,7 @@ def test_a_stale_record_with_an_opaque_etag_is_not_asked_about_the_origins_bytes
     repository = Repository()
     repository.archive(archive, URL, checked=LONG_AGO, etag='"v1"')
     fleet = MemoryFleet(repository)
-    origin = Origin(Answer(200, {"ETag": '"v2"'}, newer))
+    origin = Script(Answer(200, {"ETag": '"v2"'}, newer))
     fetched = Pod(tmp_path, fleet).fetch(origin)
     assert (fetched.via, fetched.digest) == (None, sha256(newer))
     assert [r.headers.get("If-None-Match") for r in origin.seen] == [None]  # a plain download, not a question
@@ -353,7 +339,7 @@ def test_a_stale_record_whose_etag_names_its_blob_is_confirmed_by_a_304_and_reco
     etag = '"' + sha256(archive).removeprefix("sha256:") + '"'
     hit = repository.archive(archive, URL, checked=LONG_AGO, etag=etag)
     writes = MemoryWrites(repository)
-    origin = Origin(Answer(304))
+    origin = Script(Answer(304))
     fetched = Pod(tmp_path, MemoryFleet(repository), writes).fetch(origin)
     assert fetched.via == "cache repository"
     assert [r.headers.get("If-None-Match") for r in origin.seen] == [etag]
@@ -367,9 +353,9 @@ def test_an_origin_that_cannot_be_reached_is_stood_in_for_only_with_a_max_age(
     repository.archive(archive, URL, checked=LONG_AGO, etag='"' + sha256(archive)[7:] + '"')
     refused = ConnectionRefusedError(111, "Connection refused")
     with pytest.raises(Unreachable):  # max-age 0: an unpinned URL's bytes are the origin's, or none
-        Pod(tmp_path / "strict", MemoryFleet(repository)).fetch(Origin(refused))
+        Pod(tmp_path / "strict", MemoryFleet(repository)).fetch(Script(refused))
     lenient = Pod(tmp_path / "lenient", MemoryFleet(repository, max_age=60))  # the record is older still
-    assert lenient.fetch(Origin(refused)).via == "cache repository"
+    assert lenient.fetch(Script(refused)).via == "cache repository"
     assert lenient.warnings == [
         f"{URL} could not be revalidated with its origin; the download cache repository's copy is used"
     ]
@@ -380,7 +366,7 @@ def test_offline_the_fleets_record_is_used_however_old_and_a_miss_names_the_tag_
 ) -> None:
     repository = Repository()
     repository.archive(archive, URL, checked=LONG_AGO)
-    origin = Origin(Answer(200, {}, archive))
+    origin = Script(Answer(200, {}, archive))
     pod = Pod(tmp_path, MemoryFleet(repository, "offline"))
     assert pod.fetch(origin).via == "cache repository"
     with pytest.raises(FetchError) as unpinned:
@@ -398,7 +384,7 @@ def test_a_url_with_a_query_is_never_looked_up_nor_written_back(tmp_path: Path, 
     repository.archive(archive, HttpLocator(private).url)  # a pusher's record for it is not even asked for
     fleet, writes = MemoryFleet(repository, max_age=3600), MemoryWrites(repository)
     pod = Pod(tmp_path, fleet, writes)
-    assert pod.fetch(Origin(Answer(200, {}, archive)), private).via is None
+    assert pod.fetch(Script(Answer(200, {}, archive)), private).via is None
     assert pod.store.commit() == 0
     assert fleet.asked == [] and writes.pending == []
 
@@ -410,7 +396,7 @@ def test_what_the_origin_gave_is_written_back_at_the_commit_and_served_to_the_ne
     tmp_path: Path, archive: bytes
 ) -> None:
     repository = Repository()
-    origin = Origin(Answer(200, {"ETag": '"v1"'}, archive))
+    origin = Script(Answer(200, {"ETag": '"v1"'}, archive))
     first = Pod(tmp_path / "first", MemoryFleet(repository, max_age=3600), MemoryWrites(repository))
     assert first.fetch(origin).via is None
     assert repository.urls == {}  # nothing is published before the run's commit
@@ -427,11 +413,11 @@ def test_a_read_mode_run_writes_nothing_and_one_that_does_not_commit_ends_its_up
 ) -> None:
     repository = Repository()
     reader = Pod(tmp_path / "reader", MemoryFleet(repository, "read"))
-    reader.fetch(Origin(Answer(200, {}, archive)))
+    reader.fetch(Script(Answer(200, {}, archive)))
     assert reader.store.commit() == 0
     writes = MemoryWrites(repository)
     failed = Pod(tmp_path / "failed", MemoryFleet(repository), writes)
-    failed.fetch(Origin(Answer(200, {}, archive)))
+    failed.fetch(Script(Answer(200, {}, archive)))
     failed.store.close()  # the run failed after this fetch: no commit
     assert writes.closed and repository.urls == {} and repository.blobs == {}
 
@@ -441,8 +427,8 @@ def test_a_fleet_that_is_down_is_one_warning_and_is_not_asked_again(
 ) -> None:
     fleet = MemoryFleet(Repository(), max_age=3600, down=True)
     pod = Pod(tmp_path, fleet, MemoryWrites(fleet.repository))
-    assert pod.fetch(Origin(Answer(200, {}, archive))).via is None
-    assert pod.fetch(Origin(Answer(200, {}, newer)), OTHER).via is None
+    assert pod.fetch(Script(Answer(200, {}, archive))).via is None
+    assert pod.fetch(Script(Answer(200, {}, newer)), OTHER).via is None
     assert fleet.warnings == ["connection refused"] and fleet.asked == [url_tag(URL)]
     assert pod.warnings == []  # the repository's one warning is the breaker's, not each fetch's
 
@@ -454,7 +440,7 @@ def test_a_blob_that_is_not_the_digest_its_record_names_is_one_warning_and_the_o
     hit = repository.archive(archive, URL)
     repository.blobs[hit.digest] = newer  # a pusher's bytes under the record's digest
     pod = Pod(tmp_path, MemoryFleet(repository, max_age=3600))
-    fetched = pod.fetch(Origin(Answer(200, {}, archive)))
+    fetched = pod.fetch(Script(Answer(200, {}, archive)))
     assert (fetched.via, fetched.digest) == (None, sha256(archive))
     assert pod.warnings == [
         f"the download cache repository's copy of {URL} is not used: the repository's blob is not the digest its "
@@ -465,7 +451,7 @@ def test_a_blob_that_is_not_the_digest_its_record_names_is_one_warning_and_the_o
 def test_a_full_download_cache_is_one_warning_and_the_archive_is_downloaded_without_it(
     tmp_path: Path, archive: bytes
 ) -> None:
-    origin = Origin(Answer(200, {}, archive))
+    origin = Script(Answer(200, {}, archive))
     pod = Pod(tmp_path, cache=FullCache)
     fetched = pod.fetch(origin)
     assert fetched.via is None and (fetched.buildpacks[0].path / "data.bin").read_bytes() == b"t" * 500

@@ -189,3 +189,123 @@ def test_only_the_reader_makes_its_pass() -> None:
         if {"preparer.files._toml_pass", "preparer.files._toml_words"} & _imported(name, tree)
     )
     assert importers == ["preparer.files.toml"]
+
+
+def _kinds() -> set[str]:
+    """The kinds of source: the classes of fetch/locator.py's closed unions (``Fetchable``, and ``Locator``, which
+    adds ``BuilderLocator``)."""
+    _, tree = MODULES["preparer.fetch.locator"]
+    unions = [
+        n.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and [ast.unparse(t) for t in n.targets] in (["Fetchable"], ["Locator"])
+    ]
+    assert len(unions) == 2
+    return {n.id for union in unions for n in ast.walk(union) if isinstance(n, ast.Name)} - {"Fetchable"}
+
+
+KINDS = _kinds()
+
+
+def _names_a_kind(pattern: ast.pattern) -> bool:
+    return any(isinstance(n, ast.MatchClass) and ast.unparse(n.cls) in KINDS for n in ast.walk(pattern))
+
+
+def _is_never(case: ast.match_case) -> bool:
+    """``case _ as never: assert_never(never)``: what makes mypy name a kind the match does not handle."""
+    pattern = case.pattern
+    return (
+        isinstance(pattern, ast.MatchAs)
+        and pattern.name is not None
+        and ast.unparse(pattern) in (pattern.name, f"_ as {pattern.name}")
+        and case.guard is None
+        and [ast.unparse(statement) for statement in case.body] == [f"assert_never({pattern.name})"]
+    )
+
+
+def _switches() -> dict[str, list[tuple[str, ast.Match]]]:
+    """Every ``match`` over the kinds of source (a case names a locator class), by module, with the function it is in
+    (``fetch/locator.py``, which defines them, aside)."""
+    found: dict[str, list[tuple[str, ast.Match]]] = {}
+    for name, (_, tree) in MODULES.items():
+        if name == "preparer.fetch.locator":
+            continue
+        for function in _functions(tree):
+            for node in ast.walk(function):
+                if isinstance(node, ast.Match) and any(_names_a_kind(c.pattern) for c in node.cases):
+                    found.setdefault(name, []).append((function.name, node))
+    return found
+
+
+SWITCHES = _switches()
+
+
+def test_every_switch_over_kinds_of_source_ends_in_assert_never() -> None:
+    """A kind added to the union fails type-checking (``mypy --strict``) at every match that does not handle it."""
+    assert SWITCHES, "no match over the kinds found"
+    open_ended = [
+        f"{module}.{function}: line {match.lineno}"
+        for module, switches in SWITCHES.items()
+        for function, match in switches
+        if not _is_never(match.cases[-1])
+    ]
+    assert open_ended == []
+
+
+def _annotations(tree: ast.Module) -> set[int]:
+    """The ``id`` of every node of a type annotation in ``tree``."""
+    roots: list[ast.expr | None] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg):
+            roots.append(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            roots.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            roots.append(node.annotation)
+    return {id(n) for root in roots if root is not None for n in ast.walk(root)}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m != "preparer.fetch.locator"))
+def test_kinds_of_source_are_told_apart_only_by_such_matches(module: str) -> None:
+    """A locator class is named only to make one, in a type, or in a case of an exhaustive match (where
+    ``isinstance`` may tell apart the kinds one case groups): no ``isinstance`` chain, table keyed by class or
+    ``else`` that a new kind would fall into unnoticed."""
+    _, tree = MODULES[module]
+    allowed = _annotations(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            allowed.add(id(node.func))
+        elif isinstance(node, ast.MatchClass):
+            allowed.add(id(node.cls))
+    for _, match in SWITCHES.get(module, []):
+        for case in match.cases:
+            for statement in case.body:
+                for node in ast.walk(statement):
+                    if isinstance(node, ast.Call) and ast.unparse(node.func) == "isinstance":
+                        allowed |= {id(n) for n in ast.walk(node.args[1])}
+    named = [
+        f"line {n.lineno}: {n.id}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Name) and n.id in KINDS and id(n) not in allowed
+    ]
+    assert named == []
+
+
+def _new_source_places() -> dict[str, set[str]]:
+    """The places docs/layout.md's "A new source of buildpacks" names, a line each: `` - `module.py`: `function` ``."""
+    layout = (PACKAGE.parent / "docs" / "layout.md").read_text(encoding="utf-8")
+    bullet = layout[layout.index("- **A new source of buildpacks**") :]
+    bullet = bullet[: bullet.index("\n- **")]
+    places: dict[str, set[str]] = {}
+    for item in re.split(r"\n  - ", bullet)[1:]:  # an item and the lines that continue it
+        row = re.match(r"`([\w/]+)\.py`:", item)
+        assert row, item
+        module, functions = "preparer." + row[1].replace("/", "."), item[row.end() :]
+        places[module] = set(re.findall(r"`(_?[a-z][a-z0-9_]*)`", functions))
+    return places
+
+
+def test_the_layout_names_every_place_a_new_kind_of_source_must_be_handled() -> None:
+    """docs/layout.md's "A new source of buildpacks" lists exactly the functions whose matches a new kind fails."""
+    in_code = {module: {function for function, _ in switches} for module, switches in SWITCHES.items()}
+    assert _new_source_places() == in_code
