@@ -84,7 +84,7 @@ def detect(
     checked: set[str] = set()
     for group in groups:
         if applies:
-            _require(group, settings, lookup, plan.target, checked)
+            _require(group, settings, lookup, plan.target, checked, warnings)
     context = _Context(lookup, settings.exec_env, settings.platform_api, applies)
     found = tuple(_group(group, context, warnings) for group in groups)
     detection = Detection(settings.exec_env, applies, settings.system_path, action, system, found, builder)
@@ -237,16 +237,19 @@ def _require(
     lookup: Lookup,
     target: Target | None,
     checked: set[str],
+    warnings: list[str],
 ) -> None:
     """The system buildpacks and the builder's of ``group``, as the detector looks them up at start-up: in
     ``<buildpacks>``, readable, of a supported Buildpack API; a system buildpack able to run on ``target``. A group
     whose elements are not all known yet (one the run fetches by ``uri``) may still leave a system buildpack out:
-    its own are checked once they are."""
+    one not there is a warning until they are known, and checked again then (before anything is written)."""
     certain = all(m.id for m in group)
     for member in group:
         if member.origin == "project" or member.ref in checked:
             continue
         if member.origin == "system.toml" and not certain:
+            if _nameable(member) and lookup(member.id, member.version) is None:
+                warnings.append(_unless_fetched(member, settings, group))
             continue
         checked.add(member.ref)
         found = lookup(member.id, member.version) if _nameable(member) else None
@@ -256,6 +259,16 @@ def _require(
         verify_buildpack_api(descriptor.ref, descriptor.api)
         if member.origin == "system.toml" and target is not None and settings.checks_targets:
             _on_target(member, descriptor, has_file, target, lookup, settings)
+
+
+def _unless_fetched(member: Member, settings: DetectorSettings, group: tuple[Member, ...]) -> str:
+    """The warning for a system buildpack not in ``<buildpacks>`` that an entry not fetched yet may stand for."""
+    unknown = ", ".join(m.ref for m in group if not m.id)
+    return (
+        f"{member.named} is not in {settings.buildpacks_dir}: the detector fails at start-up without it unless "
+        f"{unknown} turns out to be {member.id}, which is known once fetched (the run refuses then, before anything "
+        "is written)"
+    )
 
 
 def _nameable(member: Member) -> bool:

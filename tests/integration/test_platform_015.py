@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.buildpacks import buildpack_toml
 from tests.golden import Layout
 from tests.integration.test_targets import local, refused_and_untouched, untouched
 from tests.plugins.cli import Result
@@ -289,3 +290,35 @@ def test_the_lock_records_the_exec_env_and_a_frozen_run_in_another_says_so(
         "was made with exec-env test; this build's is production (CNB_EXEC_ENV)"
         in frozen.stdout + frozen.stderr
     )
+
+
+def test_a_system_buildpack_missing_in_a_group_not_known_before_fetching_is_a_warning_then_a_refusal(
+    preparer: Callable[..., Result], layout: Layout, app: str
+) -> None:
+    # ./app-bp could be sys/pre (the detector would then drop the system one): known only once fetched.
+    installed(layout, "sys/post")
+    system = system_toml(layout)
+    warned = (
+        f"Warning: sys/pre@1.0.0 (system.toml, system.pre.buildpacks[0]) is not in {layout.buildpacks}: the detector "
+        "fails at start-up without it unless ./app-bp turns out to be sys/pre, which is known once fetched (the run "
+        "refuses then, before anything is written)"
+    )
+    dry = preparer("-system", str(system), "-dry-run", project=app)
+    assert dry.code == 0, dry.stderr
+    assert dry.warnings == [warned]
+    before = untouched(layout)
+    result = preparer("-system", str(system), project=app)
+    refused_and_untouched(result, layout, before)
+    assert result.warnings == [warned]
+    assert "ERROR: failed to use system buildpack sys/pre@1.0.0: " in result.stderr
+    # The entry fetched is sys/pre: the detector drops the system one, and so does the preparer.
+    (layout.app / "app-bp" / "buildpack.toml").write_text(buildpack_toml("sys/pre", "3.0.0", "0.12"))
+    fetched = run(preparer, layout, "-system", str(system), project=app)
+    assert fetched.code == 0, fetched.stderr
+    assert groups(layout) == [
+        [
+            ("sys/pre@3.0.0", "project", True),
+            ("examples/node@1.2.0", "project", True),
+            ("sys/post@1.0.0", "system.toml", True),
+        ]
+    ]
