@@ -298,6 +298,7 @@ def _not_there(member: Member, settings: DetectorSettings) -> DetectionRefused:
         why = f"{member.entry} of {file} names {member.id} without a version, and the detector looks for {looked}{found}"
     elif not _nameable(member):
         why = f"{member.entry} of {file} names {member.ref}, which is not a buildpack id and version"
+        fix = f"write the id and version of a buildpack in {buildpacks} there"
     elif member.origin == "system.toml":
         why = f"{member.entry} of {file} names it, and it is not in {buildpacks}{found}"
     else:
@@ -363,7 +364,8 @@ def _group(members: tuple[Member, ...], context: _Context, warnings: list[str]) 
 def _read(member: Member, context: _Context, runs: dict[str, str], may: dict[str, str]) -> Member:
     """``member`` with what its buildpack.toml says: its exec-env and whether the detector skips it; a composite's
     buildpacks asked one by one."""
-    found = context.lookup(member.id, member.version)
+    # Not nameable: refused where it is required (a group known whole); else once the run's entries are fetched.
+    found = context.lookup(member.id, member.version) if _nameable(member) else None
     if found is None:  # a project's, refused where it is looked for
         return member
     descriptor = found[0]

@@ -322,3 +322,24 @@ def test_a_system_buildpack_missing_in_a_group_not_known_before_fetching_is_a_wa
             ("sys/post@1.0.0", "system.toml", True),
         ]
     ]
+
+
+def test_a_system_version_that_climbs_out_of_buildpacks_is_refused_and_never_read(
+    preparer: Callable[..., Result], layout: Layout, app: str
+) -> None:
+    # A buildpack.toml outside <buildpacks>, which the version would reach if it were joined as a path.
+    local(layout.root / "outside", "sys/pre", 'exec-env = ["test"]\n', api="0.12")
+    installed(layout, "sys/pre", version="2.0.0")  # <buildpacks>/sys_pre exists, so the path would resolve
+    system = layout.root / "system.toml"
+    system.write_text('[system]\n[[system.pre.buildpacks]]\nid = "sys/pre"\nversion = "../../../outside"\n')
+    dry = preparer("-system", str(system), "-dry-run", project=app)
+    assert dry.code == 0, dry.stderr
+    assert "skips sys/pre" not in dry.stdout  # its exec-env was not read
+    before = untouched(layout)
+    result = preparer("-system", str(system), project=app)
+    refused_and_untouched(result, layout, before)
+    assert (
+        f"system.pre.buildpacks[0] of {system} names sys/pre@../../../outside, which is not a buildpack id and "
+        f"version: the detector fails at start-up without it; write the id and version of a buildpack in "
+        f"{layout.buildpacks} there"
+    ) in result.stderr
