@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from preparer import Inputs, prepare
 from tests.buildpacks import buildpack_toml
 from tests.golden import Layout
 from tests.integration.test_targets import local, refused_and_untouched, untouched
@@ -343,3 +344,28 @@ def test_a_system_version_that_climbs_out_of_buildpacks_is_refused_and_never_rea
         f"version: the detector fails at start-up without it; write the id and version of a buildpack in "
         f"{layout.buildpacks} there"
     ) in result.stderr
+
+
+def test_the_library_report_has_the_groups_as_the_detector_runs_them(layout: Layout) -> None:
+    installed(layout, "sys/pre")
+    installed(layout, "sys/post", 'exec-env = ["test"]\n')
+    (layout.app / "project.toml").write_text(group("urn:cnb:builder:examples/node@1.2.0"))
+    inputs = Inputs(
+        app_dir=str(layout.app), layers_dir=str(layout.layers), platform_dir=str(layout.platform),
+        buildpacks_dir=str(layout.buildpacks), order_path=str(layout.order), download_cache=None,
+        system_path=str(system_toml(layout)), exec_env="production",
+    )  # fmt: skip
+    report = prepare(inputs)
+    assert report.exec_env == "production"
+    assert report.system is not None and report.system["action"] == "merged"
+    members = report.groups[0].members
+    assert [(m.ref, m.origin, m.entry, m.skipped) for m in members] == [
+        ("sys/pre@1.0.0", "system.toml", "system.pre.buildpacks[0]", ""),
+        ("examples/node@1.2.0", "project", "io.buildpacks.group[0]", ""),
+        (
+            "sys/post@1.0.0",
+            "system.toml",
+            "system.post.buildpacks[0]",
+            'its exec-env = ["test"] does not hold production, this build\'s (CNB_EXEC_ENV)',
+        ),
+    ]
