@@ -22,7 +22,7 @@ from preparer._record import record
 from preparer.api import verify_buildpack_api
 from preparer.detection import Detection, DetectorGroup, Member, SystemAction
 from preparer.errors import DetectionRefused, TargetRefused, with_fields
-from preparer.execenv import ENV_EXEC_ENV, SKIPS_FROM, skip_reason
+from preparer.execenv import ENV_EXEC_ENV, SKIPS_FROM, shown, skip_reason
 from preparer.files.buildpack import check_id, installed_versions, version_problem
 from preparer.files.system import DEFAULT_SYSTEM_PATH, SystemBuildpack, SystemBuildpacks, read_system
 from preparer.plan import Fetch, Plan, Present, Step, wrap
@@ -357,7 +357,7 @@ def _group(members: tuple[Member, ...], context: _Context, warnings: list[str]) 
         if member.id and member.known and not member.skipped and member.id not in runs:
             runs[member.id] = member.ref
         found.append(member)
-        _warn_project(member, warnings)
+        _warn_project(member, context.exec_env, warnings)
     return DetectorGroup(tuple(found))
 
 
@@ -441,10 +441,22 @@ def _child(
     return {bp_id}, True
 
 
-def _warn_project(member: Member, warnings: list[str]) -> None:
-    """A warning for a buildpack the project named that the detector will skip, or skip buildpacks of."""
+def _warn_project(member: Member, exec_env: str, warnings: list[str]) -> None:
+    """A warning for a buildpack the project named that the detector will skip, or skip buildpacks of, or run
+    although its exec-env does not hold the build's (it is below Buildpack API 0.12, which the detector reads it from).
+    """
     if member.origin != "project":
         return
+    if (
+        member.exec_env
+        and not member.skipped
+        and exec_env not in member.exec_env
+        and "*" not in member.exec_env
+    ):
+        warnings.append(
+            f"{member.named} runs although its exec-env = {shown(member.exec_env)} does not hold {exec_env}, this "
+            f"build's ({ENV_EXEC_ENV}): the detector reads exec-env from Buildpack API 0.12, and its api is older"
+        )
     if member.skipped and member.exec_env:
         warnings.append(
             f"{member.named} will not run: {member.skipped}; the detector skips it (set {ENV_EXEC_ENV} to one it "

@@ -369,3 +369,19 @@ def test_the_library_report_has_the_groups_as_the_detector_runs_them(layout: Lay
             'its exec-env = ["test"] does not hold production, this build\'s (CNB_EXEC_ENV)',
         ),
     ]
+
+
+def test_exec_env_in_a_buildpack_older_than_api_0_12_runs_and_is_warned(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    local(layout.app / "t", "me/t", 'exec-env = ["test"]\n', api="0.10")
+    result = run(preparer, layout, project=group("./t", "urn:cnb:builder:examples/node@1.2.0"))
+    assert result.code == 0, result.stderr
+    assert result.warnings == [
+        (
+            'Warning: me/t@1.0.0 (project, io.buildpacks.group[0]) runs although its exec-env = ["test"] does not '
+            "hold production, this build's (CNB_EXEC_ENV): the detector reads exec-env from Buildpack API 0.12, and "
+            "its api is older"
+        )
+    ]
+    assert groups(layout)[0][0] == ("me/t@1.0.0", "project", True)
