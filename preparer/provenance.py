@@ -491,8 +491,8 @@ def _signature(signature: SignatureRecord, plan: Plan) -> dict[str, Any]:
 
 
 def _input_files(plan: Plan, settings: ProvenanceSettings) -> Iterable[dict[str, Any]]:
-    """The descriptor (named by its path relative to ``<app>``) and the builder's order.toml, each with its
-    sha256."""
+    """The descriptor (named by its path relative to ``<app>``), the builder's order.toml and the system.toml merged,
+    each with its sha256."""
     made_from = dict(plan.made_from)
     if plan.descriptor_path is not None:
         digest = _file_digest(plan.descriptor_path, made_from)
@@ -509,4 +509,13 @@ def _input_files(plan: Plan, settings: ProvenanceSettings) -> Iterable[dict[str,
                 "name": str(settings.order_path),
                 "digest": {"sha256": digest},
                 "annotations": {"role": "builder order"},
+            }
+    detection = plan.detection
+    if detection is not None and detection.system is not None and detection.system_path is not None:
+        digest = _file_digest(detection.system_path, made_from)
+        if digest is not None:
+            yield {
+                "name": str(detection.system_path),
+                "digest": {"sha256": digest},
+                "annotations": {"role": "system buildpacks"},
             }

@@ -22,6 +22,7 @@ def fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
         inputs.policy,
         lock_path(inputs),
         inputs.order_path,
+        inputs.system_path,
     )
     found = []
     for path in paths:

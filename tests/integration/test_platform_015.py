@@ -4,6 +4,7 @@ applies them (docs/detector.md), in what a run refuses, writes, says and reports
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tomllib
 from collections.abc import Callable
@@ -12,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from preparer import Inputs, prepare
+from preparer import Inputs, plan_run, prepare, run_plan
+from preparer.errors import InvalidInputsError
 from tests.buildpacks import buildpack_toml
 from tests.golden import Layout
 from tests.integration.test_targets import local, refused_and_untouched, untouched
@@ -385,3 +387,34 @@ def test_exec_env_in_a_buildpack_older_than_api_0_12_runs_and_is_warned(
         )
     ]
     assert groups(layout)[0][0] == ("me/t@1.0.0", "project", True)
+
+
+def test_system_toml_is_an_input_of_the_provenance_and_of_a_saved_plan(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    installed(layout, "sys/pre")
+    installed(layout, "sys/post")
+    system = system_toml(layout)
+    project = group("urn:cnb:builder:examples/node@1.2.0")
+    result = preparer(
+        "-system", str(system), "-provenance", str(layout.layers / "prov.json"), project=project
+    )
+    assert result.code == 0, result.stderr
+    provenance = json.loads((layout.layers / "prov.json").read_text())["predicate"]["buildDefinition"]
+    assert {
+        "name": str(system),
+        "digest": {"sha256": hashlib.sha256(system.read_bytes()).hexdigest()},
+        "annotations": {"role": "system buildpacks"},
+    } in provenance["resolvedDependencies"]
+    assert provenance["internalParameters"]["detector"]["system"]["pre"] == ["sys/pre@1.0.0"]
+    # A plan made, then system.toml changed: the plan is another build's, and is refused.
+    inputs = Inputs(
+        app_dir=str(layout.app), layers_dir=str(layout.layers), platform_dir=str(layout.platform),
+        buildpacks_dir=str(layout.buildpacks), order_path=str(layout.order), download_cache=None,
+        system_path=str(system),
+    )  # fmt: skip
+    plan = plan_run(inputs)
+    system.write_text(system.read_text().replace('id = "sys/post"', 'id = "sys/pre"'))
+    with pytest.raises(InvalidInputsError) as refused:
+        run_plan(plan)
+    assert str(system) in str(refused.value)
