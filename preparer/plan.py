@@ -157,8 +157,9 @@ class Plan:
     target: Target | None = None
     #: The inputs the plan was made from (:func:`preparer.plan_run`): the only ones it may be applied to.
     inputs: Inputs | None = None
-    #: The files the plan was read from (descriptor, platform file, policy, lock, the builder's order, system.toml) and the
-    #: SHA-256 of each (``None``: it did not exist): :func:`preparer.run_plan` refuses a plan whose files changed.
+    #: The files the plan was read from (descriptor, platform file, policy, lock, the builder's order, system.toml)
+    #: and the SHA-256 of each (``None``: it did not exist): :func:`preparer.run_plan` refuses a plan whose files
+    #: changed.
     made_from: tuple[tuple[str, str | None], ...] = ()
     #: The groups as the lifecycle's detector will run them: system buildpacks merged, what it skips on exec-env
     #: (:mod:`preparer.detector`; docs/detector.md); ``None``: not decided (a plan not made by ``plan_run``).
