@@ -418,3 +418,19 @@ def test_system_toml_is_an_input_of_the_provenance_and_of_a_saved_plan(
     with pytest.raises(InvalidInputsError) as refused:
         run_plan(plan)
     assert str(system) in str(refused.value)
+
+
+def test_a_system_buildpack_for_another_target_is_refused_naming_system_toml(
+    preparer: Callable[..., Result], layout: Layout, app: str
+) -> None:
+    installed(layout, "sys/pre", '\n[[targets]]\nos = "linux"\narch = "arm64"\n')
+    installed(layout, "sys/post")
+    system = system_toml(layout)
+    before = untouched(layout)
+    result = preparer("-system", str(system), project=app, env={"CNB_PREPARER_PLATFORM": "linux/amd64"})
+    refused_and_untouched(result, layout, before)
+    error = result.stderr.splitlines()[-1]
+    assert error.startswith("ERROR: failed to use system buildpack sys/pre@1.0.0: it runs on linux/arm64; ")
+    assert error.endswith(f"; {system} (system.pre.buildpacks[0]) names it")
+    ok = preparer("-system", str(system), project=app, env={"CNB_PREPARER_PLATFORM": "linux/arm64"})
+    assert ok.code == 0, ok.stderr
