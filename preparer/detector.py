@@ -492,8 +492,9 @@ def _skips(groups: Iterable[DetectorGroup]) -> list[str]:
 
 def describe_detection(detection: Detection | None) -> list[str]:
     """The dry run's lines: the build's exec-env, system.toml, each group as the detector will run it and what it
-    skips."""
-    if detection is None:
+    skips; none when the detector runs the groups as the plan's lines show them (no system.toml merged, turned off
+    or not applied, nothing skipped)."""
+    if detection is None or not _differs(detection):
         return []
     lines = [f"  exec-env: {detection.exec_env} ({ENV_EXEC_ENV})"]
     action, path = detection.system_action, detection.system_path
@@ -521,6 +522,13 @@ def describe_detection(detection: Detection | None) -> list[str]:
             for within in member.skipped_within:
                 lines.append(f"    skips, within {member.ref}, {within}")
     return lines
+
+
+def _differs(detection: Detection) -> bool:
+    """Whether the detector runs something other than the groups the dry run already shows."""
+    if detection.system_action in ("merged", "off", "not applied"):
+        return True
+    return any(m.skipped or m.skipped_within for group in detection.groups for m in group.members)
 
 
 def _shown(member: Member) -> str:
