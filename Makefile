@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 DEPS := $(VENV)/.stamp-deps
 SYSTEM_PACKAGES := docker-registry skopeo umoci runc git apache2-utils iptables curl python3-venv libpython3.11 binutils openssl
 
-.PHONY: run test lint typecheck bench image deps system-deps clean
+.PHONY: run run-lists test lint typecheck bench image deps system-deps clean
 
 $(DEPS): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -26,6 +26,10 @@ system-deps:
 # The preparer on the sample app and builder layout of fixtures/demo, in a temporary directory.
 run: $(DEPS)
 	@$(BIN)/python fixtures/demo/run.py
+
+# The same app, as a platform that holds lists (dokku) runs it: -buildpack, -env-file, -env.
+run-lists: $(DEPS)
+	@$(BIN)/python fixtures/demo/run.py lists
 
 lint: $(DEPS)
 	$(BIN)/ruff check preparer tests bench

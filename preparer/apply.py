@@ -21,6 +21,7 @@ from preparer._logger import CallerFailed, log
 from preparer._record import record
 from preparer.api import verify_buildpack_api
 from preparer.appfilter import Trash
+from preparer.errors import ApplyError
 from preparer.files.buildpack import buildpack_dir, read_buildpack_toml
 from preparer.files.order import Order, OrderElement, dumps_order
 from preparer.files.toml import dumps_toml
@@ -34,9 +35,10 @@ from preparer.writes import PendingWrites
 if TYPE_CHECKING:
     from preparer.detection import Detection
     from preparer.fetch.base import Fetched
-    from preparer.fetch.tree import Installation
+    from preparer.fetch.tree import Installation, StagedBuildpack
     from preparer.files.locked import Locked
     from preparer.progress import ProgressCallback
+    from preparer.staging import Copies
 
 
 @record
@@ -84,15 +86,22 @@ def _fetch_and_commit(
     # Deferred: fetching brings the cache, the extractor, hashlib, zlib, json, filelock, requests... and many runs
     # fetch nothing.
     from preparer.settings import fetch_settings
-    from preparer.staging import check_fetched, fetch_steps, fetching, staged_lookup
+    from preparer.staging import check_fetched, copies_on_disk, fetch_steps, fetching, staged_lookup
 
     warnings: list[str] = []
     with fetching(fetch_settings(inputs), warnings.append, plan.registry_hosts, plan.target) as ctx:
         # A frozen entry's bytes that are not the locked ones fail as the lock's (preparer.lock.modes.fetch_failure).
         expected = {download.entry: download.size for download in plan.downloads}
         fetched = fetch_steps(to_fetch, ctx, plan.rules, progress, expected)
+        copies = copies_on_disk(to_fetch, fetched, inputs.buildpacks_dir)
         said = check_fetched(
-            to_fetch, fetched, inputs.buildpacks_dir, plan.target, enforced=inputs.checks_targets
+            to_fetch,
+            fetched,
+            inputs.buildpacks_dir,
+            plan.target,
+            enforced=inputs.checks_targets,
+            copies=copies,
+            lock=plan.lock.path if plan.lock is not None else None,
         )
         for warning in said:
             log.warning("%s", warning)
@@ -100,9 +109,11 @@ def _fetch_and_commit(
         if plan.lock is not None:
             check_locked(to_fetch, fetched, plan.lock)
         results = dict(zip(map(id, to_fetch), fetched, strict=True))
-        plan = _settled(plan, inputs, results, staged_lookup(fetched, inputs.buildpacks_dir), warnings)
+        plan = _settled(
+            plan, inputs, results, staged_lookup(fetched, inputs.buildpacks_dir, copies), warnings
+        )
         # Everything is fetched and checked: commit, while the staged buildpacks still exist.
-        outcome = _commit(plan, inputs, results, warnings, report)
+        outcome = _commit(plan, inputs, results, warnings, report, copies)
         ctx.store.commit()  # after the run's commit (the fleet's write-back): it can no longer change what it did
         return replace(outcome, warnings=tuple(warnings))
 
@@ -118,13 +129,15 @@ def resolve_plan(plan: Plan, inputs: Inputs, progress: ProgressCallback | None =
             return written_entries(plan.lock, plan.steps, {})
         # Deferred, as in _fetch_and_commit.
         from preparer.settings import fetch_settings
-        from preparer.staging import check_fetched, fetch_steps, fetching
+        from preparer.staging import check_fetched, copies_on_disk, fetch_steps, fetching
 
         with fetching(fetch_settings(inputs), log.warning, plan.registry_hosts, plan.target) as ctx:
             fetched = fetch_steps(to_fetch, ctx, plan.rules, progress)
+            copies = copies_on_disk(to_fetch, fetched, inputs.buildpacks_dir)
             for warning in check_fetched(
-                to_fetch, fetched, inputs.buildpacks_dir, plan.target, enforced=inputs.checks_targets
-            ):
+                to_fetch, fetched, inputs.buildpacks_dir, plan.target, enforced=inputs.checks_targets,
+                copies=copies, lock=plan.lock.path if plan.lock is not None else None,
+            ):  # fmt: skip
                 log.warning("%s", warning)
             return written_entries(plan.lock, plan.steps, dict(zip(map(id, to_fetch), fetched, strict=True)))
 
@@ -176,7 +189,12 @@ def _owner(inputs: Inputs) -> tuple[int, int] | None:
 
 
 def _commit(
-    plan: Plan, inputs: Inputs, results: dict[int, Fetched], warnings: list[str], report: ReportFile | None
+    plan: Plan,
+    inputs: Inputs,
+    results: dict[int, Fetched],
+    warnings: list[str],
+    report: ReportFile | None,
+    copies: Copies | None = None,
 ) -> Outcome:
     """Write everything, each step undone if a later one fails (see the module's docstring)."""
     owner = _owner(inputs)
@@ -193,9 +211,10 @@ def _commit(
             metadata_path = _stage_metadata(plan, owner, pending)
             lock_path, lock = _stage_lock(plan, results, owner, pending)
             removed = trash.move(plan.removal) if plan.removal is not None else 0
-            records = _records(plan.steps, results, inputs.buildpacks_dir, installation, installed)
+            copies = copies or _no_copies()
+            records = _records(plan.steps, results, inputs.buildpacks_dir, installation, installed, copies)
             subjects = (inputs.layers_dir / "order.toml" if order else None, *env_paths, metadata_path)
-            provenance = _provenance(plan, inputs, results, records, subjects, lock, pending)
+            provenance = _provenance(plan, inputs, results, records, subjects, lock, pending, copies.kept)
             done = _done(inputs, installed, order, env_paths, metadata_path, lock_path, provenance)
             written = tuple(str(path) for _, path, _ in done)
             outcome = Outcome(
@@ -264,6 +283,7 @@ def _provenance(
     subjects: Sequence[Path | None],
     lock: LockRecord | None,
     pending: PendingWrites,
+    kept: dict[tuple[str, str], Path],
 ) -> dict[str, Any] | None:
     """Stage the provenance with the commit, when the run writes one (:mod:`preparer.provenance`)."""
     if inputs.provenance is None:
@@ -273,7 +293,8 @@ def _provenance(
     from preparer.settings import provenance_settings
 
     written = [path for path in subjects if path is not None]
-    return stage_provenance(plan, provenance_settings(inputs), results, records, written, lock, pending)
+    settings = provenance_settings(inputs)
+    return stage_provenance(plan, settings, results, records, written, lock, pending, kept)
 
 
 def _committed(message: str, *args: object) -> None:
@@ -292,14 +313,22 @@ def _installation(buildpacks_dir: Path) -> Installation:
     return Installation(buildpacks_dir)
 
 
+def _no_copies() -> Copies:
+    from preparer.staging import Copies  # deferred, as the fetchers: only runs that fetch have copies
+
+    return Copies()
+
+
 def _records(
     steps: Sequence[Step],
     results: dict[int, Fetched],
     buildpacks_dir: Path,
     installation: Installation | None,
     installed: list[Path],
+    copies: Copies,
 ) -> list[BuildpackRecord]:
-    """Install every fetched buildpack (remembering each in ``installed``); a record per order entry."""
+    """Install every fetched buildpack (remembering each in ``installed``); a record per order entry, which
+    describes the copy in ``<buildpacks>`` when that is not the one fetched (``copies.kept``)."""
     records: list[BuildpackRecord] = []
     for step in steps:
         if isinstance(step, Present):
@@ -316,42 +345,70 @@ def _records(
             if path is not None:
                 installed.append(path)
                 new.append(bp)
+            elif step.entry.script is None:
+                _check_unchanged(bp, buildpacks_dir, copies)
+        records.append(_record(step, result, bool(new), copies.kept))
         top = result.top
-        action: Literal["installed", "present", "inline"] = (
-            "inline" if step.entry.script is not None else ("installed" if new else "present")
-        )
-        signatures = tuple(
-            SignatureRecord(
-                step.entry.key,
-                result.source,
-                s.digest,
-                s.format,
-                s.key,
-                s.issuer,
-                s.subject,
-                s.log_index,
-                s.integrated_time,
-                s.line,
-            )
-            for s in result.signatures
-        )
-        records.append(
-            BuildpackRecord(
-                top.id,
-                top.version,
-                result.source,
-                action,
-                result.digest,
-                result.resolved,
-                result.via,
-                signatures,
-            )
-        )
         log.info("%s %s from %s", "Installed" if new else "Already installed:", top.ref, result.source)
         for bp in new:
             if bp.descriptor != top:
                 log.debug("Installed %s (carried by %s)", bp.descriptor.ref, top.ref)
     return records
+
+
+def _check_unchanged(bp: StagedBuildpack, buildpacks_dir: Path, copies: Copies) -> None:
+    """A buildpack the commit found in ``<buildpacks>`` was there, as checked, when the fetches were: else another
+    run installed it meanwhile, and its files must be the ones fetched, which were checked.
+
+    :raises ApplyError: they are not (exit 1; the commit is undone).
+    """
+    key = (bp.descriptor.id, bp.descriptor.version)
+    if key in copies.present:
+        return
+    from preparer.fetch.tree import same_tree  # deferred, as the fetchers
+
+    where = buildpack_dir(buildpacks_dir, *key)
+    if not same_tree(bp.path, where):
+        raise ApplyError(
+            f"install {bp.descriptor.ref}",
+            f"another run installed other files into {where} while this one ran: run again (and give each target "
+            "its own <buildpacks>)",
+        )
+
+
+def _record(step: Fetch, result: Fetched, new: bool, kept: dict[tuple[str, str], Path]) -> BuildpackRecord:
+    """The report's record of a fetched entry: what was fetched, or the copy already in ``<buildpacks>`` that the
+    build runs instead (by its files' ``dirHash``, with the digest fetched and not installed)."""
+    top = result.top
+    where = kept.get((top.id, top.version))
+    if where is not None:
+        from preparer.provenance import dir_hash  # deferred: only a copy kept is hashed here
+
+        staged = next(bp.path for bp in result.buildpacks if bp.descriptor == top)
+        fetched = result.digest or f"dirHash:{dir_hash(staged)}"  # a directory's, by its files
+        return BuildpackRecord(top.id, top.version, result.source, "present", f"dirHash:{dir_hash(where)}",
+                               result.resolved, not_installed=fetched)  # fmt: skip
+    action: Literal["installed", "present", "inline"] = (
+        "inline" if step.entry.script is not None else ("installed" if new else "present")
+    )
+    signatures = tuple(
+        SignatureRecord(
+            step.entry.key,
+            result.source,
+            s.digest,
+            s.format,
+            s.key,
+            s.issuer,
+            s.subject,
+            s.log_index,
+            s.integrated_time,
+            s.line,
+        )
+        for s in result.signatures
+    )
+    return BuildpackRecord(
+        top.id, top.version, result.source, action, result.digest, result.resolved, result.via, signatures
+    )
 
 
 def order_element(step: Step, results: dict[int, Fetched]) -> OrderElement:

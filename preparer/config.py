@@ -218,10 +218,7 @@ class _Reader:
 
     def spell(self, path: KeyPath) -> str:
         """``path`` as written in the last layer that set it."""
-        for layer in reversed(self.layers):
-            if _has_path(layer.properties, path):
-                return layer.spell(path)
-        return ".".join(str(p) for p in path)
+        return spelled(self.layers, path)
 
     def origin(self, path: KeyPath) -> str:
         """The file that last set ``path``."""
@@ -495,6 +492,14 @@ class _Reader:
         if not self.keeps(item, path):
             return None
         return EnvEntry(self.spell(path), name, raw)
+
+
+def spelled(layers: Sequence[Layer], path: KeyPath) -> str:
+    """``path`` as written in the last of ``layers`` that sets it: ``io.buildpacks.pack.group[0]``."""
+    for layer in reversed(layers):
+        if _has_path(layer.properties, path):
+            return layer.spell(path)
+    return ".".join(str(p) for p in path)
 
 
 def _edits(word: str) -> int:

@@ -25,7 +25,7 @@ from preparer._record import record
 from preparer._types import KeyPath, TOMLTable
 from preparer.api import SUPPORTED_PLATFORM_APIS
 from preparer.errors import DescriptorError, with_fields
-from preparer.files.toml import Places, read_toml
+from preparer.files.toml import Document, Places, parse_toml, read_toml
 
 #: Descriptor schemas this preparer reads, keyed to the module-level parser for each.
 SUPPORTED_SCHEMAS = ("0.1", "0.2", "0.3")
@@ -402,20 +402,55 @@ def _put(table: TOMLTable, path: Sequence[str], value: Any) -> None:
 
 
 def load_descriptor(
-    path: Path, *, explicit: bool, platform_namespace: str | None = None
+    path: Path,
+    *,
+    explicit: bool,
+    platform_namespace: str | None = None,
+    data: str | bytes | Mapping[str, Any] | None = None,
 ) -> ProjectDescriptor:
-    """Read and parse the descriptor at ``path``.
+    """Read and parse the descriptor at ``path``, or the one given as ``data`` (``path`` then only names it).
 
     :param explicit: whether the user named the file; a missing default file means nothing to apply.
+    :param data: the descriptor's TOML text, or its tables (:func:`descriptor_document`).
     :raises DescriptorError: a missing explicit file, unreadable or invalid TOML, an unsupported schema (exit 3).
     """
-    if not explicit and not path.exists():
+    if data is not None:
+        read = descriptor_document(data, str(path))
+    elif not explicit and not path.exists():
         return empty_descriptor()
-    read = read_toml(path, "project descriptor")
+    else:
+        read = read_toml(path, "project descriptor")
     try:
         return parse_descriptor(read.table, path, platform_namespace, read.places)
     except DescriptorError as err:
         raise located(err, str(path), read.places) from None
+
+
+def descriptor_document(data: str | bytes | Mapping[str, Any], name: str) -> Document:
+    """A descriptor given as data, read as a file is (:func:`preparer.files.toml.parse_toml`: the same bounds and
+    problems): its TOML text, or its tables as a TOML parser gives them, which are written as TOML and read back
+    (anything TOML cannot hold is refused). A mapping has no lines: its problems are located by key alone
+    (``io.buildpacks.group[2].uri``).
+
+    :raises DescriptorError: as reading a file (exit 3).
+    """
+    if isinstance(data, str | bytes):
+        return parse_toml(data, name, "project descriptor")
+    read = parse_toml(descriptor_text(data), name, "project descriptor")
+    return Document(read.table, Places("", {}), name)
+
+
+def descriptor_text(tables: Mapping[str, Any]) -> str:
+    """A descriptor's tables as the TOML text read in their place.
+
+    :raises DescriptorError: a value TOML cannot hold (``None``, a set, a key that is not a string).
+    """
+    from preparer.files.toml import dumps_toml  # deferred: only a descriptor given as tables is written
+
+    try:
+        return dumps_toml(dict(tables))
+    except (TypeError, ValueError) as err:
+        raise DescriptorError("read project descriptor", f"the tables given are not TOML: {err}") from None
 
 
 def located(error: DescriptorError, path: str, places: Places) -> DescriptorError:

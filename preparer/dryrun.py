@@ -21,6 +21,7 @@ from preparer.reporting import plan_report
 from preparer.target import describe_runs_on, directory_files
 
 if TYPE_CHECKING:
+    from preparer.entries import GroupEntry
     from preparer.files.locked import Locked
     from preparer.progress import ProgressCallback
 
@@ -67,11 +68,17 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
     if plan.target is not None:
         target = plan.target
         distro = f", {target.distro} (from {target.distro_source})" if target.distro else ""
-        lines.append(f"  target: {target.platform} ({target.source}){distro}")
+        lines.append(f"  target: {target.shown} ({target.source}){distro}")
     if plan.config.writes_order:
         for label, steps in (("pre", plan.pre), ("group", plan.group or ()), ("post", plan.post)):
+            if label == "group" and plan.group is None and plan.builder_order is not None:
+                groups = len(plan.builder_order.groups)
+                lines.append(
+                    f"  group: each of the {groups} groups of the builder's order (from {inputs.order_path})"
+                )
             for step in steps:
                 lines.append(f"  {label}: {source_of(step)} ({_what_happens(step, inputs.buildpacks_dir)})")
+                lines.append(f"    from: {entry_source(step.entry)}")
                 runs_on = _runs_on(step, inputs)
                 if runs_on is not None:
                     lines.append(f"    targets: {runs_on}")
@@ -84,6 +91,7 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
     for action in plan.env:
         verb = {"written": "would write", "kept": "would keep", "skipped": "would skip"}[action.action]
         lines.append(f"  {verb} {inputs.platform_dir / 'env' / action.entry.name}")
+        lines.append(f"    from: {action.entry.key}")
     if plan.removal is not None and (plan.removal.files or plan.removal.dirs):
         lines.append(f"  would remove {len(plan.removal.files)} files from {inputs.app_dir}")
     for decision in plan.policy:
@@ -137,6 +145,14 @@ def _runs_on(step: Step, inputs: Inputs) -> str | None:
         )
     except PreparerError:  # said by the run that needs it: a dry run only describes
         return None
+
+
+def entry_source(entry: GroupEntry) -> str:
+    """Where an entry comes from, for the plan: its list and position (``-buildpack[0]``), or its key and the file
+    that gives it (``io.buildpacks.pack.group[0] in pack.toml``)."""
+    if entry.key.startswith("-"):
+        return entry.key
+    return f"{entry.key} in {Path(entry.file).name}"
 
 
 def source_of(step: Step) -> str:

@@ -17,7 +17,9 @@ from preparer._record import record
 
 #: ``optional`` is a flag that takes no value (as a bool) or ``=value``, and repeats: ``-update-lock``,
 #: ``-update-lock=acme/bp -update-lock=io.buildpacks.group[2]`` (a Go ``flag.Value`` whose ``IsBoolFlag`` is true).
-Kind = Literal["string", "bool", "int", "list", "optional"]
+#: ``list`` repeats, each value one item; ``csv`` repeats, each value a comma-separated list of items, as pack's
+#: ``StringSlice`` flags (``-buildpack a,b``; :func:`preparer.goflags.split_csv`).
+Kind = Literal["string", "bool", "int", "list", "csv", "optional"]
 
 
 @record
@@ -34,6 +36,8 @@ class Flag:
     default: str | None = None
     #: Whether the preparer uses it (``False``: a creator flag, accepted so that its command line works).
     used: bool = True
+    #: Other names of the flag (pack's short ones: ``b`` for ``buildpack``).
+    aliases: tuple[str, ...] = ()
 
 
 def _creator(name: str, kind: Kind = "string") -> Flag:
@@ -67,6 +71,13 @@ FLAGS: tuple[Flag, ...] = (
         "(docs/detector.md)",
         "CNB_SYSTEM_PATH",
         "/cnb/system.toml",
+    ),
+    Flag(
+        "analyzed",
+        "string",
+        "analyzed.toml: the run image's target, read as the detector reads it (default <layers>/analyzed.toml; "
+        "docs/targets.md)",
+        "CNB_ANALYZED_PATH",
     ),
     Flag("uid", "int", "user that owns the files the build reads", "CNB_USER_ID"),
     Flag("gid", "int", "group that owns the files the build reads", "CNB_GROUP_ID"),
@@ -167,6 +178,43 @@ FLAGS: tuple[Flag, ...] = (
         "CNB_PREPARER_REQUIRE_LOCK",
     ),
     Flag(
+        "buildpack",
+        "csv",
+        "a buildpack of the group, which the flags replace (the descriptor's and the platform file's): <id>[@<version>], "
+        "a path (from <app>), an http(s) or file URL, docker://<image>, urn:cnb:builder:<id>, urn:cnb:registry:<id> "
+        "(repeatable, or comma-separated as pack's; -b for short)",
+        "CNB_PREPARER_BUILDPACKS",
+        aliases=("b",),
+    ),
+    Flag(
+        "pre-buildpack",
+        "list",
+        "a buildpack before the group, or before each group of the builder's order; the flags replace the "
+        "descriptor's pre group (repeatable)",
+        "CNB_PREPARER_PRE_BUILDPACKS",
+    ),
+    Flag(
+        "post-buildpack",
+        "list",
+        "a buildpack after the group, or after each group of the builder's order; the flags replace the "
+        "descriptor's post group (repeatable)",
+        "CNB_PREPARER_POST_BUILDPACKS",
+    ),
+    Flag(
+        "env",
+        "list",
+        "a build env variable, NAME=VALUE, or NAME for the preparer's own value; over the descriptor's and the env "
+        "files' (repeatable; -e for short)",
+        aliases=("e",),
+    ),
+    Flag(
+        "env-file",
+        "list",
+        "a file of build env variables, a NAME=VALUE or NAME line each (pack's format); over the descriptor's, "
+        "under -env (repeatable)",
+        "CNB_PREPARER_ENV_FILES",
+    ),
+    Flag(
         "buildpack-registry-index",
         "string",
         "buildpack registry index URL",
@@ -182,7 +230,6 @@ FLAGS: tuple[Flag, ...] = (
         "/cnb/extensions",
         False,
     ),
-    _creator("analyzed"),
     _creator("build-config"),
     _creator("cache-dir"),
     _creator("cache-image"),
@@ -221,16 +268,16 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         None,
         "string",
-        "the build's target when neither CNB_TARGET_* nor <layers>/analyzed.toml give one, os/arch[/variant] "
-        "(docs/targets.md)",
+        "the build's target when neither analyzed.toml nor CNB_TARGET_* give one, and the machine's architecture "
+        "the detector fills in, os/arch[/variant] (docs/targets.md)",
         "CNB_PREPARER_PLATFORM",
         "the host's",
     ),
-    Flag(None, "string", "the build's target os (with CNB_TARGET_ARCH; docs/targets.md)", "CNB_TARGET_OS"),
-    Flag(None, "string", "the build's target architecture (with CNB_TARGET_OS)", "CNB_TARGET_ARCH"),
-    Flag(None, "string", "the build's target architecture variant", "CNB_TARGET_ARCH_VARIANT"),
+    Flag(None, "string", "the build's target os, without analyzed.toml (docs/targets.md)", "CNB_TARGET_OS"),
+    Flag(None, "string", "the build's target architecture (needs CNB_TARGET_OS)", "CNB_TARGET_ARCH"),
+    Flag(None, "string", "the build's target architecture variant (needs CNB_TARGET_ARCH)", "CNB_TARGET_ARCH_VARIANT"),
     Flag(None, "string", "the build's distribution, else /etc/os-release's ID", "CNB_TARGET_DISTRO_NAME"),
-    Flag(None, "string", "the distribution's version, else /etc/os-release's VERSION_ID", "CNB_TARGET_DISTRO_VERSION"),
+    Flag(None, "string", "the distribution's version (needs CNB_TARGET_DISTRO_NAME)", "CNB_TARGET_DISTRO_VERSION"),
     Flag(
         None,
         "string",
@@ -255,8 +302,8 @@ FLAGS: tuple[Flag, ...] = (
 )
 # fmt: on
 
-#: The settings that have a flag, by flag name.
-BY_NAME = {flag.name: flag for flag in FLAGS if flag.name is not None}
+#: The settings that have a flag, by flag name (and by each other name it has).
+BY_NAME = {name: flag for flag in FLAGS if flag.name is not None for name in (flag.name, *flag.aliases)}
 #: Every setting that has an environment variable, by variable.
 BY_ENV = {flag.env: flag for flag in FLAGS if flag.env is not None}
 

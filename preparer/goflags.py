@@ -7,6 +7,10 @@ does:
 - a bool flag takes ``-name`` or ``-name=<bool>`` only: in ``-name false`` the ``false`` is a positional argument;
   so does a flag that may take a value (``-update-lock``, ``-update-lock=acme/bp``), which also repeats;
 - repeatable flags (``-tag``, ``-insecure-registry``) append;
+- a flag that also takes a comma-separated list (``-buildpack a,b``, pack's ``StringSlice``) reads each value as one
+  record of Go's ``encoding/csv``, as pack's flag library does: an item holding a comma or a quote is written in
+  double quotes, a quote doubled (``-buildpack '"https://host/a,b.tgz",heroku/nodejs'``);
+- a flag may have a short name as well (``-b`` for ``-buildpack``, as pack has it);
 - parsing stops at the first positional argument or at ``--``.
 """
 
@@ -28,6 +32,8 @@ __all__ = [
     "parse",
     "parse_bool",
     "parse_int",
+    "shown_list",
+    "split_csv",
     "usage",
 ]
 _TRUE = ("1", "t", "T", "TRUE", "true", "True")
@@ -77,6 +83,95 @@ def parse_int(text: str) -> int | None:
     except ValueError:
         return None
     return number if -(1 << 63) <= number < 1 << 63 else None
+
+
+class CsvError(ValueError):
+    """A value Go's ``encoding/csv`` refuses, in its words (``parse error on line 1, column 3: bare " in
+    non-quoted-field``)."""
+
+
+def split_csv(text: str) -> list[str]:
+    """The items of ``text`` read as one record of Go's ``encoding/csv`` with its defaults, as pack's flag library
+    (pflag's ``StringSlice``) reads each value of ``--buildpack``: items are separated by commas and kept as written
+    (spaces included); an item that starts with a double quote runs to the next lone one, a quote doubled inside it
+    (``"a,b",c`` is ``a,b`` and ``c``). An empty ``text`` is one empty item (pflag reads none: the caller refuses
+    it by name). A line ending at the end is dropped, as Go drops it.
+
+    :raises CsvError: a quote inside an unquoted item, a quoted item not closed or followed by anything but a comma,
+        or a line break outside quotes (Go would drop what follows it).
+    """
+    text = text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith(("\n", "\r")) else text
+    items: list[str] = []
+    at = 0
+    while True:
+        if text.startswith('"', at):
+            item, at = _quoted(text, at)
+            items.append(item)
+            if at == len(text):
+                return items
+            at += 1  # the comma
+            continue
+        comma = text.find(",", at)
+        item = text[at:] if comma < 0 else text[at:comma]
+        bare = item.find('"')
+        if bare >= 0:
+            raise CsvError(f'parse error on line 1, column {at + bare + 1}: bare " in non-quoted-field')
+        broken = re.search(r"[\r\n]", item)
+        if broken is not None:
+            raise CsvError(f"a line break at column {at + broken.start() + 1}, outside double quotes")
+        items.append(item)
+        if comma < 0:
+            return items
+        at = comma + 1
+
+
+def _quoted(text: str, start: int) -> tuple[str, int]:
+    """The quoted item of ``text`` that starts at ``start``, and where it ends (its closing quote's next
+    character: a comma, or the end)."""
+    parts, at = [], start + 1
+    while True:
+        quote = text.find('"', at)
+        if quote < 0:
+            raise CsvError(
+                f'parse error on line 1, column {len(text) + 1}: extraneous or missing " in quoted-field'
+            )
+        parts.append(text[at:quote])
+        at = quote + 1
+        if text.startswith('"', at):
+            parts.append('"')
+            at += 1
+        elif at == len(text) or text[at] == ",":
+            return "".join(parts), at
+        else:
+            raise CsvError(
+                f'parse error on line 1, column {quote + 1}: extraneous or missing " in quoted-field'
+            )
+
+
+def shown_list(value: str) -> str:
+    """A list flag's ``value`` as messages show it: each comma-separated part without what may be a secret (a URL's
+    user information and query, :func:`preparer.fetch.locator.redact`), however malformed the value is."""
+    from preparer.fetch.locator import redact  # deferred: only a message about a list's value asks
+
+    return ",".join(redact(part) for part in value.split(","))
+
+
+def split_warning(named: str, value: str, items: Sequence[str]) -> str | None:
+    """A warning when ``value``, read as a comma-separated list, splits a URL: a URL item that names no archive
+    (``https://host/a`` of ``https://host/a,b.tgz``) followed by more items. pack reads it the same way; a URL with a
+    comma is written in double quotes.
+
+    :param named: how the value was given, before it: ``-buildpack `` or ``CNB_PREPARER_BUILDPACKS=``.
+    """
+    for index, item in enumerate(items[:-1]):
+        if "://" in item and not item.lower().rsplit("#", 1)[0].endswith((".tgz", ".tar.gz", ".tar", ".cnb")):
+            shown = ", ".join(shown_list(item) for item in items)
+            return (
+                f"{named}{shown_list(value)!r} is read as {len(items)} buildpacks ({shown}): a value is a "
+                f"comma-separated list, as pack reads it; a URL with a comma is written in double quotes: "
+                f"{named}'\"{shown_list(','.join(items[index : index + 2]))}\"'"
+            )
+    return None
 
 
 class Parsed:
@@ -133,20 +228,10 @@ def parse(argv: Sequence[str]) -> Parsed:
             if not args:
                 raise FlagError(f"flag needs an argument: -{name}")
             value = args.pop(0)
-        if flag.kind == "int":
-            number = parse_int(value)
-            if number is None:
-                raise FlagError(f'invalid value "{value}" for flag -{name}: parse error')
-            parsed.values[name] = number
-        elif flag.kind == "list":
-            existing = parsed.values.setdefault(name, [])
-            assert isinstance(existing, list)
-            existing.append(value)
-        else:
-            parsed.values[name] = value
+        _set_value(parsed, flag, name, value)
     parsed.positionals = args
     # As the lifecycle does, for every positional argument (the first one too, after "--").
-    parsed.warnings = [
+    parsed.warnings += [
         f"unconsumed flag-like positional arg: {arg} (not a flag: flags go before the first positional argument)"
         for arg in args
         if arg.startswith("-")
@@ -158,6 +243,36 @@ def parse(argv: Sequence[str]) -> Parsed:
             f"no value takes one only after '='): write -{bare}={args[0]}",
         )
     return parsed
+
+
+def _set_value(parsed: Parsed, flag: Flag, name: str, value: str) -> None:
+    """The value of a flag that takes one, kept under the flag's name (``-b`` is ``-buildpack``'s short name)."""
+    key = flag.name
+    assert key is not None
+    if flag.kind == "int":
+        number = parse_int(value)
+        if number is None:
+            raise FlagError(f'invalid value "{value}" for flag -{name}: parse error')
+        parsed.values[key] = number
+    elif flag.kind in ("list", "csv"):
+        existing = parsed.values.setdefault(key, [])
+        assert isinstance(existing, list)
+        if flag.kind == "list":
+            existing.append(value)
+            return
+        try:
+            items = split_csv(value)
+        except CsvError as err:
+            raise FlagError(
+                f'invalid value "{shown_list(value)}" for flag -{name}: {err} (a comma-separated list, as pack reads it: an '
+                "item with a comma or a quote is written in double quotes, a quote doubled)"
+            ) from None
+        existing.extend(items)
+        warning = split_warning(f"-{name} ", value, items)
+        if warning is not None:
+            parsed.warnings.append(warning)
+    else:
+        parsed.values[key] = value
 
 
 def _set_bool_like(parsed: Parsed, flag: Flag, has_value: bool, value: str) -> None:
@@ -184,9 +299,10 @@ def usage(program: str = "preparer") -> str:
     lines = [f"Usage: {program} [flags] [<image>]", ""]
     for flag in FLAGS:
         if flag.name is not None:
-            arg = {"string": " string", "int": " int", "list": " value", "bool": "", "optional": "[=value]"}[
-                flag.kind
-            ]
+            arg = {
+                "string": " string", "int": " int", "list": " value", "csv": " value", "bool": "",
+                "optional": "[=value]",
+            }[flag.kind]  # fmt: skip
             lines.append(f"  -{flag.name}{arg}")
             lines.append(f"    \t{flag.help}{_notes(flag)}")
     lines += ["", "Environment only:"]

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, cast, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -84,6 +84,107 @@ class _OptionalPathField:
         object.__setattr__(obj, self.slot, None if value is None else _absolute(self.name, value))
 
 
+def _refused(name: str, why: str) -> InvalidInputsError:
+    said = (
+        f"Inputs.{name}{why}" if why.startswith("[") else f"Inputs.{name} {why}"
+    )  # an item: Inputs.buildpacks[0]
+    return with_fields(InvalidInputsError("resolve inputs", said), field=name)
+
+
+def _strings(name: str, value: object) -> tuple[str, ...]:
+    """``value`` as the tuple of strings a list field keeps: a list or tuple of ``str`` (a lone ``str`` is refused:
+    it would be read as its characters)."""
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+        raise _refused(name, f"must be a list or tuple of strings, not {type(value).__name__}")
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise _refused(name, f"[{index}] must be a string, not {type(item).__name__}")
+    return tuple(value)
+
+
+class _StringsField:
+    """A list of strings of :class:`Inputs` (``buildpacks``), given as a list or tuple and kept as a tuple."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name, self.slot = name, f"_{name}"
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> tuple[str, ...]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> tuple[str, ...]: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> tuple[str, ...]:
+        return () if obj is None else cast("tuple[str, ...]", getattr(obj, self.slot))
+
+    def __set__(self, obj: object, value: Sequence[str]) -> None:
+        object.__setattr__(obj, self.slot, _strings(self.name, value))
+
+
+class _EnvField(_StringsField):
+    """The build env of :class:`Inputs` (``build_env``): ``NAME=VALUE`` or ``NAME`` strings, as ``-env`` takes them,
+    or a mapping of names to values (kept as ``NAME=VALUE`` strings, in its order)."""
+
+    def __set__(self, obj: object, value: Sequence[str] | Mapping[str, str]) -> None:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if not isinstance(key, str) or not isinstance(item, str):
+                    raise _refused(self.name, "must map strings to strings")
+                if "=" in key:
+                    raise _refused(self.name, f"has the name {key!r}, which holds '=': a name cannot")
+            value = [f"{key}={item}" for key, item in value.items()]
+        object.__setattr__(obj, self.slot, _strings(self.name, value))
+
+
+class _PathsField:
+    """Paths of :class:`Inputs` (``env_files``), each given as ``str`` or any ``os.PathLike``, kept as a tuple of
+    absolute :class:`Path`."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name, self.slot = name, f"_{name}"
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> tuple[Path, ...]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> tuple[Path, ...]: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> tuple[Path, ...]:
+        return () if obj is None else cast("tuple[Path, ...]", getattr(obj, self.slot))
+
+    def __set__(self, obj: object, value: Sequence[str | os.PathLike[str]]) -> None:
+        if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+            raise _refused(self.name, f"must be a list or tuple of paths, not {type(value).__name__}")
+        for index, item in enumerate(value):
+            if not isinstance(item, str | os.PathLike) or not os.fspath(item):
+                raise _refused(self.name, f"[{index}] must be a path (str or os.PathLike), not {item!r}")
+        object.__setattr__(obj, self.slot, tuple(Path(os.path.abspath(item)) for item in value))
+
+
+class _DescriptorDataField:
+    """The project descriptor given as data (``descriptor_data``): its TOML text (``str`` or ``bytes``), kept as
+    given, or its tables (a mapping, as a TOML parser gives them), kept as a copy: a caller's later edit of its
+    mapping changes no ``Inputs`` already made."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name, self.slot = name, f"_{name}"
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> str | bytes | dict[str, Any] | None: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> str | bytes | dict[str, Any] | None: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> str | bytes | dict[str, Any] | None:
+        return None if obj is None else cast("str | bytes | dict[str, Any] | None", getattr(obj, self.slot))
+
+    def __set__(self, obj: object, value: str | bytes | Mapping[str, Any] | None) -> None:
+        if isinstance(value, Mapping):
+            import copy  # deferred: only descriptors given as tables are copied
+
+            value = copy.deepcopy(dict(value))
+        elif value is not None and not isinstance(value, str | bytes):
+            raise _refused(
+                self.name,
+                f"must be the descriptor's TOML text or its tables (a mapping), not {type(value).__name__}",
+            )
+        object.__setattr__(obj, self.slot, value)
+
+
 @record(kw_only=True)
 class Inputs:
     """Everything one prepare run needs, resolved and absolute.
@@ -108,10 +209,31 @@ class Inputs:
     #: No system buildpacks for this build (``-disable-system-buildpacks``, as pack's flag); the detector must be
     #: given ``-system ""`` too, or it merges them all the same.
     disable_system_buildpacks: bool = False
+    #: analyzed.toml, whose ``[run-image.target]`` is the build's target (as the detector reads it); ``None``:
+    #: ``<layers>/analyzed.toml``. See :attr:`analyzed_path`.
+    analyzed: _OptionalPathField = _OptionalPathField()
     #: ``None`` means ``<app>/project.toml``, which may be missing.
     project_descriptor: _OptionalPathField = _OptionalPathField()
+    #: The project descriptor itself, instead of reading :attr:`project_descriptor`: its TOML text, or its tables
+    #: (a mapping, as a TOML parser gives them; copied). Read with a file's checks; :attr:`descriptor_path` names it
+    #: in messages, the report and the provenance (which records the sha256 of the text read), and relative paths
+    #: in it are from that path's directory. ``None``: the file.
+    descriptor_data: _DescriptorDataField = _DescriptorDataField()
     platform_namespace: str | None = None
     platform_config: _OptionalPathField = _OptionalPathField()
+    #: The group, replacing the descriptor's and the platform file's (``-buildpack``): each a ``uri`` of any form
+    #: (``heroku/nodejs@3.0.0``, ``docker://...``, a path from ``<app>``, a URL) or the id of a buildpack in
+    #: ``<buildpacks>`` (docs/usage.md, "Lists"). Empty: the configuration's group.
+    buildpacks: _StringsField = _StringsField()
+    #: The pre and post groups, replacing the descriptor's (``-pre-buildpack``, ``-post-buildpack``).
+    pre_buildpacks: _StringsField = _StringsField()
+    post_buildpacks: _StringsField = _StringsField()
+    #: Build env variables over the descriptor's and the env files' (``-env``): ``NAME=VALUE``, or ``NAME`` for the
+    #: value :attr:`environ` has; a mapping of names to values is taken in its order.
+    build_env: _EnvField = _EnvField()
+    #: Files of build env variables (``-env-file``, pack's format), over the descriptor's and under
+    #: :attr:`build_env`, in order.
+    env_files: _PathsField = _PathsField()
     #: ``None`` disables the download cache.
     download_cache: _OptionalPathField = _OptionalPathField()
     prepare_report: _OptionalPathField = _OptionalPathField()
@@ -161,8 +283,9 @@ class Inputs:
     #: The build's target when the platform gives none (``CNB_PREPARER_PLATFORM``, else the host's),
     #: ``os/arch[/variant]``; see :attr:`target`.
     target_platform: str = field(default_factory=host_platform)
-    #: The build's target as the platform gives it (the ``CNB_TARGET_*`` variables); ``None``: from
-    #: ``<layers>/analyzed.toml`` ``[run-image.target]``, else :attr:`target_platform` (docs/targets.md).
+    #: The build's target as the platform states it (the ``CNB_TARGET_*`` variables, each part it leaves empty
+    #: :attr:`target_platform`'s), for a run without analyzed.toml: the detector reads that file and nothing
+    #: else, so the file's target, when there is one, is the build's (docs/targets.md).
     target: Target | None = None
     #: Where a Linux target's distribution is read from when nothing else gives it.
     os_release: _PathField = _PathField(DEFAULT_OS_RELEASE)
@@ -188,6 +311,11 @@ class Inputs:
         """The build's directories others may write (the build user, the app's author), by the name messages give
         them: a file the run writes below one is reached from it without following a link."""
         return (("<layers>", self.layers_dir), ("<platform>", self.platform_dir), ("<app>", self.app_dir))
+
+    @property
+    def analyzed_path(self) -> Path:
+        """analyzed.toml: :attr:`analyzed`, else ``<layers>/analyzed.toml``."""
+        return self.analyzed or self.layers_dir / "analyzed.toml"
 
     @property
     def project_metadata_path(self) -> Path | None:

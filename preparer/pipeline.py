@@ -16,7 +16,7 @@ from preparer import interrupt
 from preparer._logger import log, named_run
 from preparer.appfilter import Removal, plan_removal
 from preparer.apply import apply_plan, check_present
-from preparer.config import EffectiveConfig, effective_config, platform_layers
+from preparer.config import EffectiveConfig, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
 from preparer.detector import with_detection
 from preparer.dryrun import dry_run
@@ -27,6 +27,7 @@ from preparer.files.order import Order, read_order
 from preparer.files.toml import read_toml
 from preparer.inputs import Inputs
 from preparer.interrupt import Cancel, Interrupted
+from preparer.lists import configure, lists_of
 from preparer.lock.modes import lock_path, unused_lock, with_lock
 from preparer.metadata import plan_metadata
 from preparer.outputs import check_outputs
@@ -87,14 +88,18 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
     return report
 
 
-def target_of(inputs: Inputs) -> Target:
-    """The build's target for ``inputs`` (:func:`preparer.target.build_target`): the ``CNB_TARGET_*`` variables,
-    else ``<layers>/analyzed.toml``, else ``CNB_PREPARER_PLATFORM`` or the host's.
+def target_of(inputs: Inputs, warnings: list[str] | None = None) -> Target:
+    """The build's target for ``inputs`` (:func:`preparer.target.build_target`): analyzed.toml's, as the detector
+    reads it, else the ``CNB_TARGET_*`` variables over ``CNB_PREPARER_PLATFORM`` or the host's.
 
+    :param warnings: told each setting analyzed.toml overrides, and a named analyzed.toml that is not there.
     :raises InvalidInputsError: analyzed.toml cannot be read, or a target is invalid (exit 3).
     """
     source = platform_source(inputs.target_platform, inputs.environ, host_platform())
-    return build_target(inputs.target, inputs.target_platform, source, inputs.layers_dir, inputs.os_release)
+    return build_target(
+        inputs.target, inputs.target_platform, source, inputs.analyzed_path, inputs.os_release,
+        named=inputs.analyzed is not None, warnings=warnings,
+    )  # fmt: skip
 
 
 def _check_app_dir(app_dir: Path) -> None:
@@ -119,13 +124,14 @@ def read_inputs(inputs: Inputs) -> tuple[ProjectDescriptor, EffectiveConfig, lis
         inputs.descriptor_path,
         explicit=inputs.project_descriptor is not None,
         platform_namespace=inputs.platform_namespace,
+        data=inputs.descriptor_data,
     )
     platform_file = None
     if inputs.platform_config is not None:
         platform_file = read_toml(inputs.platform_config, "platform config")
     patches, platform_warnings = platform_layers(descriptor, inputs.platform_namespace, platform_file)
     base_dir = descriptor.path.parent if descriptor.path else inputs.app_dir  # as the plan resolves paths
-    config = effective_config(descriptor, patches, inputs.exec_env, base_dir=base_dir, exists=os.path.exists)
+    config = configure(descriptor, patches, inputs, base_dir, os.path.exists)
     warnings = [
         *config.warnings[: len(descriptor.warnings)],
         *platform_warnings,
@@ -208,11 +214,12 @@ def _plan_run(inputs: Inputs) -> Plan:
     handed_out = depth() <= 1
     made_from = fingerprints(inputs) if handed_out or inputs.provenance is not None else ()
     descriptor, config, warnings = read_inputs(inputs)
-    target = target_of(inputs)
+    target = target_of(inputs, warnings)
     log.debug("The build's target: %s (%s)", target.platform, target.source)
     interrupt.check()
     if descriptor.path is None:
-        log.info("No project descriptor at %s; nothing to apply", inputs.descriptor_path)
+        lists = "the platform's lists apply" if lists_of(inputs).given else "nothing to apply"
+        log.info("No project descriptor at %s; %s", inputs.descriptor_path, lists)
     else:
         log.info("Project descriptor %s (schema version %s)", descriptor.path, descriptor.schema_version)
     for warning in warnings:

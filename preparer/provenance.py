@@ -160,6 +160,7 @@ def stage_provenance(
     written: Sequence[Path],
     lock: LockRecord | None,
     pending: PendingWrites,
+    kept: Mapping[tuple[str, str], Path] | None = None,
 ) -> dict[str, Any]:
     """Stage the provenance (``settings.path``) with the commit's other files (``pending``), once every buildpack is installed.
 
@@ -167,6 +168,8 @@ def stage_provenance(
     :param records: the report's record of each step, in the plan's order.
     :param written: the build's files the commit writes (order.toml, env files, project-metadata.toml): the
         subjects, read back from their staged bytes.
+    :param kept: the buildpacks fetched whose copy already in ``<buildpacks>`` has other files, by ``(id,
+        version)``: described as the copy the build runs, the artifact fetched as not installed.
     :returns: the statement staged.
     :raises ApplyError: a file or tree cannot be read, or the provenance cannot be staged (exit 1).
     """
@@ -182,7 +185,9 @@ def stage_provenance(
         internal_parameters(plan, settings, lock),
         [
             *(
-                _dependency(s, results.get(id(s)), r, plan, settings)
+                _described(
+                    _dependency(s, results.get(id(s)), r, plan, settings), results.get(id(s)), r, kept or {}
+                )
                 for s, r in zip(plan.steps, records, strict=True)
             ),
             *_input_files(plan, settings),
@@ -261,10 +266,35 @@ def external_parameters(plan: Plan, settings: ProvenanceSettings) -> dict[str, A
                 "sha256": _file_digest(settings.platform_config, made_from),
             }
         found["platform"] = platform
+    if settings.lists.given:
+        found["lists"] = _lists(settings, made_from)
     groups = {"pre": plan.pre, "group": plan.group, "post": plan.post}
     found["buildpacks"] = {
         name: [_entry(step.entry) for step in steps] for name, steps in groups.items() if steps is not None
     }
+    return found
+
+
+def _lists(settings: ProvenanceSettings, made_from: Mapping[str, str | None]) -> dict[str, Any]:
+    """The platform's lists as given (``-buildpack`` and the others): references without credentials, the names of
+    ``-env`` variables (never their values: ``-env NPM_TOKEN`` is a credential), each env file with its sha256."""
+    from preparer.fetch.locator import redact  # deferred, as in _entry
+
+    lists = settings.lists
+    found: dict[str, Any] = {}
+    for flag, refs in (
+        ("buildpack", lists.buildpacks), ("pre-buildpack", lists.pre_buildpacks),
+        ("post-buildpack", lists.post_buildpacks),
+    ):  # fmt: skip
+        if refs:
+            found[flag] = [redact(ref) for ref in refs]
+    if lists.build_env:
+        found["env"] = [item.partition("=")[0] for item in lists.build_env]
+    if lists.env_files:
+        found["env-file"] = [
+            {"path": _shown_path(path, settings.app_dir), "sha256": _file_digest(path, made_from)}
+            for path in lists.env_files
+        ]
     return found
 
 
@@ -396,24 +426,23 @@ def _dependency(
         return described | {"annotations": notes}
     assert fetched is not None
     locator = step.locator
+    recorded = record.not_installed or record.digest  # what was fetched, whichever copy was installed
     match locator:
         case InlineLocator():
             described["digest"] = {"sha256": _sha256(locator.inline.encode())}
             notes["inline"] = True
         case PathLocator():
             notes["path"] = _shown_path(locator.path, settings.app_dir)
-            digest = fetched.archive or record.digest
-            described["digest"] = (
-                {"sha256": digest.removeprefix("sha256:")} if digest else {"dirHash": dir_hash(installed)}
-            )
+            digest = fetched.archive or recorded
+            described["digest"] = _digest_set(digest) if digest else {"dirHash": dir_hash(installed)}
         case HttpLocator():
-            described["digest"] = {"sha256": (fetched.archive or record.digest or "").removeprefix("sha256:")}
+            described["digest"] = {"sha256": (fetched.archive or recorded or "").removeprefix("sha256:")}
             described["uri"] = locator.shown + (f"#sha256={locator.sha256}" if locator.sha256 else "")
             if locator.sha256:
                 notes["pinned"] = f"sha256:{locator.sha256}"
         # An image, or one the buildpack registry names.
         case ImageLocator() | RegistryLocator() | IdLocator():
-            described["digest"] = {"sha256": (fetched.archive or record.digest or "").removeprefix("sha256:")}
+            described["digest"] = {"sha256": (fetched.archive or recorded or "").removeprefix("sha256:")}
             registry = record.resolved == "registry" or isinstance(locator, RegistryLocator)
             described["uri"] = _image_uri(registry, fetched, record)
             notes |= _image_notes(registry, fetched, record, plan)
@@ -427,6 +456,47 @@ def _dependency(
         notes["manifest"] = fetched.manifest
     notes |= _trust(step, fetched, record, plan)
     return described | {"annotations": notes}
+
+
+def _described(
+    dependency: dict[str, Any],
+    fetched: Fetched | None,
+    record: BuildpackRecord,
+    kept: Mapping[tuple[str, str], Path],
+) -> dict[str, Any]:
+    """``dependency`` as the bytes on disk have it: when the entry's buildpack was already in ``<buildpacks>`` with
+    other files than those fetched, that copy (``urn:cnb:builder:``, its ``dirHash``), the artifact fetched under
+    ``notInstalled``; each other buildpack it carries that was so kept, in ``kept``."""
+    if fetched is None:
+        return dependency
+    found = [bp.descriptor for bp in fetched.buildpacks if (bp.descriptor.id, bp.descriptor.version) in kept]
+    if not found:
+        return dependency
+    notes = dependency["annotations"]
+    others = [
+        {"name": d.ref, "digest": {"dirHash": dir_hash(kept[(d.id, d.version)])}}
+        for d in found
+        if (d.id, d.version) != (record.id, record.version)
+    ]
+    if others:
+        notes["kept"] = others
+    if not record.not_installed:
+        return dependency
+    fetched_one = {key: value for key, value in dependency.items() if key in ("uri", "digest")}
+    fetched_notes = {key: value for key, value in notes.items() if key not in ("entry", "kept")}
+    return {
+        "name": dependency["name"],
+        "uri": f"urn:cnb:builder:{record.id}@{record.version}",
+        "digest": {"dirHash": (record.digest or "").removeprefix("dirHash:")},
+        "annotations": {key: value for key, value in notes.items() if key in ("entry", "kept")}
+        | {"notInstalled": fetched_one | ({"annotations": fetched_notes} if fetched_notes else {})},
+    }
+
+
+def _digest_set(digest: str) -> dict[str, str]:
+    """``{"sha256": hex}`` of ``sha256:<hex>``, ``{"dirHash": hex}`` of ``dirHash:<hex>``."""
+    algorithm, _, value = digest.partition(":")
+    return {"dirHash": value} if algorithm == "dirHash" else {"sha256": value}
 
 
 def _image_uri(registry: bool, fetched: Fetched, record: BuildpackRecord) -> str:

@@ -36,7 +36,10 @@ class BuildpackRecord:
         version: its version.
         source: the ``uri`` as written (credentials removed), or where it was found.
         action: ``installed`` (fetched into ``<buildpacks>``), ``present`` (already there) or ``inline``.
-        digest: ``sha256:<hex>`` of the archive or image manifest, when known.
+        digest: ``sha256:<hex>`` of the archive or image manifest, when known; for a copy already in
+            ``<buildpacks>`` whose files are not the ones fetched, ``dirHash:<hex>`` of that copy (docs/provenance.md),
+            the bytes the build runs.
+        not_installed: that copy's case: the digest of what was fetched and not installed.
         resolved: how a bare buildpack id in ``uri`` was resolved: ``installed``, ``registry`` or ``image``.
         via: where the bytes came from when not from the source itself: ``download cache``, ``cache repository``.
         signatures: the signatures the platform policy required of its image, verified (:class:`SignatureRecord`).
@@ -50,11 +53,13 @@ class BuildpackRecord:
     resolved: str | None = None
     via: str | None = None
     signatures: tuple[SignatureRecord, ...] = ()
+    not_installed: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """As the report file has it (fields without a value left out)."""
         return {"id": self.id, "version": self.version, "source": self.source, "action": self.action} | {
-            key: value for key, value in (("digest", self.digest), ("resolved", self.resolved), ("via", self.via))
+            key: value for key, value in (("digest", self.digest), ("resolved", self.resolved), ("via", self.via),
+                                          ("not-installed", self.not_installed))
             if value
         }  # fmt: skip
 

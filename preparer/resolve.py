@@ -12,16 +12,25 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from preparer._logger import log
 from preparer.api import SUPPORTED_PLATFORM_APIS, verify_platform_api
 from preparer.errors import InvalidInputsError, with_fields
 from preparer.execenv import ENV_EXEC_ENV, exec_env_problem
 from preparer.flags import BY_NAME, DEFAULT_REGISTRY_INDEX, default, env_default, env_of
-from preparer.goflags import BOOL_SPELLINGS, parse_bool, parse_duration, parse_int
+from preparer.goflags import (
+    BOOL_SPELLINGS,
+    CsvError,
+    parse_bool,
+    parse_duration,
+    parse_int,
+    shown_list,
+    split_csv,
+    split_warning,
+)
 from preparer.target import ENV_PREPARER_PLATFORM, host_platform, parse_platform, target_from_environ
 
 if TYPE_CHECKING:
@@ -51,9 +60,16 @@ if TYPE_CHECKING:
         order_path: str | os.PathLike[str]
         system_path: str | os.PathLike[str] | None
         disable_system_buildpacks: bool
+        analyzed: str | os.PathLike[str] | None
         project_descriptor: str | os.PathLike[str] | None
+        descriptor_data: str | bytes | Mapping[str, Any] | None
         platform_namespace: str | None
         platform_config: str | os.PathLike[str] | None
+        buildpacks: Sequence[str]
+        pre_buildpacks: Sequence[str]
+        post_buildpacks: Sequence[str]
+        build_env: Sequence[str] | Mapping[str, str]
+        env_files: Sequence[str | os.PathLike[str]]
         download_cache: str | os.PathLike[str] | None
         prepare_report: str | os.PathLike[str] | None
         provenance: str | os.PathLike[str] | None
@@ -178,6 +194,7 @@ def resolve_fields(
         "buildpacks_dir": given.path("buildpacks", default("buildpacks")) or Path(default("buildpacks")),
         "order_path": given.path("order", default("order")) or Path(default("order")),
         **_system_settings(given, flags, environ),
+        "analyzed": _analyzed(given),
         "project_descriptor": given.path("project-descriptor"),
         "platform_namespace": namespace,
         "platform_config": platform_config,
@@ -188,6 +205,7 @@ def resolve_fields(
         "project_metadata": given.path("project-metadata"),
         "write_project_metadata": given.text("project-metadata") != "",  # given empty: off
         "policy": given.path("policy"),
+        **_list_settings(given, flags, environ),
         **_lock_settings(given, flags, environ),
         **_fleet_settings(given),
         "dry_run": bool(dry_run),
@@ -252,6 +270,61 @@ def _insecure_registries(flags: Mapping[str, object], environ: Mapping[str, str]
     return tuple(r.strip() for r in environ.get(env_of("insecure-registry"), "").split(",") if r.strip())
 
 
+def _list_settings(given: _Given, flags: Mapping[str, object], environ: Mapping[str, str]) -> InputsOverrides:
+    """The lists (``-buildpack``, ``-pre-buildpack``, ``-post-buildpack``, ``-env``, ``-env-file``): the flags given
+    (``-buildpack`` values already split at their commas), else each list's variable, one comma-separated list (an
+    item with a comma or a quote in double quotes, as ``-buildpack`` takes one); ``-env`` has none. Env files are
+    paths from the working directory, as every path flag's.
+
+    :raises InvalidInputsError: a list's variable that is no list, an empty ``-env-file`` (exit 3).
+    """
+
+    def listed(flag: str) -> tuple[str, ...]:
+        values = flags.get(flag)
+        if isinstance(values, list):
+            return tuple(str(v) for v in values)
+        return () if flag == "env" else _env_list(environ, flag)
+
+    files = listed("env-file")
+    for index, name in enumerate(files):
+        if not name:
+            error = InvalidInputsError(
+                "resolve inputs", f"-env-file[{index}] is empty: name a file, or leave the flag out"
+            )
+            raise with_fields(error, field="env_files")
+    return {
+        "buildpacks": listed("buildpack"),
+        "pre_buildpacks": listed("pre-buildpack"),
+        "post_buildpacks": listed("post-buildpack"),
+        "build_env": listed("env"),
+        "env_files": tuple(Path(os.path.normpath(given.cwd / name)) for name in files),
+    }
+
+
+def _env_list(environ: Mapping[str, str], flag: str) -> tuple[str, ...]:
+    """The items of the variable of the list ``flag`` (``CNB_PREPARER_BUILDPACKS``): one comma-separated list, read as
+    ``-buildpack`` reads a value (:func:`preparer.goflags.split_csv`); none when it is unset or empty.
+
+    :raises InvalidInputsError: it is no such list (exit 3).
+    """
+    name = env_of(flag)
+    value = environ.get(name, "")
+    if not value:
+        return ()
+    try:
+        items = split_csv(value)
+    except CsvError as err:
+        raise InvalidInputsError(
+            "resolve inputs",
+            f"{name}={shown_list(value)!r} is not a comma-separated list: {err} (an item with a comma or a quote is written in "
+            "double quotes, a quote doubled)",
+        ) from None
+    warning = split_warning(f"{name}=", value, items)
+    if warning is not None:
+        log.warning("%s", warning)
+    return tuple(items)
+
+
 def _lock_settings(given: _Given, flags: Mapping[str, object], environ: Mapping[str, str]) -> InputsOverrides:
     """``-lock``, ``-update-lock`` (which needs it) and ``-require-lock`` (which refuses it)."""
     if "update-lock" in flags:
@@ -283,6 +356,21 @@ def _lock_settings(given: _Given, flags: Mapping[str, object], environ: Mapping[
         )
         raise with_fields(error, field="update_lock")
     return {"lock": lock, "update_lock": update, "update_lock_names": names, "require_lock": bool(require)}
+
+
+def _analyzed(given: _Given) -> Path | None:
+    """``-analyzed`` (else ``CNB_ANALYZED_PATH``, empty: unset, as the lifecycle's ``envOrDefault``).
+
+    :raises InvalidInputsError: the flag is given empty (exit 3): the detector then reads no analyzed.toml at all
+        (the lifecycle keeps an empty path as it is), which ``<layers>/analyzed.toml`` would contradict.
+    """
+    if given.flags.get("analyzed") == "":
+        raise InvalidInputsError(
+            "resolve inputs",
+            "-analyzed is empty: the detector then reads no analyzed.toml, not even <layers>/analyzed.toml; "
+            "name the file, or leave the flag out (CNB_ANALYZED_PATH, else <layers>/analyzed.toml)",
+        )
+    return given.path("analyzed")
 
 
 def _update_lock(values: list[str]) -> tuple[bool, tuple[str, ...]]:

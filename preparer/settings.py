@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from preparer._record import field, record
+from preparer.lists import Lists, lists_of
 
 if TYPE_CHECKING:
     from preparer.api import APIVersion
@@ -104,6 +105,8 @@ class ProvenanceSettings:
     policy_text: str | bytes | None
     #: The lock given as bytes (``Inputs.lock_data``), whose sha256 a frozen run records.
     lock_data: bytes | None
+    #: The platform's lists (``-buildpack`` and the others), recorded as given, credentials removed.
+    lists: Lists = field(default_factory=Lists)
 
 
 def provenance_settings(inputs: Inputs) -> ProvenanceSettings:
@@ -125,6 +128,7 @@ def provenance_settings(inputs: Inputs) -> ProvenanceSettings:
         policy=inputs.policy,
         policy_text=policy_data if isinstance(policy_data, str | bytes) else None,
         lock_data=inputs.lock_data,
+        lists=lists_of(inputs),
     )
 
 

@@ -16,8 +16,16 @@ from typing import TYPE_CHECKING, assert_never
 
 from preparer._fs import claimed_dir, full_disk, shared_with_others, sweep
 from preparer._logger import log
+from preparer._record import field, record
 from preparer.api import verify_buildpack_api
-from preparer.errors import FetchError, InvalidInputsError, NoSpaceError
+from preparer.errors import (
+    BuilderError,
+    FetchError,
+    InvalidInputsError,
+    NoSpaceError,
+    TargetRefused,
+    with_fields,
+)
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.clock import RunClock
 from preparer.fetch.locator import (
@@ -36,11 +44,12 @@ from preparer.fetch.sink import Sink
 from preparer.fetch.sources import fetch
 from preparer.fetch.store import opened_store
 from preparer.fetch.transport import Transport
-from preparer.files.buildpack import BuildpackDescriptor, buildpack_dir
+from preparer.fetch.tree import same_tree
+from preparer.files.buildpack import BuildpackDescriptor, buildpack_dir, read_buildpack_toml
 from preparer.plan import Fetch
 from preparer.progress import EntryDownloads, ProgressCallback
 from preparer.settings import FetchSettings
-from preparer.target import Lookup, Target, check_targets, directory_files, installed
+from preparer.target import Lookup, Target, check_targets, directory_files, installed, why_not
 
 if TYPE_CHECKING:
     from preparer.fetch.oci.hosts import RegistryHosts
@@ -295,6 +304,37 @@ def _budget(policy: Policy, step: Fetch, totals: RunTotals) -> Budget:
     return Budget(policy, source, totals, entry.key, written_as(entry.uri, entry.id, source))
 
 
+@record
+class Copies:
+    """What ``<buildpacks>`` already holds of the buildpacks a run fetched, by ``(id, version)``. The commit never
+    replaces such a copy (another build may be using it; an inline buildpack aside), so the copy on disk is the one
+    the build runs, and the one checked and described."""
+
+    #: Every such copy, the same files as fetched or not.
+    present: frozenset[tuple[str, str]] = frozenset()
+    #: Those whose files differ from the ones fetched (installed by another run, perhaps for another platform).
+    kept: dict[tuple[str, str], Path] = field(default_factory=dict)
+
+
+def copies_on_disk(steps: Sequence[Fetch], fetched: Sequence[Fetched], buildpacks_dir: Path) -> Copies:
+    """The buildpacks fetched that ``<buildpacks>`` already holds (:class:`Copies`), each compared with what was
+    fetched (:func:`preparer.fetch.tree.same_tree`). An inline buildpack is not among them: the commit replaces
+    one whose script changed."""
+    present, kept = set(), {}
+    for step, result in zip(steps, fetched, strict=True):
+        if step.entry.script is not None:
+            continue
+        for bp in result.buildpacks:
+            key = (bp.descriptor.id, bp.descriptor.version)
+            where = buildpack_dir(buildpacks_dir, *key)
+            if key in present or not (where.exists() or where.is_symlink()):
+                continue
+            present.add(key)
+            if not same_tree(bp.path, where):
+                kept[key] = where
+    return Copies(frozenset(present), kept)
+
+
 def check_fetched(
     steps: Sequence[Fetch],
     fetched: Sequence[Fetched],
@@ -302,12 +342,17 @@ def check_fetched(
     target: Target | None = None,
     *,
     enforced: bool = True,
+    copies: Copies | None = None,
+    lock: Path | None = None,
 ) -> list[str]:
     """Checks before anything is committed: ids match, Buildpack APIs are supported, composites are complete, and
-    every buildpack the order names can run on ``target`` (:func:`preparer.target.check_targets`).
+    every buildpack the order names can run on ``target`` (:func:`preparer.target.check_targets`), as the build
+    will have it: a copy already in ``<buildpacks>`` (``copies``) is the one checked, and one whose files differ
+    from those fetched is told of (a warning), or refused when it cannot run on ``target``.
 
     :param enforced: a buildpack that cannot run on ``target`` is refused (Platform API 0.12 and later), else a
         warning.
+    :param lock: the run's lock file, which pins or records what is fetched: a copy that differs is refused.
     :returns: the warnings.
 
     :raises InvalidInputsError: the id in project.toml differs from the fetched one (exit 3).
@@ -338,17 +383,52 @@ def check_fetched(
                     f"its order names buildpacks that are neither in {buildpacks_dir} nor fetched: "
                     + ", ".join(sorted(set(missing))),
                 )
-    return [] if target is None else _check_targets(fetched, buildpacks_dir, target, enforced)
+    _check_vouched(steps, fetched, copies or Copies(), lock)
+    if target is None:
+        return []
+    return _check_targets(fetched, buildpacks_dir, target, enforced, copies or Copies())
 
 
-def staged_lookup(fetched: Sequence[Fetched], buildpacks_dir: Path) -> Lookup:
-    """Finds a buildpack among those ``fetched`` (staged), else in ``<buildpacks>``: what the run will have once it
-    commits."""
+def _check_vouched(
+    steps: Sequence[Fetch], fetched: Sequence[Fetched], copies: Copies, lock: Path | None
+) -> None:
+    """A copy in ``<buildpacks>`` whose files are not the ones fetched is never run where the run vouches for the
+    bytes: an entry a lock pins (frozen) or records (``lock``, written or updated), or one whose image's signatures
+    the platform policy required. Those are for what was fetched, not for that copy.
+
+    :raises FetchError: such a copy (exit 1).
+    """
+    for step, result in zip(steps, fetched, strict=True):
+        if step.pinned is not None:
+            vouched = f"the lock{f' {step.locked_in}' if step.locked_in else ''} pins the copy fetched"
+        elif lock is not None:
+            vouched = f"the lock {lock} records the copy fetched"
+        elif result.signatures:
+            vouched = "the platform policy required the signatures verified for the copy fetched"
+        else:
+            continue
+        for bp in result.buildpacks:
+            where = copies.kept.get((bp.descriptor.id, bp.descriptor.version))
+            if where is None:
+                continue
+            digest = f" ({result.digest})" if result.digest else ""
+            raise FetchError(
+                f"install {bp.descriptor.ref}",
+                f"{where} already holds {bp.descriptor.ref} with other files than the copy fetched from "
+                f"{result.source}{digest}, and the build would run that copy, while {vouched}. To build, give "
+                f"each target its own <buildpacks> (-buildpacks), or remove {where} so that the fetched copy is "
+                "installed",
+            )
+
+
+def staged_lookup(fetched: Sequence[Fetched], buildpacks_dir: Path, copies: Copies) -> Lookup:
+    """Finds a buildpack as the build will have it once the run commits: a copy already in ``<buildpacks>`` there,
+    else among those ``fetched`` (staged), else in ``<buildpacks>``."""
     staged = {(bp.descriptor.id, bp.descriptor.version): bp for f in fetched for bp in f.buildpacks}
 
     def lookup(bp_id: str, version: str) -> tuple[BuildpackDescriptor, Callable[[str], bool]] | None:
         found = staged.get((bp_id, version))
-        if found is not None:
+        if found is not None and (bp_id, version) not in copies.present:
             return found.descriptor, directory_files(found.path)
         return installed(buildpacks_dir, bp_id, version)
 
@@ -356,13 +436,64 @@ def staged_lookup(fetched: Sequence[Fetched], buildpacks_dir: Path) -> Lookup:
 
 
 def _check_targets(
-    fetched: Sequence[Fetched], buildpacks_dir: Path, target: Target, enforced: bool
+    fetched: Sequence[Fetched], buildpacks_dir: Path, target: Target, enforced: bool, copies: Copies
 ) -> list[str]:
-    """:func:`preparer.target.check_targets` of the fetched buildpacks: a composite's children are found among
-    those fetched, else in ``<buildpacks>``."""
-    lookup = staged_lookup(fetched, buildpacks_dir)
+    """:func:`preparer.target.check_targets` of the fetched buildpacks as the build will have them: a copy already
+    in ``<buildpacks>`` is found there, else among those fetched; a composite's children likewise."""
+    lookup = staged_lookup(fetched, buildpacks_dir, copies)
+    warnings = _check_kept(fetched, copies, target, lookup, enforced)
     tops = []
     for result in fetched:
         top = lookup(result.top.id, result.top.version)
         tops.append(top if top is not None else (result.top, lambda name: False))
-    return check_targets(tops, target, lookup, enforced=enforced)
+    return warnings + check_targets(tops, target, lookup, enforced=enforced)
+
+
+def _check_kept(
+    fetched: Sequence[Fetched],
+    copies: Copies,
+    target: Target,
+    lookup: Callable[[str, str], tuple[BuildpackDescriptor, Callable[[str], bool]] | None],
+    enforced: bool,
+) -> list[str]:
+    """Each copy in ``<buildpacks>`` whose files are not the ones fetched, checked as if the run had installed it:
+    refused when it cannot run on ``target`` (a warning below Platform API 0.12), else a warning that the build
+    runs it, and that the report and the provenance describe it.
+
+    :raises BuilderError: its ``buildpack.toml`` cannot be read (exit 1).
+    :raises TargetRefused: it cannot run on ``target`` (exit 1).
+    """
+    warnings: list[str] = []
+    for result in fetched:
+        for bp in result.buildpacks:
+            where = copies.kept.get((bp.descriptor.id, bp.descriptor.version))
+            if where is None:
+                continue
+            ref = bp.descriptor.ref
+            digest = f" ({result.digest})" if result.digest else ""
+            held = f"{where} already holds {ref} with other files than the copy fetched from {result.source}{digest}"
+            way_out = (
+                f"give each target its own <buildpacks> (-buildpacks), or remove {where} so that the fetched copy "
+                "is installed"
+            )
+            try:
+                on_disk = read_buildpack_toml(where / "buildpack.toml", builder=True)
+            except BuilderError as broken:
+                raise BuilderError(
+                    f"install {ref}",
+                    f"{held}, and the build would run that copy, which is broken: {broken.cause}. "
+                    f"To build, {way_out}",
+                ) from None
+            why = why_not(on_disk, directory_files(where), target, lookup, warnings)
+            if why is not None and enforced:
+                error = TargetRefused(
+                    f"install {ref}", f"{held}, and the build would run that copy: {why}. To build, {way_out}"
+                )
+                raise with_fields(error, buildpack=ref, target=target.platform, source=target.source)
+            said = f": {why}" if why is not None else ""
+            warnings.append(
+                f"{ref}: {held}; the build runs the copy on disk (perhaps installed for another platform{said}), "
+                f"and the report and the provenance describe it, not the one fetched. To run the fetched copy, "
+                f"{way_out}"
+            )
+    return warnings

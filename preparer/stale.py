@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from preparer._fs import read_regular
 from preparer.appfilter import plan_removal
 from preparer.errors import InvalidInputsError
@@ -13,7 +15,8 @@ from preparer.plan import Plan
 
 
 def fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
-    """The SHA-256 of each file a plan is made from (``None``: it does not exist, or is not a file)."""
+    """The SHA-256 of each file a plan is made from (``None``: it does not exist, or is not a file): the descriptor,
+    the platform file, the policy, the lock, the builder's order, the env files."""
     import hashlib  # deferred: only plans are fingerprinted
 
     paths = (
@@ -23,10 +26,15 @@ def fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
         lock_path(inputs),
         inputs.order_path,
         inputs.system_path,
+        *inputs.env_files,
+        inputs.analyzed_path,  # the target
     )
-    found = []
+    found: list[tuple[str, str | None]] = []
     for path in paths:
         if path is None:
+            continue
+        if path == inputs.descriptor_path and inputs.descriptor_data is not None:
+            found.append((str(path), hashlib.sha256(_descriptor_bytes(inputs.descriptor_data)).hexdigest()))
             continue
         try:  # read as every input file is: a FIFO or a device is refused, never waited on or read forever
             digest: str | None = hashlib.sha256(read_regular(path, FINGERPRINTED_BYTES)).hexdigest()
@@ -34,6 +42,21 @@ def fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
             digest = None  # what reads it says why, in the run
         found.append((str(path), digest))
     return tuple(found)
+
+
+def _descriptor_bytes(data: str | bytes | dict[str, Any]) -> bytes:
+    """The bytes of a descriptor given as data, as read: its text, or the text its tables are read as."""
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, str):
+        return data.encode(errors="surrogatepass")
+    from preparer.descriptor import descriptor_text  # deferred: only descriptors given as tables are written
+    from preparer.errors import DescriptorError
+
+    try:
+        return descriptor_text(data).encode()
+    except DescriptorError:
+        return b""  # reading it says why, in the run
 
 
 #: A file a plan is made from is fingerprinted up to this size (each has its own, smaller bound where it is read).

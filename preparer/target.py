@@ -1,11 +1,13 @@
 """The build's target: the os, architecture and distribution its buildpacks must run on, where that came from, and
 which buildpacks can (spec buildpack.md §Targets, platform.md §Target Data; lifecycle ``platform/target_data.go``).
 
-The target comes from, first to last: the ``CNB_TARGET_*`` variables, ``<layers>/analyzed.toml``
-``[run-image.target]`` (an analyzer ran first), ``CNB_PREPARER_PLATFORM``, the host. A distribution not given so
-is read from ``/etc/os-release``, as the lifecycle reads it. Architectures are compared as the OCI image spec and
-containerd's ``platforms`` package normalise them: ``arm64`` is ``arm64/v8``, ``amd64`` is ``amd64/v1``, ``arm`` is
-``arm/v7``.
+The detector reads the target from analyzed.toml (``-analyzed``, ``CNB_ANALYZED_PATH``, ``<layers>/analyzed.toml``)
+``[run-image.target]`` and, when that has no distribution table, fills in ``linux``, its own architecture and
+``/etc/os-release``; so does the preparer. Without analyzed.toml (a run before the analyzer), the target is the
+platform's statement: the ``CNB_TARGET_*`` variables, each on its own, over ``CNB_PREPARER_PLATFORM`` or the host's,
+and a Linux target's distribution from ``/etc/os-release``. Architectures are compared as the OCI image spec and
+containerd's ``platforms`` package normalise them: ``arm64`` is ``arm64/v8``, ``amd64`` is ``amd64/v1``, ``arm``
+is ``arm/v7``.
 """
 
 from __future__ import annotations
@@ -22,14 +24,14 @@ if TYPE_CHECKING:  # the inputs import this module: buildpack.toml's reader is n
     from preparer.files.buildpack import BuildpackDescriptor, BuildpackTarget
 
 #: The variables the lifecycle gives buildpacks for the build's target (spec buildpack.md §Targets); a platform
-#: that sets them for the preparer gives it the target.
+#: that sets them for the preparer states the target of a run that has no analyzed.toml.
 ENV_TARGET_OS = "CNB_TARGET_OS"
 ENV_TARGET_ARCH = "CNB_TARGET_ARCH"
 ENV_TARGET_ARCH_VARIANT = "CNB_TARGET_ARCH_VARIANT"
 ENV_TARGET_DISTRO_NAME = "CNB_TARGET_DISTRO_NAME"
 ENV_TARGET_DISTRO_VERSION = "CNB_TARGET_DISTRO_VERSION"
-#: The preparer's own setting, ``os/arch[/variant]``: the target when neither the variables nor analyzed.toml
-#: give one.
+#: The preparer's own setting, ``os/arch[/variant]``: the target when neither analyzed.toml nor the variables
+#: give one, and the machine's architecture the detector fills in.
 ENV_PREPARER_PLATFORM = "CNB_PREPARER_PLATFORM"
 #: Where the distribution is read from when nothing else gives it (freedesktop os-release: ``ID``, ``VERSION_ID``).
 DEFAULT_OS_RELEASE = "/etc/os-release"
@@ -37,8 +39,16 @@ DEFAULT_OS_RELEASE = "/etc/os-release"
 _OS = re.compile(r"[a-z0-9]+")
 _ARCH = re.compile(r"[a-z0-9_]+")
 _VARIANT = re.compile(r"[a-z0-9.]+")
+#: os-release's ``ID`` and ``VERSION_ID``: lower case letters, digits, ``.``, ``_`` and ``-``.
+_DISTRO = re.compile(r"[a-z0-9._-]+")
 #: The variant an architecture has when none is written (OCI image spec §Platform Variants; containerd).
 _DEFAULT_VARIANT = {"amd64": "v1", "arm64": "v8", "arm": "v7"}
+#: Each variable that needs another to mean something, with the one it needs and why.
+_NEEDS = (
+    (ENV_TARGET_ARCH, ENV_TARGET_OS, "an architecture needs its os"),
+    (ENV_TARGET_ARCH_VARIANT, ENV_TARGET_ARCH, "a variant needs its architecture"),
+    (ENV_TARGET_DISTRO_VERSION, ENV_TARGET_DISTRO_NAME, "a version needs its distribution's name"),
+)
 
 
 def host_platform() -> str:
@@ -52,7 +62,11 @@ def host_platform() -> str:
 
 @record
 class Target:
-    """The build's target: ``os/arch[/variant]``, a distribution when known, and the settings that gave them."""
+    """The build's target: ``os/arch[/variant]``, a distribution when known, and the settings that gave them.
+
+    ``os`` and ``arch`` are empty only where the detector leaves them so (an analyzed.toml target with a
+    distribution table and no os or arch), and an empty field matches anything; ``machine`` then says what images
+    are pulled for."""
 
     os: str
     arch: str
@@ -64,15 +78,35 @@ class Target:
     source: str = "the host"
     #: Where the distribution came from; empty without one.
     distro_source: str = ""
+    #: ``os/arch[/variant]`` of the machine the build runs on (``CNB_PREPARER_PLATFORM`` or the host's): what
+    #: :attr:`platform` takes where ``os`` or ``arch`` is empty.
+    machine: str = ""
 
     @property
     def platform(self) -> str:
-        """``os/arch[/variant]``, as given."""
+        """``os/arch[/variant]``: what an image index is resolved to and a lock is made for; a part the target
+        leaves empty is the machine's."""
+        if (not self.os or not self.arch) and self.machine:
+            os_, arch, variant = [*self.machine.split("/"), ""][:3]
+            if self.arch:
+                arch, variant = self.arch, self.variant
+            return "/".join(p for p in (self.os or os_, arch, variant) if p)
         return "/".join(p for p in (self.os, self.arch, self.variant) if p)
 
     @property
+    def shown(self) -> str:
+        """``os/arch[/variant]`` as compared, for people: a part left empty is ``any os`` or ``any
+        architecture``."""
+        if self.os and self.arch:
+            return "/".join(p for p in (self.os, self.arch, self.variant) if p)
+        parts = (self.os or "any os", self.arch or "any architecture", self.variant)
+        return "/".join(p for p in parts if p)
+
+    @property
     def distro(self) -> str:
-        """``name version`` of the distribution, or empty."""
+        """``name version`` of the distribution, or empty; a version without a name is any distribution's."""
+        if not self.distro_name and self.distro_version:
+            return f"version {self.distro_version} of any distribution"
         return " ".join(p for p in (self.distro_name, self.distro_version) if p)
 
 
@@ -110,41 +144,45 @@ def parse_platform(text: str, setting: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2] if len(parts) == 3 else ""
 
 
-def _checked(value: str, pattern: re.Pattern[str], setting: str) -> str:
+def _checked(
+    value: str, pattern: re.Pattern[str], setting: str, what: str = "lower case letters and digits"
+) -> str:
     if not pattern.fullmatch(value):
-        raise InvalidInputsError(
-            "resolve inputs", f"{setting}={value!r} is not valid (lower case letters and digits)"
-        )
+        raise InvalidInputsError("resolve inputs", f"{setting}={value!r} is not valid ({what})")
     return value
 
 
 def target_from_environ(environ: Mapping[str, str]) -> Target | None:
-    """The target the ``CNB_TARGET_*`` variables give, or ``None`` when none of ``CNB_TARGET_OS``,
-    ``CNB_TARGET_ARCH`` and ``CNB_TARGET_ARCH_VARIANT`` is set. Pure.
+    """What the ``CNB_TARGET_*`` variables state, each read on its own, or ``None`` when none is set. A part they
+    leave out is empty (:func:`build_target` takes it from ``CNB_PREPARER_PLATFORM`` or the host). Pure.
 
-    :raises InvalidInputsError: a value that is not one, or an os without an architecture (exit 3).
+    :raises InvalidInputsError: a value that is not one, or a variable set without the one it needs (an
+        architecture without its os, a variant without its architecture, a distribution's version without its
+        name) (exit 3).
     """
-    names = (ENV_TARGET_OS, ENV_TARGET_ARCH, ENV_TARGET_ARCH_VARIANT)
-    given = [name for name in names if environ.get(name)]
+    names = (ENV_TARGET_OS, ENV_TARGET_ARCH, ENV_TARGET_ARCH_VARIANT, ENV_TARGET_DISTRO_NAME,
+             ENV_TARGET_DISTRO_VERSION)  # fmt: skip
+    given = {name: environ[name] for name in names if environ.get(name)}
     if not given:
         return None
-    missing = [name for name in names[:2] if not environ.get(name)]
-    if missing:
-        raise InvalidInputsError(
-            "resolve inputs",
-            f"{', '.join(given)} is set without {' and '.join(missing)}: the target needs both",
-        )
-    name, version = environ.get(ENV_TARGET_DISTRO_NAME, ""), environ.get(ENV_TARGET_DISTRO_VERSION, "")
+    for name, needed, why in _NEEDS:
+        if name in given and needed not in given:
+            empty = " (it is set, but empty)" if needed in environ else ""
+            raise InvalidInputsError("resolve inputs", f"{name} is set without {needed}{empty}: {why}")
+    distro = "lower case letters, digits, '.', '_' and '-', as os-release's ID and VERSION_ID"
+    for name, value in given.items():
+        if name in (ENV_TARGET_DISTRO_NAME, ENV_TARGET_DISTRO_VERSION):
+            _checked(value, _DISTRO, name, distro)
+        else:
+            _checked(value, {ENV_TARGET_OS: _OS, ENV_TARGET_ARCH: _ARCH}.get(name, _VARIANT), name)
     return Target(
-        _checked(environ[ENV_TARGET_OS], _OS, ENV_TARGET_OS),
-        _checked(environ[ENV_TARGET_ARCH], _ARCH, ENV_TARGET_ARCH),
-        _checked(environ.get(ENV_TARGET_ARCH_VARIANT, ""), _VARIANT, ENV_TARGET_ARCH_VARIANT)
-        if environ.get(ENV_TARGET_ARCH_VARIANT)
-        else "",
-        name,
-        version,
-        source=", ".join(given),
-        distro_source=ENV_TARGET_DISTRO_NAME if name else "",
+        given.get(ENV_TARGET_OS, ""),
+        given.get(ENV_TARGET_ARCH, ""),
+        given.get(ENV_TARGET_ARCH_VARIANT, ""),
+        given.get(ENV_TARGET_DISTRO_NAME, ""),
+        given.get(ENV_TARGET_DISTRO_VERSION, ""),
+        source=", ".join(name for name in names[:3] if name in given),
+        distro_source=", ".join(name for name in names[3:] if name in given),
     )
 
 
@@ -156,89 +194,206 @@ def platform_source(target_platform: str, environ: Mapping[str, str], host: str)
     return "the host" if target_platform == host else "Inputs.target_platform"
 
 
-def parse_analyzed(doc: Mapping[str, object], shown: str) -> Target | None:
-    """The target of analyzed.toml's ``[run-image.target]`` (``arch-variant``, the lifecycle's key, or
-    ``variant``, the spec's), or ``None`` when it has none (an analyzer below Platform API 0.12). Pure.
+@record
+class RunImageTarget:
+    """What analyzed.toml's ``[run-image.target]`` says, as written: each part empty when left out."""
+
+    #: How messages name the file.
+    file: str
+    os: str = ""
+    arch: str = ""
+    variant: str = ""
+    #: ``[run-image.target.distro]`` ``(name, version)``; ``None`` without the table.
+    distro: tuple[str, str] | None = None
+    #: Whether the file has the table at all (an analyzer below Platform API 0.12 writes none).
+    given: bool = True
+
+    @property
+    def where(self) -> str:
+        """How messages name the table: ``/layers/analyzed.toml [run-image.target]``."""
+        return f"{self.file} [run-image.target]"
+
+
+def parse_analyzed(doc: Mapping[str, object], shown: str) -> RunImageTarget:
+    """analyzed.toml's ``[run-image.target]``: ``os``, ``arch``, ``arch-variant`` (the lifecycle's key; ``variant``,
+    the spec's, too) and ``[run-image.target.distro]`` ``name``, ``version``, as the lifecycle's
+    ``files.TargetMetadata`` holds them. Pure.
 
     :param shown: how messages name the file.
-    :raises InvalidInputsError: a target without os or arch, or with a value that is not one (exit 3).
+    :raises InvalidInputsError: a value that is not a string, or not one (exit 3).
     """
     run_image = doc.get("run-image")
     table = run_image.get("target") if isinstance(run_image, dict) else None
-    if not isinstance(table, dict):
-        return None
     where = f"{shown} [run-image.target]"
+    if table is None:
+        return RunImageTarget(shown, given=False)
+    if not isinstance(table, dict):
+        raise InvalidInputsError("read analyzed.toml", f"{shown} run-image.target is not a table")
     values = {}
     for key in ("os", "arch", "arch-variant", "variant"):
         value = table.get(key, "")
         if not isinstance(value, str):
             raise InvalidInputsError("read analyzed.toml", f"{where} {key} is not a string")
         values[key] = value
-    if not values["os"] or not values["arch"]:
-        raise InvalidInputsError(
-            "read analyzed.toml", f"{where} has no {'os' if not values['os'] else 'arch'}"
-        )
     variant = values["arch-variant"] or values["variant"]
-    distro = table.get("distro")
-    distro = distro if isinstance(distro, dict) else {}
-    name, version = distro.get("name", ""), distro.get("version", "")
-    return Target(
-        _checked(values["os"], _OS, f"{where} os"),
-        _checked(values["arch"], _ARCH, f"{where} arch"),
+    distro = None
+    if "distro" in table:
+        found = table["distro"]
+        if not isinstance(found, dict):
+            raise InvalidInputsError("read analyzed.toml", f"{where} distro is not a table")
+        name, version = found.get("name", ""), found.get("version", "")
+        if not isinstance(name, str) or not isinstance(version, str):
+            raise InvalidInputsError(
+                "read analyzed.toml", f"{where} distro's name and version must be strings"
+            )
+        distro = (name, version)
+    return RunImageTarget(
+        shown,
+        _checked(values["os"], _OS, f"{where} os") if values["os"] else "",
+        _checked(values["arch"], _ARCH, f"{where} arch") if values["arch"] else "",
         _checked(variant, _VARIANT, f"{where} arch-variant") if variant else "",
-        name if isinstance(name, str) else "",
-        version if isinstance(version, str) else "",
-        source=where,
-        distro_source=where if isinstance(name, str) and name else "",
+        distro,
     )
 
 
 def parse_os_release(text: str) -> tuple[str, str]:
-    """``(ID, VERSION_ID)`` of an os-release file (freedesktop.org ``os-release``; quotes removed), either empty
-    when it is not there. Pure."""
-    values = {}
-    for line in text.splitlines():
-        key, sep, value = line.strip().partition("=")
-        if sep and not key.startswith("#"):
-            values[key] = value.strip().strip("\"'")
-    return values.get("ID", ""), values.get("VERSION_ID", "")
+    """``(ID, VERSION_ID)`` of an os-release file, either empty when it is not there, read as the lifecycle reads
+    it (``fsutil.GetInfo``): a line of exactly one ``=``, the key as written, the value without the quotes and
+    spaces around it. Pure."""
+    name = version = ""
+    for line in text.split("\n"):
+        parts = line.split("=")
+        if len(parts) != 2:
+            continue
+        if parts[0] == "ID":
+            name = parts[1].strip('" ')
+        elif parts[0] == "VERSION_ID":
+            version = parts[1].strip('" ')
+        if name and version:
+            break
+    return name, version
 
 
 def read_os_release(path: Path) -> tuple[str, str]:
-    """:func:`parse_os_release` of ``path``; ``("", "")`` when it cannot be read (macOS has none)."""
+    """:func:`parse_os_release` of ``path``; ``("", "")`` when it cannot be read (macOS has none) or is empty."""
     try:
         return parse_os_release(path.read_text(errors="replace"))
     except OSError:
         return "", ""
 
 
+def from_run_image(stated: RunImageTarget, machine: str, machine_source: str, os_release: Path) -> Target:
+    """The target the detector takes from analyzed.toml (``platform.GetTargetOSFromFileSystem``): as stated when
+    it has a distribution table, even an empty one (a part left empty matches anything); else an os left empty is
+    ``linux``, an architecture left empty the machine's (the detector's own), and the distribution
+    ``os_release``'s."""
+    if stated.distro is not None:
+        name, version = stated.distro
+        where = stated.where if name or version else ""
+        return Target(stated.os, stated.arch, stated.variant, name, version, stated.where, where, machine)
+    filled = []
+    os_, arch = stated.os, stated.arch
+    if not os_:
+        os_ = "linux"
+        filled.append("os linux")
+    if not arch:
+        arch = machine.split("/")[1]
+        filled.append(f"arch {arch} ({machine_source})")
+    source = stated.where if stated.given else f"{stated.file}, which has no [run-image.target]"
+    if filled:
+        source += f"; {' and '.join(filled)} as the detector fills them in"
+    name, version = read_os_release(os_release)
+    shown = str(os_release) if name or version else ""
+    return Target(os_, arch, stated.variant, name, version, source, shown, machine)
+
+
+def from_statement(given: Target | None, machine: str, machine_source: str, os_release: Path) -> Target:
+    """The target of a run without analyzed.toml: the ``CNB_TARGET_*`` statement (``given``), each part it leaves
+    out the machine's (``CNB_PREPARER_PLATFORM`` or the host's); a Linux target's distribution, when it gives none,
+    ``os_release``'s."""
+    os_, arch, variant = parse_platform(machine, machine_source)
+    source = machine_source
+    if given is not None and given.os:
+        if given.arch:
+            arch, variant, source = given.arch, given.variant, given.source
+        else:
+            source = f"{given.source}; the architecture from {machine_source}"
+        os_ = given.os
+    if given is not None and given.distro_name:
+        return Target(
+            os_, arch, variant, given.distro_name, given.distro_version, source, given.distro_source
+        )
+    name, version = read_os_release(os_release) if os_ == "linux" else ("", "")
+    return Target(os_, arch, variant, name, version, source, str(os_release) if name or version else "")
+
+
 def build_target(
-    given: Target | None, target_platform: str, platform_source_: str, layers_dir: Path, os_release: Path
+    given: Target | None,
+    target_platform: str,
+    platform_source_: str,
+    analyzed: Path,
+    os_release: Path,
+    *,
+    named: bool = False,
+    warnings: list[str] | None = None,
 ) -> Target:
-    """The build's target: ``given`` (the ``CNB_TARGET_*`` variables), else ``<layers>/analyzed.toml``
-    ``[run-image.target]``, else ``target_platform``; a Linux target's distribution, when none of them gives one,
-    from ``os_release``.
+    """The build's target: analyzed.toml's, as the detector reads it (:func:`from_run_image`), when the file is
+    there; else ``given`` (the ``CNB_TARGET_*`` statement) over ``target_platform`` (:func:`from_statement`).
 
-    :raises InvalidInputsError: analyzed.toml cannot be read, or its target is invalid (exit 3).
+    :param analyzed: analyzed.toml's path (``-analyzed``, ``CNB_ANALYZED_PATH``, ``<layers>/analyzed.toml``).
+    :param named: the platform named ``analyzed`` (a flag, a variable): its absence is told to ``warnings``, as
+        the detector warns of it.
+    :param warnings: told each setting analyzed.toml overrides (``given``, and ``target_platform`` when a setting
+        gave it), naming both.
+    :raises InvalidInputsError: analyzed.toml cannot be read, or a target is invalid (exit 3).
     """
-    target = given
-    if target is None:
-        analyzed = layers_dir / "analyzed.toml"
-        if analyzed.is_file():
-            from preparer.files.toml import read_toml  # deferred: most runs have no analyzed.toml
+    said = warnings if warnings is not None else []
+    if analyzed.exists() or analyzed.is_symlink():
+        from preparer.files.toml import read_toml  # deferred: most runs have no analyzed.toml
 
-            doc = read_toml(analyzed, "analyzed.toml", action="read analyzed.toml").table
-            target = parse_analyzed(doc, str(analyzed))
-    if target is None:
-        os_, arch, variant = parse_platform(target_platform, platform_source_)
-        target = Target(os_, arch, variant, source=platform_source_)
-    if not target.distro_name and target.os == "linux":
-        name, version = read_os_release(os_release)
-        if name:
-            return Target(
-                target.os, target.arch, target.variant, name, version, target.source, str(os_release)
-            )
-    return target
+        doc = read_toml(analyzed, "analyzed.toml", action="read analyzed.toml").table
+        stated = parse_analyzed(doc, str(analyzed))
+        target = from_run_image(stated, target_platform, platform_source_, os_release)
+        said += overridden(given, target_platform, platform_source_, target, str(analyzed))
+        return target
+    if named:
+        said.append(
+            f"no analyzed.toml at {analyzed} (-analyzed, CNB_ANALYZED_PATH): the detector will warn of it too, "
+            "and the target is the platform's (CNB_TARGET_*, CNB_PREPARER_PLATFORM, the host)"
+        )
+    return from_statement(given, target_platform, platform_source_, os_release)
+
+
+def overridden(
+    given: Target | None, machine: str, machine_source: str, target: Target, analyzed: str
+) -> list[str]:
+    """A warning for each setting that says otherwise than analyzed.toml's ``target``, which the detector reads
+    and they do not: a ``CNB_TARGET_*`` variable, and ``CNB_PREPARER_PLATFORM`` (or ``Inputs.target_platform``)."""
+    found = []
+    said = " is not the target the detector reads: {} ({}); the preparer checks the build against that, as the detector will"
+    if given is not None:
+        arch, variant = normalize(target.arch, target.variant) if target.arch else ("", target.variant)
+        parts = (
+            (ENV_TARGET_OS, given.os, target.os, given.os == target.os, target.source),
+            (ENV_TARGET_ARCH, given.arch, target.arch, normalize(given.arch, "")[0] == arch, target.source),
+            (ENV_TARGET_ARCH_VARIANT, given.variant, target.variant,
+             normalize(given.arch or target.arch, given.variant)[1] == variant, target.source),
+            (ENV_TARGET_DISTRO_NAME, given.distro_name, target.distro_name, given.distro_name == target.distro_name,
+             target.distro_source or analyzed),
+            (ENV_TARGET_DISTRO_VERSION, given.distro_version, target.distro_version,
+             given.distro_version == target.distro_version, target.distro_source or analyzed),
+        )  # fmt: skip
+        for name, value, taken, same, source in parts:
+            if value and not same:
+                found.append(f"{name}={value}" + said.format(taken or "none, which matches any", source))
+    if (
+        machine_source != "the host"
+        and target.os
+        and target.arch
+        and not same_platform(machine, target.platform)
+    ):
+        found.append(f"{machine_source}={machine}" + said.format(target.platform, target.source))
+    return found
 
 
 def runs_on(descriptor: BuildpackDescriptor, has_file: Callable[[str], bool]) -> tuple[BuildpackTarget, ...]:
@@ -281,6 +436,16 @@ def describe_runs_on(descriptor: BuildpackDescriptor, has_file: Callable[[str], 
     return f"from bin/: {shown}" if declared else "any: it declares none"
 
 
+def inferred_from(descriptor: BuildpackDescriptor, has_file: Callable[[str], bool]) -> str:
+    """What :func:`runs_on` inferred a buildpack's targets from when it declares no ``[[targets]]``: its
+    ``[[stacks]]`` ids, or the files of ``bin/`` that decided; empty when it declares them (or nothing)."""
+    if descriptor.targets:
+        return ""
+    if descriptor.stacks:
+        return f"[[stacks]] {', '.join(descriptor.stacks)}"
+    return ", ".join(name for name in ("bin/build", "bin/build.bat", "bin/build.exe") if has_file(name))
+
+
 def matches_platform(declared: BuildpackTarget, target: Target) -> bool:
     """Whether ``declared`` names ``target``'s os, architecture and variant (a field left empty on either side
     matches anything, as in the lifecycle)."""
@@ -305,15 +470,16 @@ def same_platform(one: str, other: str) -> bool:
 
 def matches(declared: BuildpackTarget, target: Target) -> bool:
     """Whether ``declared`` names ``target``: its platform, and one of its distributions when it lists some and the
-    target's distribution is known."""
+    target's distribution is known (a name or a version left empty on either side matches any, as in the
+    lifecycle's ``TargetSatisfiedForBuild``)."""
     if not matches_platform(declared, target):
         return False
-    if not declared.distros or not target.distro_name:
+    name, version = target.distro_name, target.distro_version
+    if not declared.distros or not (name or version):
         return True
     return any(
-        (not name or name == target.distro_name)
-        and (not version or not target.distro_version or version == target.distro_version)
-        for name, version in declared.distros
+        (not want or not name or want == name) and (not at or not version or at == version)
+        for want, at in declared.distros
     )
 
 
@@ -359,13 +525,23 @@ def why_not(
                 return None
             failures.append(failure)
         return f"none of its groups can run on this build ({'; '.join(failures)})"
+    return _why_not_component(descriptor, has_file, target)
+
+
+def _why_not_component(
+    descriptor: BuildpackDescriptor, has_file: Callable[[str], bool], target: Target
+) -> str | None:
     declared = runs_on(descriptor, has_file)
     if not declared or any(matches(d, target) for d in declared):
         return None
-    build = f"{target.platform} ({target.source})"
+    build = f"{target.shown} ({target.source})"
     if any(matches_platform(d, target) for d in declared):
-        build = f"{target.platform}, {target.distro} ({target.source}; the distribution from {target.distro_source})"
-    return f"it runs on {', '.join(d.shown for d in declared)}; this build is {build}"
+        build = (
+            f"{target.shown}, {target.distro} ({target.source}; the distribution from {target.distro_source})"
+        )
+    inferred = inferred_from(descriptor, has_file)
+    from_ = f" (inferred from {inferred})" if inferred else ""
+    return f"it runs on {', '.join(d.shown for d in declared)}{from_}; this build is {build}"
 
 
 def check_targets(

@@ -32,6 +32,9 @@ class UriProblem:
     on_uri: bool
     #: What follows the entry's key in the message: ``.uri 'ftp://h/x': unsupported protocol 'ftp'``.
     detail: str
+    #: The refusal itself, without the key or the value: ``unsupported protocol 'ftp'`` (a list's entry is said
+    #: with it: :mod:`preparer.lists`).
+    cause: str = ""
 
 
 def entry_locator(
@@ -60,14 +63,16 @@ def entry_locator(
     try:
         locator = parse_locator(uri, base_dir, exists)
     except InvalidInputsError as err:
-        return UriProblem(True, f".uri '{redact(uri)}': {err.cause}")
+        return UriProblem(True, f".uri '{redact(uri)}': {err.cause}", err.cause or "")
     match locator:
         case BuilderLocator() | IdLocator():  # a buildpack id and a version, which may not be a range
             problem = None if locator.version is None else version_range_problem(locator.version)
             if problem:
-                return UriProblem(True, f".uri: {problem}")
+                return UriProblem(True, f".uri: {problem}", problem)
             if isinstance(locator, IdLocator) and bp_id is not None and bp_id != locator.id:
-                return UriProblem(False, f": id '{bp_id}' does not match uri '{uri}'")
+                return UriProblem(
+                    False, f": id '{bp_id}' does not match uri '{uri}'", f"id '{bp_id}' does not match it"
+                )
         case PathLocator() | HttpLocator() | ImageLocator() | RegistryLocator() | InlineLocator():
             pass  # what parsing checked is all there is to check of their text
         case _ as never:

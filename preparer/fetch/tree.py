@@ -394,6 +394,76 @@ class Installation:
         self._done, self._root = [], None
 
 
+def same_tree(one: Path, other: Path) -> bool:
+    """Whether two buildpack trees hold the same names, kinds, link targets and file bytes (modes aside), read
+    without following a link below their roots (a root that is a link is followed, as the detector follows it): a
+    staged buildpack and the copy of the same id and version already in ``<buildpacks>``. A file that is the same
+    inode in both (a tree linked from the download cache) is not read. Anything that cannot be read differs."""
+    pending = [""]
+    buffers = (bytearray(1 << 16), bytearray(1 << 16))
+    try:
+        while pending:
+            relative = pending.pop()
+            entries = [
+                _listing(str(root / relative)) if relative else _listing(str(root), 0)
+                for root in (one, other)
+            ]
+            if entries[0].keys() != entries[1].keys():
+                return False
+            for name, (kind, info) in entries[0].items():
+                other_kind, other_info = entries[1][name]
+                path = os.path.join(relative, name)
+                if kind != other_kind or kind == "other" or (kind == "link" and info != other_info):
+                    return False
+                if kind == "dir":
+                    pending.append(path)
+                elif kind == "file" and not _same_file(one / path, other / path, info, other_info, buffers):
+                    return False
+    except OSError:
+        return False
+    return True
+
+
+def _listing(directory: str, follow: int = os.O_NOFOLLOW) -> dict[str, tuple[str, object]]:
+    """Each entry of ``directory`` (a link to one only with ``follow`` ``0``) by name: its kind (``dir``,
+    ``file``, ``link``, ``other``) and, for a file its ``(device, inode, size)``, for a link its target."""
+    found: dict[str, tuple[str, object]] = {}
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | follow | os.O_CLOEXEC)
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if entry.is_symlink():
+                    found[entry.name] = ("link", os.readlink(entry.name, dir_fd=fd))
+                elif entry.is_dir(follow_symlinks=False):
+                    found[entry.name] = ("dir", None)
+                elif entry.is_file(follow_symlinks=False):
+                    info = entry.stat(follow_symlinks=False)
+                    found[entry.name] = ("file", (info.st_dev, info.st_ino, info.st_size))
+                else:
+                    found[entry.name] = ("other", None)
+    finally:
+        os.close(fd)
+    return found
+
+
+def _same_file(
+    one: Path, other: Path, info: object, other_info: object, buffers: tuple[bytearray, bytearray]
+) -> bool:
+    assert isinstance(info, tuple) and isinstance(other_info, tuple)
+    if info[2] != other_info[2]:
+        return False
+    if info[:2] == other_info[:2]:
+        return True
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    with open(os.open(one, flags), "rb") as first, open(os.open(other, flags), "rb") as second:
+        while True:
+            read = first.readinto(buffers[0])
+            if read != second.readinto(buffers[1]) or buffers[0][:read] != buffers[1][:read]:
+                return False
+            if not read:
+                return True
+
+
 def _differs(staged: Path, id_fd: int, version: str) -> bool:
     """Whether the installed ``version`` (in the directory ``id_fd``) holds other files than ``staged``: an inline
     buildpack is three small files, compared byte for byte."""

@@ -261,7 +261,9 @@ def _locked(
 
     if not _ENTRY.fullmatch(table["entry"]):
         raise fail(
-            (*at, "entry"), "must name an entry as io.buildpacks.group[0] (or pre.group, post.group) does"
+            (*at, "entry"),
+            "must name an entry by where it is, as io.buildpacks.group[0], io.buildpacks.pack.pre.group[1] or "
+            "-buildpack[0] do",
         )
     if not check_id(table["id"]):
         raise fail((*at, "id"), f"{table['id'][:80]!r} is not a buildpack id")
@@ -285,8 +287,13 @@ def _locked(
     return Locked(table["entry"], dict(written), table["id"], table["version"], source, pinned, digest, index)
 
 
-#: The key of an entry in the effective configuration, as the lock names it.
-_ENTRY = re.compile(r"io\.buildpacks\.(?:pre\.|post\.)?group\[(?:0|[1-9][0-9]{0,5})\]")
+#: The key of an entry, as the lock names it: where the layer that gave it has it, as written (the descriptor's
+#: ``io.buildpacks.group[0]``, a 0.1 descriptor's ``build.buildpacks[0]``, its namespace's
+#: ``io.buildpacks.pack.pre.group[1]``, the platform file's ``pack.post.group[0]``), or a list flag's ``-buildpack[0]``.
+#: Whether the project still has it is the frozen run's question (:mod:`preparer.lock.freeze`).
+_ENTRY = re.compile(
+    r"(?:-(?:pre-|post-)?buildpack|(?:[^\s.\[\]]{1,64}\.){0,16}(?i:group|buildpacks))\[(?:0|[1-9][0-9]{0,5})\]"
+)
 
 
 def _is_digest(value: str) -> bool:

@@ -57,8 +57,16 @@ def preparer_step(doc: dict[str, Any]) -> dict[str, Any]:
     return steps[0]
 
 
-def test_the_docker_run_line_parses() -> None:
-    (block,) = re.findall(r"```sh\n(.*?)```", DOC, re.DOTALL)
+#: The doc's ``docker run`` lines: pack's, and a platform's that holds lists (dokku).
+DOCKER_RUNS = [b for b in re.findall(r"```sh\n(.*?)```", DOC, re.DOTALL) if "docker run" in b]
+
+
+def test_the_doc_has_a_docker_run_line_for_pack_and_for_a_platform_with_lists() -> None:
+    assert len(DOCKER_RUNS) == 2 and "-platform-config" in DOCKER_RUNS[0] and "-buildpack" in DOCKER_RUNS[1]
+
+
+@pytest.mark.parametrize("block", DOCKER_RUNS)
+def test_the_docker_run_line_parses(block: str) -> None:
     words = shlex.split(block.replace("\\\n", " "))  # a backslash-newline continues the line
     args = words[words.index("/cnb/lifecycle/preparer") + 1 :]
     parsed = goflags.parse(args)

@@ -95,7 +95,10 @@ def test_an_index_with_two_platforms(preparer: Callable[..., Result], layout: La
     assert (layout.buildpacks / "me_multi" / "1.1.0" / "buildpack.toml").is_file()
     none = preparer(project=group(uri), env={"CNB_PREPARER_PLATFORM": "linux/s390x"})
     assert none.code == 1
-    assert "no image for linux/s390x in the index (it has: linux/amd64, linux/arm64)" in none.stderr
+    assert (
+        "no image for linux/s390x (CNB_PREPARER_PLATFORM) in the index (it has: linux/amd64, linux/arm64)"
+        in none.stderr
+    )
 
 
 def test_a_corrupted_blob_installs_nothing(preparer: Callable[..., Result], layout: Layout, registry: Registry,

@@ -42,9 +42,11 @@ def test_the_readme_library_example_runs(tmp_path: Path) -> None:
     )
     assert lines == [
         "  group: heroku/python@1.0.0 (installed in <buildpacks>)",
+        "    from: io.buildpacks.group[0] in project.toml",
         "    targets: linux",
         f"  would write {tmp_path}/layers/order.toml",
         f"  would write {tmp_path}/platform/env/FROM_PACK",
+        "    from: pack.build.env[0]",
         "io.buildpacks.builder not applied by the preparer",
     ]
     assert (tmp_path / "platform" / "env" / "FROM_PACK").read_text() == "1"

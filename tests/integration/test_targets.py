@@ -75,16 +75,34 @@ def test_normalised_names_match_and_empty_fields_match_anything(
     assert "it runs on linux/arm/v7; this build is linux/arm/v6 (CNB_PREPARER_PLATFORM)" in other.stderr
 
 
-def test_the_target_variables_come_first_and_are_named(
+def test_analyzed_toml_comes_first_and_the_variables_it_overrides_are_warned_of(
     preparer: Callable[..., Result], layout: Layout
 ) -> None:
+    """The detector reads analyzed.toml and no CNB_TARGET_*: the preparer checks against what the detector will,
+    and says which setting it did not follow."""
     local(layout.app / "arm", "me/arm", ARM64_ONLY)
-    (layout.layers / "analyzed.toml").write_text('[run-image.target]\nos = "linux"\narch = "arm64"\n')
+    analyzed = layout.layers / "analyzed.toml"
+    analyzed.write_text('[run-image.target]\nos = "linux"\narch = "amd64"\n')
     before = untouched(layout)
-    env = {"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "amd64", "CNB_PREPARER_PLATFORM": "linux/arm64"}
+    env = {"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "arm64", "CNB_PREPARER_PLATFORM": "linux/arm64"}
     result = preparer(project=group("./arm"), env=env)
     refused_and_untouched(result, layout, before)
-    assert "this build is linux/amd64 (CNB_TARGET_OS, CNB_TARGET_ARCH)" in result.stderr
+    assert f"this build is linux/amd64 ({analyzed} [run-image.target])" in result.stderr
+    tail = "; the preparer checks the build against that, as the detector will"
+    for setting, value, taken in (("CNB_TARGET_ARCH", "arm64", "amd64"),
+                                  ("CNB_PREPARER_PLATFORM", "linux/arm64", "linux/amd64")):  # fmt: skip
+        assert (
+            f"Warning: {setting}={value} is not the target the detector reads: {taken} ({analyzed} "
+            f"[run-image.target]){tail}"
+        ) in result.stderr
+    assert "CNB_TARGET_OS=" not in result.stderr  # it agrees
+    # The other way round: the buildpack runs on what analyzed.toml says, whatever the variables say.
+    analyzed.write_text('[run-image.target]\nos = "linux"\narch = "arm64"\n')
+    ok = preparer(project=group("./arm"), env=env | {"CNB_TARGET_ARCH": "amd64"})
+    assert ok.code == 0, ok.stderr
+    assert (
+        f"Warning: CNB_TARGET_ARCH=amd64 is not the target the detector reads: arm64 ({analyzed}" in ok.stderr
+    )
 
 
 def test_analyzed_toml_comes_before_the_preparers_setting(
@@ -129,7 +147,8 @@ def test_a_distribution_listing_only_others_is_refused_naming_them(
     refused_and_untouched(result, layout, before)
     assert (
         "failed to install me/ubuntu@1.0.0: it runs on linux/amd64 (ubuntu 22.04, ubuntu 24.04); this build is "
-        "linux/amd64, debian 12 (CNB_TARGET_OS, CNB_TARGET_ARCH; the distribution from CNB_TARGET_DISTRO_NAME)"
+        "linux/amd64, debian 12 (CNB_TARGET_OS, CNB_TARGET_ARCH; the distribution from CNB_TARGET_DISTRO_NAME, "
+        "CNB_TARGET_DISTRO_VERSION)"
     ) in result.stderr
     ok = preparer(project=group("./ubuntu"), env=env | {"CNB_TARGET_DISTRO_NAME": "ubuntu",
                                                          "CNB_TARGET_DISTRO_VERSION": "24.04"})  # fmt: skip
@@ -144,14 +163,20 @@ def test_without_targets_bin_decides_and_old_stacks_map(
     before = untouched(layout)
     result = preparer(project=group("./win"), env={"CNB_PREPARER_PLATFORM": "linux/amd64"})
     refused_and_untouched(result, layout, before)
-    assert "failed to install me/win@1.0.0: it runs on windows; this build is linux/amd64" in result.stderr
+    assert (
+        "failed to install me/win@1.0.0: it runs on windows (inferred from bin/build.bat); this build is linux/amd64 "
+        "(CNB_PREPARER_PLATFORM)"
+    ) in result.stderr
     assert preparer(project=group("./win"), env={"CNB_PREPARER_PLATFORM": "windows/amd64"}).code == 0
 
     bionic = '\n[[stacks]]\nid = "io.buildpacks.stacks.bionic"\n'
     local(layout.app / "old", "me/old", bionic, api="0.9")
     arm = preparer(project=group("./old"), env={"CNB_PREPARER_PLATFORM": "linux/arm64"})
     assert arm.code == 1
-    assert "it runs on linux/amd64 (ubuntu 18.04); this build is linux/arm64" in arm.stderr
+    assert (
+        "it runs on linux/amd64 (ubuntu 18.04) (inferred from [[stacks]] io.buildpacks.stacks.bionic); this build "
+        "is linux/arm64 (CNB_PREPARER_PLATFORM)"
+    ) in arm.stderr
     local(layout.app / "any", "me/any", '\n[[stacks]]\nid = "io.buildpacks.stacks.jammy"\n', api="0.9")
     assert preparer(project=group("./any"), env={"CNB_PREPARER_PLATFORM": "linux/arm64"}).code == 0
 
@@ -218,7 +243,22 @@ def test_a_composite_is_refused_only_when_none_of_its_groups_can_run(
         ({"CNB_PREPARER_PLATFORM": "linux/amd64/v8/x"}, "CNB_PREPARER_PLATFORM='linux/amd64/v8/x' is not"),
         ({"CNB_PREPARER_PLATFORM": "Linux/AMD64"}, "CNB_PREPARER_PLATFORM='Linux/AMD64' is not"),
         ({"CNB_TARGET_OS": "Linux", "CNB_TARGET_ARCH": "amd64"}, "CNB_TARGET_OS='Linux' is not valid"),
-        ({"CNB_TARGET_ARCH": "amd64"}, "CNB_TARGET_ARCH is set without CNB_TARGET_OS"),
+        (
+            {"CNB_TARGET_ARCH": "amd64"},
+            "CNB_TARGET_ARCH is set without CNB_TARGET_OS: an architecture needs its os",
+        ),
+        (
+            {"CNB_TARGET_ARCH_VARIANT": "v8"},
+            "CNB_TARGET_ARCH_VARIANT is set without CNB_TARGET_ARCH: a variant needs",
+        ),
+        (
+            {"CNB_TARGET_DISTRO_VERSION": "24.04"},
+            "CNB_TARGET_DISTRO_VERSION is set without CNB_TARGET_DISTRO_NAME: a version needs its distribution's name",
+        ),
+        (
+            {"CNB_TARGET_DISTRO_NAME": "ubuntu", "CNB_TARGET_DISTRO_VERSION": "24.04 LTS"},
+            "CNB_TARGET_DISTRO_VERSION='24.04 LTS' is not valid",
+        ),
     ],
 )
 def test_an_invalid_target_is_exit_3_naming_the_setting(
@@ -229,6 +269,90 @@ def test_an_invalid_target_is_exit_3_naming_the_setting(
     assert result.code == 3, result.stderr
     assert shown in result.stderr
     assert "Inputs." not in result.stderr and "Traceback" not in result.stderr
+    assert not (layout.layers / "order.toml").exists()
+
+
+@pytest.mark.parametrize(
+    ("env", "shown"),
+    [
+        (
+            {"CNB_TARGET_OS": "", "CNB_TARGET_ARCH": "arm64"},
+            "CNB_TARGET_ARCH is set without CNB_TARGET_OS (it is set, but empty): an architecture needs its os",
+        ),
+        (
+            {"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "arm64", "CNB_TARGET_DISTRO_NAME": "",
+             "CNB_TARGET_DISTRO_VERSION": "22.04"},
+            "CNB_TARGET_DISTRO_VERSION is set without CNB_TARGET_DISTRO_NAME (it is set, but empty)",
+        ),
+        ({"CNB_TARGET_OS": "linux ", "CNB_TARGET_ARCH": "arm64"}, "CNB_TARGET_OS='linux ' is not valid"),
+        ({"CNB_TARGET_OS": " ", "CNB_TARGET_ARCH": "arm64"}, "CNB_TARGET_OS=' ' is not valid"),
+        ({"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "ARM64"}, "CNB_TARGET_ARCH='ARM64' is not valid"),
+        (
+            {"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "arm64", "CNB_TARGET_ARCH_VARIANT": "V8"},
+            "CNB_TARGET_ARCH_VARIANT='V8' is not valid",
+        ),
+        (
+            {"CNB_TARGET_DISTRO_NAME": "ubuntu", "CNB_TARGET_DISTRO_VERSION": " 22.04"},
+            "CNB_TARGET_DISTRO_VERSION=' 22.04' is not valid",
+        ),
+        (
+            {"CNB_TARGET_DISTRO_NAME": "Ubuntu", "CNB_TARGET_DISTRO_VERSION": "22.04"},
+            "CNB_TARGET_DISTRO_NAME='Ubuntu' is not valid",
+        ),
+        ({"CNB_PREPARER_PLATFORM": " linux/arm64"}, "CNB_PREPARER_PLATFORM=' linux/arm64' is not os/arch"),
+    ],
+)  # fmt: skip
+def test_held_out_spellings_are_exit_3_naming_the_variable_that_has_them(
+    preparer: Callable[..., Result], layout: Layout, env: dict[str, str], shown: str
+) -> None:
+    """A variable set to empty is unset (the lifecycle's envOrDefault), so what needs it is refused, saying it is
+    empty; whitespace and upper case are refused where they are, never blamed on another variable."""
+    local(layout.app / "bp", "me/bp")
+    result = preparer(project=group("./bp"), env=env)
+    assert result.code == 3, result.stderr
+    [error] = [line for line in result.stderr.splitlines() if line.startswith("ERROR: ")]
+    assert error.startswith(f"ERROR: failed to resolve inputs: {shown}")  # the variable that has it, first
+    assert not (layout.layers / "order.toml").exists()
+
+
+def test_variables_set_to_empty_are_unset(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    """Every CNB_TARGET_* set to empty: the target is CNB_PREPARER_PLATFORM's; a name with an empty version is
+    every version of that distribution; CNB_ANALYZED_PATH set to empty is <layers>/analyzed.toml."""
+    local(layout.app / "arm", "me/arm", ARM64_ONLY)
+    report = tmp_path / "report.toml"
+    names = ("CNB_TARGET_OS", "CNB_TARGET_ARCH", "CNB_TARGET_ARCH_VARIANT", "CNB_TARGET_DISTRO_NAME",
+             "CNB_TARGET_DISTRO_VERSION")  # fmt: skip
+    empty = dict.fromkeys(names, "")
+    env = empty | {"CNB_PREPARER_PLATFORM": "linux/arm64"}
+    ok = preparer("-prepare-report", str(report), project=group("./arm"), env=env)
+    assert ok.code == 0, ok.stderr
+    assert tomllib.loads(report.read_text())["target"]["source"] == "CNB_PREPARER_PLATFORM"
+    named = env | {"CNB_TARGET_DISTRO_NAME": "ubuntu"}
+    ok = preparer("-prepare-report", str(report), project=group("./arm"), env=named)
+    assert ok.code == 0, ok.stderr
+    said = tomllib.loads(report.read_text())["target"]
+    assert (said["distro-name"], said.get("distro-version", "")) == ("ubuntu", "")
+    analyzed = layout.layers / "analyzed.toml"
+    analyzed.write_text('[run-image.target]\nos = "linux"\narch = "amd64"\n')
+    refused = preparer(project=group("./arm"), env=env | {"CNB_ANALYZED_PATH": ""})
+    assert refused.code == 1, refused.stderr
+    assert f"this build is linux/amd64 ({analyzed} [run-image.target])" in refused.stderr
+
+
+def test_an_empty_analyzed_flag_is_exit_3(preparer: Callable[..., Result], layout: Layout) -> None:
+    """The lifecycle keeps ``-analyzed ""`` as it is and reads no file: the preparer does not guess which target
+    that was meant to be."""
+    local(layout.app / "bp", "me/bp")
+    (layout.layers / "analyzed.toml").write_text('[run-image.target]\nos = "linux"\narch = "amd64"\n')
+    result = preparer("-analyzed", "", project=group("./bp"))
+    assert result.code == 3, result.stderr
+    assert (
+        "ERROR: failed to resolve inputs: -analyzed is empty: the detector then reads no analyzed.toml, not even "
+        "<layers>/analyzed.toml; name the file, or leave the flag out (CNB_ANALYZED_PATH, else "
+        "<layers>/analyzed.toml)"
+    ) in result.stderr
     assert not (layout.layers / "order.toml").exists()
 
 
@@ -357,7 +481,8 @@ def test_an_index_entry_is_chosen_by_normalised_names_and_a_miss_lists_variants(
     assert none.code == 1, none.stderr
     assert (untouched(layout), (layout.layers / "order.toml").read_bytes()) == (before, order_toml)
     assert (
-        f"failed to pull {registry.ref('me/variants', 'multi')}: no image for linux/amd64/v3 in the index (it has: "
+        f"failed to pull {registry.ref('me/variants', 'multi')}: no image for linux/amd64/v3 (CNB_PREPARER_PLATFORM) "
+        "in the index (it has: "
         "linux/amd64/v1, linux/arm/v6, linux/arm/v7, linux/arm64)"
     ) in none.stderr
 
@@ -476,12 +601,127 @@ def test_the_dry_run_and_the_report_show_the_target(
     assert dry.code == 0, dry.stderr
     assert (
         "  target: linux/arm64/v8 (CNB_TARGET_OS, CNB_TARGET_ARCH, CNB_TARGET_ARCH_VARIANT), ubuntu 24.04 (from "
-        "CNB_TARGET_DISTRO_NAME)"
+        "CNB_TARGET_DISTRO_NAME, CNB_TARGET_DISTRO_VERSION)"
     ) in dry.stdout + dry.stderr
     report = tmp_path / "report.toml"
     done = preparer("-prepare-report", str(report), project=group("./arm"), env=env)
     assert done.code == 0, done.stderr
     assert tomllib.loads(report.read_text())["target"] == {
         "os": "linux", "arch": "arm64", "variant": "v8", "distro-name": "ubuntu", "distro-version": "24.04",
-        "source": "CNB_TARGET_OS, CNB_TARGET_ARCH, CNB_TARGET_ARCH_VARIANT", "distro-source": "CNB_TARGET_DISTRO_NAME",
+        "source": "CNB_TARGET_OS, CNB_TARGET_ARCH, CNB_TARGET_ARCH_VARIANT",
+        "distro-source": "CNB_TARGET_DISTRO_NAME, CNB_TARGET_DISTRO_VERSION",
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "code", "target"),
+    [
+        ("CNB_TARGET_OS", "linux", 0, ("linux", "amd64", "")),
+        ("CNB_TARGET_ARCH", "arm64", 3, None),
+        ("CNB_TARGET_ARCH_VARIANT", "v8", 3, None),
+        ("CNB_TARGET_DISTRO_NAME", "ubuntu", 0, ("linux", "amd64", "", "ubuntu", "")),
+        ("CNB_TARGET_DISTRO_VERSION", "24.04", 3, None),
+    ],
+)
+def test_each_target_variable_alone_is_read_on_its_own_or_refused(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, name: str, value: str, code: int,
+    target: tuple[str, ...] | None,
+) -> None:  # fmt: skip
+    """Without analyzed.toml: each variable over CNB_PREPARER_PLATFORM; one without what it needs is exit 3."""
+    local(layout.app / "bp", "me/bp")
+    report = tmp_path / "report.toml"
+    env = {"CNB_PREPARER_PLATFORM": "linux/amd64", name: value}
+    result = preparer("-prepare-report", str(report), project=group("./bp"), env=env)
+    assert result.code == code, result.stderr
+    if target is None:
+        assert f"ERROR: failed to resolve inputs: {name} is set without CNB_TARGET_" in result.stderr
+        assert not (layout.layers / "order.toml").exists()
+        assert tomllib.loads(report.read_text())["error"]["code"] == 3
+        return
+    said = tomllib.loads(report.read_text())["target"]
+    shown = (said["os"], said["arch"], said["variant"], said["distro-name"], said["distro-version"])
+    assert shown[: len(target)] == target  # the os alone: the distribution is this machine's os-release
+    if name == "CNB_TARGET_OS":
+        assert said["source"] == "CNB_TARGET_OS; the architecture from CNB_PREPARER_PLATFORM"
+    else:
+        assert (said["source"], said["distro-source"]) == ("CNB_PREPARER_PLATFORM", name)
+
+
+def test_analyzed_toml_is_read_where_the_flag_or_the_variable_names_it(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    local(layout.app / "arm", "me/arm", ARM64_ONLY)
+    flagged, named = tmp_path / "flag" / "analyzed.toml", tmp_path / "env" / "analyzed.toml"
+    for path, arch in ((flagged, "arm64"), (named, "amd64"), (layout.layers / "analyzed.toml", "s390x")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f'[run-image.target]\nos = "linux"\narch = "{arch}"\n')
+    env = {"CNB_ANALYZED_PATH": str(named)}
+    # The flag over the variable over <layers>/analyzed.toml.
+    assert preparer("-analyzed", str(flagged), project=group("./arm"), env=env).code == 0
+    refused = preparer(project=group("./arm"), env=env)
+    assert refused.code == 1
+    assert f"this build is linux/amd64 ({named} [run-image.target])" in refused.stderr
+    default = preparer(project=group("./arm"))
+    assert (
+        f"this build is linux/s390x ({layout.layers / 'analyzed.toml'} [run-image.target])" in default.stderr
+    )
+    # Named and missing: a warning (as the detector's), and the platform's own target.
+    missing = tmp_path / "none" / "analyzed.toml"
+    ok = preparer(
+        "-analyzed", str(missing), project=group("./arm"), env={"CNB_PREPARER_PLATFORM": "linux/arm64"}
+    )
+    assert ok.code == 0, ok.stderr
+    assert f"Warning: no analyzed.toml at {missing} (-analyzed, CNB_ANALYZED_PATH)" in ok.stderr
+
+
+def test_a_distribution_table_in_analyzed_toml_fills_in_nothing(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    """With [run-image.target.distro], an os or arch left out matches anything (a windows buildpack runs on a
+    run image that says only "debian 12"), os-release is not read, and a version without a name is any
+    distribution's."""
+    local(layout.app / "win", "me/win", '\n[[targets]]\nos = "windows"\narch = "amd64"\n')
+    analyzed = layout.layers / "analyzed.toml"
+    analyzed.write_text('[run-image.target]\n[run-image.target.distro]\nname = "debian"\nversion = "12"\n')
+    report = tmp_path / "report.toml"
+    dry = preparer("-dry-run", project=group("./win"))
+    assert (
+        f"  target: any os/any architecture ({analyzed} [run-image.target]), debian 12 (from {analyzed}"
+        in (dry.stdout)
+    )
+    ok = preparer("-prepare-report", str(report), project=group("./win"))
+    assert ok.code == 0, ok.stderr
+    said = tomllib.loads(report.read_text())["target"]
+    assert (said["os"], said["arch"], said["distro-name"], said["distro-version"]) == ("", "", "debian", "12")
+    local(layout.app / "jammy", "me/jammy",
+          '\n[[targets]]\nos = "linux"\n[[targets.distros]]\nname = "ubuntu"\nversion = "24.04"\n')  # fmt: skip
+    analyzed.write_text(
+        '[run-image.target]\nos = "linux"\narch = "amd64"\n[run-image.target.distro]\nversion = "22.04"\n'
+    )
+    refused = preparer(project=group("./jammy"))
+    assert refused.code == 1, refused.stderr
+    assert (
+        "it runs on linux (ubuntu 24.04); this build is linux/amd64, version 22.04 of any distribution "
+        f"({analyzed} [run-image.target]; the distribution from {analyzed} [run-image.target])"
+    ) in refused.stderr
+
+
+def test_an_index_without_the_builds_platform_names_where_the_target_came_from(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry, tmp_path: Path
+) -> None:
+    """Each source of the target, named in the refusal of an index that has no image for it."""
+    ref = registry.ref("me/sourced", "multi")
+    two_platforms(tmp_path, ref)
+    project = group(f"docker://{ref}")
+    has = "in the index (it has: linux/amd64, linux/arm64)"
+    variables = preparer(project=project, env={"CNB_TARGET_OS": "linux", "CNB_TARGET_ARCH": "s390x"})
+    assert variables.code == 1, variables.stderr
+    assert f"no image for linux/s390x (CNB_TARGET_OS, CNB_TARGET_ARCH) {has}" in variables.stderr
+    analyzed = tmp_path / "analyzed.toml"
+    analyzed.write_text('[run-image.target]\nos = "linux"\narch = "ppc64le"\n')
+    named = preparer(
+        "-analyzed", str(analyzed), project=project, env={"CNB_PREPARER_PLATFORM": "linux/amd64"}
+    )
+    assert named.code == 1, named.stderr
+    assert f"no image for linux/ppc64le ({analyzed} [run-image.target]) {has}" in named.stderr
+    assert not (layout.layers / "order.toml").exists()

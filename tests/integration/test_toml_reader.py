@@ -294,7 +294,7 @@ def _builder_files(tmp_path: Path, text: str) -> list[tuple[str, Callable[[], ob
         ),
         (
             "analyzed.toml",
-            lambda: build_target(None, "linux/amd64", "", tmp_path, tmp_path / "os"),
+            lambda: build_target(None, "linux/amd64", "", tmp_path / "analyzed.toml", tmp_path / "os"),
             DescriptorError,
         ),
     ]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from preparer.goflags import FLAGS, FlagError, parse, parse_bool, parse_int, usage
+from preparer.goflags import FLAGS, CsvError, FlagError, parse, parse_bool, parse_int, split_csv, usage
 
 HINT = " (not a flag: flags go before the first positional argument)"
 
@@ -179,3 +181,81 @@ def test_usage_shows_the_defaults() -> None:
     assert '    \tapplication directory (env CNB_APP_DIR, default "/workspace")\n' in text
     assert '(env CNB_ORDER_PATH, default "/cnb/order.toml")' in text
     assert "  -tag value\n    \taccepted so that a creator command line works unchanged\n" in text
+
+
+@pytest.mark.parametrize(
+    ("value", "items"),
+    [
+        ("a", ["a"]),
+        ("a,b", ["a", "b"]),
+        ("a, b", ["a", " b"]),  # kept as written, as Go's reader keeps them
+        ('"https://host/a,b.tgz",c', ["https://host/a,b.tgz", "c"]),
+        ('"say ""hi""",x', ['say "hi"', "x"]),
+        ("a,", ["a", ""]),
+        (",", ["", ""]),
+        ("", [""]),  # pflag reads none; the caller refuses it by name
+        ("a\n", ["a"]),  # a line ending at the end is dropped, as Go drops it
+        ('"a\nb"', ["a\nb"]),  # inside quotes a line break is the item's
+    ],
+)
+def test_a_csv_value_is_read_as_go_s_encoding_csv_reads_one_record(value: str, items: list[str]) -> None:
+    assert split_csv(value) == items
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ('a"b', 'parse error on line 1, column 2: bare " in non-quoted-field'),
+        ('"ab', 'parse error on line 1, column 4: extraneous or missing " in quoted-field'),
+        ('"a"b', 'parse error on line 1, column 3: extraneous or missing " in quoted-field'),
+        ("a\nb", "a line break at column 2, outside double quotes"),
+    ],
+)
+def test_a_value_go_s_csv_reader_refuses_is_exit_2_in_its_words(value: str, message: str) -> None:
+    with pytest.raises(CsvError, match=f"^{re.escape(message)}$"):
+        split_csv(value)
+    with pytest.raises(FlagError) as raised:
+        parse(["-buildpack", value])
+    assert str(raised.value).startswith(f'invalid value "{value}" for flag -buildpack: {message} (')
+    assert "an item with a comma or a quote is written in double quotes" in str(raised.value)
+
+
+def test_buildpack_values_split_at_commas_and_append_the_others_do_not() -> None:
+    parsed = parse(
+        ["-buildpack", "a,b", "-b", '"c,d"', "--buildpack=e", "-pre-buildpack", "p,q", "-env", "A=1,2", "-e", "B",
+         "-env-file", "x,y.env", "-post-buildpack=z"]
+    )  # fmt: skip
+    assert parsed.values == {
+        "buildpack": ["a", "b", "c,d", "e"],
+        "pre-buildpack": ["p,q"],
+        "env": ["A=1,2", "B"],
+        "env-file": ["x,y.env"],
+        "post-buildpack": ["z"],
+    }
+    assert parsed.warnings == []
+
+
+def test_a_value_that_splits_a_url_is_a_warning_showing_the_quoted_form() -> None:
+    parsed = parse(["-buildpack", "https://host/a,b.tgz", "-buildpack", "https://host/x.tgz,heroku/nodejs"])
+    assert parsed.values["buildpack"] == ["https://host/a", "b.tgz", "https://host/x.tgz", "heroku/nodejs"]
+    assert parsed.warnings == [
+        (
+            "-buildpack 'https://host/a,b.tgz' is read as 2 buildpacks (https://host/a, b.tgz): a value is a "
+            "comma-separated list, as pack reads it; a URL with a comma is written in double quotes: "
+            "-buildpack '\"https://host/a,b.tgz\"'"
+        )
+    ]
+
+
+def test_a_short_name_is_its_flag_and_a_typo_of_a_list_is_named() -> None:
+    assert parse(["-b", "x", "-e", "A=1"]).values == {"buildpack": ["x"], "env": ["A=1"]}
+    with pytest.raises(
+        FlagError, match=r"^flag provided but not defined: -buildpak \(did you mean -buildpack\?\)$"
+    ):
+        parse(["-buildpak", "x"])
+    with pytest.raises(FlagError, match=r"^flag needs an argument: -env-file$"):
+        parse(["-env-file"])
+    text = usage()
+    assert (
+        "  -buildpack value\n" in text and "-b for short" in text and "(env CNB_PREPARER_BUILDPACKS)" in text
+    )

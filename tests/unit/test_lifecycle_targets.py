@@ -56,7 +56,7 @@ def target_of(case: dict[str, Any], layers: Path, os_release: Path) -> Target:
     (layers / "analyzed.toml").write_text(case["analyzed_toml"])
     if case["os_release"]:
         os_release.write_text(case["os_release"])
-    return build_target(None, "linux/amd64", "the host", layers, os_release)
+    return build_target(None, "linux/amd64", "the host", layers / "analyzed.toml", os_release)
 
 
 def chosen_group(ref: str, target: Target, lookup: Lookup) -> list[str]:

@@ -47,10 +47,17 @@ ReadLayer = Callable[[str, Callable[[Reader], LayerTree]], LayerTree]
 
 
 def follow_index(
-    first: Document, read: Callable[[str], Document], platform: str, source: str, verb: str = "pull"
+    first: Document,
+    read: Callable[[str], Document],
+    platform: str,
+    source: str,
+    verb: str = "pull",
+    platform_source: str = "",
 ) -> Document:
     """From an image document to the manifest for ``platform``, through an index and the indexes it names (at most
     :data:`MAX_INDEX_DEPTH`); ``read`` fetches a document by digest (from a registry, or from a ``.cnb``).
+
+    :param platform_source: the setting that gave ``platform``, named when the index has no image for it.
 
     :raises FetchError: no image for ``platform``, an entry without a valid digest, or indexes nested too deeply.
     """
@@ -59,7 +66,7 @@ def follow_index(
     for _ in range(MAX_INDEX_DEPTH):
         if kind != "index":
             return document, kind, digest
-        chosen = choose_platform(document, platform, source, verb)
+        chosen = choose_platform(document, platform, source, verb, platform_source)
         if not is_digest(chosen.get("digest")):
             raise FetchError(action, f"the index entry for {platform} has no valid sha256 digest")
         document, kind, digest = read(str(chosen["digest"]))
@@ -68,7 +75,9 @@ def follow_index(
     raise FetchError(action, "image indexes nest too deeply")
 
 
-def choose_platform(index: dict[str, Any], platform: str, source: str, verb: str = "pull") -> dict[str, Any]:
+def choose_platform(
+    index: dict[str, Any], platform: str, source: str, verb: str = "pull", platform_source: str = ""
+) -> dict[str, Any]:
     """The descriptor in an image index for ``platform`` (``os/arch[/variant]``): the first whose platform names it
     as :func:`preparer.target.matches_platform` compares (``arm64`` is ``arm64/v8``, ``arm`` is ``arm/v7``, an
     entry without a variant is for any).
@@ -91,8 +100,9 @@ def choose_platform(index: dict[str, Any], platform: str, source: str, verb: str
             return descriptor
     if manifests and not any(m.get("platform") for m in manifests):
         return manifests[0]  # a layout without platforms (pack writes one image): the first is the image
+    shown = f"{platform} ({platform_source})" if platform_source else platform
     raise FetchError(
-        f"{verb} {source}", f"no image for {platform} in the index (it has: {', '.join(offered) or 'none'})"
+        f"{verb} {source}", f"no image for {shown} in the index (it has: {', '.join(offered) or 'none'})"
     )
 
 

@@ -64,7 +64,10 @@ def _pull(ref: Reference, ctx: FetchContext, signed: tuple[Reference, FetchConte
     registry = _registry(ref, ctx)
     source = str(ref)
     first = registry.manifest(ref.identifier)
-    manifest, _, digest = follow_index(first, registry.manifest, ctx.registries.platform, source)
+    platform = ctx.registries.platform
+    manifest, _, digest = follow_index(
+        first, registry.manifest, platform, source, platform_source=ctx.registries.platform_source
+    )
     # The signatures, before any config or layer: an index's digest or the platform manifest's may be signed.
     signatures = _signatures(signed or (ref, ctx), registry if signed is None else None, (first[2], digest))
     config_descriptor = manifest.get("config")
@@ -102,8 +105,9 @@ def image_blobs(locator: ImageLocator, ctx: FetchContext) -> tuple[tuple[str, in
     ref = parse_reference(locator.reference)
     registry = _registry(ref, ctx)
     manifest = follow_index(
-        registry.manifest(ref.identifier), registry.manifest, ctx.registries.platform, str(ref)
-    )[0]
+        registry.manifest(ref.identifier), registry.manifest, ctx.registries.platform, str(ref),
+        platform_source=ctx.registries.platform_source,
+    )[0]  # fmt: skip
     layers = manifest.get("layers")
     descriptors = [manifest.get("config"), *(layers if isinstance(layers, list) else [])]
     return tuple(

@@ -152,8 +152,9 @@ def fetch_cnb(path: Path, *, source: str, digest: str | None, ctx: FetchContext)
         # index.json is an index: follow it (and any nested index) to the image for the build's platform.
         index = layout.json(layout.read("index.json"), "index.json")
         manifest, _, manifest_digest = follow_index(
-            (index, "index", ""), layout.document, ctx.registries.platform, source, verb="read"
-        )
+            (index, "index", ""), layout.document, ctx.registries.platform, source, verb="read",
+            platform_source=ctx.registries.platform_source,
+        )  # fmt: skip
         config_descriptor = manifest.get("config")
         if not isinstance(config_descriptor, dict):
             raise FetchError(f"read {source}", "the manifest names no image config")
