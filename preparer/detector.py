@@ -462,7 +462,7 @@ def _warn_project(member: Member, exec_env: str, warnings: list[str]) -> None:
             f"{member.named} will not run: {member.skipped}; the detector skips it (set {ENV_EXEC_ENV} to one it "
             "lists to run it)"
         )
-    elif member.skipped:
+    elif member.skipped and member.skipped_within:  # a composite every buildpack of which is skipped
         warnings.append(f"{member.named} will not run: {member.skipped} ({'; '.join(member.skipped_within)})")
     elif member.skipped_within:
         warnings.append(f"{member.named}: the detector skips {'; '.join(member.skipped_within)}")

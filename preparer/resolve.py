@@ -178,8 +178,7 @@ def resolve_fields(
     platform_api = verify_platform_api(api) if api else SUPPORTED_PLATFORM_APIS[-1]
     given = _Given(flags, environ, cwd)
     log_level_of(flags, environ, check=True)
-    namespace = given.text("platform-namespace") or None
-    platform_config = given.path("platform-config")
+    namespace, platform_config = given.text("platform-namespace") or None, given.path("platform-config")
     if platform_config is not None and namespace is None:
         raise InvalidInputsError("resolve inputs", "-platform-config needs -platform-namespace")
     if "download-cache" in flags or env_of("download-cache") in environ:
