@@ -10,7 +10,8 @@ def closest(word: str, candidates: Sequence[str], most: int = 2) -> str | None:
     nearest first; ``None`` when none is, or ``word`` is one of them. For "did you mean" in messages."""
     if word in candidates:
         return None
-    scored = sorted((_distance(word, c), c) for c in candidates)
+    # Lengths further apart than ``most`` are further apart in edits too: a long or foreign word costs nothing.
+    scored = sorted((_distance(word, c), c) for c in candidates if abs(len(c) - len(word)) <= most)
     return scored[0][1] if scored and scored[0][0] <= most else None
 
 

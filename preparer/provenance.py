@@ -47,7 +47,17 @@ def dir_hash(root: Path) -> str:
     It is the sha256 of the lines ``<sha256 hex of the file>  <path relative to root>\\n`` of every regular file
     below ``root``, sorted by path as bytes: what ``find . -type f | cut -c3- | LC_ALL=C sort | xargs -r sha256sum |
     sha256sum`` prints in ``root``. Links and other special files are not regular files, and are left out, as that
-    command leaves them out; a link is never followed.
+    command leaves them out; a link is never followed (:func:`tree_hashes` says what the links are).
+
+    :raises ApplyError: the tree cannot be read, or a file's name holds a newline (exit 1).
+    """
+    return tree_hashes(root)[0]
+
+
+def tree_hashes(root: Path) -> tuple[str, str | None]:
+    """The tree's :func:`dir_hash` and its ``linkHash``: the same sum over its symbolic links, each hashed as if it
+    were a file holding its target's text (``find . -type l``, each line ``<sha256 of readlink's bytes>  <path>``),
+    so that two trees whose links point elsewhere differ; ``None`` when the tree holds no link.
 
     A builder's buildpack may hold thousands of small files, so the tree is read the cheap way: each directory
     listed once (the kind of each entry comes with its name, no ``stat``), each file opened relative to its
@@ -56,6 +66,7 @@ def dir_hash(root: Path) -> str:
     :raises ApplyError: the tree cannot be read, or a file's name holds a newline (exit 1).
     """
     files: list[tuple[bytes, str]] = []
+    links: list[tuple[bytes, str]] = []
     buffer = bytearray(1 << 16)
     view = memoryview(buffer)
     pending = [(str(root), "", os.O_RDONLY | os.O_DIRECTORY)]  # the root itself may be a link, as os.walk's
@@ -71,19 +82,26 @@ def dir_hash(root: Path) -> str:
                             pending.append(
                                 (os.path.join(directory, entry.name), relative + "/", _NO_LINK_DIR)
                             )
-                        elif entry.is_file(follow_symlinks=False):
-                            if "\n" in relative:
-                                raise ApplyError(
-                                    f"hash {root}", f"a file's name holds a newline: {relative!r}"
-                                )
+                            continue
+                        if "\n" in relative and (entry.is_file(follow_symlinks=False) or entry.is_symlink()):
+                            raise ApplyError(f"hash {root}", f"a file's name holds a newline: {relative!r}")
+                        if entry.is_file(follow_symlinks=False):
                             files.append((os.fsencode(relative), _sha256_at(fd, entry.name, buffer, view)))
+                        elif entry.is_symlink():
+                            target = os.readlink(entry.name, dir_fd=fd)
+                            links.append((os.fsencode(relative), _sha256(os.fsencode(target))))
             finally:
                 os.close(fd)
     except OSError as err:
         raise ApplyError(f"hash {root}", err.strerror or str(err)) from err
-    files.sort()
+    return _summed(files), (_summed(links) if links else None)
+
+
+def _summed(lines: list[tuple[bytes, str]]) -> str:
+    """The sha256 hex of ``<digest>  <path>\\n`` for each of ``lines``, sorted by path as bytes."""
+    lines.sort()
     return hashlib.sha256(
-        b"".join(f"{digest}  ".encode() + name + b"\n" for name, digest in files)
+        b"".join(f"{digest}  ".encode() + name + b"\n" for name, digest in lines)
     ).hexdigest()
 
 
@@ -422,7 +440,7 @@ def _dependency(
     installed = buildpack_dir(settings.buildpacks_dir, record.id, record.version)
     if isinstance(step, Present):
         described["uri"] = f"urn:cnb:builder:{record.id}@{record.version}"
-        described["digest"] = {"dirHash": dir_hash(installed)}
+        described["digest"] = _tree_digest(installed, notes)
         return described | {"annotations": notes}
     assert fetched is not None
     locator = step.locator
@@ -434,7 +452,7 @@ def _dependency(
         case PathLocator():
             notes["path"] = _shown_path(locator.path, settings.app_dir)
             digest = fetched.archive or recorded
-            described["digest"] = _digest_set(digest) if digest else {"dirHash": dir_hash(installed)}
+            described["digest"] = _digest_set(digest) if digest else _tree_digest(installed, notes)
         case HttpLocator():
             described["digest"] = {"sha256": (fetched.archive or recorded or "").removeprefix("sha256:")}
             described["uri"] = locator.shown + (f"#sha256={locator.sha256}" if locator.sha256 else "")
@@ -474,7 +492,7 @@ def _described(
         return dependency
     notes = dependency["annotations"]
     others = [
-        {"name": d.ref, "digest": {"dirHash": dir_hash(kept[(d.id, d.version)])}}
+        _kept(kept[(d.id, d.version)], d.ref)
         for d in found
         if (d.id, d.version) != (record.id, record.version)
     ]
@@ -484,19 +502,40 @@ def _described(
         return dependency
     fetched_one = {key: value for key, value in dependency.items() if key in ("uri", "digest")}
     fetched_notes = {key: value for key, value in notes.items() if key not in ("entry", "kept")}
+    own_notes = {key: value for key, value in notes.items() if key in ("entry", "kept")}
+    own = kept.get((record.id, record.version))
+    digest = (
+        _tree_digest(own, own_notes) if own else {"dirHash": (record.digest or "").removeprefix("dirHash:")}
+    )
     return {
         "name": dependency["name"],
         "uri": f"urn:cnb:builder:{record.id}@{record.version}",
-        "digest": {"dirHash": (record.digest or "").removeprefix("dirHash:")},
-        "annotations": {key: value for key, value in notes.items() if key in ("entry", "kept")}
+        "digest": digest,
+        "annotations": own_notes
         | {"notInstalled": fetched_one | ({"annotations": fetched_notes} if fetched_notes else {})},
     }
+
+
+def _kept(path: Path, name: str) -> dict[str, Any]:
+    """A copy kept in ``<buildpacks>``, described by its files (its ``linkHash`` noted when it holds links)."""
+    notes: dict[str, Any] = {}
+    digest = _tree_digest(path, notes)
+    return {"name": name, "digest": digest} | ({"annotations": notes} if notes else {})
 
 
 def _digest_set(digest: str) -> dict[str, str]:
     """``{"sha256": hex}`` of ``sha256:<hex>``, ``{"dirHash": hex}`` of ``dirHash:<hex>``."""
     algorithm, _, value = digest.partition(":")
     return {"dirHash": value} if algorithm == "dirHash" else {"sha256": value}
+
+
+def _tree_digest(installed: Path, notes: dict[str, Any]) -> dict[str, str]:
+    """An installed tree's digest set (in-toto's ``dirHash``), its ``linkHash`` noted when it holds links: in-toto's
+    sum leaves links out, and a tree whose ``bin/build`` links elsewhere must not read as the same."""
+    files, links = tree_hashes(installed)
+    if links is not None:
+        notes["linkHash"] = links
+    return {"dirHash": files}
 
 
 def _image_uri(registry: bool, fetched: Fetched, record: BuildpackRecord) -> str:

@@ -297,11 +297,13 @@ def _archive(locator: Fetchable) -> HttpLocator | None:
 
 def _budget(policy: Policy, step: Fetch, totals: RunTotals) -> Budget:
     from preparer.policy.budget import Budget  # deferred, as in fetch_steps
+    from preparer.policy.enforce import planned_image
     from preparer.policy.rules import written_as
 
     entry = step.entry
     source = redact(entry.uri or entry.id or "")
-    return Budget(policy, source, totals, entry.key, written_as(entry.uri, entry.id, source))
+    written = written_as(entry.uri, entry.id, source)
+    return Budget(policy, source, totals, entry.key, written, planned_image(step.locator))
 
 
 @record

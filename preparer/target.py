@@ -487,53 +487,143 @@ def matches(declared: BuildpackTarget, target: Target) -> bool:
 Lookup = Callable[[str, str], "tuple[BuildpackDescriptor, Callable[[str], bool]] | None"]
 
 
-def why_not(
-    descriptor: BuildpackDescriptor,
-    has_file: Callable[[str], bool],
-    target: Target,
-    lookup: Lookup,
-    warnings: list[str],
-    seen: frozenset[str] = frozenset(),
-) -> str | None:
-    """Why ``descriptor`` cannot run on ``target``, or ``None`` when it can.
+#: How deep composites may nest in one another (the top one is 1) and how many buildpacks one check may look up:
+#: more is refused, never walked (real composites nest two or three deep and name tens of buildpacks).
+MAX_COMPOSITE_DEPTH = 32
+MAX_CHECKED = 10_000
 
-    A composite (with an ``[[order]]``) can when one of its groups has every non-optional entry able to, as the
-    detector tries its groups in turn; an optional one that cannot is told to ``warnings``. A buildpack the run
-    does not have is left to the checks that look for it.
+
+@record
+class _Verdict:
+    """Whether one buildpack can run on the target, as :class:`_Check` decided it once.
+
+    A component's ``reason`` says why it cannot (``None``: it can). A composite's ``failures`` are, for each of
+    its groups, the first non-optional member that cannot run (empty when a group can); ``fine`` and ``skipped``
+    are its accepted group's members that can run and its optional ones that cannot.
     """
-    if descriptor.order:
-        if descriptor.ref in seen:
-            return None
+
+    runs: bool
+    reason: str | None = None
+    failures: tuple[tuple[int, str], ...] = ()
+    fine: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+
+
+class _Check:
+    """The composites under one or more buildpacks checked against ``target``: each buildpack looked up and decided
+    once (by ``id@version``), so the work and what is said are linear in the tree, however often a buildpack is
+    named; nesting and the number of buildpacks are bounded (:data:`MAX_COMPOSITE_DEPTH`, :data:`MAX_CHECKED`)."""
+
+    def __init__(self, target: Target, lookup: Lookup) -> None:
+        self.target, self.lookup = target, lookup
+        self.verdicts: dict[str, _Verdict] = {}
+        self.found: dict[str, tuple[BuildpackDescriptor, Callable[[str], bool]] | None] = {}
+        self.path: list[str] = []
+
+    def decide(self, descriptor: BuildpackDescriptor, has_file: Callable[[str], bool]) -> _Verdict:
+        """The verdict on ``descriptor``, decided on first asking. A composite already being decided (its order
+        names itself, through others) counts as able to run, as the detector never runs it twice.
+
+        :raises TargetRefused: composites nest past :data:`MAX_COMPOSITE_DEPTH`, or the tree names more than
+            :data:`MAX_CHECKED` buildpacks (exit 1).
+        """
+        ref = descriptor.ref
+        known = self.verdicts.get(ref)
+        if known is not None:
+            return known
+        if not descriptor.order:
+            verdict = _Verdict(*_component(descriptor, has_file, self.target))
+        elif ref in self.path:
+            return _Verdict(True)
+        else:
+            self.path.append(ref)
+            if len(self.path) > MAX_COMPOSITE_DEPTH:
+                self._refuse(
+                    f"its composites nest more than {MAX_COMPOSITE_DEPTH} deep, the most the preparer checks: "
+                    + " > ".join(self.path)
+                )
+            verdict = self._composite(descriptor)
+            self.path.pop()
+        self.verdicts[ref] = verdict
+        return verdict
+
+    def _composite(self, descriptor: BuildpackDescriptor) -> _Verdict:
+        """A composite can run when one of its groups has every non-optional member able to, as the detector tries
+        its groups in turn; a member the run does not have is left to the checks that look for it."""
         failures = []
         for number, group in enumerate(descriptor.order, 1):
-            said: list[str] = []
-            failure = None
+            fine, skipped, failure = [], [], None
             for element in group:
-                found = lookup(element.id, element.version)
+                found = self._lookup(element.id, element.version)
                 if found is None:
                     continue
-                why = why_not(*found, target, lookup, said, seen | {descriptor.ref})
-                if why is not None and element.optional:
-                    said.append(
-                        f"{descriptor.ref}: its optional {element.ref} cannot run on this build: {why}"
-                    )
-                elif why is not None:
-                    failure = f"in group {number}, {element.ref}: {why}"
+                if self.decide(*found).runs:
+                    fine.append(element.ref)
+                elif element.optional:
+                    skipped.append(element.ref)
+                else:
+                    failure = (number, element.ref)
                     break
             if failure is None:
-                warnings.extend(said)
-                return None
+                return _Verdict(True, fine=tuple(fine), skipped=tuple(skipped))
             failures.append(failure)
-        return f"none of its groups can run on this build ({'; '.join(failures)})"
-    return _why_not_component(descriptor, has_file, target)
+        return _Verdict(False, failures=tuple(failures))
+
+    def _lookup(self, bp_id: str, version: str) -> tuple[BuildpackDescriptor, Callable[[str], bool]] | None:
+        ref = f"{bp_id}@{version}"
+        if ref not in self.found:
+            if len(self.found) >= MAX_CHECKED:
+                self._refuse(
+                    f"its composites name more than {MAX_CHECKED} buildpacks, the most the preparer checks"
+                )
+            self.found[ref] = self.lookup(bp_id, version)
+        return self.found[ref]
+
+    def _refuse(self, why: str) -> None:
+        top = self.path[0] if self.path else "a buildpack"
+        raise with_fields(
+            TargetRefused(f"install {top}", why),
+            buildpack=top,
+            target=self.target.platform,
+            source=self.target.source,
+        )
+
+    def reason(self, ref: str, told: set[str]) -> str:
+        """Why the buildpack ``ref`` (decided, unable to run) cannot: a composite's first failing member of each
+        group, each said in full the first time ``told`` meets it and named "as above" after."""
+        verdict = self.verdicts[ref]
+        if not verdict.failures:
+            return verdict.reason or ""
+        said = []
+        for number, member in verdict.failures:
+            if member in told:
+                said.append(f"in group {number}, {member} (as above)")
+            else:
+                told.add(member)
+                said.append(f"in group {number}, {member}: {self.reason(member, told)}")
+        return f"none of its groups can run on this build ({'; '.join(said)})"
+
+    def warnings(self, ref: str, out: dict[str, None], seen: set[str]) -> None:
+        """The optional members that cannot run in the groups the detector would run under ``ref``, each said once
+        (``out`` is ordered, ``seen`` what was walked)."""
+        if ref in seen or ref not in self.verdicts:
+            return
+        seen.add(ref)
+        verdict = self.verdicts[ref]
+        for member in verdict.skipped:
+            why = self.reason(member, {member})
+            out[f"{ref}: its optional {member} cannot run on this build: {why}"] = None
+        for member in verdict.fine:
+            self.warnings(member, out, seen)
 
 
-def _why_not_component(
+def _component(
     descriptor: BuildpackDescriptor, has_file: Callable[[str], bool], target: Target
-) -> str | None:
+) -> tuple[bool, str | None]:
+    """Whether a component buildpack can run on ``target``, and why not."""
     declared = runs_on(descriptor, has_file)
     if not declared or any(matches(d, target) for d in declared):
-        return None
+        return True, None
     build = f"{target.shown} ({target.source})"
     if any(matches_platform(d, target) for d in declared):
         build = (
@@ -541,7 +631,38 @@ def _why_not_component(
         )
     inferred = inferred_from(descriptor, has_file)
     from_ = f" (inferred from {inferred})" if inferred else ""
-    return f"it runs on {', '.join(d.shown for d in declared)}{from_}; this build is {build}"
+    return False, f"it runs on {', '.join(d.shown for d in declared)}{from_}; this build is {build}"
+
+
+def why_not(
+    descriptor: BuildpackDescriptor,
+    has_file: Callable[[str], bool],
+    target: Target,
+    lookup: Lookup,
+    warnings: list[str],
+) -> str | None:
+    """Why ``descriptor`` cannot run on ``target``, or ``None`` when it can.
+
+    A composite (with an ``[[order]]``) can when one of its groups has every non-optional entry able to, as the
+    detector tries its groups in turn; an optional one that cannot is told to ``warnings``. A buildpack the run
+    does not have is left to the checks that look for it. Each buildpack of the tree is decided once.
+
+    :raises TargetRefused: composites nest or name past the bounds (exit 1).
+    """
+    return _why_not(_Check(target, lookup), descriptor, has_file, warnings)
+
+
+def _why_not(
+    check: _Check, descriptor: BuildpackDescriptor, has_file: Callable[[str], bool], warnings: list[str]
+) -> str | None:
+    check.path.clear()
+    verdict = check.decide(descriptor, has_file)
+    if not verdict.runs:
+        return check.reason(descriptor.ref, {descriptor.ref})
+    said: dict[str, None] = {}
+    check.warnings(descriptor.ref, said, set())
+    warnings.extend(said)
+    return None
 
 
 def check_targets(
@@ -551,15 +672,17 @@ def check_targets(
     *,
     enforced: bool,
 ) -> list[str]:
-    """Every buildpack the order names (``tops``), checked against ``target``; returns the warnings.
+    """Every buildpack the order names (``tops``), checked against ``target``; returns the warnings. A buildpack
+    several of them name is decided once.
 
     :param enforced: the Platform API is 0.12 or later, whose detector skips what cannot run on the target; below
         it, a buildpack that cannot is a warning.
-    :raises TargetRefused: the first that cannot (exit 1).
+    :raises TargetRefused: the first that cannot (exit 1), or composites past the bounds.
     """
     warnings: list[str] = []
+    check = _Check(target, lookup)
     for descriptor, has_file in tops:
-        why = why_not(descriptor, has_file, target, lookup, warnings)
+        why = _why_not(check, descriptor, has_file, warnings)
         if why is None:
             continue
         if not enforced:

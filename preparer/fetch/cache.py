@@ -311,6 +311,9 @@ class DownloadCache:
         if not _regular_file_of_ours(manifest):
             return None
         try:
+            # Not through preparer._jsondoc: a tree's manifest lists every entry extraction allowed (100,000, more than
+            # its element bound), and only this user's own runs write it, into a cache no one else can write (checked
+            # at every open).
             raw = json.loads(manifest.read_bytes())
             return CachedTree(
                 entry / "root", digest, dict(raw["dirs"]), dict(raw["files"]), dict(raw["links"])
@@ -389,11 +392,11 @@ class DownloadCache:
     def http_meta(self, url: str) -> dict[str, str] | None:
         """The stored ``etag``, ``last-modified`` and ``digest`` of ``url``, or ``None`` (also for a record that is
         not one: see below)."""
-        import json  # deferred, as above
+        from preparer._jsondoc import loads  # deferred, as json above
 
         path = self._meta_path(url)
         try:
-            meta = json.loads(path.read_bytes()) if _regular_file_of_ours(path) else None
+            meta = loads(path.read_bytes()) if _regular_file_of_ours(path) else None
         except (OSError, ValueError, RecursionError):
             return None
         # Read back as distrusted as any input: a record naming no well-formed digest, or with validators that are no

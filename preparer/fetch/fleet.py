@@ -16,12 +16,12 @@ only in ``read-write`` mode, is :mod:`~preparer.fetch.fleet_writeback`'s.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from preparer._jsondoc import loads
 from preparer._record import field, record
 from preparer.errors import FetchError, InvalidInputsError
 from preparer.fetch.failures import NetworkError
@@ -335,7 +335,7 @@ class Fleet:
             self.give_up(str(err.cause) if isinstance(err, FetchError) else describe(err))
             return None
         try:
-            doc = json.loads(body)
+            doc = loads(body)  # bounded in what it builds: any pusher writes records
         except (ValueError, RecursionError):
             doc = None
         if not isinstance(doc, dict) or doc.get("artifactType") != artifact_type:

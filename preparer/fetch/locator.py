@@ -35,6 +35,8 @@ from preparer.fetch.url import HttpUrl, UrlError, parse_http_url
 
 ARCHIVE_SUFFIXES = (".tgz", ".tar.gz", ".tar", ".cnb")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+#: A fragment that is a digest pin, the only one shown: any other may be a secret.
+_PIN = re.compile(r"sha256=[0-9a-fA-F]{64}\Z")
 _REGISTRY_ID = re.compile(r"^([a-z0-9.-]{1,253})/([a-z0-9.-]{1,253})$")
 #: ``<ns>/<name>[@<version>]``: buildpack id characters, one slash, and a version that is not a digest.
 _BARE_ID = re.compile(r"^([A-Za-z0-9_-][A-Za-z0-9._-]*)/([A-Za-z0-9._-]+)(?:@([^@/:\s]+))?$")
@@ -200,10 +202,7 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
         if scheme in ("http", "https"):
             return _http(uri, action)
         if scheme == "file":
-            parts = urlsplit(uri)
-            if parts.netloc not in ("", "localhost"):
-                raise InvalidInputsError(action, "file:// URIs must name a local path")
-            return PathLocator(Path(unquote(parts.path)))
+            return _file(uri, action)
         if scheme == "docker":
             reference = uri[len("docker://") :]
             if not reference:
@@ -215,6 +214,8 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
     if not uri:
         raise InvalidInputsError(action, "empty uri")
     candidate = base_dir / uri
+    if "#sha256=" in uri and not exists(candidate):
+        raise InvalidInputsError(action, _NO_PIN_ON_PATHS)
     if uri.startswith((".", "/")) or uri.endswith(("/", *ARCHIVE_SUFFIXES)) or exists(candidate):
         return PathLocator(Path(os.path.normpath(candidate)))
     bare = _BARE_ID.match(uri)
@@ -240,6 +241,29 @@ def _image(reference: str, action: str) -> ImageLocator:
     return ImageLocator(reference)
 
 
+#: Why a path takes no pin: the preparer would neither check it nor could it tell the user so.
+_NO_PIN_ON_PATHS = (
+    "a #sha256= pin is checked on http(s) URIs only, and a local path is read as it is: remove the pin, or serve"
+    " the archive over https and pin that URI"
+)
+
+
+def _file(uri: str, action: str) -> PathLocator:
+    """A ``file://`` URI's path. A query or fragment is refused, never passed over: a ``#sha256=`` pin would read as
+    checked when it is not, and what else either holds may be a secret."""
+    parts = urlsplit(uri)
+    if parts.netloc not in ("", "localhost"):
+        raise InvalidInputsError(action, "file:// URIs must name a local path")
+    if parts.fragment.startswith("sha256="):
+        raise InvalidInputsError(action, _NO_PIN_ON_PATHS)
+    if "#" in uri or "?" in uri:
+        raise InvalidInputsError(
+            action,
+            "a file:// URI takes no query (?) or fragment (#): write a '?' or '#' in a file name as %3F or %23",
+        )
+    return PathLocator(Path(unquote(parts.path)))
+
+
 def _http(uri: str, action: str) -> HttpLocator:
     try:
         parse_http_url(uri)  # the whole uri: a '#' in a password must not pass for a pin
@@ -257,10 +281,13 @@ def _http(uri: str, action: str) -> HttpLocator:
 def redact(uri: str) -> str:
     """``uri`` without what may be a secret, safe to print however malformed it is: the user information (all
     that comes before the last ``@`` of what follows ``://``, when it holds a ``:`` or no ``/``, so a password
-    with ``#``, ``/`` or ``?`` in it goes whole) and the query string. A fragment (``#sha256=``) is kept.
+    with ``#``, ``/`` or ``?`` in it goes whole), the query string, and a fragment unless it is a ``#sha256=`` pin.
 
-    >>> redact("https://user:Pa#SE/CRET@host/bp.tgz?token=abc#sha256=00")
-    'https://host/bp.tgz#sha256=00'
+    >>> pin = "#sha256=" + "0" * 64
+    >>> redact("https://user:Pa#SE/CRET@host/bp.tgz?token=abc" + pin) == "https://host/bp.tgz" + pin
+    True
+    >>> redact("file:///srv/bp.tgz#token=abc"), redact("file://me:secret@localhost/bp.tgz")
+    ('file:///srv/bp.tgz', 'file://localhost/bp.tgz')
     >>> redact("https://host/bp@1.0.tgz"), redact("https://ghp_token@host/x")
     ('https://host/bp@1.0.tgz', 'https://host/x')
 
@@ -276,4 +303,5 @@ def redact(uri: str) -> str:
     if at >= 0 and (":" in rest[:at] or "/" not in rest[:at]):
         rest = rest[at + 1 :]
     path, mark, fragment = rest.partition("#")
-    return f"{scheme}://{path.split('?', 1)[0]}{mark}{fragment}"
+    pin = f"{mark}{fragment}" if _PIN.match(fragment) else ""
+    return f"{scheme}://{path.split('?', 1)[0]}{pin}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from preparer._logger import log
 from preparer.errors import PolicyRefused
 from preparer.fetch.guard import LimitExceeded, RunLimitExceeded
 from preparer.policy.rules import Decision, Policy, check_image, matches, refusal, with_rule
@@ -38,8 +39,17 @@ class Budget:
     the run's totals as well, and the decisions that only fetching can ask for (each redirect hop, a kind of source
     its content reveals, an image found while resolving)."""
 
-    def __init__(self, policy: Policy, source: str, run: RunTotals, key: str = "", written: str = "") -> None:
-        self.policy, self.source, self.run = policy, source, run
+    def __init__(
+        self,
+        policy: Policy,
+        source: str,
+        run: RunTotals,
+        key: str = "",
+        written: str = "",
+        planned: str | None = None,
+    ) -> None:
+        """``planned``: the image the plan named and applied ``image.no-match-policy`` to already."""
+        self.policy, self.source, self.run, self.planned = policy, source, run, planned
         self.key, self.written = key or source, written or f'uri = "{source}"'
         self.used = {"download_bytes": 0, "extract_bytes": 0, "entries": 0}
 
@@ -70,11 +80,25 @@ class Budget:
         """The ``[[image.signed-by]]`` rules the image ``repository`` must meet, or ``None`` when none applies."""
         rules = self.policy.signed_by_rules(repository) if self.policy.signed_by else ()
         if not rules:
+            self._unmatched(repository)
             return None
         from preparer.policy.signatures import Check  # deferred: only policies with signature rules
 
         entry = self.key if self.key != self.source else ""
         return Check(rules, self.policy.path, entry, self.policy.signature_max_age)
+
+    def _unmatched(self, repository: str) -> None:
+        """``image.no-match-policy`` applied to an image found while fetching that no rule matches.
+
+        :raises InvalidInputsError: the setting is deny (exit 3).
+        """
+        said = self.policy.unmatched(repository) if repository != self.planned else None
+        if said is None:
+            return
+        verdict, why = said
+        if verdict == "deny":
+            raise refusal(self.policy, Decision(self.key, self.written, False, why, "image.no-match-policy"))
+        log.warning("%s: %s", self.key, why)
 
     def revealed(self, kind: str, what: str) -> None:
         """The content shows the source to be of ``kind`` (``what`` says how): it must be allowed too.

@@ -24,6 +24,8 @@ def enforce(plan: Plan, policy: Policy, cache_root: Path | None) -> Plan:
     store = _store(cache_root) if any(isinstance(s, Fetch) for s in plan.steps) else None
     decisions = [_decide_step(step, policy, store) for step in plan.steps]
     decisions += [decide_env(policy, action.entry.key, action.entry.name) for action in plan.env]
+    unmatched = _unmatched(plan, policy)
+    decisions += [d for d in unmatched if not d.allowed]
     for decision in decisions:
         verdict = "allowed" if decision.allowed else "refused"
         log.debug("Policy: %s (%s): %s: %s", decision.key, decision.written, verdict, decision.rule)
@@ -31,6 +33,10 @@ def enforce(plan: Plan, policy: Policy, cache_root: Path | None) -> Plan:
     if refused is not None:
         raise refusal(policy, refused)
     warnings = plan.warnings
+    for decision in unmatched:  # warned of: the image goes on unchecked, the platform told so
+        warning = f"{decision.key}: {decision.rule}"
+        log.warning("%s", warning)
+        warnings = (*warnings, warning)
     removal = plan.removal
     if removal is not None and not policy.include_exclude:
         warning = (
@@ -55,7 +61,14 @@ def describe_signatures(plan: Plan) -> list[str]:
         if pulled is None:
             continue
         repository, when = pulled
-        for rule in policy.signed_by_rules(repository):
+        rules = policy.signed_by_rules(repository)
+        if not rules:
+            verdict = policy.no_match_policy()
+            lines.append(
+                f"  signatures: {step.entry.key} ({repository}{when}): no rule; "
+                f"{policy.rule('image.no-match-policy')}: {verdict}"
+            )
+        for rule in rules:
             where = f"line {rule.line} of {policy.path}" if rule.line else policy.path
             trusted = [f"key {k.path} (sha256:{k.fingerprint})" for k in rule.keys]
             trusted += [f"identity {i.shown}" for i in rule.identities]
@@ -65,6 +78,47 @@ def describe_signatures(plan: Plan) -> list[str]:
                 f"  signatures: {step.entry.key} ({repository}{when}): image.signed-by, {where}: {', '.join(trusted)}"
             )
     return lines
+
+
+def _unmatched(plan: Plan, policy: Policy) -> list[Decision]:
+    """``image.no-match-policy`` applied to each image entry known before fetching that no ``[[image.signed-by]]``
+    rule matches: a refusal (deny) or an allowed decision to warn of (warn); none under allow. Images known only
+    once fetched (what a bare id or a registry entry resolves to) are decided by the fetch (:class:`Budget`)."""
+    from preparer.fetch.locator import redact  # deferred, as in _decide_step
+
+    found = []
+    for step in plan.steps:
+        repository = planned_image(step.locator) if isinstance(step, Fetch) else None
+        said = policy.unmatched(repository) if repository is not None else None
+        if said is not None:
+            verdict, why = said
+            written = written_as(step.entry.uri, step.entry.id, redact(step.entry.uri or ""))
+            found.append(Decision(step.entry.key, written, verdict != "deny", why, "image.no-match-policy"))
+    return found
+
+
+def planned_image(locator: Fetchable) -> str | None:
+    """The repository of the image ``locator`` names before anything is fetched (a ``docker://`` or image
+    reference), in the form ``[[image.signed-by]]`` matches; ``None`` for any other source. The plan applies
+    ``image.no-match-policy`` to these; the fetch, to the images it finds."""
+    # Deferred, as in _decide_step.
+    from preparer.fetch.locator import (
+        HttpLocator,
+        IdLocator,
+        ImageLocator,
+        InlineLocator,
+        PathLocator,
+        RegistryLocator,
+    )
+    from preparer.fetch.oci.reference import parse_reference
+
+    match locator:
+        case ImageLocator():
+            return parse_reference(locator.reference).name
+        case IdLocator() | PathLocator() | HttpLocator() | RegistryLocator() | InlineLocator():
+            return None
+        case _ as never:
+            assert_never(never)
 
 
 def _decide_step(step: Step, policy: Policy, store: Store | None) -> Decision:

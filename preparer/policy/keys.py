@@ -97,22 +97,23 @@ def read_regular(path: Path, limit: int) -> bytes:
     """At most ``limit`` bytes of the regular file at ``path``, which the policy names (a key, a trusted root).
 
     It is opened without blocking, so a fifo (or a device) named there is refused at once instead of holding the
-    run, and anything but a regular file is refused before a byte is read.
+    run, and anything but a regular file is refused before a byte is read. Whatever is at the path when it is no
+    regular file that can be read (nothing, a directory, a fifo, a device, a file the preparer may not read) is
+    refused in the same words: a policy checked for someone else (``check_policy``) tells them nothing of the host's
+    paths that the run does not need, which is a regular file to read.
 
-    :raises OSError: it cannot be opened or read, or is not a regular file (``strerror`` says which).
+    :raises OSError: it cannot be opened or read, or is not a regular file (``strerror`` says so).
     """
-    import errno  # deferred: only policies that name files read them
-    import os
+    import os  # deferred: only policies that name files read them
     import stat
 
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        mode = os.fstat(descriptor).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))  # in open()'s words
-        if not stat.S_ISREG(mode):
-            kind = "a fifo" if stat.S_ISFIFO(mode) else "a device or socket"
-            raise OSError(0, f"not a regular file (it is {kind})")
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        raise OSError(0, NO_REGULAR_FILE) from None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(0, NO_REGULAR_FILE)
         chunks, count = [], 0
         while count < limit:
             chunk = os.read(descriptor, min(limit - count, 1 << 16))
@@ -123,6 +124,12 @@ def read_regular(path: Path, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(descriptor)
+
+
+#: How :func:`read_regular` refuses a path at which there is no regular file it can read, whatever is there.
+NO_REGULAR_FILE = (
+    "not a regular file the preparer can read (missing, a directory, a fifo, a device, or not readable)"
+)
 
 
 def parse_key(text: str | bytes, name: str) -> PublicKey:

@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from preparer._near import closest
 from preparer.descriptor import lookup
 from preparer.errors import PolicyError, with_fields
 from preparer.fetch.guard import SIGNATURE_MAX_AGE
 from preparer.files.toml import Document, parse_toml, read_toml
 from preparer.policy.problems import Findings, known_here
-from preparer.policy.rules import KINDS, Limits, Policy, Rule, canonical_globs
+from preparer.policy.rules import KINDS, NO_MATCH, Limits, Policy, Rule, canonical_globs
 from preparer.policy.signed_by import SignedByReader
 
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "kb": 1000, "mb": 10**6,
@@ -27,7 +28,7 @@ _SCHEMA: dict[str, frozenset[str]] = {
     "sigstore": frozenset({"trusted-root"}),
     "sources": frozenset({"allow"}),
     "http": frozenset({"allow", "require-pin"}),
-    "image": frozenset({"allow", "require-pin", "signed-by", "signature-max-age"}),
+    "image": frozenset({"allow", "require-pin", "signed-by", "signature-max-age", "no-match-policy"}),
     "limits": frozenset({"buildpack", "run"}),
     "limits.buildpack": frozenset({"download-bytes", "extract-bytes", "entries"}),
     "limits.run": frozenset({"download-bytes", "extract-bytes", "entries"}),
@@ -35,6 +36,9 @@ _SCHEMA: dict[str, frozenset[str]] = {
     "app": frozenset({"include-exclude"}),
 }
 MAX_POLICY_BYTES = 1 << 20
+_NO_MATCH_MEANS = (
+    "what becomes of an image no [[image.signed-by]] rule matches: refused, warned of, or let through"
+)
 
 
 #: How a policy given as text is named in messages.
@@ -169,6 +173,18 @@ class _Parser:
             raise self.found.fail(key, "must be true or false")
         return value
 
+    def no_match(self, doc: dict[str, Any]) -> str | None:
+        """``image.no-match-policy``: ``deny``, ``warn`` or ``allow`` (policy-controller's words), or ``None``."""
+        key = "image.no-match-policy"
+        value = lookup(doc, key)
+        if value is None:
+            return None
+        if isinstance(value, str) and value in NO_MATCH:
+            return value
+        meant = closest(value, NO_MATCH) if isinstance(value, str) else None
+        hint = f"did you mean {meant}? " if meant else ""
+        raise self.found.fail(key, f"must be one of {', '.join(NO_MATCH)} ({hint}{_NO_MATCH_MEANS})")
+
     def size(self, doc: dict[str, Any], key: str) -> int | None:
         value = lookup(doc, key)
         if value is None or _count(value):
@@ -230,6 +246,7 @@ class _Parser:
             signature_max_age=self.found.attempt(
                 lambda: self.duration(doc, "image.signature-max-age", SIGNATURE_MAX_AGE), SIGNATURE_MAX_AGE
             ),
+            no_match=self.found.attempt(lambda: self.no_match(doc), None),
             rules=self.found.rules,
         )
 

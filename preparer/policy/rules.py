@@ -58,8 +58,37 @@ class Policy:
     signed_by: tuple[SignedBy, ...] = ()
     #: ``image.signature-max-age``: seconds a recorded signature verdict spares asking the registry (0: never).
     signature_max_age: float = SIGNATURE_MAX_AGE
+    #: ``image.no-match-policy`` as written (``None``: not written; see :meth:`no_match_policy`).
+    no_match: str | None = None
     #: Where each key is written, for messages.
     rules: dict[str, Rule] = field(default_factory=dict)
+
+    def no_match_policy(self) -> str:
+        """What becomes of an image no ``[[image.signed-by]]`` rule matches (policy-controller's no-match policy):
+        as written, else ``warn`` when the policy has a rule (its images were meant to be checked), else ``allow``."""
+        return self.no_match or ("warn" if self.signed_by else "allow")
+
+    def unmatched(self, repository: str) -> tuple[str, str] | None:
+        """When the image ``repository`` matches no ``[[image.signed-by]]`` rule and the no-match policy is not
+        ``allow``: that policy (``deny`` or ``warn``) and why, naming the image and the rules' patterns; else
+        ``None``."""
+        verdict = self.no_match_policy()
+        if verdict == "allow" or self.signed_by_rules(repository):
+            return None
+        patterns = list(dict.fromkeys(p for rule in self.signed_by for p in rule.images))
+        rules = (
+            f"images {', '.join(patterns)} in {self.path}"
+            if patterns
+            else f"no rule is written in {self.path}"
+        )
+        why = f"the image {repository} matches no [[image.signed-by]] rule ({rules})"
+        setting = self.rule("image.no-match-policy")
+        if verdict == "deny":
+            return verdict, f"{why}, and image.no-match-policy refuses such images ({setting})"
+        return (
+            verdict,
+            f'{why}, so its signatures are not checked ({setting} is warn: write "deny" to refuse such images, "allow" to say nothing)',
+        )
 
     def rule(self, key: str) -> str:
         """``key`` and where it is: ``http.allow, line 7 of policy.toml``."""
@@ -72,6 +101,10 @@ class Policy:
         """The ``[[image.signed-by]]`` rules whose ``images`` match ``repository`` (``registry/repository`` in the
         canonical form of :attr:`preparer.fetch.oci.reference.Reference.name`)."""
         return tuple(rule for rule in self.signed_by if matches(repository, rule.images) is not None)
+
+
+#: ``image.no-match-policy``'s words, policy-controller's.
+NO_MATCH = ("deny", "warn", "allow")
 
 
 def matches(value: str, patterns: tuple[str, ...]) -> str | None:

@@ -167,3 +167,44 @@ def test_a_failing_chown_installs_no_buildpack(layout: Layout, tmp_path: Path) -
     assert {p: listing(p) for p in (layout.app, layout.buildpacks)} == before
     assert listing(layout.layers) == []
     assert not layout.platform.exists()
+
+
+PIN = "#sha256=" + "ab" * 32
+
+
+@pytest.mark.parametrize("written", [f"file://{{archive}}{PIN}", f"./bp.tgz{PIN}", f"bp.tgz{PIN}"])
+def test_a_pin_on_a_local_path_is_refused_not_passed_over(
+    preparer: Callable[..., Result], layout: Layout, written: str
+) -> None:
+    """A ``#sha256=`` pin on a path was neither checked nor refused: archive B installed for a pin of A, and the
+    provenance recorded the pin as held. A path takes no pin: exit 3, naming what to do, nothing installed."""
+    make_tgz(layout.app / "bp.tgz", "me/tgz", "2.0.0")
+    result = preparer(project=group(written.format(archive=layout.app / "bp.tgz")))
+    assert result.code == 3, result.stderr
+    assert "a #sha256= pin is checked on http(s) URIs only" in result.stderr, result.stderr
+    assert not (layout.buildpacks / "me_tgz").exists() and not (layout.layers / "order.toml").exists()
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "file://{archive}#token=s3cr3t-value",
+        "file://{archive}?token=s3cr3t-value",
+        "file://me:s3cr3t-value@localhost{archive}",
+        "https://127.0.0.1:9/bp.tgz#token=s3cr3t-value",
+    ],
+)
+def test_no_part_of_a_uri_that_may_hold_a_secret_is_shown(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, written: str
+) -> None:
+    """A secret in a ``file://`` URI's fragment reached the provenance and the report. A fragment that is no pin, a
+    query and user information are refused, and never shown: not in the error, the report, the dry run."""
+    make_tgz(layout.app / "bp.tgz", "me/tgz", "2.0.0")
+    text = group(written.format(archive=layout.app / "bp.tgz"))
+    report = tmp_path / "report.toml"
+    for flags in ((), ("-dry-run",)):
+        result = preparer(*flags, "-prepare-report", str(report), project=text)
+        assert result.code == 3, result.stderr
+        assert "s3cr3t" not in result.stdout + result.stderr, result.stderr
+        assert not report.exists() or "s3cr3t" not in report.read_text()
+    assert not (layout.buildpacks / "me_tgz").exists()

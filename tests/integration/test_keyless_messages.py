@@ -92,4 +92,35 @@ def test_a_fifo_named_by_the_policy_is_refused_at_once(tmp_path: Path, named: st
                 with open(fifo, "wb"):
                     pass
     assert problem.exit_code == 3
-    assert f"{fifo}: not a regular file (it is a fifo)" in str(problem)
+    assert (
+        f"{fifo}: not a regular file the preparer can read (missing, a directory, a fifo, a device, or not readable)"
+        in str(problem)
+    )
+
+
+@pytest.mark.parametrize("named", ["trusted root", "key"])
+def test_a_policy_checked_for_someone_tells_nothing_of_a_host_path_but_a_regular_file(
+    tmp_path: Path, named: str
+) -> None:
+    """A policy given as text names host paths: nothing, a directory, a fifo, a device and a socket at one are
+    told in the same words, so that ``check_policy`` says no more of the host than a run needs (a regular file to
+    read). Before: "No such file or directory", "Is a directory", "(it is a fifo)", "(it is a device or socket)"."""
+    import socket
+
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "directory").mkdir()
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tmp_path / "socket"))
+        said = set()
+        for path in ("missing", "directory", "fifo", "socket", "/dev/zero", "/dev/tty"):
+            where = tmp_path / path
+            if named == "key":
+                text = f'[[image.signed-by]]\nkeys = ["{where}"]\n'
+            else:
+                text = identity_policy(tmp_path, str(where)).read_text()
+            [problem] = check_policy(text=text)
+            said.add(problem.message.replace(str(where), "PATH"))
+    assert len(said) == 1, said
+    assert said.pop().endswith(
+        "PATH: not a regular file the preparer can read (missing, a directory, a fifo, a device, or not readable)"
+    )

@@ -462,3 +462,33 @@ def test_a_flag_error_never_writes_its_report_over_the_descriptor(
     result = preparer("-prepare-report", str(descriptor), "-log-level", "loud", project=written)
     assert result.code == 3
     assert descriptor.read_text() == written
+
+
+def test_trees_differing_only_in_a_link_are_told_apart(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    """in-toto's ``dirHash`` leaves links out: two installed trees whose ``bin/build`` links to different programs
+    have the same one. The ``linkHash`` annotation tells them apart, computed as ``dirHash`` is, over ``find . -type
+    l`` with each link's target text in place of a file's bytes (docs/provenance.md)."""
+    tree = make_dir(layout.buildpacks / "acme_linked" / "1.0.0", "acme/linked")
+    (tree / "bin" / "build").unlink()
+    for program in ("safe", "evil"):
+        (tree / "bin" / program).write_text(f"#!/bin/sh\necho {program}\n")
+    out = tmp_path / "provenance.json"
+    written = project('id = "acme/linked"\nversion = "1.0.0"')
+    found = []
+    for target in ("safe", "evil"):
+        (tree / "bin" / "build").unlink(missing_ok=True)
+        os.symlink(target, tree / "bin" / "build")
+        (layout.layers / "order.toml").unlink(missing_ok=True)
+        result = preparer("-provenance", str(out), project=written)
+        assert result.code == 0, result.stderr
+        [described] = [
+            d for d in dependencies(json.loads(out.read_text())).values() if d["name"] == "acme/linked@1.0.0"
+        ]
+        assert described["annotations"]["linkHash"] == sha256(
+            f"{sha256(target.encode())}  bin/build\n".encode()
+        )
+        found.append(described)
+    assert found[0]["digest"] == found[1]["digest"] == {"dirHash": find_dir_hash(tree)}
+    assert found[0]["annotations"]["linkHash"] != found[1]["annotations"]["linkHash"]

@@ -266,7 +266,10 @@ def test_an_image_no_rule_names_needs_no_signature_and_every_matching_rule_appli
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
-        (None, "No such file or directory"),
+        (
+            None,
+            "not a regular file the preparer can read (missing, a directory, a fifo, a device, or not readable)",
+        ),
         ("not a key\n", "not a PEM file"),
         ("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n", "not a DER SubjectPublicKeyInfo"),
         (

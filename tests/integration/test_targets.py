@@ -575,7 +575,9 @@ def test_the_dry_run_lists_what_each_buildpack_runs_on(
     assert dry.code == 0, dry.stderr
     lines = dry.stdout.splitlines()
     shown = [
-        (line, lines[n + 1]) for n, line in enumerate(lines[:-1]) if lines[n + 1].startswith("    targets:")
+        (next(group for group in reversed(lines[:n]) if group.startswith("  group:")), line)
+        for n, line in enumerate(lines)
+        if line.startswith("    targets:")
     ]
     assert shown == [
         ("  group: ./arm (would fetch)", "    targets: linux/arm64, linux/arm64/v8"),

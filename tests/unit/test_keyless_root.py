@@ -184,12 +184,12 @@ def test_a_file_that_is_not_a_trusted_root_is_refused(tmp_path: Path, data: byte
 
 
 def test_a_missing_file_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(RootProblem, match="No such file or directory"):
+    with pytest.raises(RootProblem, match="not a regular file the preparer can read"):
         load_root(tmp_path / "absent.json")
 
 
 def test_a_directory_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(RootProblem, match="Is a directory"):
+    with pytest.raises(RootProblem, match="not a regular file the preparer can read"):
         load_root(tmp_path)
 
 

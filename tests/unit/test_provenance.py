@@ -11,7 +11,7 @@ import pytest
 from preparer import InvalidInputsError
 from preparer.errors import ApplyError
 from preparer.inputs import resolve_inputs
-from preparer.provenance import dir_hash, dumps_statement, statement
+from preparer.provenance import dir_hash, dumps_statement, statement, tree_hashes
 
 
 def small_tree(root: Path) -> Path:
@@ -118,3 +118,23 @@ def test_dir_hash_agrees_with_the_spec_s_command_on_an_awkward_tree(tmp_path: Pa
     ).stdout.strip()
     assert dir_hash(tree) == expected
     assert dir_hash(tmp_path / "root-link") == expected
+
+
+def test_tree_hashes_sum_the_links_as_dir_hash_sums_the_files(tmp_path: Path) -> None:
+    """The small tree's one link, ``link`` to ``b.txt``, hashed as a file holding ``b.txt``; a tree with no link has
+    no ``linkHash``."""
+    import hashlib
+
+    tree = small_tree(tmp_path / "tree")
+    target = hashlib.sha256(b"b.txt").hexdigest()
+    files, links = tree_hashes(tree)
+    assert files == dir_hash(tree)
+    assert links == hashlib.sha256(f"{target}  link\n".encode()).hexdigest()
+    (tree / "link").unlink()
+    os.symlink("sub/A", tree / "link")
+    assert tree_hashes(tree) == (
+        files,
+        hashlib.sha256(f"{hashlib.sha256(b'sub/A').hexdigest()}  link\n".encode()).hexdigest(),
+    )
+    (tree / "link").unlink()
+    assert tree_hashes(tree) == (files, None)

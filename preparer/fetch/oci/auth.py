@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from preparer import interrupt
+from preparer._fs import read_regular
+from preparer._jsondoc import DocumentRefused, loads
 from preparer._record import field, record
 from preparer.errors import FetchError
 from preparer.fetch.failures import failure
@@ -71,7 +73,7 @@ def lookup(registry: str, environ: Mapping[str, str]) -> Credential | None:
 
 def _from_cnb_registry_auth(raw: str, registry: str) -> Credential | None:
     try:
-        table = json.loads(raw)
+        table = loads(raw)
     except (ValueError, RecursionError) as err:
         raise FetchError(
             "resolve keychain", f"failed to parse CNB_REGISTRY_AUTH value: {json_problem(err)}"
@@ -99,6 +101,8 @@ def json_problem(err: BaseException) -> str:
     secret)."""
     if isinstance(err, json.JSONDecodeError):
         return f"not JSON: {err.msg.lower()} at line {err.lineno} column {err.colno}"
+    if isinstance(err, DocumentRefused):  # its words name counts and depths, never the document's text
+        return f"not read: {err}"
     if isinstance(err, UnicodeDecodeError):
         return f"not UTF-8 text (byte {err.start})"
     if isinstance(err, RecursionError):
@@ -106,6 +110,8 @@ def json_problem(err: BaseException) -> str:
     return "not JSON"
 
 
+#: The most of a docker config file that is read (one with a thousand registries is about 100 KiB).
+MAX_DOCKER_CONFIG = 4 << 20
 #: At most this much of an error answer (a registry's, its token endpoint's) is read for its own words.
 MAX_ERROR_BODY = 16 << 10
 
@@ -123,7 +129,7 @@ def endpoint_says(response: requests.Response) -> str:
         return ""
     text = data.decode("utf-8", "replace")
     try:
-        body = json.loads(text)
+        body = loads(text)
     except (ValueError, RecursionError):
         body = None
     words: list[str] = []
@@ -150,7 +156,7 @@ def why_anonymous(registry: str, environ: Mapping[str, str]) -> str:
     config: object = None
     if path is not None and path.is_file():
         try:
-            config = json.loads(path.read_text())
+            config = loads(read_regular(path, MAX_DOCKER_CONFIG))
         except (OSError, ValueError, RecursionError):
             config = None
     store = config.get("credsStore") if isinstance(config, dict) else None
@@ -217,9 +223,13 @@ def _from_docker_config(registry: str, environ: Mapping[str, str]) -> Credential
     if path is None or not path.is_file():
         return None
     try:
-        config = json.loads(path.read_text())
+        data = read_regular(path, MAX_DOCKER_CONFIG)  # a fifo or a device is refused, never waited on
     except OSError as err:
         raise FetchError("read docker config", f"{path}: {err.strerror or err}") from None
+    except ValueError as err:
+        raise FetchError("read docker config", f"{path}: {err}") from None
+    try:
+        config = loads(data)
     except (ValueError, RecursionError) as err:
         raise FetchError("read docker config", f"{path}: {json_problem(err)}") from None
     if not isinstance(config, dict):
@@ -289,7 +299,7 @@ def _from_helper(
             return None
         raise FetchError("get credentials", f"credential helper {program} exited with {proc.returncode}")
     try:
-        answer = json.loads(stdout)
+        answer = loads(stdout)
         username, secret = str(answer["Username"]), str(answer["Secret"])
     except (ValueError, KeyError, TypeError, RecursionError):
         raise FetchError(
@@ -370,8 +380,10 @@ def request_token(
         check_status(response, action, "the token endpoint", says)
     data = read_capped(response, MAX_TOKEN_ANSWER, action, "the token answer", transport.download_deadline())
     try:
-        body = json.loads(data)
+        body = loads(data)  # bounded in what it builds: 4 MiB of {},{},... is a million objects
         token = body.get("token") or body.get("access_token")
+    except DocumentRefused as err:
+        raise FetchError(action, f"the token endpoint's answer is not read: {err}") from None
     except (ValueError, AttributeError, RecursionError):
         token = None
     if not isinstance(token, str) or not token:

@@ -9,7 +9,6 @@ each only ``cnb/buildpacks/<escaped id>/<version>/`` is extracted.
 from __future__ import annotations
 
 import functools
-import json
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from preparer import interrupt
+from preparer._jsondoc import DocumentRefused, loads
 from preparer.errors import FetchError, TargetRefused, with_fields
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.extract import extract_tar
@@ -146,7 +146,7 @@ def _top_ref(config: dict[str, Any]) -> str | None:
     image_config = config.get("config")
     labels = image_config.get("Labels") if isinstance(image_config, dict) else None
     try:
-        metadata = json.loads(labels[METADATA_LABEL]) if isinstance(labels, dict) else None
+        metadata = loads(labels[METADATA_LABEL]) if isinstance(labels, dict) else None
     except (KeyError, TypeError, ValueError):
         return None
     if not isinstance(metadata, dict):
@@ -171,7 +171,9 @@ def _label(labels: dict[str, Any], name: str, source: str) -> dict[str, Any]:
     if name not in labels:
         raise FetchError(f"read buildpackage {source}", f"not a buildpackage: it has no label '{name}'")
     try:
-        value = json.loads(labels[name])
+        value = loads(labels[name])  # bounded in what it builds: a label is a string of any shape
+    except DocumentRefused as err:
+        raise FetchError(f"read buildpackage {source}", f"label '{name}' is not read: {err}") from None
     except (TypeError, ValueError):
         raise FetchError(f"read buildpackage {source}", f"label '{name}' is not JSON") from None
     if not isinstance(value, dict):
@@ -185,6 +187,11 @@ def _wanted(
     """``(id, version, layer digest)`` of every buildpack the layers label lists, in the label's order."""
     action = f"read buildpackage {source}"
     wanted: list[tuple[str, str, str]] = []
+    # Each diff ID's first place, found once: linear in the label and the config.
+    position: dict[object, int] = {}
+    for number, named in enumerate(diff_ids):
+        if isinstance(named, str):
+            position.setdefault(named, number)
     for bp_id, versions in layers_label.items():
         if not check_id(bp_id) or not isinstance(versions, dict):
             raise FetchError(action, f"label '{LAYERS_LABEL}' has a malformed entry for '{bp_id[:100]}'")
@@ -194,9 +201,9 @@ def _wanted(
                 raise FetchError(
                     action, f"label '{LAYERS_LABEL}' has a malformed entry for {bp_id}@{version[:100]}"
                 )
-            if diff_id not in diff_ids or diff_ids.index(diff_id) >= len(layers):
+            if position.get(diff_id, len(layers)) >= len(layers):
                 raise FetchError(action, f"the layer of {bp_id}@{version} ({diff_id}) is not in the image")
-            layer = layers[diff_ids.index(diff_id)]
+            layer = layers[position[diff_id]]
             layer_digest = layer.get("digest") if isinstance(layer, dict) else None
             if not is_digest(layer_digest):
                 raise FetchError(action, f"the layer of {bp_id}@{version} has no valid sha256 digest")

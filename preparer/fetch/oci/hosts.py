@@ -11,6 +11,7 @@ upstream's are never sent to a mirror.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,9 @@ def load_hosts_dir(directory: Path) -> dict[str, RegistryHosts]:
         raise InvalidInputsError(f"read {directory}", err.strerror or str(err)) from None
     for entry in entries:
         path = entry / "hosts.toml"
-        if entry.is_dir() and path.is_file():
+        if entry.is_dir() and os.path.lexists(
+            path
+        ):  # a fifo, a directory or a broken link is refused, not passed over
             found[entry.name] = _load(path)
     return found
 

@@ -10,9 +10,9 @@ live under ``1``, ``2`` and ``3/<name[0:2]>``), one minified JSON object per lin
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
+from preparer._jsondoc import loads
 from preparer._logger import log
 from preparer.errors import FetchError, NotFoundError
 from preparer.fetch.base import FetchContext, Fetched
@@ -25,6 +25,8 @@ from preparer.semver import highest
 
 #: The largest index file read: one line per version of one buildpack (the largest today are a few KiB).
 MAX_INDEX_FILE = 4 << 20
+#: Elements one line of it may hold: an entry has six keys (a line of ``{},{},...`` is refused unparsed).
+MAX_ENTRY_ITEMS = 1_000
 
 
 def index_path(namespace: str, name: str) -> str:
@@ -59,7 +61,7 @@ def read_entries(namespace: str, name: str, ctx: FetchContext) -> dict[str, str]
         if not line.strip():
             continue
         try:
-            entry = json.loads(line)
+            entry = loads(line, MAX_ENTRY_ITEMS)  # a line is one small entry, whatever the file holds
             version, yanked, addr = (
                 str(entry["version"]),
                 bool(entry.get("yanked", False)),

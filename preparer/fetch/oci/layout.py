@@ -6,7 +6,6 @@ checked against its digest.
 
 from __future__ import annotations
 
-import json
 import os
 import tarfile
 import threading
@@ -15,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from preparer._jsondoc import DocumentRefused, loads
 from preparer.errors import FetchError
 from preparer.fetch.base import FetchContext, Fetched
 from preparer.fetch.oci import memory
@@ -28,6 +28,9 @@ from preparer.fetch.oci.client import MAX_MANIFEST, kind_of
 from preparer.fetch.streams import HashingReader, Reader, sha256_of, verify_digest
 
 T = TypeVar("T")
+#: Entries a ``.cnb`` may hold: a layout holds a blob per buildpack and a few documents (every header read is kept,
+#: so a file of millions of empty entries would be as large in memory as on disk).
+MAX_LAYOUT_ENTRIES = 10_000
 
 
 class Layout:
@@ -40,9 +43,16 @@ class Layout:
             # One open file for the tar and its digest, so that the digest is of the bytes read.
             self.file = open(path, "rb")  # noqa: SIM115 (closed by fetch_cnb's with block)
             self.tar = tarfile.open(fileobj=self.file, mode="r:")  # noqa: SIM115 (as the file)
-            self.members = {
-                m.name.removeprefix("./").lstrip("/"): m for m in self.tar.getmembers() if m.isfile()
-            }
+            self.members = {}
+            for count, member in enumerate(self.tar, 1):  # each header read is kept: bounded in number
+                if count > MAX_LAYOUT_ENTRIES:
+                    self.file.close()
+                    raise FetchError(
+                        f"read {source}",
+                        f"it holds more than {MAX_LAYOUT_ENTRIES} entries, more than a layout has",
+                    )
+                if member.isfile():
+                    self.members[member.name.removeprefix("./").lstrip("/")] = member
         except (OSError, tarfile.TarError) as err:
             if hasattr(self, "file"):
                 self.file.close()
@@ -128,7 +138,9 @@ class Layout:
 
     def json(self, data: bytes, what: str) -> dict[str, Any]:
         try:
-            doc = json.loads(data)
+            doc = loads(data)  # bounded in what it builds, as a registry's documents
+        except DocumentRefused as err:
+            raise FetchError(f"read {self.source}", f"{what} is not read: {err}") from None
         except ValueError:
             raise FetchError(f"read {self.source}", f"{what} is not JSON") from None
         if not isinstance(doc, dict):

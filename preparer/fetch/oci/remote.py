@@ -16,11 +16,11 @@ message.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from preparer._jsondoc import loads
 from preparer.fetch.oci import auth
 from preparer.fetch.streams import sha256_of
 from preparer.fetch.transport import Transport
@@ -274,7 +274,7 @@ def registry_says(response: requests.Response) -> str:
     try:
         with response:
             data = response.raw.read(auth.MAX_ERROR_BODY, decode_content=True)
-        errors = json.loads(data).get("errors")
+        errors = loads(data).get("errors")
         first = errors[0] if isinstance(errors, list) and errors else None
     except (OSError, ValueError, AttributeError, RecursionError, urllib3.exceptions.HTTPError):
         return ""

@@ -74,11 +74,11 @@ class Images:
         """Keep ``index`` as the image index the tag ``reference`` named, when the fleet holds that index's bytes
         (verified against its digest) and they list the platform manifest ``digest``: an image served offline is
         described as one pulled from its origin (:meth:`tag_index`)."""
-        import json  # deferred: offline runs only
+        from preparer._jsondoc import loads  # deferred: offline runs only; bounded: a fleet pusher writes it
 
         data = self.fleet.index(index) if self.fleet is not None else None
         try:
-            listed = json.loads(data)["manifests"] if data is not None else []
+            listed = loads(data)["manifests"] if data is not None else []
             if any(isinstance(m, dict) and m.get("digest") == digest for m in listed):
                 self._tag_indexes[reference] = index
         except (ValueError, TypeError, KeyError):
