@@ -29,10 +29,11 @@ from preparer.inputs import Inputs
 from preparer.lock.modes import check_locked, committed_lock, written_entries
 from preparer.plan import Fetch, NotInstalled, Plan, Present, Step, compose_order
 from preparer.report import BuildpackRecord, LockRecord, SignatureRecord
-from preparer.target import Target, check_targets, directory_files, installed
+from preparer.target import Lookup, Target, check_targets, directory_files, installed
 from preparer.writes import PendingWrites
 
 if TYPE_CHECKING:
+    from preparer.detection import Detection
     from preparer.fetch.base import Fetched
     from preparer.fetch.tree import Installation, StagedBuildpack
     from preparer.files.locked import Locked
@@ -53,6 +54,8 @@ class Outcome:
     lock: LockRecord | None = None
     #: The provenance written with the commit (:mod:`preparer.provenance`), when the run writes one.
     provenance: dict[str, Any] | None = None
+    #: The groups as the detector will run them, the run's buildpacks read (:mod:`preparer.detector`).
+    detection: Detection | None = None
 
 
 #: A report file committed with the rest: its path, and its bytes as made from what the commit does.
@@ -83,7 +86,7 @@ def _fetch_and_commit(
     # Deferred: fetching brings the cache, the extractor, hashlib, zlib, json, filelock, requests... and many runs
     # fetch nothing.
     from preparer.settings import fetch_settings
-    from preparer.staging import check_fetched, copies_on_disk, fetch_steps, fetching
+    from preparer.staging import check_fetched, copies_on_disk, fetch_steps, fetching, staged_lookup
 
     warnings: list[str] = []
     with fetching(fetch_settings(inputs), warnings.append, plan.registry_hosts, plan.target) as ctx:
@@ -105,8 +108,11 @@ def _fetch_and_commit(
         warnings += said
         if plan.lock is not None:
             check_locked(to_fetch, fetched, plan.lock)
-        # Everything is fetched and checked: commit, while the staged buildpacks still exist.
         results = dict(zip(map(id, to_fetch), fetched, strict=True))
+        plan = _settled(
+            plan, inputs, results, staged_lookup(fetched, inputs.buildpacks_dir, copies), warnings
+        )
+        # Everything is fetched and checked: commit, while the staged buildpacks still exist.
         outcome = _commit(plan, inputs, results, warnings, report, copies)
         ctx.store.commit()  # after the run's commit (the fleet's write-back): it can no longer change what it did
         return replace(outcome, warnings=tuple(warnings))
@@ -134,6 +140,23 @@ def resolve_plan(plan: Plan, inputs: Inputs, progress: ProgressCallback | None =
             ):  # fmt: skip
                 log.warning("%s", warning)
             return written_entries(plan.lock, plan.steps, dict(zip(map(id, to_fetch), fetched, strict=True)))
+
+
+def _settled(
+    plan: Plan, inputs: Inputs, results: dict[int, Fetched], lookup: Lookup, warnings: list[str]
+) -> Plan:
+    """``plan`` with the groups as the detector will run them once everything is fetched (:func:`preparer.detector
+    .settled`); the warnings not said while planning logged, and added to ``warnings``."""
+    if plan.detection is None:  # a plan not made by plan_run
+        return plan
+    from preparer.detector import settled  # deferred, as the fetching: only runs that fetch settle it again
+    from preparer.settings import detector_settings
+
+    detection, said = settled(plan, detector_settings(inputs), results, lookup)
+    for warning in said:
+        log.warning("%s", warning)
+    warnings += said
+    return replace(plan, detection=detection)
 
 
 def check_present(
@@ -214,7 +237,9 @@ def _commit(
             provenance = _provenance(plan, inputs, results, records, subjects, lock, pending, copies.kept)
             done = _done(inputs, installed, order, env_paths, metadata_path, lock_path, provenance)
             written = tuple(str(path) for _, path, _ in done)
-            outcome = Outcome(tuple(records), written, removed, tuple(warnings), lock, provenance)
+            outcome = Outcome(
+                tuple(records), written, removed, tuple(warnings), lock, provenance, plan.detection
+            )
             if report is not None:
                 pending.add(report[0], report[1](outcome))
             interrupt.check()  # the last moment a request to stop undoes everything

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, assert_never
 
 from preparer._logger import log
+from preparer.detector import describe_detection
 from preparer.errors import PreparerError
 from preparer.files.buildpack import installed_versions
 from preparer.inputs import Inputs
@@ -82,6 +83,7 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
                 if runs_on is not None:
                     lines.append(f"    targets: {runs_on}")
         lines.append(f"  would write {inputs.layers_dir / 'order.toml'}")
+    lines += describe_detection(plan.detection)
     if plan.downloads:
         from preparer.downloads import describe_downloads  # deferred, as plan_downloads
 

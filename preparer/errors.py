@@ -246,6 +246,20 @@ class TargetRefused(PreparerError):
     source: str | None = None
 
 
+class DetectionRefused(PreparerError):
+    """What the run prepares is what the lifecycle's detector would fail on, or find nothing to run in (exit 1),
+    found before anything is written (docs/detector.md): a system buildpack not in ``<buildpacks>``, a buildpack of
+    the builder's order not there, a group every buildpack of which it would skip on its exec-env.
+
+    Attributes:
+        buildpack: ``<id>@<version>`` at fault, when one is.
+        file: the file that names it (system.toml, the builder's order.toml), when one does.
+    """
+
+    buildpack: str | None = None
+    file: str | None = None
+
+
 class BuilderError(PreparerError):
     """The builder's own files (``-order``, a ``buildpack.toml`` in ``<buildpacks>``) are missing or malformed."""
 

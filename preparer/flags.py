@@ -65,6 +65,14 @@ FLAGS: tuple[Flag, ...] = (
     ),
     Flag("order", "string", "the builder's order.toml (read only)", "CNB_ORDER_PATH", "/cnb/order.toml"),
     Flag(
+        "system",
+        "string",
+        "system buildpacks the detector merges into every group, read at Platform API 0.15 and later; empty: none "
+        "(docs/detector.md)",
+        "CNB_SYSTEM_PATH",
+        "/cnb/system.toml",
+    ),
+    Flag(
         "analyzed",
         "string",
         "analyzed.toml: the run image's target, read as the detector reads it (default <layers>/analyzed.toml; "
@@ -142,6 +150,13 @@ FLAGS: tuple[Flag, ...] = (
         "<layers>/project-metadata.toml",
     ),
     Flag("dry-run", "bool", "resolve and print the plan; change nothing", "CNB_DRY_RUN"),
+    Flag(
+        "disable-system-buildpacks",
+        "bool",
+        "no system buildpacks for this build, as pack's --disable-system-buildpacks (give the detector -system \"\" "
+        "too)",
+        "CNB_PREPARER_DISABLE_SYSTEM_BUILDPACKS",
+    ),
     Flag("policy", "string", "the platform's policy file (docs/policy.md)", "CNB_PREPARER_POLICY"),
     Flag(
         "lock",
@@ -234,10 +249,15 @@ FLAGS: tuple[Flag, ...] = (
     _creator("run-image"),
     _creator("skip-restore", "bool"),
     _creator("stack"),
-    _creator("system"),
     _creator("tag", "list"),
     Flag(None, "string", "the Platform API, checked before anything else", "CNB_PLATFORM_API"),
-    Flag(None, "string", "the build's execution environment (exec-env)", "CNB_EXEC_ENV", "production"),
+    Flag(
+        None,
+        "string",
+        "the build's execution environment: production, test, or letters, digits, . and - (docs/detector.md)",
+        "CNB_EXEC_ENV",
+        "production",
+    ),
     Flag(
         None,
         "string",

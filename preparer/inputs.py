@@ -27,6 +27,7 @@ from preparer._frozen import frozen
 from preparer._record import field, record
 from preparer.api import SUPPORTED_PLATFORM_APIS, APIVersion, platform_api_problem
 from preparer.errors import InvalidInputsError, with_fields
+from preparer.execenv import exec_env_problem
 from preparer.flags import DEFAULT_REGISTRY_INDEX, env_default
 from preparer.resolve import MAX_ID, builder_id_problem, resolve_fields
 from preparer.target import (
@@ -203,6 +204,12 @@ class Inputs:
     buildpacks_dir: _PathField = _PathField()
     #: The builder's order, read only.
     order_path: _PathField = _PathField()
+    #: The platform's system buildpacks (``-system``; docs/detector.md), read at Platform API 0.15 and later (below
+    #: it, one given is a warning); ``None``: none. The command's default is ``/cnb/system.toml``.
+    system_path: _OptionalPathField = _OptionalPathField()
+    #: No system buildpacks for this build (``-disable-system-buildpacks``, as pack's flag); the detector must be
+    #: given ``-system ""`` too, or it merges them all the same.
+    disable_system_buildpacks: bool = False
     #: analyzed.toml, whose ``[run-image.target]`` is the build's target (as the detector reads it); ``None``:
     #: ``<layers>/analyzed.toml``. See :attr:`analyzed_path`.
     analyzed: _OptionalPathField = _OptionalPathField()
@@ -400,6 +407,10 @@ def _check_values(inputs: Inputs) -> None:
         raise refuse("target_platform", "must be os/arch[/variant], e.g. linux/amd64")
     if not all(isinstance(entry, str) for entry in inputs.insecure_registries):
         raise refuse("insecure_registries", "must hold strings")
+    if exec_env_problem(inputs.exec_env) is not None:
+        raise refuse(
+            "exec_env", "must be production, test, or only letters, digits, . and - (as pack checks it)"
+        )
     builder_id = builder_id_problem(inputs.provenance_builder_id)
     if builder_id is not None:
         raise refuse("provenance_builder_id", builder_id)
@@ -416,34 +427,38 @@ def _absolute(name: str, value: object) -> Path:
     raise with_fields(error, field=name)
 
 
+#: The type of each field :func:`_check_types` checks (a path field checks its own as it is set).
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "platform_namespace": (str, type(None)),
+    "dry_run": (bool,),
+    "disable_system_buildpacks": (bool,),
+    "update_lock": (bool,),
+    "update_lock_names": (tuple, list),
+    "require_lock": (bool,),
+    "uid": (int, type(None)),
+    "gid": (int, type(None)),
+    "insecure_registries": (tuple, list),
+    "exec_env": (str,),
+    "registry_index": (str,),
+    "target_platform": (str,),
+    "target": (Target, type(None)),
+    "http_timeout": (int, float),
+    "download_timeout": (int, float),
+    "run_timeout": (int, float),
+    "platform_api": (APIVersion,),
+    "environ": (Mapping,),
+    "write_project_metadata": (bool,),
+    "download_cache_repo": (str, type(None)),
+    "download_cache_repo_mode": (str,),
+    "download_cache_max_age": (int, float),
+    "lock_data": (bytes, type(None)),
+    "provenance_builder_id": (str,),
+}
+
+
 def _check_types(inputs: Inputs) -> None:
     """Refuse values of the wrong type with the library's own error, before they fail somewhere deeper."""
-    expected: dict[str, tuple[type, ...]] = {
-        "platform_namespace": (str, type(None)),
-        "dry_run": (bool,),
-        "update_lock": (bool,),
-        "update_lock_names": (tuple, list),
-        "require_lock": (bool,),
-        "uid": (int, type(None)),
-        "gid": (int, type(None)),
-        "insecure_registries": (tuple, list),
-        "exec_env": (str,),
-        "registry_index": (str,),
-        "target_platform": (str,),
-        "target": (Target, type(None)),
-        "http_timeout": (int, float),
-        "download_timeout": (int, float),
-        "run_timeout": (int, float),
-        "platform_api": (APIVersion,),
-        "environ": (Mapping,),
-        "write_project_metadata": (bool,),
-        "download_cache_repo": (str, type(None)),
-        "download_cache_repo_mode": (str,),
-        "download_cache_max_age": (int, float),
-        "lock_data": (bytes, type(None)),
-        "provenance_builder_id": (str,),
-    }
-    for name, types in expected.items():
+    for name, types in _FIELD_TYPES.items():
         value = getattr(inputs, name)
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             error = InvalidInputsError(

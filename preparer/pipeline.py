@@ -18,6 +18,7 @@ from preparer.appfilter import Removal, plan_removal
 from preparer.apply import apply_plan, check_present
 from preparer.config import EffectiveConfig, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
+from preparer.detector import with_detection
 from preparer.dryrun import dry_run
 from preparer.entrypoints import TypeError_, callers, check_arguments, depth, typed
 from preparer.errors import InvalidInputsError, PreparerError
@@ -33,6 +34,7 @@ from preparer.outputs import check_outputs
 from preparer.plan import NotInstalled, Plan, Present, make_plan
 from preparer.report import Report, unapplied_message, write_report
 from preparer.reporting import applied_report, report_failure, report_file
+from preparer.settings import detector_settings
 from preparer.stale import check_not_stale, fingerprints
 from preparer.target import Target, build_target, host_platform, platform_source
 
@@ -262,7 +264,8 @@ def _plan_run(inputs: Inputs) -> Plan:
 
 def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
     """``plan`` as the platform lets it run: its policy's decisions, include/exclude's checks on what it still
-    removes, its registry mirrors, and the Buildpack API of what the builder has."""
+    removes, its registry mirrors, the Buildpack API of what the builder has, and the groups as the detector will
+    run them (its system buildpacks, what it skips on exec-env)."""
     if inputs.policy is not None or inputs.policy_data is not None:
         from preparer.policy.enforce import enforce  # deferred: only runs with a policy need it
 
@@ -281,6 +284,7 @@ def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
         log.warning("%s", warning)
     if said:
         plan = replace(plan, warnings=(*plan.warnings, *said))
+    plan = with_detection(plan, detector_settings(inputs))
     check_outputs(plan, inputs)
     return plan
 

@@ -12,18 +12,22 @@ import os
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, assert_never
+from typing import TYPE_CHECKING, Literal, TypeVar, assert_never
 
 from preparer._record import record
 from preparer.config import EffectiveConfig
 from preparer.entries import EnvEntry, GroupEntry
 from preparer.errors import DescriptorError, FetchError
-from preparer.files.order import Group, Order, OrderElement
+from preparer.files.order import Order, OrderElement
 from preparer.semver import highest
 from preparer.values import UriProblem, entry_locator
 
+#: An element of a group, as :func:`wrap` takes it.
+E = TypeVar("E")
+
 if TYPE_CHECKING:
     from preparer.appfilter import Removal
+    from preparer.detection import Detection
     from preparer.fetch.locator import Fetchable
     from preparer.fetch.oci.hosts import RegistryHosts
     from preparer.files.lockfile import LockState
@@ -154,9 +158,13 @@ class Plan:
     target: Target | None = None
     #: The inputs the plan was made from (:func:`preparer.plan_run`): the only ones it may be applied to.
     inputs: Inputs | None = None
-    #: The files the plan was read from (descriptor, platform file, policy, lock, the builder's order) and the
-    #: SHA-256 of each (``None``: it did not exist): :func:`preparer.run_plan` refuses a plan whose files changed.
+    #: The files the plan was read from (descriptor, platform file, policy, lock, the builder's order, system.toml)
+    #: and the SHA-256 of each (``None``: it did not exist): :func:`preparer.run_plan` refuses a plan whose files
+    #: changed.
     made_from: tuple[tuple[str, str | None], ...] = ()
+    #: The groups as the lifecycle's detector will run them: system buildpacks merged, what it skips on exec-env
+    #: (:mod:`preparer.detector`; docs/detector.md); ``None``: not decided (a plan not made by ``plan_run``).
+    detection: Detection | None = None
     #: What the run will download, an entry at a time, and how large, when known before it starts
     #: (:mod:`preparer.downloads`); empty when not measured (the plan :func:`preparer.prepare` makes and shows no one).
     downloads: tuple[PlannedDownload, ...] = ()
@@ -328,22 +336,29 @@ def compose_order(
     The builder's ``order-extensions`` are kept.
     """
     groups = (tuple(group),) if group is not None else builder.groups
-    return Order(tuple(_wrap(pre, g, post) for g in groups), builder.extensions)
+    return Order(tuple(wrap(pre, g, post, _id_of) for g in groups), builder.extensions)
 
 
-def _wrap(pre: Sequence[OrderElement], group: Group, post: Sequence[OrderElement]) -> Group:
-    ids = {e.id for e in group}
-    head = []
-    for element in pre:
-        if element.id not in ids:
-            head.append(element)
-            ids.add(element.id)
-    tail = []
-    for element in post:
-        if element.id not in ids:
-            tail.append(element)
-            ids.add(element.id)
-    return (*head, *group, *tail)
+def _id_of(element: OrderElement) -> str:
+    return element.id
+
+
+def wrap(
+    pre: Sequence[E], group: Sequence[E], post: Sequence[E], id_of: Callable[[E], str | None]
+) -> tuple[E, ...]:
+    """``pre + group + post`` as the prepared order has it: a pre or post element whose id the group (after the pre
+    elements kept) already holds is left out. ``id_of`` gives an element's id; ``None`` (not known yet) matches none.
+    """
+    ids = {found for e in group if (found := id_of(e)) is not None}
+    kept: tuple[list[E], list[E]] = ([], [])
+    for side, elements in zip(kept, (pre, post), strict=True):
+        for element in elements:
+            found = id_of(element)
+            if found is None or found not in ids:
+                side.append(element)
+                if found is not None:
+                    ids.add(found)
+    return (*kept[0], *group, *kept[1])
 
 
 #: The suffixes of buildpack layer env files (buildpack spec, "Environment Variable Modification Rules").

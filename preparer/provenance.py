@@ -22,6 +22,7 @@ from preparer._version import __version__
 from preparer.errors import ApplyError
 
 if TYPE_CHECKING:
+    from preparer.detection import Detection
     from preparer.entries import GroupEntry
     from preparer.fetch.base import Fetched
     from preparer.plan import Plan, Step
@@ -347,7 +348,7 @@ def _entry(entry: GroupEntry) -> dict[str, Any]:
 
 def internal_parameters(plan: Plan, settings: ProvenanceSettings, lock: LockRecord | None) -> dict[str, Any]:
     """What the platform decided: the policy's sha256, the lock's (as read, or as this run writes it), the target,
-    the exec-env and the Platform API."""
+    the exec-env, the Platform API and, from Platform API 0.15, the groups as the detector will run them."""
     made_from = dict(plan.made_from)
     found: dict[str, Any] = {"execEnv": settings.exec_env, "platformApi": settings.platform_api}
     policy = _file_digest(settings.policy, made_from)
@@ -358,6 +359,8 @@ def internal_parameters(plan: Plan, settings: ProvenanceSettings, lock: LockReco
         found["policy"] = {"sha256": policy}
     if lock is not None:
         found["lock"] = _lock(settings, lock, made_from)
+    if plan.detection is not None and plan.detection.applies:
+        found["detector"] = _detector(plan.detection, settings.app_dir)
     if plan.target is not None:
         target = plan.target
         found["target"] = {"platform": target.platform, "os": target.os, "arch": target.arch} | {
@@ -370,6 +373,45 @@ def internal_parameters(plan: Plan, settings: ProvenanceSettings, lock: LockReco
             if value
         }
     return found
+
+
+def _detector(detection: Detection, app_dir: Path) -> dict[str, Any]:
+    """The groups as the detector will run them (docs/detector.md), as the report has them, keys in camelCase:
+    ``system`` (its ``path``, by name as the other files, ``action``, ``pre`` and ``post``) and ``groups``, each a
+    list of buildpacks."""
+    found: dict[str, Any] = {}
+    system = detection.system_dict()
+    if system is not None:
+        if detection.system_path is not None and "path" in system:
+            system = system | {"path": _shown_path(detection.system_path, app_dir)}
+        found["system"] = system
+    if detection.groups:
+        found["groups"] = [[_camel(m.to_dict()) for m in group.members] for group in detection.groups]
+    return found
+
+
+def _camel(said: Mapping[str, Any]) -> dict[str, Any]:
+    """``said`` with ``exec-env`` and ``skipped-within`` as ``execEnv`` and ``skippedWithin``."""
+    names = {"exec-env": "execEnv", "skipped-within": "skippedWithin"}
+    return {names.get(key, key): value for key, value in said.items()}
+
+
+def _will_not_run(step: Step, plan: Plan) -> dict[str, Any]:
+    """Annotations of a buildpack installed that the detector will not run (or runs without some of what it holds):
+    ``runs: false`` and why, by the group element its entry became."""
+    detection = plan.detection
+    if detection is None:
+        return {}
+    notes: dict[str, Any] = {}
+    for group in detection.groups:
+        for member in group.members:
+            if member.origin != "project" or member.entry != step.entry.key:
+                continue
+            if member.skipped:
+                notes |= {"runs": False, "skipped": member.skipped}
+            if member.skipped_within:
+                notes["skippedWithin"] = list(member.skipped_within)
+    return notes
 
 
 def _lock(
@@ -406,7 +448,7 @@ def _dependency(
     from preparer.plan import Present
 
     described: dict[str, Any] = {"name": f"{record.id}@{record.version}"}
-    notes: dict[str, Any] = {"entry": step.entry.key}
+    notes: dict[str, Any] = {"entry": step.entry.key} | _will_not_run(step, plan)
     installed = buildpack_dir(settings.buildpacks_dir, record.id, record.version)
     if isinstance(step, Present):
         described["uri"] = f"urn:cnb:builder:{record.id}@{record.version}"
@@ -570,8 +612,8 @@ def _signature(signature: SignatureRecord, plan: Plan) -> dict[str, Any]:
 
 
 def _input_files(plan: Plan, settings: ProvenanceSettings) -> Iterable[dict[str, Any]]:
-    """The descriptor (named by its path relative to ``<app>``) and the builder's order.toml (by its name), each
-    with its sha256."""
+    """The descriptor (named by its path relative to ``<app>``), the builder's order.toml and the system.toml merged
+    (by their names), each with its sha256."""
     made_from = dict(plan.made_from)
     if plan.descriptor_path is not None:
         digest = _file_digest(plan.descriptor_path, made_from)
@@ -588,4 +630,13 @@ def _input_files(plan: Plan, settings: ProvenanceSettings) -> Iterable[dict[str,
                 "name": _shown_path(settings.order_path, settings.app_dir),
                 "digest": {"sha256": digest},
                 "annotations": {"role": "builder order"},
+            }
+    detection = plan.detection
+    if detection is not None and detection.system is not None and detection.system_path is not None:
+        digest = _file_digest(detection.system_path, made_from)
+        if digest is not None:
+            yield {
+                "name": _shown_path(detection.system_path, settings.app_dir),
+                "digest": {"sha256": digest},
+                "annotations": {"role": "system buildpacks"},
             }

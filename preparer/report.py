@@ -4,7 +4,10 @@ The report file is TOML: ``dry-run``, ``[descriptor]`` (``path``, ``schema-versi
 effective configuration, credentials removed), ``[[buildpacks]]`` (``id``, ``version``, ``source``, ``action``
 = ``installed`` | ``present`` | ``inline``, ``digest`` when known, ``resolved`` for bare ids), ``[[env]]`` (``name``,
 ``action`` = ``written`` | ``kept`` | ``skipped``), ``[app] removed``, ``[[unapplied]]`` (``key``, ``reason``),
-``[target]`` (``os``, ``arch``, ``variant``, ``distro-name``, ``distro-version``, ``source``, ``distro-source``). A run that fails writes only ``[error]`` (``code``, ``message``).
+``[target]`` (``os``, ``arch``, ``variant``, ``distro-name``, ``distro-version``, ``source``, ``distro-source``),
+``exec-env``, ``[system]`` (``path``, ``action``, ``pre``, ``post``) and ``[[groups]]``, each group as the detector will
+run it (``[[groups.buildpacks]]``: ``id``, ``version``, ``from``, ``entry``, ``runs``, ``exec-env``, ``skipped``;
+docs/detector.md). A run that fails writes only ``[error]`` (``code``, ``message``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from preparer.files.toml import dumps_toml
 from preparer.writes import write_atomic
 
 if TYPE_CHECKING:
+    from preparer.detection import Detection, DetectorGroup
     from preparer.files.locked import Locked
     from preparer.policy.rules import Decision
     from preparer.target import Target
@@ -210,6 +214,13 @@ class Report:
         target: the build's target, which every buildpack of the order was checked against (docs/targets.md).
         provenance: the provenance written with the commit (``Inputs.provenance``; docs/provenance.md): the in-toto
             Statement as data, the file's JSON document; ``None`` without one, and in a dry run.
+        exec_env: the build's execution environment (``CNB_EXEC_ENV``).
+        system: what the run did with system.toml (docs/detector.md): its ``path`` and ``action`` (``merged``,
+            ``none``, ``off``, ``not applied``) and, merged, its ``pre`` and ``post`` buildpacks; ``None`` when none
+            is given.
+        groups: each group as the lifecycle's detector will run it (:class:`~preparer.detector.DetectorGroup`):
+            system buildpacks merged, each element marked with where it came from and whether it runs; empty when
+            the run neither writes an order nor merges system buildpacks.
     """
 
     descriptor_path: str | None = None
@@ -227,6 +238,9 @@ class Report:
     lock: LockRecord | None = None
     target: Target | None = None
     provenance: dict[str, Any] | None = None
+    exec_env: str | None = None
+    system: dict[str, Any] | None = None
+    groups: tuple[DetectorGroup, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The ``-prepare-report`` document (TOML-ready) of a run that did not fail."""
@@ -284,7 +298,20 @@ def report_to_toml(report: Report) -> dict[str, Any]:
             "distro-version": target.distro_version, "source": target.source,
             "distro-source": target.distro_source,
         }  # fmt: skip
+    if report.exec_env is not None:
+        doc["exec-env"] = report.exec_env
+    if report.system is not None:
+        doc["system"] = report.system
+    if report.groups:
+        doc["groups"] = [group.to_dict() for group in report.groups]
     return doc
+
+
+def detection_fields(detection: Detection | None) -> dict[str, Any]:
+    """The report's fields of what the detector will run (:class:`~preparer.detector.Detection`)."""
+    if detection is None:
+        return {}
+    return {"exec_env": detection.exec_env, "system": detection.system_dict(), "groups": detection.groups}
 
 
 def write_report(

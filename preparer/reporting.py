@@ -13,7 +13,7 @@ from preparer.inputs import Inputs
 from preparer.metadata import MetadataWrite
 from preparer.outputs import failure_report_writable
 from preparer.plan import Plan
-from preparer.report import EnvRecord, MetadataRecord, Report, report_to_toml, write_report
+from preparer.report import EnvRecord, MetadataRecord, Report, detection_fields, report_to_toml, write_report
 
 if TYPE_CHECKING:
     from preparer.apply import Outcome
@@ -28,6 +28,7 @@ def applied_report(plan: Plan, dry_run: bool, outcome: Outcome) -> Report:
         warnings=(*report.warnings, *outcome.warnings),
         lock=outcome.lock,
         provenance=outcome.provenance,
+        **detection_fields(outcome.detection or plan.detection),
     )
 
 
@@ -74,6 +75,7 @@ def plan_report(
         project_metadata=_metadata_record(plan.project_metadata, dry_run),
         policy=plan.policy,
         target=plan.target,
+        **detection_fields(plan.detection),
     )
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from preparer._logger import log
 from preparer.api import SUPPORTED_PLATFORM_APIS, verify_platform_api
 from preparer.errors import InvalidInputsError, with_fields
+from preparer.execenv import ENV_EXEC_ENV, exec_env_problem
 from preparer.flags import BY_NAME, DEFAULT_REGISTRY_INDEX, default, env_default, env_of
 from preparer.goflags import (
     BOOL_SPELLINGS,
@@ -57,6 +58,8 @@ if TYPE_CHECKING:
         platform_dir: str | os.PathLike[str]
         buildpacks_dir: str | os.PathLike[str]
         order_path: str | os.PathLike[str]
+        system_path: str | os.PathLike[str] | None
+        disable_system_buildpacks: bool
         analyzed: str | os.PathLike[str] | None
         project_descriptor: str | os.PathLike[str] | None
         descriptor_data: str | bytes | Mapping[str, Any] | None
@@ -175,8 +178,7 @@ def resolve_fields(
     platform_api = verify_platform_api(api) if api else SUPPORTED_PLATFORM_APIS[-1]
     given = _Given(flags, environ, cwd)
     log_level_of(flags, environ, check=True)
-    namespace = given.text("platform-namespace") or None
-    platform_config = given.path("platform-config")
+    namespace, platform_config = given.text("platform-namespace") or None, given.path("platform-config")
     if platform_config is not None and namespace is None:
         raise InvalidInputsError("resolve inputs", "-platform-config needs -platform-namespace")
     if "download-cache" in flags or env_of("download-cache") in environ:
@@ -190,6 +192,7 @@ def resolve_fields(
         "platform_dir": given.path("platform", default("platform")) or Path(default("platform")),
         "buildpacks_dir": given.path("buildpacks", default("buildpacks")) or Path(default("buildpacks")),
         "order_path": given.path("order", default("order")) or Path(default("order")),
+        **_system_settings(given, flags, environ),
         "analyzed": _analyzed(given),
         "project_descriptor": given.path("project-descriptor"),
         "platform_namespace": namespace,
@@ -208,7 +211,7 @@ def resolve_fields(
         "uid": given.number("uid"),
         "gid": given.number("gid"),
         "insecure_registries": _insecure_registries(flags, environ),
-        "exec_env": environ.get("CNB_EXEC_ENV") or env_default("CNB_EXEC_ENV"),
+        "exec_env": _exec_env(environ),
         "registry_index": given.text("buildpack-registry-index") or DEFAULT_REGISTRY_INDEX,
         "target_platform": _target_platform(environ),
         "target": target_from_environ(environ),
@@ -217,6 +220,27 @@ def resolve_fields(
         "run_timeout": _seconds(environ, "CNB_PREPARER_RUN_TIMEOUT"),
         "platform_api": platform_api,
     }
+
+
+def _system_settings(
+    given: _Given, flags: Mapping[str, object], environ: Mapping[str, str]
+) -> InputsOverrides:
+    """``-system`` (an empty flag: none; an empty ``CNB_SYSTEM_PATH``: the default, as the lifecycle reads them) and
+    ``-disable-system-buildpacks``."""
+    name = "disable-system-buildpacks"
+    disabled = flags[name] if name in flags else _env_bool(environ, env_of(name))
+    path = given.path("system") if "system" in flags else given.path("system") or Path(default("system"))
+    return {"system_path": path, "disable_system_buildpacks": bool(disabled)}
+
+
+def _exec_env(environ: Mapping[str, str]) -> str:
+    """``CNB_EXEC_ENV``, checked as pack checks it and named as written; unset or empty, ``production`` (the
+    lifecycle's default)."""
+    value = environ.get(ENV_EXEC_ENV) or env_default(ENV_EXEC_ENV)
+    problem = exec_env_problem(value)
+    if problem is not None:
+        raise with_fields(InvalidInputsError("resolve inputs", problem), field="exec_env")
+    return value
 
 
 def _provenance_builder_id(environ: Mapping[str, str]) -> str:

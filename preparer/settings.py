@@ -6,6 +6,8 @@ entered, so that fetching and the provenance each see the few settings they use,
   probes) take it, :mod:`preparer.apply` and the pipeline make it.
 - :class:`ProvenanceSettings`: what the provenance records of the run's inputs (:mod:`preparer.provenance`); the
   commit makes it (:mod:`preparer.apply`).
+- :class:`DetectorSettings`: what the groups as the detector will run them depend on (:mod:`preparer.detector`):
+  the pipeline makes it while planning, :mod:`preparer.apply` once the run's buildpacks are fetched.
 
 A stage that needs another setting gets a field here, filled in its ``*_settings`` function.
 """
@@ -21,6 +23,7 @@ from preparer._record import field, record
 from preparer.lists import Lists, lists_of
 
 if TYPE_CHECKING:
+    from preparer.api import APIVersion
     from preparer.fetch.transport import Transport
     from preparer.inputs import Inputs
 
@@ -126,4 +129,34 @@ def provenance_settings(inputs: Inputs) -> ProvenanceSettings:
         policy_text=policy_data if isinstance(policy_data, str | bytes) else None,
         lock_data=inputs.lock_data,
         lists=lists_of(inputs),
+    )
+
+
+@record(kw_only=True)
+class DetectorSettings:
+    """What the groups as the detector will run them depend on (docs/detector.md)."""
+
+    #: Where system and builder buildpacks are looked up; the builder's order, run when the project sets no group.
+    buildpacks_dir: Path
+    order_path: Path
+    #: system.toml (``None``: none), and whether the platform turned system buildpacks off for the build.
+    system_path: Path | None
+    disabled: bool
+    #: The build's execution environment and the Platform API, which decide what the detector skips.
+    exec_env: str
+    platform_api: APIVersion
+    #: Whether a system buildpack that cannot run on the target is refused (Platform API 0.12 and later).
+    checks_targets: bool
+
+
+def detector_settings(inputs: Inputs) -> DetectorSettings:
+    """What the groups as the detector will run them take of ``inputs``."""
+    return DetectorSettings(
+        buildpacks_dir=inputs.buildpacks_dir,
+        order_path=inputs.order_path,
+        system_path=inputs.system_path,
+        disabled=inputs.disable_system_buildpacks,
+        exec_env=inputs.exec_env,
+        platform_api=inputs.platform_api,
+        checks_targets=inputs.checks_targets,
     )

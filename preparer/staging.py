@@ -49,7 +49,7 @@ from preparer.files.buildpack import BuildpackDescriptor, buildpack_dir, read_bu
 from preparer.plan import Fetch
 from preparer.progress import EntryDownloads, ProgressCallback
 from preparer.settings import FetchSettings
-from preparer.target import Target, check_targets, directory_files, installed, why_not
+from preparer.target import Lookup, Target, check_targets, directory_files, installed, why_not
 
 if TYPE_CHECKING:
     from preparer.fetch.oci.hosts import RegistryHosts
@@ -418,11 +418,9 @@ def _check_vouched(
             )
 
 
-def _check_targets(
-    fetched: Sequence[Fetched], buildpacks_dir: Path, target: Target, enforced: bool, copies: Copies
-) -> list[str]:
-    """:func:`preparer.target.check_targets` of the fetched buildpacks as the build will have them: a copy already
-    in ``<buildpacks>`` is found there, else among those fetched; a composite's children likewise."""
+def staged_lookup(fetched: Sequence[Fetched], buildpacks_dir: Path, copies: Copies) -> Lookup:
+    """Finds a buildpack as the build will have it once the run commits: a copy already in ``<buildpacks>`` there,
+    else among those ``fetched`` (staged), else in ``<buildpacks>``."""
     staged = {(bp.descriptor.id, bp.descriptor.version): bp for f in fetched for bp in f.buildpacks}
 
     def lookup(bp_id: str, version: str) -> tuple[BuildpackDescriptor, Callable[[str], bool]] | None:
@@ -431,6 +429,15 @@ def _check_targets(
             return found.descriptor, directory_files(found.path)
         return installed(buildpacks_dir, bp_id, version)
 
+    return lookup
+
+
+def _check_targets(
+    fetched: Sequence[Fetched], buildpacks_dir: Path, target: Target, enforced: bool, copies: Copies
+) -> list[str]:
+    """:func:`preparer.target.check_targets` of the fetched buildpacks as the build will have them: a copy already
+    in ``<buildpacks>`` is found there, else among those fetched; a composite's children likewise."""
+    lookup = staged_lookup(fetched, buildpacks_dir, copies)
     warnings = _check_kept(fetched, copies, target, lookup, enforced)
     tops = []
     for result in fetched:

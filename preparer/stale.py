@@ -25,6 +25,7 @@ def fingerprints(inputs: Inputs) -> tuple[tuple[str, str | None], ...]:
         inputs.policy,
         lock_path(inputs),
         inputs.order_path,
+        inputs.system_path,
         *inputs.env_files,
         inputs.analyzed_path,  # the target
     )

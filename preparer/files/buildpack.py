@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from preparer._near import closest
 from preparer._record import record
@@ -16,6 +16,9 @@ from preparer.errors import BuilderError, FetchError, PreparerError
 from preparer.files import MalformedError
 from preparer.files.order import Group, parse_groups
 from preparer.files.toml import read_toml
+
+if TYPE_CHECKING:
+    from preparer.files.toml import Places
 
 #: Buildpack ids may hold letters, digits, ``.``, ``/`` and ``-`` (spec buildpack.md §buildpack.toml).
 _ID = re.compile(r"^[A-Za-z0-9./-]+$")
@@ -57,6 +60,9 @@ class BuildpackDescriptor:
     targets: tuple[BuildpackTarget, ...] = ()
     #: The ids of ``[[stacks]]``, which targets replaced (Buildpack API below 0.10).
     stacks: tuple[str, ...] = ()
+    #: ``[buildpack] exec-env``: the execution environments it runs in (Buildpack API 0.12), as the lifecycle reads
+    #: the key, a list of strings; empty: any.
+    exec_env: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -105,11 +111,13 @@ def version_problem(version: str) -> str | None:
     return None
 
 
-def parse_buildpack_toml(doc: dict[str, Any]) -> BuildpackDescriptor:
+def parse_buildpack_toml(doc: dict[str, Any], places: Places | None = None) -> BuildpackDescriptor:
     """Read the fields the preparer uses from a parsed ``buildpack.toml``. Pure.
 
     Ids and versions are checked as strictly as the group's own (they name directories and reach order.toml).
+    ``[buildpack] exec-env`` is read as the lifecycle reads it, whatever the Buildpack API (:func:`_exec_env`).
 
+    :param places: where the document's keys are written, for the line a problem is on.
     :raises MalformedError: naming the field that is missing or malformed.
     """
     info = doc.get("buildpack")
@@ -123,7 +131,66 @@ def parse_buildpack_toml(doc: dict[str, Any]) -> BuildpackDescriptor:
     if not isinstance(api, str):
         raise MalformedError(f"invalid api {api!r}")
     groups = parse_groups(doc.get("order", []), versions=True)
-    return BuildpackDescriptor(bp_id, version, api, groups, _targets(doc.get("targets", [])), _stacks(doc))
+    targets, stacks = _targets(doc.get("targets", [])), _stacks(doc)
+    return BuildpackDescriptor(bp_id, version, api, groups, targets, stacks, _exec_env(info, places))
+
+
+#: Go's names of TOML values, as the lifecycle's TOML decoder (BurntSushi/toml) says them in its messages.
+_GO_TYPES = ((bool, "bool"), (int, "int64"), (float, "float64"), (str, "string"), (dict, "map[string]any"),
+             (list, "[]any"))  # fmt: skip
+
+
+def _go_type(value: object) -> str:
+    return next((name for kind, name in _GO_TYPES if isinstance(value, kind)), "time.Time")
+
+
+def _exec_env(info: dict[str, Any], places: Places | None) -> tuple[str, ...]:
+    """``[buildpack] exec-env``, a list of strings: the only spelling the lifecycle (and pack) read. The buildpack
+    spec's text (Buildpack API 0.12) writes ``[[buildpack.exec-env]]`` tables with a ``name``; the lifecycle's
+    detector fails at start-up on any buildpack.toml of the order written so, at every Platform and Buildpack API
+    (and at detection for a composite's buildpack), so it is refused here, with the spelling to write instead.
+
+    :raises MalformedError: any other shape, naming the key, its line, the spelling to write and the detector's own
+        failure.
+    """
+    value = info.get("exec-env")
+    if value is None:
+        return ()
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    line = places.line(("buildpack", "exec-env")) if places is not None else None
+    at = f" (line {line})" if line else ""
+    names = _names(value)
+    write = "exec-env = [" + ", ".join(f'"{n}"' for n in names or ["production"]) + "]"
+    is_tables = isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+    if isinstance(value, list) and value and not is_tables:
+        wrong = next(v for v in value if not isinstance(v, str))
+        got, wanted = _go_type(wrong), "string"
+    else:
+        got, wanted = (_go_type(value[0]), "string") if is_tables else (_go_type(value), "slice")
+    detector = (
+        f'toml: line {line or "?"} (last key "buildpack.exec-env"): incompatible types: TOML value has type '
+        f"{got}; destination has type {wanted}"
+    )
+    said = (
+        f"[[buildpack.exec-env]]{at} is the buildpack spec's spelling, which the lifecycle does not read"
+        if is_tables
+        else f"buildpack.exec-env{at} must be a list of strings, as the lifecycle reads it"
+    )
+    raise MalformedError(
+        f"{said}: write {write} in [buildpack] (the lifecycle's detector fails at start-up on this file: {detector})"
+    )
+
+
+def _names(value: object) -> list[str]:
+    """The execution environments a misshapen ``exec-env`` names: each ``name`` of its tables, its strings."""
+    items = value if isinstance(value, list) else [value]
+    found = []
+    for item in items:
+        name = item.get("name") if isinstance(item, dict) else item
+        if isinstance(name, str) and name:
+            found.append(name)
+    return found
 
 
 def _targets(value: object) -> tuple[BuildpackTarget, ...]:
@@ -176,9 +243,9 @@ def read_buildpack_toml(
     """
     error = BuilderError if builder else FetchError
     action = f"read buildpack.toml of {shown}" if shown else f"read {path}"
-    doc = read_toml(path, "buildpack.toml", error=error, action=action, named=shown is None).table
+    read = read_toml(path, "buildpack.toml", error=error, action=action, named=shown is None)
     try:
-        return parse_buildpack_toml(doc)
+        return parse_buildpack_toml(read.table, read.places)
     except MalformedError as why:
         raise error(action, str(why)) from why
 

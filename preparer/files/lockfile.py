@@ -51,6 +51,9 @@ class LockState:
     #: The build's ``os/arch[/variant]`` the lock was made for (its ``[target]``); ``None`` in a lock written
     #: before it was recorded, or one not read.
     target: str | None = None
+    #: The build's execution environment the lock was made for (its ``exec-env``); ``None`` in a lock written before
+    #: it was recorded, or one not read.
+    exec_env: str | None = None
 
 
 @record
@@ -60,6 +63,8 @@ class LockFile:
 
     entries: tuple[Locked, ...]
     target: str | None = None
+    #: The execution environment it was made for (``None``: a lock written before it was recorded).
+    exec_env: str | None = None
 
 
 #: How a lock given as bytes is named in messages.
@@ -132,7 +137,7 @@ def parse_lock(data: bytes, name: str) -> LockFile:
         return with_fields(error, path=name, key=key, line=line)
 
     _check_version(doc.get("lock-version"), fail)
-    unknown = sorted(set(doc) - {"lock-version", "target", "buildpack"})
+    unknown = sorted(set(doc) - {"lock-version", "exec-env", "target", "buildpack"})
     if unknown:
         raise fail((unknown[0],), "unknown key")
     tables = doc.get("buildpack", [])
@@ -148,7 +153,18 @@ def parse_lock(data: bytes, name: str) -> LockFile:
             )
             raise fail(("buildpack", n, "entry"), twice)
         first[e.entry] = n
-    return LockFile(entries, _target(doc.get("target"), fail))
+    return LockFile(entries, _target(doc.get("target"), fail), _exec_env(doc.get("exec-env"), fail))
+
+
+def _exec_env(value: object, fail: Callable[..., DescriptorError]) -> str | None:
+    """``exec-env``, the execution environment the lock was made for, or ``None`` without one."""
+    from preparer.execenv import exec_env_problem  # deferred, as the lock's other readers
+
+    if value is None:
+        return None
+    if not isinstance(value, str) or exec_env_problem(value) is not None:
+        raise fail(("exec-env",), "must be an execution environment, as production")
+    return value
 
 
 def _target(table: object, fail: Callable[..., DescriptorError]) -> str | None:
@@ -285,9 +301,9 @@ def _is_digest(value: str) -> bool:
     return algorithm == "sha256" and len(hexdigest) == 64 and all(c in "0123456789abcdef" for c in hexdigest)
 
 
-def dumps_lock(entries: Sequence[Locked], target: str | None = None) -> bytes:
-    """The lock file: the same entries (and ``target``, the ``os/arch[/variant]`` the run was for) give the same
-    bytes."""
+def dumps_lock(entries: Sequence[Locked], target: str | None = None, exec_env: str | None = None) -> bytes:
+    """The lock file: the same entries (and ``target``, the ``os/arch[/variant]`` the run was for, and its
+    ``exec_env``) give the same bytes."""
     from preparer.files.toml import dumps_toml  # deferred, as above
 
     tables = []
@@ -302,6 +318,8 @@ def dumps_lock(entries: Sequence[Locked], target: str | None = None) -> bytes:
         table["written"] = dict(sorted(e.written.items()))
         tables.append(table)
     doc: dict[str, Any] = {"lock-version": LOCK_VERSION}
+    if exec_env is not None:
+        doc["exec-env"] = exec_env
     if target is not None:
         os_, arch, *variant = target.split("/")
         doc["target"] = {"os": os_, "arch": arch} | ({"variant": variant[0]} if variant else {})

@@ -141,7 +141,21 @@ def with_lock(plan: Plan, inputs: Inputs) -> Plan:
     entries = lock_file.entries
     frozen = freeze(plan, path, entries, versions_of)
     log.info("Frozen to the lock file %s (%d entries)", path, len(entries))
-    return replace(frozen, lock=LockState(path, entries, "frozen", in_memory, data, target=lock_file.target))
+    made_for = replace(LockState(path, entries, "frozen", in_memory, data), target=lock_file.target)
+    return replace(frozen, lock=_made_in(made_for, lock_file.exec_env, inputs.exec_env))
+
+
+def _made_in(state: LockState, made_in: str | None, exec_env: str) -> LockState:
+    """``state`` with the execution environment its lock was made with. A frozen run in another one is the same
+    build's: what is locked (the buildpacks and their bytes) does not depend on it, only which of them the detector
+    skips (docs/decisions.md), so it is said, not refused."""
+    path = state.path
+    if made_in is not None and made_in != exec_env:
+        log.info(
+            "The lock file %s was made with exec-env %s; this build's is %s (CNB_EXEC_ENV): the same buildpacks "
+            "are installed, and the detector skips those that do not run in %s", path, made_in, exec_env, exec_env,
+        )  # fmt: skip
+    return replace(state, exec_env=made_in)
 
 
 def _update_names(plan: Plan, path: Path, before: LockFile | None, names: tuple[str, ...]) -> tuple[str, ...]:
@@ -245,7 +259,9 @@ def _frozen(state: LockState) -> LockRecord:
     from preparer.files.lockfile import dumps_lock  # deferred: only runs with a lock
 
     assert state.entries is not None
-    return LockRecord(_shown(state), "frozen", state.data or dumps_lock(state.entries, state.target))
+    return LockRecord(
+        _shown(state), "frozen", state.data or dumps_lock(state.entries, state.target, state.exec_env)
+    )
 
 
 def _rewritten(
@@ -256,6 +272,8 @@ def _rewritten(
     from preparer.lock.entries import lock_changes
 
     made_for = plan.target.platform if plan.target is not None else None
+    detection = plan.detection  # the exec-env decides what runs from Platform API 0.15: recorded there
+    made_in = detection.exec_env if detection is not None and detection.applies else None
     return LockRecord(
-        _shown(state), action, dumps_lock(entries, made_for), lock_changes(state.entries, entries)
+        _shown(state), action, dumps_lock(entries, made_for, made_in), lock_changes(state.entries, entries)
     )

@@ -229,7 +229,9 @@ def test_a_misspelled_setting_of_the_preparer_is_named_not_silently_ignored(
     ) in lines
     [shiny] = [line for line in lines if line.startswith("Warning: CNB_PREPARER_SHINY ")]
     assert (
-        "(the preparer's are CNB_PREPARER_BUILDPACKS, CNB_PREPARER_DOWNLOAD_TIMEOUT, " in shiny
+        "(the preparer's are CNB_PREPARER_BUILDPACKS, CNB_PREPARER_DISABLE_SYSTEM_BUILDPACKS, "
+        "CNB_PREPARER_DOWNLOAD_TIMEOUT, "
+        in shiny
         and shiny.endswith(": it is ignored")
     )
     assert not out.exists()

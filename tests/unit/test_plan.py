@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from preparer.entries import EnvEntry
 from preparer.files.order import Order, OrderElement
-from preparer.plan import compose_order, env_actions
+from preparer.plan import compose_order, env_actions, wrap
 
 A, B, C = OrderElement("a", "1"), OrderElement("b", "1"), OrderElement("c", "1", optional=True)
 P1, P2, Q = OrderElement("p1", "1"), OrderElement("p2", "1"), OrderElement("q", "1")
@@ -30,3 +30,15 @@ def test_env_actions() -> None:
     entries = [EnvEntry("k0", "CNB_X", "1"), EnvEntry("k1", "SET", "2"), EnvEntry("k2", "NEW", "3")]
     actions = [(each.entry.name, each.action) for each in env_actions(entries, {"SET"})]
     assert actions == [("CNB_X", "skipped"), ("SET", "kept"), ("NEW", "written")]
+
+
+def test_an_element_whose_id_is_not_known_yet_matches_none() -> None:
+    # A buildpack fetched by uri has its id once fetched: until then it neither leaves out nor is left out.
+    def id_of(element: tuple[str | None, str]) -> str | None:
+        return element[0]
+
+    pre = [(None, "./a"), ("p", "p"), (None, "./b")]
+    group = [(None, "./c"), ("p", "g")]
+    assert wrap(pre, group, [(None, "./d"), ("q", "q"), ("q", "q2")], id_of) == (
+        (None, "./a"), (None, "./b"), (None, "./c"), ("p", "g"), (None, "./d"), ("q", "q"),
+    )  # fmt: skip
