@@ -43,22 +43,16 @@ def freeze(
     return _with_steps(plan, frozen)
 
 
-def check_target(lock: Path, made_for: str | None, target: Target | None) -> None:
-    """A frozen run is for the target its lock was made for: an image index resolves to another manifest on
-    another platform, so the locked digests are not this build's. A lock that records no target (written before it
-    was recorded) is not checked.
-
-    :raises InvalidInputsError: the lock was made for another target (exit 3), naming both.
+def missing_target(lock: Path, held: str, target: Target) -> InvalidInputsError:
+    """The error of a frozen run for a target the lock holds no entries for: an image index resolves to another
+    manifest on another platform, so another target's digests are not this build's. Naming the lock's targets,
+    the build's, and the way to add it.
     """
-    from preparer.target import same_platform  # deferred, as the fetchers
-
-    if made_for is None or target is None or same_platform(made_for, target.platform):
-        return
-    raise _stale(
+    return _stale(
         lock,
-        f"it was made for {made_for}; this build is {target.platform} ({target.source}). To lock this build, "
-        f"rerun with -update-lock (every entry is resolved again for {target.platform}), or give the lock made "
-        "for it (-lock)",
+        f"it holds entries for {held}, none for this build's target {target.platform} ({target.source}). To add "
+        f"them, rerun with -update-lock: {target.platform}'s entries are resolved and added to the lock, "
+        f"{held}'s kept as they are",
         "",
     )
 
@@ -69,18 +63,22 @@ def update(
     entries: Sequence[Locked] | None,
     names: Sequence[str],
     versions_of: Callable[[str], Sequence[str]],
+    also: Sequence[Locked] = (),
 ) -> Plan:
     """``plan`` for ``-update-lock``: the entries the project changed (added, edited; a removed one is dropped)
     and those ``names`` names (a buildpack id or an entry key; ``all``: every one) are resolved again, every other
-    is frozen to ``entries``, as a frozen run is, and written back unchanged (:func:`updated`).
+    is frozen to ``entries`` (this target's; ``None``: none yet, every entry is resolved), as a frozen run is, and
+    written back unchanged (:func:`updated`). ``also`` are the other targets' entries: a name may name what they
+    resolved to.
 
     :raises InvalidInputsError: a name that names no entry (exit 3), before any request.
     """
     state = LockState(lock, None if entries is None else tuple(entries), "update")
+    if "all" not in names:
+        _check_names(plan, lock, (*(entries or ()), *also), names)
     if entries is None or "all" in names:
         return replace(plan, lock=state)
     by_key = {e.entry: e for e in entries}
-    _check_names(plan, lock, entries, names)
     frozen: dict[int, Step] = {}
     for step in plan.steps:
         locked = by_key.get(step.entry.key)
@@ -101,19 +99,37 @@ def _named(step: Step, locked: Locked | None, names: Sequence[str]) -> bool:
 
 
 def _check_names(plan: Plan, lock: Path, entries: Sequence[Locked], names: Sequence[str]) -> None:
-    by_key = {e.entry: e for e in entries}
-    for name in names:
-        if not any(_named(step, by_key.get(step.entry.key), (name,)) for step in plan.steps):
-            known = ", ".join(
-                f"{s.entry.key} ({by_key[s.entry.key].id})" if s.entry.key in by_key else s.entry.key
-                for s in plan.steps
-            )
-            error = InvalidInputsError(
-                f"update lock file {lock}",
-                f"-update-lock={name} names no entry of the project: name a buildpack id or an entry "
-                f"({known or 'none'}), or all",
-            )
-            raise with_fields(error, field="update_lock_names")
+    """:raises InvalidInputsError: ``names`` (``-update-lock=<name>``) holds a name that names no entry of the
+    project (exit 3), naming every such name and listing the entries."""
+    by_key: dict[str, list[Locked]] = {}
+    for e in entries:
+        by_key.setdefault(e.entry, []).append(e)
+
+    def named(name: str) -> bool:
+        return any(
+            _named(step, locked, (name,))
+            for step in plan.steps
+            for locked in by_key.get(step.entry.key, [None])
+        )
+
+    unknown = [name for name in names if not named(name)]
+    if not unknown:
+        return
+    known = ", ".join(
+        f"{s.entry.key} ({', '.join(dict.fromkeys(e.id for e in by_key[s.entry.key]))})"
+        if s.entry.key in by_key
+        else s.entry.key
+        for s in plan.steps
+    )
+    which = (
+        f"-update-lock={unknown[0]} names no entry of the project"
+        if len(unknown) == 1
+        else f"-update-lock={','.join(unknown)}: none of {', '.join(unknown)} names an entry of the project"
+    )
+    error = InvalidInputsError(
+        f"update lock file {lock}", f"{which}: name a buildpack id or an entry ({known or 'none'}), or all"
+    )
+    raise with_fields(error, field="update_lock_names")
 
 
 def _with_steps(plan: Plan, frozen: Mapping[int, Step]) -> Plan:
