@@ -77,7 +77,7 @@ def _no_lock(path: Path, in_memory: bool) -> InvalidInputsError:
     error = InvalidInputsError(
         "apply lock file",
         f"{path} does not exist, and the platform requires a lock (-require-lock, CNB_PREPARER_REQUIRE_LOCK): "
-        f"nothing is resolved without one. Write it with a run of your own (-lock {path.name}, without "
+        f"nothing is resolved without one. Write it with a run of your own (-lock {path}, without "
         "-require-lock) and commit it with the app",
     )
     return with_fields(error, field="lock")
