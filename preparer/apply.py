@@ -174,7 +174,7 @@ def _commit(
             removed = trash.move(plan.removal) if plan.removal is not None else 0
             records = _records(plan.steps, results, inputs.buildpacks_dir, installation, installed)
             subjects = (inputs.layers_dir / "order.toml" if order else None, *env_paths, metadata_path)
-            provenance = _provenance(plan, inputs, results, records, subjects, lock, pending)
+            provenance = _provenance(plan, inputs, results, records, subjects, lock, pending, warnings)
             done = _done(inputs, installed, order, env_paths, metadata_path, lock_path, provenance)
             written = tuple(str(path) for _, path, _ in done)
             outcome = Outcome(tuple(records), written, removed, tuple(warnings), lock, provenance)
@@ -182,6 +182,8 @@ def _commit(
                 pending.add(report[0], report[1](outcome))
             interrupt.check()  # the last moment a request to stop undoes everything
             pending.commit()
+            if provenance is None and inputs.provenance is not None:
+                _remove_stale(inputs.provenance)
             if installation is not None:
                 installation.finish()
         except BaseException:
@@ -241,16 +243,37 @@ def _provenance(
     subjects: Sequence[Path | None],
     lock: LockRecord | None,
     pending: PendingWrites,
+    warnings: list[str],
 ) -> dict[str, Any] | None:
-    """Stage the provenance with the commit, when the run writes one (:mod:`preparer.provenance`)."""
+    """Stage the provenance with the commit, when the run writes one (:mod:`preparer.provenance`). A run that
+    writes none of the build's files (no project.toml: the builder's order is the build's) has nothing for a
+    statement to be about: in-toto refuses a statement without a subject, so none is written, with a warning."""
     if inputs.provenance is None:
+        return None
+    written = [path for path in subjects if path is not None]
+    if not written:
+        warning = (
+            f"the provenance {inputs.provenance} is not written: this run writes none of the build's files (no "
+            "order.toml, env file or project-metadata.toml; without a project.toml the builder's order is the "
+            "build's), and an in-toto statement must have a subject; an earlier run's provenance there is removed"
+        )
+        log.warning("%s", warning)
+        warnings.append(warning)
         return None
     # Deferred: only runs with a provenance.
     from preparer.provenance import stage_provenance
     from preparer.settings import provenance_settings
 
-    written = [path for path in subjects if path is not None]
     return stage_provenance(plan, provenance_settings(inputs), results, records, written, lock, pending)
+
+
+def _remove_stale(path: Path) -> None:
+    """Remove an earlier run's provenance at ``path``, which this run does not replace: left there, it would pass
+    for this run's. A removal that fails is a warning (the commit is whole)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as err:
+        log.warning("the earlier provenance %s was not removed: %s", path, err.strerror or err)
 
 
 def _committed(message: str, *args: object) -> None:
