@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, assert_never
 
+from preparer._logger import log
 from preparer.errors import InvalidInputsError, with_fields
 from preparer.files.locked import Locked, Source
 from preparer.files.lockfile import LockState, shown, written_of
@@ -76,8 +77,10 @@ def update(
     state = LockState(lock, None if entries is None else tuple(entries), "update")
     if "all" not in names:
         _check_names(plan, lock, (*(entries or ()), *also), names)
-    if entries is None or "all" in names:
+    if "all" in names:
         return replace(plan, lock=state)
+    if entries is None:  # a target the lock lacks (or one not read): every entry is resolved for it
+        return replace(_with_steps(plan, _through_locked_index(plan, lock, also, names)), lock=state)
     by_key = {e.entry: e for e in entries}
     frozen: dict[int, Step] = {}
     for step in plan.steps:
@@ -90,6 +93,44 @@ def update(
             continue
     kept = frozenset(s.entry.key for s in plan.steps if id(s) in frozen)
     return replace(_with_steps(plan, frozen), lock=replace(state, kept=kept))
+
+
+def _through_locked_index(
+    plan: Plan, lock: Path, also: Sequence[Locked], names: Sequence[str]
+) -> dict[int, Step]:
+    """For a target the lock lacks: each image entry, written as it was locked, that the other targets all locked
+    through one image index, pinned to that index, so that every target comes from the same push of the tag (as
+    uv keeps the versions it locked when it adds a platform); the index leads this build to its own platform's
+    manifest. An entry named (``-update-lock=<id>``) is resolved as written. Nothing else is pinned."""
+    from preparer.fetch.locator import ImageLocator  # deferred, as above
+
+    by_key: dict[str, list[Locked]] = {}
+    for e in also:
+        by_key.setdefault(e.entry, []).append(e)
+    pinned: dict[int, Step] = {}
+    for step in plan.steps:
+        locked = by_key.get(step.entry.key, [])
+        if not isinstance(step, Fetch) or not locked or any(_named(step, e, names) for e in locked):
+            continue
+        written = written_of(step.entry)
+        through = {
+            f"{e.pinned.rpartition('@')[0]}@{e.index}"
+            for e in locked
+            if e.index is not None and e.pinned is not None and e.source in ("image", "registry")
+            and e.written == written
+        }  # fmt: skip
+        if len(through) != 1 or len(locked) != sum(1 for e in locked if e.index is not None):
+            continue
+        [index] = through
+        if any(e.source == "image" for e in locked) and not _same_repository(step.locator, index):
+            continue
+        log.info(
+            "Lock: %s is resolved through the image index the lock's other targets locked (%s), so that every "
+            "target comes from the same push; -update-lock=%s resolves what it names now",
+            step.entry.key, index, step.entry.key,
+        )  # fmt: skip
+        pinned[id(step)] = Fetch(step.entry, step.locator, ImageLocator(index), lock)
+    return pinned
 
 
 def _named(step: Step, locked: Locked | None, names: Sequence[str]) -> bool:

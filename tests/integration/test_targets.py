@@ -454,6 +454,43 @@ def test_a_frozen_run_checks_only_its_own_targets_entries_and_an_update_moves_on
     assert "0" * 64 in refused.stderr
 
 
+def test_a_target_added_later_comes_from_the_push_the_lock_holds_unless_its_entry_is_named(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry, tmp_path: Path
+) -> None:
+    """amd64 locked a week ago; the tag has moved since. Adding arm64 resolves it through the index amd64 locked, so
+    both targets build from one push (as uv keeps what it locked when a platform is added); naming the entry
+    resolves what the tag names now, for arm64 alone."""
+    reference = registry.ref("me/later", "multi")
+    index, _ = two_platforms(tmp_path, reference)
+    lock = tmp_path / "preparer.lock"
+    project = group(f"docker://{reference}")
+    assert (
+        preparer("-lock", str(lock), project=project, env={"CNB_PREPARER_PLATFORM": "linux/amd64"}).code == 0
+    )
+    amd_entries = tomllib.loads(lock.read_text())["buildpack"]
+    moved, _ = two_platforms(tmp_path, reference)
+    assert moved != index
+    arm = {"CNB_PREPARER_PLATFORM": "linux/arm64"}
+    fresh(layout)
+    added = preparer("-lock", str(lock), "-update-lock", project=project, env=arm)
+    assert added.code == 0, added.stderr
+    repository = reference.rpartition(":")[0]
+    assert (
+        "Lock: io.buildpacks.group[0] is resolved through the image index the lock's other targets locked "
+        f"({repository}@{index}), so that every target comes from the same push; -update-lock=io.buildpacks.group[0] "
+        "resolves what it names now"
+    ) in added.stdout
+    [amd_target, arm_target] = tomllib.loads(lock.read_text())["target"]
+    assert amd_target["buildpack"] == amd_entries
+    assert [(e["index"], e["version"]) for e in arm_target["buildpack"]] == [(index, "1.1.0")]
+    assert order(layout) == [("acme/multi", "1.1.0")]
+    fresh(layout)
+    named = preparer("-lock", str(lock), "-update-lock=io.buildpacks.group[0]", project=project, env=arm)
+    assert named.code == 0, named.stderr
+    [amd_target, arm_target] = tomllib.loads(lock.read_text())["target"]
+    assert (amd_target["buildpack"], arm_target["buildpack"][0]["index"]) == (amd_entries, moved)
+
+
 def test_a_lock_without_a_target_is_read_and_a_malformed_one_is_exit_3(
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path
 ) -> None:
