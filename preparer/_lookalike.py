@@ -31,8 +31,8 @@ def describe(char: str) -> str | None:
     if char in _PUNCTUATION:
         meant = _PUNCTUATION[char]
         return f"{named}, not {meant}" if len(meant) > 1 else f"{named}, not {meant!r}"
-    if char.isalpha():
-        return f"{named}, not a Latin letter"
+    if char.isalpha():  # a Latin letter of another width, or accented, is not the ASCII one all the same
+        return f"{named}, not {'an ASCII' if 'LATIN' in name else 'a Latin'} letter"
     if char.isdigit():
         return f"{named}, not an ASCII digit"
     return named

@@ -234,7 +234,9 @@ def _commit(
             copies = copies or _no_copies()
             records = _records(plan.steps, results, inputs.buildpacks_dir, installation, installed, copies)
             subjects = (inputs.layers_dir / "order.toml" if order else None, *env_paths, metadata_path)
-            provenance = _provenance(plan, inputs, results, records, subjects, lock, pending, copies.kept)
+            provenance = _provenance(
+                plan, inputs, results, records, subjects, lock, pending, copies.kept, warnings
+            )
             done = _done(inputs, installed, order, env_paths, metadata_path, lock_path, provenance)
             written = tuple(str(path) for _, path, _ in done)
             outcome = Outcome(
@@ -244,6 +246,8 @@ def _commit(
                 pending.add(report[0], report[1](outcome))
             interrupt.check()  # the last moment a request to stop undoes everything
             pending.commit()
+            if provenance is None and inputs.provenance is not None:
+                _remove_stale(inputs.provenance)
             if installation is not None:
                 installation.finish()
         except BaseException:
@@ -304,17 +308,37 @@ def _provenance(
     lock: LockRecord | None,
     pending: PendingWrites,
     kept: dict[tuple[str, str], Path],
+    warnings: list[str],
 ) -> dict[str, Any] | None:
-    """Stage the provenance with the commit, when the run writes one (:mod:`preparer.provenance`)."""
+    """Stage the provenance with the commit, when the run writes one (:mod:`preparer.provenance`). A run that
+    writes none of the build's files (no project.toml: the builder's order is the build's) has nothing for a
+    statement to be about: in-toto refuses a statement without a subject, so none is written, with a warning."""
     if inputs.provenance is None:
+        return None
+    written = [path for path in subjects if path is not None]
+    if not written:
+        warning = (
+            f"the provenance {inputs.provenance} is not written: this run writes none of the build's files (no "
+            "order.toml, env file or project-metadata.toml; without a project.toml the builder's order is the "
+            "build's), and an in-toto statement must have a subject; an earlier run's provenance there is removed"
+        )
+        log.warning("%s", warning)
+        warnings.append(warning)
         return None
     # Deferred: only runs with a provenance.
     from preparer.provenance import stage_provenance
     from preparer.settings import provenance_settings
 
-    written = [path for path in subjects if path is not None]
-    settings = provenance_settings(inputs)
-    return stage_provenance(plan, settings, results, records, written, lock, pending, kept)
+    return stage_provenance(plan, provenance_settings(inputs), results, records, written, lock, pending, kept)
+
+
+def _remove_stale(path: Path) -> None:
+    """Remove an earlier run's provenance at ``path``, which this run does not replace: left there, it would pass
+    for this run's. A removal that fails is a warning (the commit is whole)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as err:
+        log.warning("the earlier provenance %s was not removed: %s", path, err.strerror or err)
 
 
 def _committed(message: str, *args: object) -> None:

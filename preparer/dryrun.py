@@ -17,7 +17,7 @@ from preparer.lock.modes import dry_lock
 from preparer.metadata import describe_metadata
 from preparer.plan import Plan, Present, Step
 from preparer.report import LockRecord, Report
-from preparer.reporting import plan_report
+from preparer.reporting import kept_report, plan_report
 from preparer.target import describe_runs_on, directory_files
 
 if TYPE_CHECKING:
@@ -34,8 +34,17 @@ def dry_run(plan: Plan, inputs: Inputs, progress: ProgressCallback | None) -> Re
             "Dry run: nothing is installed, written or removed; -update-lock fetches the entries it "
             "resolves again (into a temporary directory and the download cache), to say what would change"
         )
-    else:
+    elif inputs.prepare_report is None:
         log.info("Dry run: nothing is fetched, written or removed")
+    elif kept_report(inputs):
+        log.info("Dry run: nothing is fetched, written or removed")
+        log.warning(
+            "the report %s is kept: a dry run never replaces a run's report; give the dry run a -prepare-report "
+            "of its own",
+            inputs.prepare_report,
+        )
+    else:
+        log.info("Dry run: nothing is fetched, written or removed but the report, %s", inputs.prepare_report)
     for line in describe_plan(plan, inputs):
         log.info("%s", line)
     return replace(plan_report(plan, inputs.dry_run), lock=_lock(plan, inputs, progress))

@@ -186,10 +186,21 @@ class Parsed:
         self.help = False
 
 
+#: Other tools' words for what a preparer flag does, for "did you mean" (cargo's and uv's ``--frozen``).
+_OTHER_WORDS = {
+    "frozen": "-lock FILE, which freezes the run to an existing lock, or -require-lock, which refuses to run "
+    "without one",
+}
+
+
 def _undefined(name: str) -> FlagError:
-    """Go's error for a flag not defined, with the flag a typo away when there is one (``-locked``: ``-lock``)."""
-    meant = closest(name, list(BY_NAME))
-    hint = f" (did you mean -{meant}?)" if meant else ""
+    """Go's error for a flag not defined, with the flag a typo away when there is one (``-locked``: ``-lock``), or
+    the preparer's for another tool's word (``-frozen``)."""
+    meant = _OTHER_WORDS.get(name)
+    if meant is None:
+        near = closest(name, list(BY_NAME))
+        meant = f"-{near}" if near else None
+    hint = f" (did you mean {meant}?)" if meant else ""
     return FlagError(f"flag provided but not defined: -{name}{hint}")
 
 

@@ -33,7 +33,7 @@ from preparer.metadata import plan_metadata
 from preparer.outputs import check_outputs
 from preparer.plan import NotInstalled, Plan, Present, make_plan
 from preparer.report import Report, unapplied_message, write_report
-from preparer.reporting import applied_report, report_failure, report_file
+from preparer.reporting import applied_report, kept_report, report_failure, report_file
 from preparer.settings import detector_settings
 from preparer.stale import check_not_stale, fingerprints
 from preparer.target import Target, build_target, host_platform, platform_source
@@ -84,7 +84,7 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
     except (PreparerError, Interrupted, interrupt.Stopped) as err:
         report_failure(inputs, err.error if isinstance(err, interrupt.Stopped) else err)
         raise
-    if inputs.prepare_report is not None:
+    if inputs.prepare_report is not None and not kept_report(inputs):
         write_report(inputs.prepare_report, report, places=inputs.build_dirs)
     return report
 

@@ -20,7 +20,7 @@ from preparer.entries import EnvEntry, GroupEntry
 from preparer.errors import DescriptorError, FetchError
 from preparer.files.order import Order, OrderElement
 from preparer.semver import highest
-from preparer.values import UriProblem, entry_locator
+from preparer.values import UriProblem, entry_locator, lookalike_in
 
 #: An element of a group, as :func:`wrap` takes it.
 E = TypeVar("E")
@@ -391,7 +391,7 @@ def env_actions(entries: Sequence[EnvEntry], existing: Collection[str]) -> list[
         elif not _SHELL_NAME.fullmatch(entry.name):
             warning = (
                 f"{entry.key}: {entry.name} is written as <platform>/env/{entry.name}, but no shell can read a "
-                "variable of that name (letters, digits and _ only, not starting with a digit)"
+                f"variable of that name (letters, digits and _ only, not starting with a digit){lookalike_in(entry.name)}"
             )
             actions.append(EnvAction(entry, "written", warning))
         else:

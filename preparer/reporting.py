@@ -44,6 +44,8 @@ def report_failure(inputs: Inputs, error: BaseException) -> None:
     report_path = inputs.prepare_report
     if report_path is None or not failure_report_writable(inputs):
         return
+    if inputs.dry_run and report_path.exists():  # a dry run never replaces a report
+        return
     try:
         error_of = (int(getattr(error, "exit_code", 1)), str(error))
         write_report(report_path, error=error_of, places=inputs.build_dirs)
@@ -97,3 +99,18 @@ def _redacted(value: Any) -> Any:
 
         return redact(value)
     return value
+
+
+def kept_report(inputs: Inputs) -> bool:
+    """Whether a dry run keeps the file at ``-prepare-report`` instead of writing its own report there: a dry run
+    never replaces a report, but an earlier dry run's (``dry-run = true``), which it renews. A file that cannot be
+    read as one is kept as well: it may be a run's failure report, or not a report at all."""
+    path = inputs.prepare_report
+    if not inputs.dry_run or path is None or not path.exists():
+        return False
+    from preparer.files.toml import read_toml  # deferred: only dry runs with a report read one
+
+    try:
+        return read_toml(path, "report").table.get("dry-run") is not True
+    except PreparerError:
+        return True

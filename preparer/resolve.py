@@ -329,10 +329,25 @@ def _lock_settings(given: _Given, flags: Mapping[str, object], environ: Mapping[
     if "update-lock" in flags:
         values = flags["update-lock"]
         assert isinstance(values, list)
-        update, names = _update_lock([str(v) for v in values])
+        if "" in values:
+            error = InvalidInputsError(
+                "resolve inputs",
+                "-update-lock= gives no value: write -update-lock (the entries the project changed are resolved "
+                "again), -update-lock=<buildpack id or entry> (that one as well), or -update-lock=all",
+            )
+            raise with_fields(error, field="update_lock")
+        # Names, comma-separated as the variable takes them (an id or an entry never holds a comma).
+        update, names = _update_lock([n.strip() for v in values for n in str(v).split(",") if n.strip()])
     else:
         env = env_of("update-lock")
         value = environ.get(env, "")
+        if value.strip().lower() in _NOT_GO_BOOLS:
+            error = InvalidInputsError(
+                "resolve inputs",
+                f"{env}={value} is neither a bool (true, false, 1, 0) nor the name of an entry: set {env}=true to "
+                "update the lock, or name the entries to move (acme/bp,io.buildpacks.group[0])",
+            )
+            raise with_fields(error, field="update_lock")
         if parse_bool(value) is not None or not value:
             update, names = parse_bool(value) is True, ()
         else:  # names, comma-separated, as CNB_INSECURE_REGISTRIES lists registries
@@ -370,6 +385,11 @@ def _analyzed(given: _Given) -> Path | None:
             "name the file, or leave the flag out (CNB_ANALYZED_PATH, else <layers>/analyzed.toml)",
         )
     return given.path("analyzed")
+
+
+#: Words read as bools elsewhere that Go's ``strconv.ParseBool`` does not take: said as such, not taken for the
+#: name of an entry.
+_NOT_GO_BOOLS = frozenset({"yes", "no", "y", "n", "on", "off", "enable", "enabled", "disable", "disabled"})
 
 
 def _update_lock(values: list[str]) -> tuple[bool, tuple[str, ...]]:

@@ -122,6 +122,16 @@ def pattern_problem(pattern: str) -> str | None:
     return None
 
 
+def lookalike_in(name: str) -> str:
+    """``: its character 'О' is U+041E (CYRILLIC CAPITAL LETTER O), not a Latin letter`` for the first character
+    of ``name`` that is not ASCII (a letter of another script, a fullwidth one, a look-alike of punctuation), or
+    empty: what a message says of a name a user cannot tell from the one meant."""
+    from preparer._lookalike import first_lookalike  # deferred: only a name with one needs it
+
+    found = first_lookalike(name)
+    return "" if found is None else f": its character {name[found[0]]!r} is {found[1]}"
+
+
 def env_name_problem(name: str) -> str | None:
     """Why ``name`` cannot be a file in ``<platform>/env`` (empty, ``.``, ``..``, or holding ``/``, ``=`` or NUL),
     or ``None`` when it can."""

@@ -154,6 +154,11 @@ def _split_version(text: str) -> tuple[str, str | None]:
     return name, (version if sep else None)
 
 
+#: The forms a ``uri`` may take, for messages.
+ACCEPTED = (
+    "https:// or http:// (an archive), file:// or a path (a directory or an archive), docker:// or an image "
+    "reference, urn:cnb:builder:<id>, urn:cnb:registry:<id>, or a buildpack id"
+)
 #: The URN prefixes a ``uri`` may start with.
 _URNS = ("urn:cnb:builder:", "urn:cnb:registry:", "urn:buildpack:")
 #: A URN's head (``urn:cnb:buidler:``), or a scheme written with one slash (``https:/``).
@@ -208,9 +213,10 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
             if not reference:
                 raise InvalidInputsError(action, "expected docker://<image reference>")
             return _image(reference, action)
-        meant = closest(scheme, ("http", "https", "file", "docker"), most=1)
-        hint = f" (did you mean {meant}://?)" if meant else ""
-        raise InvalidInputsError(action, f"unsupported protocol '{scheme}'{hint}")
+    if sep and scheme and "/" not in scheme:  # any other <scheme>://: never a file's or an image's name
+        meant = closest(scheme.lower(), ("http", "https", "file", "docker"), most=1)
+        hint = f"did you mean {meant}://?" if meant else f"a uri is {ACCEPTED}"
+        raise InvalidInputsError(action, f"unsupported protocol '{scheme}' ({hint})")
     if not uri:
         raise InvalidInputsError(action, "empty uri")
     candidate = base_dir / uri

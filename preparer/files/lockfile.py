@@ -17,6 +17,10 @@ from preparer.errors import DescriptorError, with_fields
 from preparer.files.locked import Locked
 
 LOCK_VERSION = 1
+#: The version of a lock holding several targets (``[[target]]``, each with its ``[[target.buildpack]]``): a lock of
+#: one target is still written as version 1, which older preparers read; one of several is version 2, which they
+#: refuse as written by a newer preparer rather than half-read.
+TARGETS_VERSION = 2
 #: Where a lock is looked for when no ``-lock`` is given: the documented place, ``<app>/preparer.lock``. A run
 #: without ``-lock`` warns when a file is there (it is not used); ``-require-lock`` reads it.
 DEFAULT_LOCK_NAME = "preparer.lock"
@@ -54,18 +58,52 @@ class LockState:
     #: The build's execution environment the lock was made for (its ``exec-env``); ``None`` in a lock written before
     #: it was recorded, or one not read.
     exec_env: str | None = None
+    #: The entries of the lock's other targets: never frozen to, checked or moved by this run, and written back
+    #: unchanged with this target's.
+    others: tuple[TargetLock, ...] = ()
+
+
+@record
+class TargetLock:
+    """One target's entries in a lock: ``target`` is ``os/arch[/variant]`` (``None``: a lock written before the
+    target was recorded, which is for any target)."""
+
+    target: str | None
+    entries: tuple[Locked, ...]
 
 
 @record
 class LockFile:
-    """A lock file as read: its entries, and the ``os/arch[/variant]`` it was made for (``None``: a lock written
-    before the target was recorded)."""
+    """A lock file as read: each target's entries, in the file's order (one, for a lock of one target or one
+    written before the target was recorded)."""
 
-    entries: tuple[Locked, ...]
-    target: str | None = None
-    #: The execution environment it was made for (``None``: a lock written before it was recorded).
+    targets: tuple[TargetLock, ...]
+    #: The execution environment it was last written with (``None``: a lock written before it was recorded).
     exec_env: str | None = None
 
+    @property
+    def platforms(self) -> str:
+        """The targets it holds, for messages: ``linux/amd64, linux/arm64``."""
+        return ", ".join(t.target or "any target" for t in self.targets)
+
+    def of(self, platform: str | None) -> TargetLock | None:
+        """The entries for ``platform`` (the same platform written otherwise counts: ``linux/arm64`` is
+        ``linux/arm64/v8``), or ``None`` when the lock has none. A lock that records no target is for any."""
+        from preparer.target import same_platform  # deferred: only a lock of several targets compares them
+
+        for section in self.targets:
+            if section.target is None or platform is None or same_platform(section.target, platform):
+                return section
+        return None
+
+    def besides(self, platform: str | None) -> tuple[TargetLock, ...]:
+        """The entries of every target but ``platform``'s."""
+        own = self.of(platform)
+        return tuple(t for t in self.targets if t is not own)
+
+
+#: How a lock's reader says what is wrong at a key: ``fail(at, problem[, advice])``.
+_Fail = Callable[..., DescriptorError]
 
 #: How a lock given as bytes is named in messages.
 LOCK_DATA_NAME = Path("Inputs.lock_data")
@@ -136,27 +174,61 @@ def parse_lock(data: bytes, name: str) -> LockFile:
         error = DescriptorError(f"read lock file {name}", f"{key}{spot}: {problem}; {advice}")
         return with_fields(error, path=name, key=key, line=line)
 
-    _check_version(doc.get("lock-version"), fail)
-    unknown = sorted(set(doc) - {"lock-version", "exec-env", "target", "buildpack"})
+    version = _check_version(doc.get("lock-version"), fail)
+    made_in = _exec_env(doc.get("exec-env"), fail)
+    if version == LOCK_VERSION:
+        unknown = sorted(set(doc) - {"lock-version", "exec-env", "target", "buildpack"})
+        if unknown:
+            raise fail((unknown[0],), "unknown key")
+        target = doc.get("target")
+        if target is not None and not isinstance(target, dict):
+            raise fail(("target",), "must be a table ([target])")
+        only = TargetLock(
+            None if target is None else _target(target, ("target",), fail),
+            _entries(doc, (), fail, places.line),
+        )
+        return LockFile((only,), made_in)
+    unknown = sorted(set(doc) - {"lock-version", "exec-env", "target"})
     if unknown:
         raise fail((unknown[0],), "unknown key")
-    tables = doc.get("buildpack", [])
+    tables = doc.get("target")
+    if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
+        raise fail(("target",), "must be an array of tables ([[target]]), one per target")
+    from preparer.target import same_platform  # deferred: only a lock of several targets compares them
+
+    targets: list[TargetLock] = []
+    for n, table in enumerate(tables):
+        platform = _target(table, ("target", n), fail, also=("buildpack",))
+        if any(t.target is not None and same_platform(t.target, platform) for t in targets):
+            raise fail(("target", n), f"{platform} is locked twice: a lock has one [[target]] per target")
+        targets.append(TargetLock(platform, _entries(table, ("target", n), fail, places.line)))
+    return LockFile(tuple(targets), made_in)
+
+
+def _entries(
+    table: dict[str, Any],
+    at: tuple[str | int, ...],
+    fail: _Fail,
+    line: Callable[[tuple[str | int, ...]], int | None],
+) -> tuple[Locked, ...]:
+    """The ``[[buildpack]]`` tables of ``table`` (the document, or a ``[[target]]``) read, one per entry."""
+    tables = table.get("buildpack", [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-        raise fail(("buildpack",), "must be an array of tables ([[buildpack]])")
-    entries = tuple(_locked(table, ("buildpack", n), fail) for n, table in enumerate(tables))
+        raise fail((*at, "buildpack"), "must be an array of tables ([[buildpack]])")
+    entries = tuple(_locked(t, (*at, "buildpack", n), fail) for n, t in enumerate(tables))
     first: dict[str, int] = {}
     for n, e in enumerate(entries):
         if e.entry in first:
-            again = places.line(("buildpack", first[e.entry], "entry"))
+            again = line((*at, "buildpack", first[e.entry], "entry"))
             twice = (
                 f"{e.entry} is locked twice (first at line {again or '?'}): a lock has one table per entry"
             )
-            raise fail(("buildpack", n, "entry"), twice)
+            raise fail((*at, "buildpack", n, "entry"), twice)
         first[e.entry] = n
-    return LockFile(entries, _target(doc.get("target"), fail), _exec_env(doc.get("exec-env"), fail))
+    return entries
 
 
-def _exec_env(value: object, fail: Callable[..., DescriptorError]) -> str | None:
+def _exec_env(value: object, fail: _Fail) -> str | None:
     """``exec-env``, the execution environment the lock was made for, or ``None`` without one."""
     from preparer.execenv import exec_env_problem  # deferred, as the lock's other readers
 
@@ -167,20 +239,16 @@ def _exec_env(value: object, fail: Callable[..., DescriptorError]) -> str | None
     return value
 
 
-def _target(table: object, fail: Callable[..., DescriptorError]) -> str | None:
-    """``os/arch[/variant]`` of the ``[target]`` table, or ``None`` without one."""
-    if table is None:
-        return None
-    if not isinstance(table, dict):
-        raise fail(("target",), "must be a table ([target])")
-    unknown = sorted(set(table) - {"os", "arch", "variant"})
+def _target(table: dict[str, Any], at: tuple[str | int, ...], fail: _Fail, also: tuple[str, ...] = ()) -> str:
+    """``os/arch[/variant]`` of a target's table (``[target]``, or a ``[[target]]`` with ``also`` its other keys)."""
+    unknown = sorted(set(table) - {"os", "arch", "variant", *also})
     if unknown:
-        raise fail(("target", unknown[0]), "unknown key")
+        raise fail((*at, unknown[0]), "unknown key")
     for key in ("os", "arch", "variant"):
         value = table.get(key, "")
         required = key != "variant"
         if not isinstance(value, str) or ((value or required) and not _TARGET_PART.fullmatch(value)):
-            raise fail(("target", key), "must be lower case letters and digits, as in linux/amd64/v1")
+            raise fail((*at, key), "must be lower case letters and digits, as in linux/amd64/v1")
     return "/".join(p for p in (table["os"], table["arch"], table.get("variant", "")) if p)
 
 
@@ -203,23 +271,30 @@ def _check_conflicts(data: bytes, name: str) -> None:
     raise with_fields(error, path=name, line=line)
 
 
-def _check_version(version: object, fail: Callable[..., DescriptorError]) -> None:
-    """:raises NewerLockError: ``version`` is higher than this preparer reads; DescriptorError: not one it reads."""
+def _check_version(version: object, fail: _Fail) -> int:
+    """``version``, one this preparer reads (1, or 2 for a lock of several targets).
+
+    :raises NewerLockError: ``version`` is higher than this preparer reads; DescriptorError: not one it reads."""
     if version is None:
         raise fail(
             ("lock-version",),
             f"missing: not a lock file the preparer wrote (it writes lock-version = {LOCK_VERSION})",
         )
-    if isinstance(version, int) and not isinstance(version, bool) and version > LOCK_VERSION:
+    if isinstance(version, int) and not isinstance(version, bool) and version > TARGETS_VERSION:
         newer = fail(
             ("lock-version",),
-            f"{version} is newer than this preparer reads ({LOCK_VERSION}): the lock was written by a newer "
+            f"{version} is newer than this preparer reads ({TARGETS_VERSION}): the lock was written by a newer "
             "preparer",
             "upgrade the preparer (rewriting the lock in the old format would lose what it records)",
         )
         raise with_fields(NewerLockError(newer.action, newer.cause), **_fields_of(newer))
-    if version != LOCK_VERSION:
-        raise fail(("lock-version",), f"unknown version {version!r} (this preparer reads {LOCK_VERSION})")
+    if version not in (LOCK_VERSION, TARGETS_VERSION) or isinstance(version, bool):
+        raise fail(
+            ("lock-version",),
+            f"unknown version {version!r} (this preparer reads {LOCK_VERSION} and {TARGETS_VERSION})",
+        )
+    assert isinstance(version, int)
+    return version
 
 
 def _fields_of(error: DescriptorError) -> dict[str, object]:
@@ -301,27 +376,45 @@ def _is_digest(value: str) -> bool:
     return algorithm == "sha256" and len(hexdigest) == 64 and all(c in "0123456789abcdef" for c in hexdigest)
 
 
-def dumps_lock(entries: Sequence[Locked], target: str | None = None, exec_env: str | None = None) -> bytes:
+def dumps_lock(
+    entries: Sequence[Locked],
+    target: str | None = None,
+    others: Sequence[TargetLock] = (),
+    exec_env: str | None = None,
+) -> bytes:
     """The lock file: the same entries (and ``target``, the ``os/arch[/variant]`` the run was for, and its
-    ``exec_env``) give the same bytes."""
+    ``exec_env``) give the same bytes. With ``others``, the entries of other targets, it holds every target: a
+    ``[[target]]`` each, in the order of their names, so that the targets' order does not depend on which build
+    added which."""
     from preparer.files.toml import dumps_toml  # deferred, as above
 
-    tables = []
-    for e in entries:
-        table: dict[str, Any] = {"entry": e.entry, "id": e.id, "version": e.version, "source": e.source}
-        if e.pinned is not None:
-            table["pinned"] = e.pinned
-        if e.digest is not None:
-            table["digest"] = e.digest
-        if e.index is not None:
-            table["index"] = e.index
-        table["written"] = dict(sorted(e.written.items()))
-        tables.append(table)
-    doc: dict[str, Any] = {"lock-version": LOCK_VERSION}
+    doc: dict[str, Any] = {"lock-version": LOCK_VERSION if not others else TARGETS_VERSION}
     if exec_env is not None:
         doc["exec-env"] = exec_env
-    if target is not None:
-        os_, arch, *variant = target.split("/")
-        doc["target"] = {"os": os_, "arch": arch} | ({"variant": variant[0]} if variant else {})
-    doc["buildpack"] = tables
+    if not others:
+        if target is not None:
+            doc["target"] = _target_table(target)
+        doc["buildpack"] = [_table(e) for e in entries]
+        return (HEADER + dumps_toml(doc)).encode()
+    sections = sorted((TargetLock(target, tuple(entries)), *others), key=lambda t: t.target or "")
+    doc["target"] = [
+        _target_table(t.target or "") | {"buildpack": [_table(e) for e in t.entries]} for t in sections
+    ]
     return (HEADER + dumps_toml(doc)).encode()
+
+
+def _target_table(target: str) -> dict[str, str]:
+    os_, arch, *variant = target.split("/")
+    return {"os": os_, "arch": arch} | ({"variant": variant[0]} if variant else {})
+
+
+def _table(e: Locked) -> dict[str, Any]:
+    table: dict[str, Any] = {"entry": e.entry, "id": e.id, "version": e.version, "source": e.source}
+    if e.pinned is not None:
+        table["pinned"] = e.pinned
+    if e.digest is not None:
+        table["digest"] = e.digest
+    if e.index is not None:
+        table["index"] = e.index
+    table["written"] = dict(sorted(e.written.items()))
+    return table

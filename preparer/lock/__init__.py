@@ -9,6 +9,10 @@ matches the lock is exit 3, before any request; bytes that differ from the locke
 lock's decision. ``-update-lock`` rewrites it, resolving again only what the project changed and the entries named,
 as ``uv lock`` does.
 
+A lock holds each target's entries (a team building for amd64 and arm64 commits one lock): a run freezes to,
+checks and rewrites only its own target's, and ``-update-lock`` on a target the lock lacks adds that target's
+entries, an image entry through the index the other targets locked.
+
 A lock is the app's input, like ``project.toml``: it narrows what an entry may resolve to and never widens what the
 platform allows. A locked image must be in the repository the entry names, a locked URL must be the URL it names;
 the platform policy and its signature rules apply to what is locked exactly as to what is written.

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, assert_never
 
+from preparer._logger import log
 from preparer.errors import InvalidInputsError, LockRefused, with_fields
 from preparer.files.locked import Locked, Source
 from preparer.files.lockfile import LockState, shown, written_of
@@ -51,22 +52,16 @@ def freeze(
     return _with_steps(plan, frozen)
 
 
-def check_target(lock: Path, made_for: str | None, target: Target | None) -> None:
-    """A frozen run is for the target its lock was made for: an image index resolves to another manifest on
-    another platform, so the locked digests are not this build's. A lock that records no target (written before it
-    was recorded) is not checked.
-
-    :raises InvalidInputsError: the lock was made for another target (exit 3), naming both.
+def missing_target(lock: Path, held: str, target: Target) -> InvalidInputsError:
+    """The error of a frozen run for a target the lock holds no entries for: an image index resolves to another
+    manifest on another platform, so another target's digests are not this build's. Naming the lock's targets,
+    the build's, and the way to add it.
     """
-    from preparer.target import same_platform  # deferred, as the fetchers
-
-    if made_for is None or target is None or same_platform(made_for, target.platform):
-        return
-    raise _stale(
+    return _stale(
         lock,
-        f"it was made for {made_for}; this build is {target.platform} ({target.source}). To lock this build, "
-        f"rerun with -update-lock (every entry is resolved again for {target.platform}), or give the lock made "
-        "for it (-lock)",
+        f"it holds entries for {held}, none for this build's target {target.platform} ({target.source}). To add "
+        f"them, rerun with -update-lock: {target.platform}'s entries are resolved and added to the lock, "
+        f"{held}'s kept as they are",
         "",
     )
 
@@ -77,18 +72,24 @@ def update(
     entries: Sequence[Locked] | None,
     names: Sequence[str],
     versions_of: Callable[[str], Sequence[str]],
+    also: Sequence[Locked] = (),
 ) -> Plan:
     """``plan`` for ``-update-lock``: the entries the project changed (added, edited; a removed one is dropped)
     and those ``names`` names (a buildpack id or an entry key; ``all``: every one) are resolved again, every other
-    is frozen to ``entries``, as a frozen run is, and written back unchanged (:func:`updated`).
+    is frozen to ``entries`` (this target's; ``None``: none yet, every entry is resolved), as a frozen run is, and
+    written back unchanged (:func:`updated`). ``also`` are the other targets' entries: a name may name what they
+    resolved to.
 
     :raises InvalidInputsError: a name that names no entry (exit 3), before any request.
     """
     state = LockState(lock, None if entries is None else tuple(entries), "update")
-    if entries is None or "all" in names:
+    if "all" not in names:
+        _check_names(plan, lock, (*(entries or ()), *also), names)
+    if "all" in names:
         return replace(plan, lock=state)
+    if entries is None:  # a target the lock lacks (or one not read): every entry is resolved for it
+        return replace(_with_steps(plan, _through_locked_index(plan, lock, also, names)), lock=state)
     by_key = {e.entry: e for e in entries}
-    _check_names(plan, lock, entries, names)
     frozen: dict[int, Step] = {}
     for step in plan.steps:
         locked = by_key.get(step.entry.key)
@@ -102,6 +103,44 @@ def update(
     return replace(_with_steps(plan, frozen), lock=replace(state, kept=kept))
 
 
+def _through_locked_index(
+    plan: Plan, lock: Path, also: Sequence[Locked], names: Sequence[str]
+) -> dict[int, Step]:
+    """For a target the lock lacks: each image entry, written as it was locked, that the other targets all locked
+    through one image index, pinned to that index, so that every target comes from the same push of the tag (as
+    uv keeps the versions it locked when it adds a platform); the index leads this build to its own platform's
+    manifest. An entry named (``-update-lock=<id>``) is resolved as written. Nothing else is pinned."""
+    from preparer.fetch.locator import ImageLocator  # deferred, as above
+
+    by_key: dict[str, list[Locked]] = {}
+    for e in also:
+        by_key.setdefault(e.entry, []).append(e)
+    pinned: dict[int, Step] = {}
+    for step in plan.steps:
+        locked = by_key.get(step.entry.key, [])
+        if not isinstance(step, Fetch) or not locked or any(_named(step, e, names) for e in locked):
+            continue
+        written = written_of(step.entry)
+        through = {
+            f"{e.pinned.rpartition('@')[0]}@{e.index}"
+            for e in locked
+            if e.index is not None and e.pinned is not None and e.source in ("image", "registry")
+            and e.written == written
+        }  # fmt: skip
+        if len(through) != 1 or len(locked) != sum(1 for e in locked if e.index is not None):
+            continue
+        [index] = through
+        if any(e.source == "image" for e in locked) and not _same_repository(step.locator, index):
+            continue
+        log.info(
+            "Lock: %s is resolved through the image index the lock's other targets locked (%s), so that every "
+            "target comes from the same push; -update-lock=%s resolves what it names now",
+            step.entry.key, index, step.entry.key,
+        )  # fmt: skip
+        pinned[id(step)] = Fetch(step.entry, step.locator, ImageLocator(index), lock)
+    return pinned
+
+
 def _named(step: Step, locked: Locked | None, names: Sequence[str]) -> bool:
     """Whether ``names`` names the entry of ``step``: its key, the id written, or the id it resolved to."""
     ids = {step.entry.id, locked.id if locked else None, step.id if isinstance(step, Present) else None}
@@ -109,19 +148,37 @@ def _named(step: Step, locked: Locked | None, names: Sequence[str]) -> bool:
 
 
 def _check_names(plan: Plan, lock: Path, entries: Sequence[Locked], names: Sequence[str]) -> None:
-    by_key = {e.entry: e for e in entries}
-    for name in names:
-        if not any(_named(step, by_key.get(step.entry.key), (name,)) for step in plan.steps):
-            known = ", ".join(
-                f"{s.entry.key} ({by_key[s.entry.key].id})" if s.entry.key in by_key else s.entry.key
-                for s in plan.steps
-            )
-            error = InvalidInputsError(
-                f"update lock file {lock}",
-                f"-update-lock={name} names no entry of the project: name a buildpack id or an entry "
-                f"({known or 'none'}), or all",
-            )
-            raise with_fields(error, field="update_lock_names")
+    """:raises InvalidInputsError: ``names`` (``-update-lock=<name>``) holds a name that names no entry of the
+    project (exit 3), naming every such name and listing the entries."""
+    by_key: dict[str, list[Locked]] = {}
+    for e in entries:
+        by_key.setdefault(e.entry, []).append(e)
+
+    def named(name: str) -> bool:
+        return any(
+            _named(step, locked, (name,))
+            for step in plan.steps
+            for locked in by_key.get(step.entry.key, [None])
+        )
+
+    unknown = [name for name in names if not named(name)]
+    if not unknown:
+        return
+    known = ", ".join(
+        f"{s.entry.key} ({', '.join(dict.fromkeys(e.id for e in by_key[s.entry.key]))})"
+        if s.entry.key in by_key
+        else s.entry.key
+        for s in plan.steps
+    )
+    which = (
+        f"-update-lock={unknown[0]} names no entry of the project"
+        if len(unknown) == 1
+        else f"-update-lock={','.join(unknown)}: none of {', '.join(unknown)} names an entry of the project"
+    )
+    error = InvalidInputsError(
+        f"update lock file {lock}", f"{which}: name a buildpack id or an entry ({known or 'none'}), or all"
+    )
+    raise with_fields(error, field="update_lock_names")
 
 
 def _with_steps(plan: Plan, frozen: Mapping[int, Step]) -> Plan:

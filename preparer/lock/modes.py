@@ -77,7 +77,7 @@ def _no_lock(path: Path, in_memory: bool) -> InvalidInputsError:
     error = InvalidInputsError(
         "apply lock file",
         f"{path} does not exist, and the platform requires a lock (-require-lock, CNB_PREPARER_REQUIRE_LOCK): "
-        f"nothing is resolved without one. Write it with a run of your own (-lock {path.name}, without "
+        f"nothing is resolved without one. Write it with a run of your own (-lock {path}, without "
         "-require-lock) and commit it with the app",
     )
     return with_fields(error, field="lock")
@@ -92,14 +92,8 @@ def with_lock(plan: Plan, inputs: Inputs) -> Plan:
     """
     if inputs.lock is None and inputs.lock_data is None and not inputs.require_lock:
         return plan
-    from preparer.files.lockfile import (  # deferred: only runs with a lock read one
-        LOCK_DATA_NAME,
-        LockState,
-        NewerLockError,
-        parse_lock,
-        read_lock,
-    )
-    from preparer.lock.freeze import check_target, freeze, update
+    from preparer.files.lockfile import LOCK_DATA_NAME, LockState, parse_lock, read_lock  # deferred, as below
+    from preparer.lock.freeze import freeze, missing_target  # (only runs with a lock read one)
 
     in_memory = inputs.lock_data is not None
     data = inputs.lock_data
@@ -118,31 +112,19 @@ def with_lock(plan: Plan, inputs: Inputs) -> Plan:
         return installed_versions(inputs.buildpacks_dir, bp_id)
 
     if inputs.update_lock:
-        try:
-            read_before: LockFile | None = read()
-        except NewerLockError:
-            raise  # never rewritten in the old format
-        except PreparerError as err:  # rewritten anyway: every entry is resolved again
-            log.warning("the lock file %s is rewritten, every entry resolved again: %s", path, err.cause)
-            read_before = None
-        before = read_before.entries if read_before is not None else None
-        names = _update_names(plan, path, read_before, inputs.update_lock_names)
-        updating = update(plan, path, before, names, versions_of)
-        if updating.lock is not None:
-            updating = replace(updating, lock=replace(updating.lock, in_memory=in_memory, data=data))
-        if before is not None and updating.lock is not None:
-            log.info(
-                "Updating the lock file %s: %d entries kept as locked, %d resolved again",
-                path, len(updating.lock.kept), len(plan.steps) - len(updating.lock.kept),
-            )  # fmt: skip
-        return updating
+        return _updating(plan, path, read, inputs.update_lock_names, versions_of, in_memory, data)
     lock_file = read()
-    check_target(path, lock_file.target, plan.target)
-    entries = lock_file.entries
-    frozen = freeze(plan, path, entries, versions_of)
-    log.info("Frozen to the lock file %s (%d entries)", path, len(entries))
-    made_for = replace(LockState(path, entries, "frozen", in_memory, data), target=lock_file.target)
-    return replace(frozen, lock=_made_in(made_for, lock_file.exec_env, inputs.exec_env))
+    platform = plan.target.platform if plan.target is not None else None
+    own = lock_file.of(platform)
+    if own is None:
+        assert plan.target is not None
+        raise missing_target(path, lock_file.platforms, plan.target)
+    frozen = freeze(plan, path, own.entries, versions_of)
+    log.info("Frozen to the lock file %s (%d entries)", path, len(own.entries))
+    state = LockState(
+        path, own.entries, "frozen", in_memory, data, target=own.target, others=lock_file.besides(platform)
+    )
+    return replace(frozen, lock=_made_in(state, lock_file.exec_env, inputs.exec_env))
 
 
 def _made_in(state: LockState, made_in: str | None, exec_env: str) -> LockState:
@@ -158,19 +140,48 @@ def _made_in(state: LockState, made_in: str | None, exec_env: str) -> LockState:
     return replace(state, exec_env=made_in)
 
 
-def _update_names(plan: Plan, path: Path, before: LockFile | None, names: tuple[str, ...]) -> tuple[str, ...]:
-    """The entries ``-update-lock`` resolves again: ``names``, or every one (``all``) when the lock was made for
-    another target, since what it locks was resolved for another platform (an index's other manifest)."""
-    from preparer.target import same_platform  # deferred, as the lock's modules
+def _updating(
+    plan: Plan,
+    path: Path,
+    read: Callable[[], LockFile],
+    names: tuple[str, ...],
+    versions_of: Callable[[str], Sequence[str]],
+    in_memory: bool,
+    data: bytes | None,
+) -> Plan:
+    """``plan`` for ``-update-lock``: this target's entries updated (:func:`preparer.lock.freeze.update`), every
+    other target's kept as they are. A lock that cannot be read is rewritten, every entry resolved again."""
+    from preparer.files.lockfile import NewerLockError  # deferred, as in with_lock
+    from preparer.lock.freeze import update
 
-    made_for = before.target if before is not None else None
-    if made_for is None or plan.target is None or same_platform(made_for, plan.target.platform):
-        return names
-    log.info(
-        "The lock file %s was made for %s; this build is %s (%s): every entry is resolved again",
-        path, made_for, plan.target.platform, plan.target.source,
-    )  # fmt: skip
-    return ("all",)
+    try:
+        read_before: LockFile | None = read()
+    except NewerLockError:
+        raise  # never rewritten in the old format
+    except PreparerError as err:  # rewritten anyway: every entry is resolved again
+        log.warning("the lock file %s is rewritten, every entry resolved again: %s", path, err.cause)
+        read_before = None
+    platform = plan.target.platform if plan.target is not None else None
+    own = read_before.of(platform) if read_before is not None else None
+    others = read_before.besides(platform) if read_before is not None else ()
+    if read_before is not None and own is None:
+        log.info(
+            "The lock file %s has no entries for %s (%s; it holds %s): this target's entries are resolved and "
+            "added, the others kept",
+            path, platform, plan.target.source if plan.target else "", read_before.platforms,
+        )  # fmt: skip
+    before = own.entries if own is not None else None
+    also = tuple(e for t in others for e in t.entries)
+    updating = update(plan, path, before, names, versions_of, also)
+    if updating.lock is not None:
+        state = replace(updating.lock, in_memory=in_memory, data=data, others=others)
+        updating = replace(updating, lock=state)
+    if before is not None and updating.lock is not None:
+        log.info(
+            "Updating the lock file %s: %d entries kept as locked, %d resolved again",
+            path, len(updating.lock.kept), len(plan.steps) - len(updating.lock.kept),
+        )  # fmt: skip
+    return updating
 
 
 # After fetching
@@ -260,7 +271,9 @@ def _frozen(state: LockState) -> LockRecord:
 
     assert state.entries is not None
     return LockRecord(
-        _shown(state), "frozen", state.data or dumps_lock(state.entries, state.target, state.exec_env)
+        _shown(state),
+        "frozen",
+        state.data or dumps_lock(state.entries, state.target, state.others, state.exec_env),
     )
 
 
@@ -275,5 +288,8 @@ def _rewritten(
     detection = plan.detection  # the exec-env decides what runs from Platform API 0.15: recorded there
     made_in = detection.exec_env if detection is not None and detection.applies else None
     return LockRecord(
-        _shown(state), action, dumps_lock(entries, made_for, made_in), lock_changes(state.entries, entries)
+        _shown(state),
+        action,
+        dumps_lock(entries, made_for, state.others, made_in),
+        lock_changes(state.entries, entries),
     )

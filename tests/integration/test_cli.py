@@ -466,3 +466,39 @@ def test_debug_shows_the_resolved_inputs(preparer: Callable[..., Result], layout
     assert len(inputs) == 1
     assert f"app {layout.app}, layers {layout.layers}," in inputs[0] and "Platform API 0.15" in inputs[0]
     assert "Inputs: " not in preparer(project=ENV_ONLY).stdout
+
+
+def test_a_dry_run_never_replaces_a_runs_report_and_says_what_it_writes(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    project = '[_]\nschema-version = "0.2"\n[[io.buildpacks.group]]\nuri = "urn:cnb:builder:examples/node"\n'
+    report = tmp_path / "report.toml"
+    real = preparer("-prepare-report", str(report), project=project)
+    assert real.code == 0, real.stderr
+    written = report.read_bytes()
+    assert tomllib.loads(written.decode())["dry-run"] is False
+    # A dry run at the real run's report keeps it, and says so; so does a dry run that fails.
+    dry = preparer("-dry-run", "-prepare-report", str(report), project=project)
+    assert dry.code == 0, dry.stderr
+    assert "Dry run: nothing is fetched, written or removed\n" in dry.stdout
+    assert dry.warnings == [
+        (
+            f"Warning: the report {report} is kept: a dry run never replaces a run's report; give the dry run a "
+            "-prepare-report of its own"
+        )
+    ]
+    failed = preparer(
+        "-dry-run", "-prepare-report", str(report), project=project + "[[io.buildpacks.group]]\n"
+    )
+    assert failed.code == 3, failed.stderr
+    assert report.read_bytes() == written
+    # Its own report is written, and said to be; a later dry run renews it.
+    own = tmp_path / "dry.toml"
+    first = preparer("-dry-run", "-prepare-report", str(own), project=project)
+    assert first.code == 0, first.stderr
+    assert f"Dry run: nothing is fetched, written or removed but the report, {own}\n" in first.stdout
+    assert tomllib.loads(own.read_text())["dry-run"] is True
+    npm = project.replace("examples/node", "examples/npm")
+    again = preparer("-dry-run", "-prepare-report", str(own), project=npm)
+    assert again.code == 0 and again.warnings == []
+    assert "examples/npm" in own.read_text() and "examples/node" not in own.read_text()

@@ -248,7 +248,7 @@ def test_latest_from_the_builder_stays_the_locked_version(
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ("lock-version = 0\n", "lock-version (line 1): unknown version 0 (this preparer reads 1)"),
+        ("lock-version = 0\n", "lock-version (line 1): unknown version 0 (this preparer reads 1 and 2)"),
         (('lock-version = 1\n[[buildpack]]\nentry = "io.buildpacks.group[0]"\nid = "a/b"\nversion = "1"\n'
           'source = "http"\n'), "buildpack[0] (line 2): a http buildpack needs pinned and digest"),
         ('lock-version = 1\n[[buildpack]]\nentry = "io.buildpacks.group[0]"\nid = "a/b"\nversion = "1"\nsource = "ftp"\n',

@@ -121,12 +121,12 @@ def test_a_lock_from_a_newer_preparer_is_exit_3_advising_to_upgrade_and_never_re
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path, flags: tuple[str, ...]
 ) -> None:
     lock = tmp_path / "preparer.lock"
-    text = b'lock-version = 2\n\n[[buildpack]]\nentry = "io.buildpacks.group[0]"\nsomething-new = true\n'
+    text = b'lock-version = 3\n\n[[buildpack]]\nentry = "io.buildpacks.group[0]"\nsomething-new = true\n'
     lock.write_bytes(text)
     result = preparer("-lock", str(lock), *flags, project=NODE)
     assert result.code == 3
     assert (
-        f"ERROR: failed to read lock file {lock}: lock-version (line 1): 2 is newer than this preparer reads (1): "
+        f"ERROR: failed to read lock file {lock}: lock-version (line 1): 3 is newer than this preparer reads (2): "
         "the lock was written by a newer preparer; upgrade the preparer" in result.stderr
     )
     assert lock.read_bytes() == text

@@ -196,3 +196,77 @@ def test_a_dry_run_update_says_what_it_fetches_and_never_that_nothing_is(
     assert "  lock: io.buildpacks.group[1]: acme/a@1.0.0 (" in result.stdout
     assert "io.buildpacks.group[0]:" not in result.stdout.split("would change:")[1]
     assert lock.read_bytes() == before
+
+
+def test_each_message_names_what_the_user_wrote(
+    preparer: Callable[..., Result], layout: Layout, http_server: FileServer, lock: Path
+) -> None:
+    make_tgz(http_server.root / "a.tgz", "acme/a", "1.0.0")
+    make_tgz(http_server.root / "b.tgz", "acme/b", "1.0.0")
+    project = group(http_server.url("a.tgz"), http_server.url("b.tgz"))
+    assert preparer("-lock", str(lock), project=project).code == 0
+    # Names separated by commas, as the variable takes them: both entries are named.
+    fresh(layout)
+    both = preparer("-lock", str(lock), "-update-lock=acme/a,acme/b", project=project)
+    assert both.code == 0, both.stderr
+    assert (
+        "Updating the lock file" in both.stdout
+        and "0 entries kept as locked, 2 resolved again" in both.stdout
+    )
+    before, seen = lock.read_bytes(), len(requests_seen(http_server))
+    # Names that name no entry are said as written, and only the entries are listed as valid.
+    typos = preparer("-lock", str(lock), "-update-lock=x,y", project=project)
+    assert typos.code == 3
+    assert (
+        f"ERROR: failed to update lock file {lock}: -update-lock=x,y: none of x, y names an entry of the project: "
+        "name a buildpack id or an entry (io.buildpacks.group[0] (acme/a), io.buildpacks.group[1] (acme/b)), or all"
+    ) in typos.stderr
+    one = preparer("-lock", str(lock), "-update-lock=acme/a,acme/typo", project=project)
+    assert one.code == 3 and "-update-lock=acme/typo names no entry of the project: name a" in one.stderr
+    # An empty value names the flag as written, not a library field.
+    empty = preparer("-lock", str(lock), "-update-lock=", project=project)
+    assert empty.code == 3
+    assert (
+        "ERROR: failed to resolve inputs: -update-lock= gives no value: write -update-lock (the entries the project "
+        "changed are resolved again), -update-lock=<buildpack id or entry> (that one as well), or -update-lock=all"
+    ) in empty.stderr
+    assert "Inputs." not in empty.stderr
+    # A bool word Go does not read, in the variable, is the variable's.
+    yes = preparer("-lock", str(lock), project=project, env={"CNB_PREPARER_UPDATE_LOCK": "yes"})
+    assert yes.code == 3
+    assert (
+        "ERROR: failed to resolve inputs: CNB_PREPARER_UPDATE_LOCK=yes is neither a bool (true, false, 1, 0) nor "
+        "the name of an entry: set CNB_PREPARER_UPDATE_LOCK=true to update the lock"
+    ) in yes.stderr
+    assert "-update-lock" not in yes.stderr
+    # cargo's and uv's word.
+    frozen = preparer("-frozen", "-lock", str(lock), project=project)
+    assert frozen.code == 2
+    assert (
+        "flag provided but not defined: -frozen (did you mean -lock FILE, which freezes the run to an existing "
+        "lock, or -require-lock, which refuses to run without one?)"
+    ) in frozen.stderr
+    assert (
+        requests_seen(http_server)[seen:] == [] and lock.read_bytes() == before
+    )  # each refused before anything
+
+
+def test_the_advice_of_a_missing_required_lock_works_from_any_directory(
+    preparer: Callable[..., Result], layout: Layout, http_server: FileServer, tmp_path: Path
+) -> None:
+    make_tgz(http_server.root / "a.tgz", "acme/a", "1.0.0")
+    project = group(http_server.url("a.tgz"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    default = layout.app / "preparer.lock"
+    refused = preparer("-require-lock", project=project, cwd=elsewhere)
+    assert refused.code == 3
+    advice = f"Write it with a run of your own (-lock {default}, without -require-lock)"
+    assert advice in refused.stderr
+    # Following it, from the same directory, writes the lock the platform's next run reads.
+    assert preparer("-lock", str(default), project=project, cwd=elsewhere).code == 0
+    assert default.is_file() and not (elsewhere / "preparer.lock").exists()
+    fresh(layout)
+    required = preparer("-require-lock", project=project, cwd=elsewhere)
+    assert required.code == 0, required.stderr
+    assert order(layout) == [("acme/a", "1.0.0")]

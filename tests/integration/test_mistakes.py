@@ -42,6 +42,26 @@ def test_an_env_name_no_shell_can_read_gets_a_warning(
     assert env_files(layout) == {"MY-VAR": "1", "1ABC": "1", "OK_1": "1"}
 
 
+def test_an_env_name_with_a_look_alike_character_names_it(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    names = ("F\u041eO", "\u0391PI_KEY", "\uff21PI", "ASCII_ONLY")
+    env = "".join(f'[[io.buildpacks.build.env]]\nname = "{n}"\nvalue = "1"\n' for n in names)
+    result = preparer(project=HEAD + env)
+    assert result.code == 0, result.stderr
+    said = [
+        ("\u041e", "U+041E (CYRILLIC CAPITAL LETTER O), not a Latin letter"),
+        ("\u0391", "U+0391 (GREEK CAPITAL LETTER ALPHA), not a Latin letter"),
+        ("\uff21", "U+FF21 (FULLWIDTH LATIN CAPITAL LETTER A), not an ASCII letter"),
+    ]
+    assert result.warnings == [
+        f"Warning: io.buildpacks.build.env[{i}]: {name} is written as <platform>/env/{name}, but no shell can read "
+        f"a variable of that name (letters, digits and _ only, not starting with a digit): its character '{char}' "
+        f"is {what}"
+        for i, (name, (char, what)) in enumerate(zip(names, said, strict=False))
+    ]
+
+
 def test_an_app_directory_that_is_not_one_is_invalid_input(layout: Layout, tmp_path: Path) -> None:
     missing = tmp_path / "no-such-app"
     a_file = tmp_path / "app.txt"

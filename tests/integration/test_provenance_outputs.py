@@ -205,3 +205,26 @@ def test_a_link_planted_below_a_build_directory_cannot_send_the_file_elsewhere(
     assert "out" in result.stderr and "link" in result.stderr
     assert list(elsewhere.iterdir()) == []
     assert not (layout.layers / "order.toml").exists()
+
+
+def test_an_app_without_a_project_toml_writes_no_provenance_and_removes_an_earlier_one(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    """in-toto refuses a statement with no subject: a run that writes none of the build's files writes none, says
+    so, and an earlier run's statement at the path does not pass for this run's."""
+    out = tmp_path / "provenance.json"
+    first = preparer("-provenance", str(out), project=BUILDER_ONLY)
+    assert first.code == 0, first.stderr
+    validate(json.loads(out.read_text()))
+    (layout.app / "project.toml").unlink()
+    fresh = preparer("-provenance", str(out))
+    assert fresh.code == 0, fresh.stderr
+    assert fresh.warnings == [
+        (
+            f"Warning: the provenance {out} is not written: this run writes none of the build's files (no order.toml, "
+            "env file or project-metadata.toml; without a project.toml the builder's order is the build's), and an "
+            "in-toto statement must have a subject; an earlier run's provenance there is removed"
+        )
+    ]
+    assert not out.exists()
+    assert "Wrote the provenance" not in fresh.stdout + fresh.stderr

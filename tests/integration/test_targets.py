@@ -505,30 +505,115 @@ def test_a_lock_records_its_target_and_a_frozen_run_for_another_is_exit_3(
     assert (untouched(layout), lock.read_bytes()) == (before, locked)
     assert not (layout.layers / "order.toml").exists()
     assert (
-        f"ERROR: failed to apply lock file {lock}: it was made for linux/amd64; this build is linux/arm64 "
-        "(CNB_TARGET_OS, CNB_TARGET_ARCH). To lock this build, rerun with -update-lock (every entry is resolved "
-        "again for linux/arm64), or give the lock made for it (-lock)"
+        f"ERROR: failed to apply lock file {lock}: it holds entries for linux/amd64, none for this build's target "
+        "linux/arm64 (CNB_TARGET_OS, CNB_TARGET_ARCH). To add them, rerun with -update-lock: linux/arm64's entries "
+        "are resolved and added to the lock, linux/amd64's kept as they are"
     ) in arm.stderr
     # The same platform written otherwise is the same target.
     same = preparer("-lock", str(lock), project=project, env={"CNB_PREPARER_PLATFORM": "linux/amd64/v1"})
     assert same.code == 0, same.stderr
     assert order(layout) == [("acme/multi", "1.0.0")]
-    # -update-lock on the other target resolves every entry again for it, though the project did not change.
+    # -update-lock on the other target adds its entries, resolved for it; the first target's stay as they were.
     fresh(layout)
+    amd_entries = tomllib.loads(lock.read_text())["buildpack"]
     update = preparer(
         "-lock", str(lock), "-update-lock", project=project, env={"CNB_PREPARER_PLATFORM": "linux/arm64"}
     )
     assert update.code == 0, update.stderr
     assert (
-        f"The lock file {lock} was made for linux/amd64; this build is linux/arm64 (CNB_PREPARER_PLATFORM): every "
-        "entry is resolved again"
+        f"The lock file {lock} has no entries for linux/arm64 (CNB_PREPARER_PLATFORM; it holds linux/amd64): this "
+        "target's entries are resolved and added, the others kept"
     ) in update.stdout + update.stderr
     written = tomllib.loads(lock.read_text())
-    assert written["target"] == {"os": "linux", "arch": "arm64"}
-    [entry] = written["buildpack"]
+    assert written["lock-version"] == 2
+    [amd_target, arm_target] = written["target"]
+    assert amd_target == {"os": "linux", "arch": "amd64", "buildpack": amd_entries}
+    [entry] = arm_target.pop("buildpack")
+    assert arm_target == {"os": "linux", "arch": "arm64"}
     assert (entry["version"], entry["index"]) == ("1.1.0", index)
     assert entry["digest"] != amd
     assert order(layout) == [("acme/multi", "1.1.0")]
+    # Frozen runs on both targets now succeed, each installing its own, and leave the lock as it is.
+    both = lock.read_bytes()
+    for platform, version in (("linux/amd64", "1.0.0"), ("linux/arm64/v8", "1.1.0")):
+        fresh(layout)
+        frozen = preparer("-lock", str(lock), project=project, env={"CNB_PREPARER_PLATFORM": platform})
+        assert frozen.code == 0, frozen.stderr
+        assert f"Frozen to the lock file {lock} (1 entries)" in frozen.stdout + frozen.stderr
+        assert order(layout) == [("acme/multi", version)]
+        assert lock.read_bytes() == both
+
+
+def test_a_frozen_run_checks_only_its_own_targets_entries_and_an_update_moves_only_its_own(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry, tmp_path: Path
+) -> None:
+    """The team's flow: one lock for amd64 and arm64; a named update on one target (-update-lock=<id>) moves that
+    target's entry only, and a hand edit to one target's entry fails that target's frozen run, not the other's."""
+    reference = registry.ref("me/team", "multi")
+    index, amd = two_platforms(tmp_path, reference)
+    lock = tmp_path / "preparer.lock"
+    project = group(f"docker://{reference}")
+    arm_env, amd_env = {"CNB_PREPARER_PLATFORM": "linux/arm64"}, {"CNB_PREPARER_PLATFORM": "linux/amd64"}
+    assert preparer("-lock", str(lock), project=project, env=arm_env).code == 0
+    fresh(layout)
+    added = preparer("-lock", str(lock), "-update-lock=acme/multi", project=project, env=amd_env)
+    assert added.code == 0, added.stderr
+    arm_entry, amd_entry = (t["buildpack"][0] for t in reversed(tomllib.loads(lock.read_text())["target"]))
+    assert (amd_entry["digest"], arm_entry["index"]) == (amd, index)
+    # The tag moves on: a named update on amd64 moves amd64's entry; arm64's stays at the index it locked.
+    moved, _ = two_platforms(tmp_path, reference)
+    assert moved != index
+    fresh(layout)
+    again = preparer("-lock", str(lock), "-update-lock=acme/multi", project=project, env=amd_env)
+    assert again.code == 0, again.stderr
+    [amd_target, arm_target] = tomllib.loads(lock.read_text())["target"]
+    assert (amd_target["buildpack"][0]["index"], arm_target["buildpack"]) == (moved, [arm_entry])
+    # A hand edit to arm64's digest: arm64's frozen run refuses it, amd64's never reads it.
+    text = lock.read_text()
+    lock.write_text(text.replace(arm_entry["digest"], "sha256:" + "0" * 64))
+    fresh(layout)
+    assert preparer("-lock", str(lock), project=project, env=amd_env).code == 0
+    fresh(layout)
+    refused = preparer("-lock", str(lock), project=project, env=arm_env)
+    assert refused.code == 1 and "Traceback" not in refused.stderr
+    assert "0" * 64 in refused.stderr
+
+
+def test_a_target_added_later_comes_from_the_push_the_lock_holds_unless_its_entry_is_named(
+    preparer: Callable[..., Result], layout: Layout, registry: Registry, tmp_path: Path
+) -> None:
+    """amd64 locked a week ago; the tag has moved since. Adding arm64 resolves it through the index amd64 locked, so
+    both targets build from one push (as uv keeps what it locked when a platform is added); naming the entry
+    resolves what the tag names now, for arm64 alone."""
+    reference = registry.ref("me/later", "multi")
+    index, _ = two_platforms(tmp_path, reference)
+    lock = tmp_path / "preparer.lock"
+    project = group(f"docker://{reference}")
+    assert (
+        preparer("-lock", str(lock), project=project, env={"CNB_PREPARER_PLATFORM": "linux/amd64"}).code == 0
+    )
+    amd_entries = tomllib.loads(lock.read_text())["buildpack"]
+    moved, _ = two_platforms(tmp_path, reference)
+    assert moved != index
+    arm = {"CNB_PREPARER_PLATFORM": "linux/arm64"}
+    fresh(layout)
+    added = preparer("-lock", str(lock), "-update-lock", project=project, env=arm)
+    assert added.code == 0, added.stderr
+    repository = reference.rpartition(":")[0]
+    assert (
+        "Lock: io.buildpacks.group[0] is resolved through the image index the lock's other targets locked "
+        f"({repository}@{index}), so that every target comes from the same push; -update-lock=io.buildpacks.group[0] "
+        "resolves what it names now"
+    ) in added.stdout
+    [amd_target, arm_target] = tomllib.loads(lock.read_text())["target"]
+    assert amd_target["buildpack"] == amd_entries
+    assert [(e["index"], e["version"]) for e in arm_target["buildpack"]] == [(index, "1.1.0")]
+    assert order(layout) == [("acme/multi", "1.1.0")]
+    fresh(layout)
+    named = preparer("-lock", str(lock), "-update-lock=io.buildpacks.group[0]", project=project, env=arm)
+    assert named.code == 0, named.stderr
+    [amd_target, arm_target] = tomllib.loads(lock.read_text())["target"]
+    assert (amd_target["buildpack"], arm_target["buildpack"][0]["index"]) == (amd_entries, moved)
 
 
 def test_a_lock_without_a_target_is_read_and_a_malformed_one_is_exit_3(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from preparer import check_descriptor
+from preparer.fetch.locator import ACCEPTED
 from tests.golden import Layout, listing
 from tests.plugins.cli import Result
 from tests.plugins.http_server import RATE_LIMITED, FileServer, Stalling, stalling
@@ -253,7 +254,9 @@ MISSPELLED = [
     ("urn:cnb:buidler:heroku/python", "unsupported URN 'urn:cnb:buidler:' (did you mean urn:cnb:builder:?)"),
     ("urn:cnb:registy:heroku/python", "unsupported URN 'urn:cnb:registy:' (did you mean urn:cnb:registry:?)"),
     ("docker:/example.com/bp", "'docker:/' has one slash: did you mean docker://?"),
-    ("s3://bucket/bp.tgz", "unsupported protocol 's3'"),
+    ("s3://bucket/bp.tgz", f"unsupported protocol 's3' (a uri is {ACCEPTED})"),
+    ("gitlab://group/project", f"unsupported protocol 'gitlab' (a uri is {ACCEPTED})"),
+    ("my_scm://group/project", f"unsupported protocol 'my_scm' (a uri is {ACCEPTED})"),
 ]
 
 
@@ -271,7 +274,7 @@ def test_every_uri_scheme_that_does_not_exist_is_named_in_one_run_and_by_the_che
     assert result.stderr.splitlines() == [f"ERROR: {line}" for line in expected]
     assert listing(layout.layers) == [] and not layout.platform.exists()
     assert [p.message for p in check_descriptor(descriptor)] == expected
-    assert [p.line for p in check_descriptor(text=text)] == [4, 6, 8, 10, 12]
+    assert [p.line for p in check_descriptor(text=text)] == [4, 6, 8, 10, 12, 14, 16]
 
 
 def test_the_credentials_hint_names_the_paths_tried(
