@@ -260,15 +260,27 @@ def _commit(
             if installation is not None:
                 installation.close()
         trash.empty()
+    _log_done(done, plan, inputs, removed, provenance is not None)
+    return outcome
+
+
+def _log_done(
+    done: list[tuple[str, Path, tuple[object, ...]]],
+    plan: Plan,
+    inputs: Inputs,
+    removed: int,
+    provenance: bool,
+) -> None:
+    """Log what the commit wrote (:func:`_done`'s lines), the removal, and the provenance last: it names everything
+    above."""
     lines = [(message, path, args) for message, path, args in done if message]
-    last = lines.pop() if provenance is not None and inputs.provenance is not None else None
+    last = lines.pop() if provenance and inputs.provenance is not None else None
     for message, path, args in lines:
         _committed(message, path, *args)
     if plan.removal is not None:
         _committed("Removed %d files from %s (%s)", removed, inputs.app_dir, plan.config.filter_key)
-    if last is not None:  # the provenance, which names everything above
+    if last is not None:
         _committed(last[0], last[1])
-    return outcome
 
 
 def _done(

@@ -129,10 +129,12 @@ def test_a_hand_written_entry_that_names_no_place_is_exit_3_saying_the_forms(
 ) -> None:
     lock = tmp_path / "preparer.lock"
     assert preparer("-b", "heroku/nodejs", "-lock", str(lock)).code == 0
+    lines = lock.read_text().splitlines()
+    line = lines.index('entry = "-buildpack[0]"') + 1
     lock.write_text(lock.read_text().replace('entry = "-buildpack[0]"', 'entry = "the first one"'))
     result = preparer("-b", "heroku/nodejs", "-lock", str(lock))
     assert result.code == 3
     assert result.stderr.splitlines()[-1].endswith(
-        "buildpack[0].entry (line 10): must name an entry by where it is, as io.buildpacks.group[0], "
+        f"buildpack[0].entry (line {line}): must name an entry by where it is, as io.buildpacks.group[0], "
         "io.buildpacks.pack.pre.group[1] or -buildpack[0] do; rerun with -update-lock"
     ), result.stderr

@@ -402,7 +402,7 @@ def test_system_toml_is_an_input_of_the_provenance_and_of_a_saved_plan(
     assert result.code == 0, result.stderr
     provenance = json.loads((layout.layers / "prov.json").read_text())["predicate"]["buildDefinition"]
     assert {
-        "name": str(system),
+        "name": system.name,  # outside <app>: by name, as the other files (docs/provenance.md)
         "digest": {"sha256": hashlib.sha256(system.read_bytes()).hexdigest()},
         "annotations": {"role": "system buildpacks"},
     } in provenance["resolvedDependencies"]
