@@ -131,6 +131,12 @@ FLAGS: tuple[Flag, ...] = (
         "<layers>/project-metadata.toml",
     ),
     Flag("dry-run", "bool", "resolve and print the plan; change nothing", "CNB_DRY_RUN"),
+    Flag(
+        "telemetry",
+        "bool",
+        "append the run's OpenTelemetry spans to <layers>/tracing/lifecycle/prepare.jsonl (docs/telemetry.md)",
+        "CNB_PREPARER_TELEMETRY",
+    ),
     Flag("policy", "string", "the platform's policy file (docs/policy.md)", "CNB_PREPARER_POLICY"),
     Flag(
         "lock",
@@ -205,6 +211,12 @@ FLAGS: tuple[Flag, ...] = (
         "(docs/targets.md)",
         "CNB_PREPARER_PLATFORM",
         "the host's",
+    ),
+    Flag(
+        None,
+        "string",
+        "a W3C traceparent: the run's telemetry continues its trace, and is written (docs/telemetry.md)",
+        "CNB_OTEL_TRACEPARENT",
     ),
     Flag(None, "string", "the build's target os (with CNB_TARGET_ARCH; docs/targets.md)", "CNB_TARGET_OS"),
     Flag(None, "string", "the build's target architecture (with CNB_TARGET_OS)", "CNB_TARGET_ARCH"),
