@@ -14,6 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, assert_never
 
+from preparer import telemetry
 from preparer._fs import claimed_dir, full_disk, shared_with_others, sweep
 from preparer._logger import log
 from preparer.api import verify_buildpack_api
@@ -192,6 +193,7 @@ def _temp_dir() -> Path | None:
         return None
 
 
+@telemetry.step("cnb.fetch", lambda got: {"cnb.fetch.count": len(got)})
 def fetch_steps(
     steps: Sequence[Fetch],
     ctx: FetchContext,
@@ -235,8 +237,10 @@ def _downloads(step: Fetch, progress: ProgressCallback, expected: int | None = N
 
 def _fetch(step: Fetch, ctx: FetchContext, downloads: EntryDownloads | None) -> Fetched:
     """One entry fetched; a failure says, as data, which entry and URL it was, and fails its downloads."""
+    locator = step.pinned or step.locator
     try:
-        return fetch(step.pinned or step.locator, ctx)
+        with telemetry.fetching(step.entry.key, step.buildpack_id, locator):
+            return telemetry.fetched_attributes(fetch(locator, ctx))
     except BaseException as err:
         if downloads is not None:
             downloads.failed()
@@ -295,6 +299,7 @@ def _budget(policy: Policy, step: Fetch, totals: RunTotals) -> Budget:
     return Budget(policy, source, totals, entry.key, written_as(entry.uri, entry.id, source))
 
 
+@telemetry.step("cnb.check_fetched")
 def check_fetched(
     steps: Sequence[Fetch],
     fetched: Sequence[Fetched],
