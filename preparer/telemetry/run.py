@@ -125,20 +125,30 @@ def _append(line: bytes, path: Path, layers: Path, owner: tuple[int, int] | None
             fds.append(fd)
             if made and owner is not None:
                 os.fchown(fd, *owner)
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-        file = os.open(path.name, flags, FILE_MODE, dir_fd=fds[-1])
+        file, made = _opened_for_appending(path, fds[-1])
         fds.append(file)
         if not _regular(file):
             raise UnsafeDirectory(errno.EINVAL, f"{path} is not a regular file")
-        os.fchmod(file, FILE_MODE)
-        if owner is not None:
-            os.fchown(file, *owner)
+        if made:  # one another phase made is appended to as it is
+            os.fchmod(file, FILE_MODE)
+            if owner is not None:
+                os.fchown(file, *owner)
         written = os.write(file, line)
         if written != len(line):
             raise OSError(errno.ENOSPC, f"only {written} of the line's {len(line)} bytes were written")
     finally:
         for fd in reversed(fds):
             os.close(fd)
+
+
+def _opened_for_appending(path: Path, directory: int) -> tuple[int, bool]:
+    """The file ``path`` (in ``directory``) opened to append to, never through a link nor waiting on a FIFO, and
+    whether it was made now."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        return os.open(path.name, flags | os.O_CREAT | os.O_EXCL, FILE_MODE, dir_fd=directory), True
+    except FileExistsError:
+        return os.open(path.name, flags, dir_fd=directory), False
 
 
 def _regular(fd: int) -> bool:

@@ -321,6 +321,29 @@ def test_an_unwritable_directory_is_a_warning_never_a_failed_build(
     assert result.code == 0
     said = f"{trace_file(layout)}: {layout.layers / 'tracing'} is not a directory"
     assert result.warnings == [f"Warning: the run's telemetry is not written to {said}"]
+    (layout.layers / "tracing").unlink()
+    trace_file(layout).parent.mkdir(parents=True)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("mine\n")
+    trace_file(layout).symlink_to(outside)  # the file itself a link
+    result = preparer("-telemetry", project=HEAD)
+    assert result.code == 0
+    assert len(result.warnings) == 1 and result.warnings[0].startswith(
+        f"Warning: the run's telemetry is not written to {trace_file(layout)}: "
+    )
+    assert outside.read_text() == "mine\n"
+
+
+def test_a_file_another_phase_made_is_appended_to_as_it_is(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    trace_file(layout).parent.mkdir(parents=True)
+    trace_file(layout).write_text('{"resourceSpans":[]}\n')
+    trace_file(layout).chmod(0o600)
+    assert preparer("-telemetry", project=HEAD).code == 0
+    lines = trace_file(layout).read_text().splitlines()
+    assert lines[0] == '{"resourceSpans":[]}' and len(lines) == 2
+    assert stat.S_IMODE(trace_file(layout).stat().st_mode) == 0o600
 
 
 def test_a_dry_run_writes_none_and_says_where_a_run_would(
