@@ -170,6 +170,7 @@ def test_every_creator_flag_is_accepted() -> None:
         "dry-run",
         "version",
         "require-lock",
+        "telemetry",
     }
 
 
