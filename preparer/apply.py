@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from preparer import interrupt
+from preparer import interrupt, telemetry
 from preparer._logger import CallerFailed, log
 from preparer._record import record
 from preparer.api import verify_buildpack_api
@@ -172,10 +172,11 @@ def check_present(
     """
     tops = []
     for step in steps:
-        root = buildpack_dir(buildpacks_dir, step.id, step.version)
-        descriptor = read_buildpack_toml(root / "buildpack.toml", builder=True)
-        verify_buildpack_api(descriptor.ref, descriptor.api)
-        tops.append((descriptor, directory_files(root)))
+        with telemetry.present(step.entry.key, step.id, step.version):
+            root = buildpack_dir(buildpacks_dir, step.id, step.version)
+            descriptor = read_buildpack_toml(root / "buildpack.toml", builder=True)
+            verify_buildpack_api(descriptor.ref, descriptor.api)
+            tops.append((descriptor, directory_files(root)))
     if target is None:
         return []
     return check_targets(tops, target, partial(installed, buildpacks_dir), enforced=enforced)
@@ -207,6 +208,9 @@ def _owner(inputs: Inputs) -> tuple[int, int] | None:
     return (inputs.uid if inputs.uid is not None else -1, inputs.gid if inputs.gid is not None else -1)
 
 
+@telemetry.step(
+    "cnb.commit", lambda done: {"cnb.commit.files": len(done.written), "cnb.app.removed": done.removed}
+)
 def _commit(
     plan: Plan,
     inputs: Inputs,

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, assert_never
 
+from preparer import telemetry
 from preparer._logger import log
 from preparer._numbers import decimal
 from preparer.errors import FetchError, PreparerError
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from preparer.settings import FetchSettings
 
 
+@telemetry.step("cnb.plan.downloads")
 def plan_downloads(plan: Plan, settings: FetchSettings, *, probe: bool = True) -> tuple[PlannedDownload, ...]:
     """What ``plan`` will download, an entry at a time, in the plan's order (see the module's docstring); the entries
     are asked about at once, as a run fetches them (:func:`~preparer.fetch.parallel.fetch_all`).

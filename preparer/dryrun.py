@@ -119,6 +119,12 @@ def describe_plan(plan: Plan, inputs: Inputs) -> list[str]:
         lines.append(f"  {verb} {write.path} ({describe_metadata(write.metadata)})")
     if inputs.provenance is not None:
         lines.append(f"  provenance: would write {inputs.provenance} (a run writes it; a dry run does not)")
+    if inputs.telemetry or inputs.traceparent is not None:
+        from preparer.telemetry.run import trace_file  # deferred: only runs asked for telemetry
+
+        traces = trace_file(inputs)
+        if traces is not None:
+            lines.append(f"  telemetry: would append to {traces} (a run writes it; a dry run does not)")
     return lines
 
 

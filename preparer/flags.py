@@ -157,6 +157,12 @@ FLAGS: tuple[Flag, ...] = (
         "too)",
         "CNB_PREPARER_DISABLE_SYSTEM_BUILDPACKS",
     ),
+    Flag(
+        "telemetry",
+        "bool",
+        "append the run's OpenTelemetry spans to <layers>/tracing/lifecycle/prepare.jsonl (docs/telemetry.md)",
+        "CNB_PREPARER_TELEMETRY",
+    ),
     Flag("policy", "string", "the platform's policy file (docs/policy.md)", "CNB_PREPARER_POLICY"),
     Flag(
         "lock",
@@ -272,6 +278,12 @@ FLAGS: tuple[Flag, ...] = (
         "the detector fills in, os/arch[/variant] (docs/targets.md)",
         "CNB_PREPARER_PLATFORM",
         "the host's",
+    ),
+    Flag(
+        None,
+        "string",
+        "a W3C traceparent: the run's telemetry continues its trace, and is written (docs/telemetry.md)",
+        "CNB_OTEL_TRACEPARENT",
     ),
     Flag(None, "string", "the build's target os, without analyzed.toml (docs/targets.md)", "CNB_TARGET_OS"),
     Flag(None, "string", "the build's target architecture (needs CNB_TARGET_OS)", "CNB_TARGET_ARCH"),

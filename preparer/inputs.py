@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from preparer.fetch.transport import Transport
     from preparer.policy.rules import Policy
     from preparer.resolve import InputsOverrides
+    from preparer.telemetry import Tracer
 
 from preparer._frozen import frozen
 from preparer._record import field, record
@@ -304,11 +305,20 @@ class Inputs:
     #: The HTTP transport the run's requests go through instead of the network (:mod:`preparer.fetch.mock`'s
     #: in-memory one, for a service's own tests); the run does not close it. ``None``: the run's own.
     transport: Transport | None = field(default=None, repr=False, compare=False)
+    #: Append the run's telemetry, OpenTelemetry spans, to ``<layers>/tracing/lifecycle/prepare.jsonl``
+    #: (docs/telemetry.md); a :attr:`traceparent` asks for it too.
+    telemetry: bool = False
+    #: The W3C traceparent of the trace the run's spans continue (``CNB_OTEL_TRACEPARENT``); ``None``: a new trace.
+    traceparent: str | None = None
+    #: A caller's OpenTelemetry tracer: the run's spans go to it, the first a child of the caller's current span,
+    #: and no file is written (docs/telemetry.md). ``None``: OpenTelemetry is not imported.
+    tracer: Tracer | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_types(self)  # paths are checked and made absolute as they are set (_PathField)
         # A copy, taken and checked once: the caller's dict may change for its next build, this record may not.
         object.__setattr__(self, "environ", frozen(self.environ))
+        _check_telemetry(self)
         _check_values(self)
 
     @property
@@ -491,6 +501,24 @@ def _check_types(inputs: Inputs) -> None:
         listed: object = getattr(inputs, name)
         if isinstance(listed, list):  # a list is what callers often pass: kept as the tuple the field is
             object.__setattr__(inputs, name, tuple(listed))
+
+
+def _check_telemetry(inputs: Inputs) -> None:
+    """The telemetry's fields: a tracer given is one (``opentelemetry.trace.Tracer``'s ``start_span``)."""
+    for name, types in (("telemetry", (bool,)), ("traceparent", (str, type(None)))):
+        if not isinstance(getattr(inputs, name), types):
+            shown = " or ".join(t.__name__ for t in types)
+            error = InvalidInputsError(
+                "resolve inputs", f"Inputs.{name} must be {shown}, not {type(getattr(inputs, name)).__name__}"
+            )
+            raise with_fields(error, field=name)
+    tracer: object = inputs.tracer
+    if tracer is not None and not callable(getattr(tracer, "start_span", None)):
+        error = InvalidInputsError(
+            "resolve inputs",
+            f"Inputs.tracer must be an OpenTelemetry tracer (with start_span), not {type(tracer).__name__}",
+        )
+        raise with_fields(error, field="tracer")
 
 
 def resolve_inputs(

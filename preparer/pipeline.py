@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from preparer import interrupt
+from preparer import interrupt, telemetry
 from preparer._logger import log, named_run
 from preparer.appfilter import Removal, plan_removal
 from preparer.apply import apply_plan, check_present
@@ -36,7 +36,7 @@ from preparer.report import Report, unapplied_message, write_report
 from preparer.reporting import applied_report, kept_report, report_failure, report_file
 from preparer.settings import detector_settings
 from preparer.stale import check_not_stale, fingerprints
-from preparer.target import Target, build_target, host_platform, platform_source
+from preparer.target import Target, build_target, host_platform, platform_source, target_attributes
 
 if TYPE_CHECKING:
     from preparer.policy.rules import Policy
@@ -71,7 +71,7 @@ def prepare(
     if progress is not None and not callable(progress):
         raise TypeError_(f"progress= takes a callable, not {type(progress).__name__}")
     called = callers(progress)  # in the caller's context, taken before the run begins
-    with interrupt.run(cancel, deadline), named_run(run_id):
+    with interrupt.run(cancel, deadline), named_run(run_id), telemetry.traced(inputs, "prepare"):
         return _prepare(inputs, called)
 
 
@@ -89,6 +89,7 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
     return report
 
 
+@telemetry.step("cnb.target.read", target_attributes)
 def target_of(inputs: Inputs, warnings: list[str] | None = None) -> Target:
     """The build's target for ``inputs`` (:func:`preparer.target.build_target`): analyzed.toml's, as the detector
     reads it, else the ``CNB_TARGET_*`` variables over ``CNB_PREPARER_PLATFORM`` or the host's.
@@ -114,6 +115,7 @@ def _check_app_dir(app_dir: Path) -> None:
         raise InvalidInputsError("resolve inputs", f"the app directory (-app) {app_dir} is not a directory")
 
 
+@telemetry.step("cnb.read_inputs", lambda got: {"cnb.warnings": len(got[2])})
 def read_inputs(inputs: Inputs) -> tuple[ProjectDescriptor, EffectiveConfig, list[str]]:
     """Load the descriptor and the platform file and compute the effective configuration.
 
@@ -161,6 +163,7 @@ def _check_removal(removal: Removal, key: str, descriptor: Path | None) -> list[
     return found
 
 
+@telemetry.step("cnb.plan", lambda plan: {"cnb.plan.steps": len(plan.steps)})
 def _make_plan(
     inputs: Inputs, config: EffectiveConfig, descriptor: ProjectDescriptor, removal: Removal | None,
     warnings: list[str],
@@ -203,7 +206,7 @@ def plan_run(
         API (exit 12); :class:`~preparer.errors.Cancelled` when it was stopped.
     """
     check_arguments(inputs, None, cancel, deadline, run_id)
-    with interrupt.run(cancel, deadline), named_run(run_id):
+    with interrupt.run(cancel, deadline), named_run(run_id), telemetry.traced(inputs, "plan_run"):
         return _plan_run(inputs)
 
 
@@ -262,6 +265,7 @@ def _plan_run(inputs: Inputs) -> Plan:
     return plan
 
 
+@telemetry.step("cnb.platform_decisions")
 def _platform_decisions(plan: Plan, inputs: Inputs, filter_key: str) -> Plan:
     """``plan`` as the platform lets it run: its policy's decisions, include/exclude's checks on what it still
     removes, its registry mirrors, the Buildpack API of what the builder has, and the groups as the detector will
@@ -335,7 +339,7 @@ def run_plan(
             "make a plan for these with plan_run",
         )  # fmt: skip
     called = callers(progress)  # in the caller's context, taken before the run begins
-    with interrupt.run(cancel, deadline), named_run(run_id):
+    with interrupt.run(cancel, deadline), named_run(run_id), telemetry.traced(inputs, "run_plan"):
         if depth() == 1:  # a saved plan (prepare's own was made a moment ago, in the same call)
             check_not_stale(plan, inputs)
         return _applied(plan, inputs, called)

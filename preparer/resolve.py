@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from preparer.fetch.transport import Transport
     from preparer.policy.rules import Policy
     from preparer.target import Target
+    from preparer.telemetry import Tracer
 
 LOG_LEVELS = ("debug", "info", "warn", "error")
 #: User and group ids run from 0 to 2^32 - 2 (2^32 - 1 is -1, "no change", to chown).
@@ -102,6 +103,9 @@ if TYPE_CHECKING:
         run_timeout: float
         platform_api: APIVersion
         transport: Transport | None
+        telemetry: bool
+        traceparent: str | None
+        tracer: Tracer | None
 
 
 def builder_id_problem(text: str) -> str | None:
@@ -219,6 +223,8 @@ def resolve_fields(
         "download_timeout": _seconds(environ, "CNB_PREPARER_DOWNLOAD_TIMEOUT"),
         "run_timeout": _seconds(environ, "CNB_PREPARER_RUN_TIMEOUT"),
         "platform_api": platform_api,
+        "telemetry": _telemetry(flags, environ),
+        "traceparent": environ.get("CNB_OTEL_TRACEPARENT") or None,
     }
 
 
@@ -241,6 +247,13 @@ def _exec_env(environ: Mapping[str, str]) -> str:
     if problem is not None:
         raise with_fields(InvalidInputsError("resolve inputs", problem), field="exec_env")
     return value
+
+
+def _telemetry(flags: Mapping[str, object], environ: Mapping[str, str]) -> bool:
+    """``-telemetry``, else ``CNB_PREPARER_TELEMETRY`` (the lifecycle's boolEnv)."""
+    if "telemetry" in flags:
+        return bool(flags["telemetry"])
+    return _env_bool(environ, env_of("telemetry"))
 
 
 def _provenance_builder_id(environ: Mapping[str, str]) -> str:

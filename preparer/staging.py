@@ -14,6 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, assert_never
 
+from preparer import telemetry
 from preparer._fs import claimed_dir, full_disk, shared_with_others, sweep
 from preparer._logger import log
 from preparer._record import field, record
@@ -196,6 +197,7 @@ def _temp_dir() -> Path | None:
         return None
 
 
+@telemetry.step("cnb.fetch", lambda got: {"cnb.fetch.count": len(got)})
 def fetch_steps(
     steps: Sequence[Fetch],
     ctx: FetchContext,
@@ -239,8 +241,10 @@ def _downloads(step: Fetch, progress: ProgressCallback, expected: int | None = N
 
 def _fetch(step: Fetch, ctx: FetchContext, downloads: EntryDownloads | None) -> Fetched:
     """One entry fetched; a failure says, as data, which entry and URL it was, and fails its downloads."""
+    locator = step.pinned or step.locator
     try:
-        return fetch(step.pinned or step.locator, ctx)
+        with telemetry.fetching(step.entry.key, step.buildpack_id, locator):
+            return telemetry.fetched_attributes(fetch(locator, ctx))
     except BaseException as err:
         if downloads is not None:
             downloads.failed()
@@ -332,6 +336,7 @@ def copies_on_disk(steps: Sequence[Fetch], fetched: Sequence[Fetched], buildpack
     return Copies(frozenset(present), kept)
 
 
+@telemetry.step("cnb.check_fetched")
 def check_fetched(
     steps: Sequence[Fetch],
     fetched: Sequence[Fetched],

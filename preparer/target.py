@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from preparer import telemetry
 from preparer._record import record
 from preparer.errors import InvalidInputsError, TargetRefused, with_fields
 
@@ -665,6 +666,19 @@ def _why_not(
     return None
 
 
+def target_attributes(target: Target) -> dict[str, str | None]:
+    """What the run's telemetry says of the build's ``target`` (docs/telemetry.md): its parts, never where they were
+    read."""
+    return {
+        "cnb.target.os": target.os,
+        "cnb.target.arch": target.arch,
+        "cnb.target.arch_variant": target.variant or None,
+        "cnb.target.distro.name": target.distro_name or None,
+        "cnb.target.distro.version": target.distro_version or None,
+    }
+
+
+@telemetry.step("cnb.target.check", lambda said: {"cnb.target.warnings": len(said)})
 def check_targets(
     tops: Sequence[tuple[BuildpackDescriptor, Callable[[str], bool]]],
     target: Target,

@@ -37,7 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from preparer import interrupt
+from preparer import interrupt, telemetry
 from preparer._fs import (
     PER_FILE_WORK,
     claimed_dir,
@@ -284,7 +284,8 @@ class DownloadCache:
         name = hashlib.sha256(key.encode()).hexdigest()
         lock = FileLock(str(self._dir("locks") / f"{name}.lock"), mode=0o600)
         try:  # tried every 20 ms, and given up at once when the run is called off
-            lock.acquire(timeout=timeout, poll_interval=0.02, cancel_check=interrupt.called_off)
+            with telemetry.span("cnb.lock.wait"):
+                lock.acquire(timeout=timeout, poll_interval=0.02, cancel_check=interrupt.called_off)
         except Timeout:
             interrupt.check()
             yield False

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from preparer import interrupt
+from preparer import interrupt, telemetry
 from preparer._fs import PER_FILE_WORK, current_umask, file_record, is_inside
 from preparer._numbers import decimal
 from preparer._record import record
@@ -76,6 +76,7 @@ class _Refused(Exception):
         self.name, self.why = name, why
 
 
+@telemetry.step("cnb.extract", lambda got: {"cnb.extract.files": got.files})
 def extract_tar(
     fileobj: Reader,
     dest: Path,

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
-from preparer import interrupt
+from preparer import interrupt, telemetry
 from preparer._fs import keeping_copy
 from preparer._numbers import decimal
 from preparer.errors import DigestMismatch, FetchError
@@ -218,6 +218,7 @@ def stream_body(
     if total is not None and hashing.size != total:
         raise closed_early(where, (hashing.size, total))
     progress(source, hashing.size, hashing.size)
+    telemetry.count("cnb.fetch.bytes", hashing.size)
     return result, hashing.digest, hashing.size
 
 

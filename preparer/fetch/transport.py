@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-from preparer import interrupt
+from preparer import interrupt, telemetry
 from preparer._frozen import FrozenMap, frozen
 from preparer._logger import log
 from preparer._record import field, record
@@ -384,6 +384,7 @@ class Transport:
                     ) from None
                 left = self.clock.left()
                 delay = min(self.backoff * 2 ** (number - 1), left if left is not None else 1e9)
+                telemetry.retried(number, err.status)
                 log.warning("%s: %s; trying again in %g s (attempt %d of %d)", action, err, delay, number + 1,
                             attempts)  # fmt: skip
                 interrupt.sleep(delay)

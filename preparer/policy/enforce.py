@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, assert_never
 
+from preparer import telemetry
 from preparer._logger import log
 from preparer.errors import InvalidInputsError
 from preparer.plan import Fetch, Plan, Present, Step
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from preparer.fetch.store import Store
 
 
+@telemetry.step("cnb.policy.enforce")
 def enforce(plan: Plan, policy: Policy, cache_root: Path | None) -> Plan:
     """``plan`` with the policy's decisions recorded, include/exclude dropped when the policy forbids it.
 

@@ -173,6 +173,7 @@ def test_every_creator_flag_is_accepted() -> None:
         "version",
         "require-lock",
         "disable-system-buildpacks",
+        "telemetry",
     }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from preparer import telemetry
 from preparer._jsondoc import loads
 from preparer._logger import log
 from preparer.errors import FetchError, NotFoundError
@@ -111,6 +112,7 @@ def choose(bp_id: str, live: dict[str, str], version: str | None, index: str) ->
     return address, version
 
 
+@telemetry.step("cnb.buildpack.resolve")
 def resolve(namespace: str, name: str, version: str | None, ctx: FetchContext) -> tuple[str, str]:
     """The image address and version of ``urn:cnb:registry:<namespace>/<name>[@<version>]``.
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
+from preparer import telemetry
 from preparer._logger import log
 from preparer.errors import FetchError, RunLimitReached
 from preparer.fetch.base import FetchContext
@@ -91,6 +92,7 @@ class _Unreadable(Exception):
     """One signature object cannot be read: it is skipped."""
 
 
+@telemetry.step("cnb.signature.verify", lambda got: {"cnb.signature.count": len(got)})
 def verify_signatures(
     check: SignatureCheck,
     source: Source,

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from preparer import telemetry
 from preparer._logger import log
 from preparer.fetch.cache import CacheUnusable, DownloadCache
 from preparer.fetch.clock import RunClock
@@ -288,7 +289,8 @@ class Store:
         records written."""
         if self._fleet is None or self._writeback is None or not self._writeback.pending:
             return 0
-        written = self._writeback.write_back()
+        with telemetry.span("cnb.fleet.write_back"):
+            written = self._writeback.write_back()
         log.debug("Wrote %d records to the download cache repository %s", written, self._fleet.config.repo)
         return written
 
