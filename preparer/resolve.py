@@ -219,12 +219,18 @@ def resolve_fields(
         "registry_index": given.text("buildpack-registry-index") or DEFAULT_REGISTRY_INDEX,
         "target_platform": _target_platform(environ),
         "target": target_from_environ(environ),
+        **_timeouts(environ),
+        "platform_api": platform_api,
+        **_telemetry(flags, environ),
+    }
+
+
+def _timeouts(environ: Mapping[str, str]) -> InputsOverrides:
+    """The seconds a run waits: between bytes, for one download, for all of them."""
+    return {
         "http_timeout": _seconds(environ, "CNB_PREPARER_HTTP_TIMEOUT"),
         "download_timeout": _seconds(environ, "CNB_PREPARER_DOWNLOAD_TIMEOUT"),
         "run_timeout": _seconds(environ, "CNB_PREPARER_RUN_TIMEOUT"),
-        "platform_api": platform_api,
-        "telemetry": _telemetry(flags, environ),
-        "traceparent": environ.get("CNB_OTEL_TRACEPARENT") or None,
     }
 
 
@@ -249,11 +255,10 @@ def _exec_env(environ: Mapping[str, str]) -> str:
     return value
 
 
-def _telemetry(flags: Mapping[str, object], environ: Mapping[str, str]) -> bool:
-    """``-telemetry``, else ``CNB_PREPARER_TELEMETRY`` (the lifecycle's boolEnv)."""
-    if "telemetry" in flags:
-        return bool(flags["telemetry"])
-    return _env_bool(environ, env_of("telemetry"))
+def _telemetry(flags: Mapping[str, object], environ: Mapping[str, str]) -> InputsOverrides:
+    """``-telemetry``, else ``CNB_PREPARER_TELEMETRY`` (the lifecycle's boolEnv); ``CNB_OTEL_TRACEPARENT``."""
+    asked = flags["telemetry"] if "telemetry" in flags else _env_bool(environ, env_of("telemetry"))
+    return {"telemetry": bool(asked), "traceparent": environ.get("CNB_OTEL_TRACEPARENT") or None}
 
 
 def _provenance_builder_id(environ: Mapping[str, str]) -> str:
