@@ -73,18 +73,19 @@ def update(
     names: Sequence[str],
     versions_of: Callable[[str], Sequence[str]],
     also: Sequence[Locked] = (),
+    setting: str = "-update-lock",
 ) -> Plan:
     """``plan`` for ``-update-lock``: the entries the project changed (added, edited; a removed one is dropped)
     and those ``names`` names (a buildpack id or an entry key; ``all``: every one) are resolved again, every other
     is frozen to ``entries`` (this target's; ``None``: none yet, every entry is resolved), as a frozen run is, and
     written back unchanged (:func:`updated`). ``also`` are the other targets' entries: a name may name what they
-    resolved to.
+    resolved to. ``setting`` names what gave ``names`` in messages, as the user wrote it.
 
     :raises InvalidInputsError: a name that names no entry (exit 3), before any request.
     """
     state = LockState(lock, None if entries is None else tuple(entries), "update")
     if "all" not in names:
-        _check_names(plan, lock, (*(entries or ()), *also), names)
+        _check_names(plan, lock, (*(entries or ()), *also), names, setting)
     if "all" in names:
         return replace(plan, lock=state)
     if entries is None:  # a target the lock lacks (or one not read): every entry is resolved for it
@@ -147,9 +148,11 @@ def _named(step: Step, locked: Locked | None, names: Sequence[str]) -> bool:
     return step.entry.key in names or bool(ids.intersection(names))
 
 
-def _check_names(plan: Plan, lock: Path, entries: Sequence[Locked], names: Sequence[str]) -> None:
-    """:raises InvalidInputsError: ``names`` (``-update-lock=<name>``) holds a name that names no entry of the
-    project (exit 3), naming every such name and listing the entries."""
+def _check_names(
+    plan: Plan, lock: Path, entries: Sequence[Locked], names: Sequence[str], setting: str
+) -> None:
+    """:raises InvalidInputsError: ``names`` (``-update-lock=<name>``, or as ``setting`` gave them) holds a name
+    that names no entry of the project (exit 3), naming every such name and listing the entries."""
     by_key: dict[str, list[Locked]] = {}
     for e in entries:
         by_key.setdefault(e.entry, []).append(e)
@@ -171,9 +174,9 @@ def _check_names(plan: Plan, lock: Path, entries: Sequence[Locked], names: Seque
         for s in plan.steps
     )
     which = (
-        f"-update-lock={unknown[0]} names no entry of the project"
+        f"{setting}={unknown[0]} names no entry of the project"
         if len(unknown) == 1
-        else f"-update-lock={','.join(unknown)}: none of {', '.join(unknown)} names an entry of the project"
+        else f"{setting}={','.join(unknown)}: none of {', '.join(unknown)} names an entry of the project"
     )
     error = InvalidInputsError(
         f"update lock file {lock}", f"{which}: name a buildpack id or an entry ({known or 'none'}), or all"

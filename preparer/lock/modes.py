@@ -112,7 +112,8 @@ def with_lock(plan: Plan, inputs: Inputs) -> Plan:
         return installed_versions(inputs.buildpacks_dir, bp_id)
 
     if inputs.update_lock:
-        return _updating(plan, path, read, inputs.update_lock_names, versions_of, in_memory, data)
+        names = inputs.update_lock_names
+        return _updating(plan, path, read, (names, _names_setting(inputs)), versions_of, in_memory, data)
     lock_file = read()
     platform = plan.target.platform if plan.target is not None else None
     own = lock_file.of(platform)
@@ -140,17 +141,27 @@ def _made_in(state: LockState, made_in: str | None, exec_env: str) -> LockState:
     return replace(state, exec_env=made_in)
 
 
+def _names_setting(inputs: Inputs) -> str:
+    """What gave ``-update-lock``'s names, for messages: ``CNB_PREPARER_UPDATE_LOCK`` when they are the
+    variable's (a flag that gives them overrides it), else the flag."""
+    from preparer.flags import env_of  # deferred: only an update names its entries
+
+    env = env_of("update-lock")
+    given = tuple(n.strip() for n in inputs.environ.get(env, "").split(",") if n.strip())
+    return env if given and given == inputs.update_lock_names else "-update-lock"
+
+
 def _updating(
     plan: Plan,
     path: Path,
     read: Callable[[], LockFile],
-    names: tuple[str, ...],
+    named: tuple[tuple[str, ...], str],
     versions_of: Callable[[str], Sequence[str]],
     in_memory: bool,
     data: bytes | None,
 ) -> Plan:
-    """``plan`` for ``-update-lock``: this target's entries updated (:func:`preparer.lock.freeze.update`), every
-    other target's kept as they are. A lock that cannot be read is rewritten, every entry resolved again."""
+    """``plan`` for ``-update-lock`` (``named``: the names it moves, and the setting that gave them): this target's
+    entries updated (:func:`preparer.lock.freeze.update`), every other target's kept as they are. A lock that cannot be read is rewritten, every entry resolved again."""
     from preparer.files.lockfile import NewerLockError  # deferred, as in with_lock
     from preparer.lock.freeze import update
 
@@ -172,7 +183,8 @@ def _updating(
         )  # fmt: skip
     before = own.entries if own is not None else None
     also = tuple(e for t in others for e in t.entries)
-    updating = update(plan, path, before, names, versions_of, also)
+    names, setting = named
+    updating = update(plan, path, before, names, versions_of, also, setting)
     if updating.lock is not None:
         state = replace(updating.lock, in_memory=in_memory, data=data, others=others)
         updating = replace(updating, lock=state)

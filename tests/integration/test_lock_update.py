@@ -172,7 +172,7 @@ def test_the_environment_names_entries_comma_separated(
     unchanged = preparer(
         "-lock", str(lock), project=project, env={"CNB_PREPARER_UPDATE_LOCK": "acme/nothing"}
     )
-    assert unchanged.code == 3 and "-update-lock=acme/nothing names no entry" in unchanged.stderr
+    assert unchanged.code == 3 and "CNB_PREPARER_UPDATE_LOCK=acme/nothing names no entry" in unchanged.stderr
 
 
 def test_a_dry_run_update_says_what_it_fetches_and_never_that_nothing_is(
@@ -239,6 +239,15 @@ def test_each_message_names_what_the_user_wrote(
         "the name of an entry: set CNB_PREPARER_UPDATE_LOCK=true to update the lock"
     ) in yes.stderr
     assert "-update-lock" not in yes.stderr
+    # Names the variable gives that name no entry are the variable's; a flag that gives names overrides it.
+    typo = preparer("-lock", str(lock), project=project, env={"CNB_PREPARER_UPDATE_LOCK": "acme/typo"})
+    assert typo.code == 3
+    assert "CNB_PREPARER_UPDATE_LOCK=acme/typo names no entry of the project: name a" in typo.stderr
+    assert "-update-lock" not in typo.stderr
+    flag = preparer(
+        "-lock", str(lock), "-update-lock=x", project=project, env={"CNB_PREPARER_UPDATE_LOCK": "acme/typo"}
+    )
+    assert flag.code == 3 and "-update-lock=x names no entry of the project" in flag.stderr
     # cargo's and uv's word.
     frozen = preparer("-frozen", "-lock", str(lock), project=project)
     assert frozen.code == 2
