@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         BuildpackAPIError,
         Cancelled,
         DescriptorError,
+        DetectionRefused,
         DigestMismatch,
         FetchError,
         FetchErrors,
@@ -66,6 +67,7 @@ __all__ = [
     "Cancel",
     "Cancelled",
     "DescriptorError",
+    "DetectionRefused",
     "DigestMismatch",
     "Download",
     "EnvRecord",
@@ -118,7 +120,7 @@ __all__ = [
 #: named ``prepare`` would shadow the function.
 _HOMES = {
     **dict.fromkeys(
-        ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "DigestMismatch", "FetchError", "FetchErrors", "InvalidInputsError",
+        ("ApplyError", "BuilderError", "BuildpackAPIError", "Cancelled", "DescriptorError", "DetectionRefused", "DigestMismatch", "FetchError", "FetchErrors", "InvalidInputsError",
          "LockMismatch", "LockRefused", "NoSpaceError", "NotFoundError", "PlatformAPIError", "PolicyError", "PolicyRefused",
          "PreparerError", "RunLimitReached", "SignatureRefused", "TargetRefused",
          "UnexpectedError"),

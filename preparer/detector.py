@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from preparer._logger import log
-from preparer._record import record
+from preparer._record import field, record
 from preparer.api import verify_buildpack_api
 from preparer.detection import Detection, DetectorGroup, Member, SystemAction
 from preparer.errors import DetectionRefused, TargetRefused, with_fields
@@ -336,6 +336,9 @@ class _Context:
     exec_env: str
     api: APIVersion
     applies: bool
+    #: Each composite decided once for the ids before it and the composites above it: a chain of composites whose
+    #: groups name the same next one would otherwise be walked once per path, exponential in its depth.
+    held: dict[tuple[str, frozenset[str], frozenset[str]], _Held] = field(default_factory=dict)
 
 
 def _group(members: tuple[Member, ...], context: _Context, warnings: list[str]) -> DetectorGroup:
@@ -394,7 +397,17 @@ def _composite(
     descriptor: BuildpackDescriptor, context: _Context, seen: frozenset[str], stack: frozenset[str]
 ) -> _Held:
     """A composite's groups, tried in turn by the detector: each of its buildpacks skipped on its exec-env or because
-    its id runs earlier in the group (``seen``); a group left empty is passed over."""
+    its id runs earlier in the group (``seen``); a group left empty is passed over. Decided once for each ``seen``
+    and ``stack`` (:attr:`_Context.held`)."""
+    key = (descriptor.ref, seen, stack)
+    if key not in context.held:
+        context.held[key] = _decided(descriptor, context, seen, stack)
+    return context.held[key]
+
+
+def _decided(
+    descriptor: BuildpackDescriptor, context: _Context, seen: frozenset[str], stack: frozenset[str]
+) -> _Held:
     within: list[str] = []
     viable: list[set[str]] = []
     for inner in descriptor.order:

@@ -186,7 +186,11 @@ def _shown(ref: str) -> str:
 
 
 def _refusal(flag: str, field: str, key: str, ref: str, cause: str) -> DescriptorError:
-    """The problem of the entry ``key`` of a buildpack list: the value, why, and the forms the list takes."""
+    """The problem of the entry ``key`` of a buildpack list: the value, why, and the forms the list takes (in place
+    of the forms a descriptor's ``uri`` takes, when the cause lists those)."""
+    from preparer.fetch.locator import ACCEPTED  # deferred, as in _entry
+
+    cause = cause.removesuffix(f" (a uri is {ACCEPTED})")
     said = f"{key} {cause}" if not ref.strip() else f"{key} '{_shown(ref)}': {cause}"
     error = DescriptorError(f"validate {flag}", f"{said}; {flag} takes {FORMS}")
     return with_fields(error, field=field, key=key)

@@ -322,7 +322,9 @@ def test_the_provenance_records_the_lists_as_given_without_credentials_or_values
         "buildpack": ["heroku/nodejs", http_server.url("bp.tgz")],
         "post-buildpack": ["heroku/procfile"],
         "env": ["TOKEN"],
-        "env-file": [{"path": str(tmp_path / "ci.env"), "sha256": hashlib.sha256(b"A=1\n").hexdigest()}],
+        "env-file": [
+            {"path": "ci.env", "sha256": hashlib.sha256(b"A=1\n").hexdigest()}
+        ],  # outside <app>: by name
     }
     assert [e["entry"] for e in external["buildpacks"]["group"]] == ["-buildpack[0]", "-buildpack[1]"]
     assert [e["entry"] for e in external["buildpacks"]["post"]] == ["-post-buildpack[0]"]

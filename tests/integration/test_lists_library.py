@@ -17,6 +17,7 @@ import pytest
 
 from preparer import Inputs, check_descriptor, prepare
 from preparer.errors import DescriptorError, InvalidInputsError
+from preparer.fetch.locator import ACCEPTED
 from preparer.progress import Download
 from tests.buildpacks import make_tgz
 from tests.golden import BUILDER, Layout, env_files
@@ -99,7 +100,7 @@ def test_a_descriptor_given_as_text_is_read_as_a_file_with_its_lines(tmp_path: P
     )  # fmt: skip
     assert error.message == (
         f"failed to validate {layout.app}/project.toml: io.buildpacks.group[1].uri 'ftp://h/x': unsupported "
-        "protocol 'ftp'"
+        f"protocol 'ftp' (a uri is {ACCEPTED})"
     )
     tables = tomllib.loads(text)
     with pytest.raises(DescriptorError) as by_key:
