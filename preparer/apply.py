@@ -235,11 +235,18 @@ def _commit(
             metadata_path = _stage_metadata(plan, owner, pending)
             lock_path, lock = _stage_lock(plan, results, owner, pending)
             removed = trash.move(plan.removal) if plan.removal is not None else 0
-            copies = copies or _no_copies()
             records = _records(plan.steps, results, inputs.buildpacks_dir, installation, installed, copies)
             subjects = (inputs.layers_dir / "order.toml" if order else None, *env_paths, metadata_path)
             provenance = _provenance(
-                plan, inputs, results, records, subjects, lock, pending, copies.kept, warnings
+                plan,
+                inputs,
+                results,
+                records,
+                subjects,
+                lock,
+                pending,
+                copies.kept if copies else {},
+                warnings,
             )
             done = _done(inputs, installed, order, env_paths, metadata_path, lock_path, provenance)
             written = tuple(str(path) for _, path, _ in done)
@@ -373,19 +380,13 @@ def _installation(buildpacks_dir: Path) -> Installation:
     return Installation(buildpacks_dir)
 
 
-def _no_copies() -> Copies:
-    from preparer.staging import Copies  # deferred, as the fetchers: only runs that fetch have copies
-
-    return Copies()
-
-
 def _records(
     steps: Sequence[Step],
     results: dict[int, Fetched],
     buildpacks_dir: Path,
     installation: Installation | None,
     installed: list[Path],
-    copies: Copies,
+    copies: Copies | None,
 ) -> list[BuildpackRecord]:
     """Install every fetched buildpack (remembering each in ``installed``); a record per order entry, which
     describes the copy in ``<buildpacks>`` when that is not the one fetched (``copies.kept``)."""
@@ -396,7 +397,7 @@ def _records(
             records.append(BuildpackRecord(step.id, step.version, source, "present", None, step.resolved))
             log.info("Using %s@%s from %s", step.id, step.version, buildpacks_dir)
             continue
-        assert installation is not None  # made when anything was fetched
+        assert installation is not None and copies is not None  # made when anything was fetched
         result = results[id(step)]
         new = []
         for bp in result.buildpacks:
