@@ -237,17 +237,8 @@ def _commit(
             removed = trash.move(plan.removal) if plan.removal is not None else 0
             records = _records(plan.steps, results, inputs.buildpacks_dir, installation, installed, copies)
             subjects = (inputs.layers_dir / "order.toml" if order else None, *env_paths, metadata_path)
-            provenance = _provenance(
-                plan,
-                inputs,
-                results,
-                records,
-                subjects,
-                lock,
-                pending,
-                copies.kept if copies else {},
-                warnings,
-            )
+            kept = copies.kept if copies else {}
+            provenance = _provenance(plan, inputs, results, records, subjects, lock, pending, kept, warnings)
             done = _done(inputs, installed, order, env_paths, metadata_path, lock_path, provenance)
             written = tuple(str(path) for _, path, _ in done)
             outcome = Outcome(
