@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from functools import cached_property
 
 from preparer._types import KeyPath
 
@@ -19,38 +20,73 @@ class TooMuch(Exception):
         self.cause, self.offset = cause, offset
 
 
-class _Tokens:
-    """The pass's regular expressions, compiled on the first read (start-up compiles none). The common lines (a
-    header of bare names, a bare key given a one-line string or a number) and array elements are each read by one
-    match; anything else, token by token."""
+_BLANK = r"[ \t\r\n]*(?:\#[^\n]*[ \t\r\n]*)*"  # spaces, newlines and comments
+_BARE_KEY = r"[A-Za-z0-9_-]+(?:[ \t]*\.[ \t]*[A-Za-z0-9_-]+)*"
+_STRING = r""""(?!"")[^"\\\n]*(?:\\.[^"\\\n]*)*"|'(?!'')[^'\n]*'"""
+_SCALAR = r"""[^ \t\r\n\#\[{"',\]}][^\r\n\#,\]}]*?"""
 
-    def __init__(self) -> None:
-        blank = r"[ \t\r\n]*(?:\#[^\n]*[ \t\r\n]*)*"  # spaces, newlines and comments
-        bare_key = r"[A-Za-z0-9_-]+(?:[ \t]*\.[ \t]*[A-Za-z0-9_-]+)*"
-        string = r""""(?!"")[^"\\\n]*(?:\\.[^"\\\n]*)*"|'(?!'')[^'\n]*'"""
-        scalar = r"""[^ \t\r\n\#\[{"',\]}][^\r\n\#,\]}]*?"""
-        self.blank = _ends(re.compile(blank))
-        self.line = re.compile(
-            rf"""{blank}(?:
-                (?P<open>\[\[?)[ \t]*(?P<table>{bare_key})[ \t]*(?P<close>\]\]?)
-              | (?P<key>{bare_key})[ \t]*=[ \t]*(?:{string}|(?P<scalar>{scalar}))
+
+class _Tokens:
+    """The pass's regular expressions, each compiled when the pass first needs it (start-up compiles none; a
+    document of common lines needs two of them, and Python's compiler takes about as long as the small document's
+    whole read for the rest). The common lines (a header of bare names, a bare key given a one-line string or a
+    number) and array elements are each read by one match; anything else, token by token."""
+
+    @cached_property
+    def blank(self) -> Callable[[str, int], int]:
+        return _ends(re.compile(_BLANK))
+
+    @cached_property
+    def line(self) -> Callable[[str, int], re.Match[str] | None]:
+        return re.compile(
+            rf"""{_BLANK}(?:
+                (?P<open>\[\[?)[ \t]*(?P<table>{_BARE_KEY})[ \t]*(?P<close>\]\]?)
+              | (?P<key>{_BARE_KEY})[ \t]*=[ \t]*(?:{_STRING}|(?P<scalar>{_SCALAR}))
             )[ \t]*(?:\#[^\n]*)?(?=\r?\n|\Z)""",
             re.VERBOSE,
         ).match
-        self.element = re.compile(
-            rf"{blank}(?:(?P<string>{string})|(?P<scalar>{scalar})){blank}(?:,|(?=\]))", re.VERBOSE
+
+    @cached_property
+    def element(self) -> Callable[[str, int], re.Match[str] | None]:
+        return re.compile(
+            rf"{_BLANK}(?:(?P<string>{_STRING})|(?P<scalar>{_SCALAR})){_BLANK}(?:,|(?=\]))", re.VERBOSE
         ).match
-        self.space = _ends(re.compile(r"[ \t]*"))
-        self.bare = re.compile(r"[A-Za-z0-9_-]*").match
-        self.basic = re.compile(r'"((?:[^"\\\n]+|\\.)*)"').match
-        self.literal = re.compile(r"'([^'\n]*)'").match
-        self.scalar = re.compile(r"[^,\]}#\r\n]*").match  # a number, a date, a boolean: up to what ends it
-        self.integer = re.compile(r"[+-]?(?:0x[0-9A-Fa-f_]+|0o[0-7_]+|0b[01_]+|[0-9_]+)").fullmatch
-        #: Digits (hexadecimal too) as zeros: where 16 follow one another, an array read whole may hold an integer
-        #: out of range (``0x`` and 16 digits at least, 19 decimal digits), in a string maybe: then read again.
-        self.digits = str.maketrans(dict.fromkeys("123456789abcdefABCDEF_", "0"))
-        self.flat_element = re.compile(r'"[^"\n]*"|[^ \t\r\n,"]+').finditer
-        self.escape = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|x([0-9A-Fa-f]{2})|(.))")
+
+    @cached_property
+    def space(self) -> Callable[[str, int], int]:
+        return _ends(re.compile(r"[ \t]*"))
+
+    @cached_property
+    def bare(self) -> Callable[[str, int], re.Match[str] | None]:
+        return re.compile(r"[A-Za-z0-9_-]*").match
+
+    @cached_property
+    def basic(self) -> Callable[[str, int], re.Match[str] | None]:
+        return re.compile(r'"((?:[^"\\\n]+|\\.)*)"').match
+
+    @cached_property
+    def literal(self) -> Callable[[str, int], re.Match[str] | None]:
+        return re.compile(r"'([^'\n]*)'").match
+
+    @cached_property
+    def scalar(self) -> Callable[[str, int], re.Match[str] | None]:
+        return re.compile(r"[^,\]}#\r\n]*").match  # a number, a date, a boolean: up to what ends it
+
+    @cached_property
+    def integer(self) -> Callable[[str], re.Match[str] | None]:
+        return re.compile(r"[+-]?(?:0x[0-9A-Fa-f_]+|0o[0-7_]+|0b[01_]+|[0-9_]+)").fullmatch
+
+    #: Digits (hexadecimal too) as zeros: where 16 follow one another, an array read whole may hold an integer
+    #: out of range (``0x`` and 16 digits at least, 19 decimal digits), in a string maybe: then read again.
+    digits = str.maketrans(dict.fromkeys("123456789abcdefABCDEF_", "0"))
+
+    @cached_property
+    def flat_element(self) -> Callable[[str, int, int], Iterator[re.Match[str]]]:
+        return re.compile(r'"[^"\n]*"|[^ \t\r\n,"]+').finditer
+
+    @cached_property
+    def escape(self) -> re.Pattern[str]:
+        return re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|x([0-9A-Fa-f]{2})|(.))")
 
 
 _TOKENS: list[_Tokens] = []
