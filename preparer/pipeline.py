@@ -19,7 +19,6 @@ from preparer.apply import apply_plan, check_present
 from preparer.config import EffectiveConfig, platform_layers
 from preparer.descriptor import ProjectDescriptor, load_descriptor
 from preparer.detector import with_detection
-from preparer.dryrun import dry_run
 from preparer.entrypoints import TypeError_, callers, check_arguments, depth, typed
 from preparer.errors import InvalidInputsError, PreparerError
 from preparer.files.buildpack import installed_versions, similar_installed
@@ -35,7 +34,6 @@ from preparer.plan import NotInstalled, Plan, Present, make_plan
 from preparer.report import Report, unapplied_message, write_report
 from preparer.reporting import applied_report, kept_report, report_failure, report_file
 from preparer.settings import detector_settings
-from preparer.stale import check_not_stale, fingerprints
 from preparer.target import Target, build_target, host_platform, platform_source, target_attributes
 
 if TYPE_CHECKING:
@@ -80,6 +78,8 @@ def _prepare(inputs: Inputs, progress: ProgressCallback | None) -> Report:
         plan = plan_run(inputs)
         if not inputs.dry_run:  # the report is written with the commit: a disk too full for it undoes the run
             return _applied(plan, inputs, progress, inputs.prepare_report)
+        from preparer.dryrun import dry_run  # deferred: only dry runs describe a plan
+
         report = dry_run(plan, inputs, progress)
     except (PreparerError, Interrupted, interrupt.Stopped) as err:
         report_failure(inputs, err.error if isinstance(err, interrupt.Stopped) else err)
@@ -216,7 +216,11 @@ def _plan_run(inputs: Inputs) -> Plan:
     # the caller (prepare's own runs a moment later, in the same call, and is not checked again).
     # A provenance gives the sha256 of the files as the plan read them.
     handed_out = depth() <= 1
-    made_from = fingerprints(inputs) if handed_out or inputs.provenance is not None else ()
+    made_from: tuple[tuple[str, str | None], ...] = ()
+    if handed_out or inputs.provenance is not None:
+        from preparer.stale import fingerprints  # deferred: only plans handed out or attested keep them
+
+        made_from = fingerprints(inputs)
     descriptor, config, warnings = read_inputs(inputs)
     target = target_of(inputs, warnings)
     log.debug("The build's target: %s (%s)", target.platform, target.source)
@@ -341,6 +345,8 @@ def run_plan(
     called = callers(progress)  # in the caller's context, taken before the run begins
     with interrupt.run(cancel, deadline), named_run(run_id), telemetry.traced(inputs, "run_plan"):
         if depth() == 1:  # a saved plan (prepare's own was made a moment ago, in the same call)
+            from preparer.stale import check_not_stale  # deferred: only saved plans are checked
+
             check_not_stale(plan, inputs)
         return _applied(plan, inputs, called)
 

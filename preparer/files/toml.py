@@ -26,7 +26,6 @@ from preparer._record import record
 from preparer._types import KeyPath, TOMLTable
 from preparer.errors import DescriptorError, PreparerError, with_fields
 from preparer.files._toml_pass import Pass, TooMuch, flat_elements
-from preparer.files._toml_words import readable
 
 #: The largest TOML file read (a project descriptor is a few KiB; a platform's files are not much more).
 MAX_TOML = 1 << 20
@@ -223,6 +222,8 @@ def parse_toml(
         place = (
             str(err).removeprefix(err.msg).strip()
         )  # tomli's: (at line L, column C), or (at end of document)
+        from preparer.files._toml_words import readable  # deferred: only a document tomli refuses needs it
+
         cause = readable(err.msg, err.pos, place, text, places.before)
         raise fail("parse", cause, (err.lineno, err.colno), said=True) from err
     return Document(table, places, name)
