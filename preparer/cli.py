@@ -8,12 +8,14 @@ read by :mod:`preparer.goflags`, because platforms pass Go-style command lines.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import os
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
@@ -52,6 +54,27 @@ def _command(ctx: typer.Context) -> None:
     raise typer.Exit(run(ctx.obj, dict(os.environ)))
 
 
+#: Whether this process is the command's own (:func:`entry`), not a program that calls :func:`main`.
+_own_process = False
+
+
+@contextlib.contextmanager
+def _start_up() -> Iterator[None]:
+    """The run's deferred imports, in the command's own process as ``python -m preparer`` imports the command
+    (:mod:`preparer.__main__`): with the cycle collector paused, and what they made frozen after, as it lives as
+    long as the process (the collector ran a dozen times over those imports). In another program's process,
+    nothing of its collector is touched."""
+    if not _own_process:
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
 def entry() -> NoReturn:
     """The process's entry point (the ``preparer`` script, ``python -m preparer``, the lifecycle image): run the
     command, then end the process at once, its output flushed.
@@ -60,6 +83,8 @@ def entry() -> NoReturn:
     phase needs: every file the run writes is closed and its temporary directories removed before :func:`main`
     returns.
     """
+    global _own_process
+    _own_process = True
     with interrupt.run():  # the whole command: a signal at any point of it is seen by the phase
         interrupt.handle_signals()
         code = main()
@@ -170,9 +195,10 @@ def _prepare(parsed: goflags.Parsed, environ: Mapping[str, str], color: bool) ->
         _report_early_failure(parsed, environ, error)
         log.error("%s", error.message)
         return int(error.exit_code)
-    from preparer.fetch import workers
-    from preparer.fetch.oci import memory  # deferred with the pipeline: a small module, but only runs need it
-    from preparer.pipeline import prepare  # deferred past the cheap checks: its imports cost start-up
+    with _start_up():  # deferred past the cheap checks: their imports cost start-up
+        from preparer.fetch import workers
+        from preparer.fetch.oci import memory
+        from preparer.pipeline import prepare
 
     memory.allow()  # the allocator is this process's: the command may tune it for streaming layers
     workers.allow()  # and its extractions may fork: nothing else runs in its process
