@@ -6,6 +6,7 @@ import dataclasses
 import inspect
 import pickle
 from collections.abc import Callable
+from typing import ClassVar
 
 import pytest
 
@@ -100,3 +101,84 @@ def test_the_signature_help_shows_is_the_fields() -> None:
     signature = "(x: 'int', y: 'int' = 0, tags: 'list[str]' = <factory>, secret: 'str' = '')"
     assert str(inspect.signature(Point)) == signature
     assert str(inspect.signature(Options)) == "(*, name: 'str', level: 'int' = 1)"
+
+
+def _records() -> list[type]:
+    """Every record class of the package, each module imported."""
+    import importlib
+    import pkgutil
+
+    import preparer
+
+    found = []
+    for info in pkgutil.walk_packages(preparer.__path__, "preparer."):
+        module = importlib.import_module(info.name)
+        found += [
+            v for v in vars(module).values()
+            if isinstance(v, type) and "__record__" in v.__dict__ and v.__module__ == info.name
+        ]  # fmt: skip
+    return found
+
+
+def _as_dataclasses_makes_it(cls: type) -> type:
+    """``cls`` defined again from its source, made by ``dataclasses.dataclass`` as a record asks it to."""
+
+    def reference(given: type | None = None, /, *, kw_only: bool = False, frozen: bool = True) -> object:
+        def make(each: type) -> type:
+            each.__signature__ = vars(cls)["__signature__"]  # type: ignore[attr-defined]  # as a record's
+            return dataclasses.dataclass(each, init=False, repr=False, eq=False, kw_only=kw_only)
+
+        return make if given is None else make(given)
+
+    module = inspect.getmodule(cls)
+    namespace = dict(vars(module)) | {"record": reference}
+    exec(compile(inspect.getsource(cls), inspect.getfile(cls), "exec"), namespace)  # noqa: S102
+    made: type = namespace[cls.__name__]
+    return made
+
+
+def _described(cls: type) -> list[object]:
+    def named(value: object) -> object:  # the same value of another definition of the class: by kind
+        shown = getattr(value, "__qualname__", None) or repr(value)
+        return type(value).__qualname__ if " at 0x" in shown else shown
+
+    fields = cls.__dataclass_fields__.values()  # type: ignore[attr-defined]
+    return [
+        [(f.name, f.type, named(f.default), named(f.default_factory), f.init, f.repr, f.hash, f.compare,
+          dict(f.metadata), f.kw_only, f._field_type) for f in fields],
+        [(f.name, named(getattr(cls, f.name, "(none)"))) for f in fields],
+        cls.__match_args__,  # type: ignore[attr-defined]
+        repr(cls.__dataclass_params__),  # type: ignore[attr-defined]
+        cls.__doc__,
+    ]  # fmt: skip
+
+
+def test_every_record_has_the_fields_dataclasses_would_find() -> None:
+    records = _records()
+    assert len(records) > 100
+    for cls in records:
+        assert _described(cls) == _described(_as_dataclasses_makes_it(cls)), cls.__qualname__
+
+
+def test_what_dataclasses_refuses_a_record_refuses() -> None:
+    with pytest.raises(ValueError, match="mutable default <class 'list'> for field tags"):
+
+        @record
+        class Mutable:
+            tags: list[str] = []  # noqa: RUF012
+
+    with pytest.raises(TypeError, match="'loose' is a field but has no type annotation"):
+
+        @record
+        class Loose:
+            loose = field(default=1)
+
+
+def test_a_class_var_is_no_field_of_a_record() -> None:
+    @record
+    class Counted:
+        made: ClassVar[int] = 0
+        name: str
+
+    assert [f.name for f in dataclasses.fields(Counted)] == ["name"]
+    assert Counted("a").name == "a"
