@@ -140,7 +140,7 @@ def _fields(cls: type, written: dict[str, Any], kw_only: bool) -> None:
     ``__dataclass_params__`` as a dataclass has them."""
     found: dict[str, dataclasses.Field[Any]] = {}
     for name, annotation in written.items():
-        given = getattr(cls, name, MISSING)  # as dataclasses reads it: a descriptor gives its own
+        given: Any = getattr(cls, name, MISSING)  # as dataclasses reads it: a descriptor gives its own
         if isinstance(given, dataclasses.Field):
             each = given
             if each.default is MISSING:
