@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from preparer._lookalike import first_lookalike
 from preparer._near import closest
 from preparer._record import field, record
 from preparer._types import KeyPath, TOMLTable
@@ -239,6 +238,8 @@ class _Reader:
     def lookalike(self, path: KeyPath, value: str) -> str:
         """``: its character 'о' is U+043E (CYRILLIC SMALL LETTER O), not a Latin letter (line 5)`` when ``value``
         (at ``path``) holds a character that is not ASCII, for a message; else nothing."""
+        from preparer._lookalike import first_lookalike  # deferred: only a value not in ASCII needs it
+
         found = first_lookalike(value)
         if found is None:
             return ""

@@ -264,7 +264,9 @@ def _telemetry(flags: Mapping[str, object], environ: Mapping[str, str]) -> Input
 def _provenance_builder_id(environ: Mapping[str, str]) -> str:
     """``CNB_PREPARER_PROVENANCE_BUILDER_ID``, checked and named as written, else the default naming the preparer."""
     name = "CNB_PREPARER_PROVENANCE_BUILDER_ID"
-    given = environ.get(name) or env_default(name)
+    given = environ.get(name)
+    if not given:
+        return env_default(name)  # the preparer's own, an absolute URI (tests hold it to builder_id_problem)
     problem = builder_id_problem(given)
     if problem is not None:
         raise InvalidInputsError("resolve inputs", f"{name} {problem}")
@@ -506,7 +508,9 @@ def _duration(text: str, flag: str) -> float:
 
 
 def _seconds(environ: Mapping[str, str], name: str) -> float:
-    raw = environ.get(name) or env_default(name)
+    raw = environ.get(name)
+    if not raw:
+        return float(env_default(name))
     # ASCII digits and a point only: Python's float() also takes spaces, underscores and other scripts' digits.
     plain = re.fullmatch(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", raw)
     seconds = float(raw) if plain else -1.0

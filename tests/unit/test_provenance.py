@@ -10,8 +10,10 @@ import pytest
 
 from preparer import InvalidInputsError
 from preparer.errors import ApplyError
+from preparer.flags import env_default
 from preparer.inputs import resolve_inputs
 from preparer.provenance import dir_hash, dumps_statement, statement, tree_hashes
+from preparer.resolve import builder_id_problem
 
 
 def small_tree(root: Path) -> Path:
@@ -89,6 +91,22 @@ def test_the_bytes_are_sorted_json_with_a_final_newline() -> None:
 def test_an_absolute_uri_is_a_builder_id(given: str, tmp_path: Path) -> None:
     environ = {"CNB_PREPARER_PROVENANCE_BUILDER_ID": given}
     assert resolve_inputs({}, environ, tmp_path).provenance_builder_id == given
+
+
+def test_the_default_builder_id_is_an_absolute_uri(tmp_path: Path) -> None:
+    given = resolve_inputs({}, {}, tmp_path).provenance_builder_id  # taken as it is: it must pass the check
+    assert builder_id_problem(given) is None
+    assert given == env_default("CNB_PREPARER_PROVENANCE_BUILDER_ID")
+
+
+@pytest.mark.parametrize(
+    "name", ["CNB_PREPARER_HTTP_TIMEOUT", "CNB_PREPARER_DOWNLOAD_TIMEOUT", "CNB_PREPARER_RUN_TIMEOUT"]
+)
+def test_the_default_timeouts_are_positive_seconds(name: str, tmp_path: Path) -> None:
+    given = env_default(name)  # taken as it is: it must be what the variable may say
+    field = name.removeprefix("CNB_PREPARER_").lower()
+    said = getattr(resolve_inputs({}, {name: given}, tmp_path), field)
+    assert said == getattr(resolve_inputs({}, {}, tmp_path), field) == float(given) > 0
 
 
 @pytest.mark.parametrize("given", ["preparer", "/builders/1", "https://x/#y", "https://x/a b", "1http://x"])
