@@ -3,6 +3,7 @@ place where the text names it, from the reader's own pass (:func:`preparer.files
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from preparer.errors import DescriptorError
-from preparer.files.toml import MAX_INTEGER, MIN_INTEGER, Document, parse_toml
+from preparer.files._toml_pass import COMMON_LINES_FROM, Pass, TooMuch
+from preparer.files.toml import MAX_DEPTH, MAX_INTEGER, MAX_NESTING, MIN_INTEGER, Document, parse_toml
 
 KEYS = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=6)
 SCALARS = st.integers() | st.booleans() | st.text(max_size=12) | st.floats(allow_nan=False)
@@ -115,3 +117,38 @@ def test_hand_written_forms() -> None:
     assert found.position(("io", "buildpacks", "pack", "group", 1, "uri")) == (19, 22)
     assert found.position(("io", "buildpacks", "pack", "exclude", 2)) == (21, 3)  # an array read whole
     assert found.nearest(("io", "buildpacks", "pack", "exclude", 7)) == (20, 1)
+
+
+def passed(text: str, common_lines: bool) -> object:
+    """What the reader's pass finds in ``text``, its common lines each read by one match or token by token."""
+    found = Pass(text, MAX_NESTING, MAX_DEPTH, (MIN_INTEGER, MAX_INTEGER))
+    found.common_lines = common_lines
+    try:
+        offsets = found.document()
+    except TooMuch as refused:
+        return ("refused", refused.cause, refused.offset)
+    return offsets, found.arrays, found.flat
+
+
+@given(st.one_of(DOCS.map(tomli_w.dumps), TOMLISH, st.text(max_size=300)))
+def test_common_lines_are_found_alike_by_one_match_and_token_by_token(text: str) -> None:
+    """A document shorter than COMMON_LINES_FROM is read token by token: what is found is what the one-match
+    reading of its common lines finds, on any text."""
+    assert passed(text, common_lines=True) == passed(text, common_lines=False)
+
+
+def test_the_files_the_project_keeps_are_found_alike_both_ways() -> None:
+    root = Path(__file__).parents[2]
+    files = [p for d in ("fixtures", "tests/data") for p in (root / d).rglob("*.toml")]
+    # Some are not UTF-8, on purpose: the pass reads what they decode to.
+    texts = [p.read_bytes().decode("utf-8", errors="replace") for p in files]
+    assert len(texts) > 100
+    for text in texts:
+        assert passed(text, common_lines=True) == passed(text, common_lines=False)
+
+
+def test_a_long_document_reads_its_common_lines_by_one_match() -> None:
+    short = '[[io.buildpacks.build.env]]\nname = "A"\nvalue = "b"\n'
+    assert not Pass(short, MAX_NESTING, MAX_DEPTH, (MIN_INTEGER, MAX_INTEGER)).common_lines
+    long = short * (COMMON_LINES_FROM // len(short) + 1)
+    assert Pass(long, MAX_NESTING, MAX_DEPTH, (MIN_INTEGER, MAX_INTEGER)).common_lines
