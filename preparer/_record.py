@@ -58,25 +58,40 @@ class _Spec:
     __slots__ = ("compared", "derived", "hashed", "init", "name", "names", "positional", "shown")
 
     def __init__(self, cls: type) -> None:
-        fields = dataclasses.fields(cls)
-        parameters = _parameters(cls)
         self.name = cls.__qualname__
+        parameters: list[dataclasses.Field[Any]] = []
+        derived: list[_Field] = []
+        compared: list[str] = []
+        hashed: list[str] = []
+        shown: list[str] = []
+        for f in dataclasses.fields(cls):  # one pass: a record is made by every process that imports it
+            if f.init:
+                parameters.append(f)
+            elif f.default is not MISSING or f.default_factory is not MISSING:
+                derived.append(_Field(f))
+            if f.compare:
+                compared.append(f.name)
+            if f.compare if f.hash is None else f.hash:
+                hashed.append(f.name)
+            if f.repr:
+                shown.append(f.name)
+        parameters.sort(key=_keyword)  # positional ones first, as Python orders parameters (a stable sort)
         #: The ``__init__`` parameters, positional ones first, in the order of the fields.
-        self.init = tuple(_Field(f) for f in parameters)
-        self.positional = sum(1 for f in parameters if not f.kw_only)
+        self.init = tuple(map(_Field, parameters))
+        self.positional = sum(not f.kw_only for f in parameters)
         self.names = frozenset(f.name for f in parameters)
         #: The fields set without a parameter (``field(init=False)``) that have a default.
-        self.derived = tuple(
-            _Field(f) for f in fields if not f.init and (f.default, f.default_factory) != (MISSING, MISSING)
-        )
-        self.compared = tuple(f.name for f in fields if f.compare)
-        self.hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
-        self.shown = tuple(f.name for f in fields if f.repr)
+        self.derived = tuple(derived)
+        self.compared, self.hashed, self.shown = tuple(compared), tuple(hashed), tuple(shown)
+
+
+def _keyword(f: dataclasses.Field[Any]) -> bool:
+    return bool(f.kw_only)
 
 
 def _parameters(cls: type) -> list[dataclasses.Field[Any]]:
     """The fields ``__init__`` takes, in Python's order of parameters: positional ones first (a stable sort)."""
-    return sorted((f for f in dataclasses.fields(cls) if f.init), key=lambda f: bool(f.kw_only))
+    return sorted((f for f in dataclasses.fields(cls) if f.init), key=_keyword)
 
 
 @overload
@@ -114,12 +129,13 @@ def record(cls: T | None = None, /, *, kw_only: bool = False, frozen: bool = Tru
 def _plain(cls: type, written: dict[str, Any]) -> bool:
     """Whether ``cls``'s fields are found by :func:`_fields`: no annotation names a ``ClassVar``, an ``InitVar`` or
     ``KW_ONLY``, and no base is a dataclass."""
-    if any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:]):
+    if len(cls.__mro__) > 2 and any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:]):
         return False
-    return not any(not isinstance(a, str) or any(n in a for n in _SPECIAL) for a in written.values())
-
-
-_SPECIAL = ("ClassVar", "InitVar", "KW_ONLY")
+    annotations = list(written.values())
+    if not all(isinstance(a, str) for a in annotations):
+        return False
+    text = " ".join(annotations)
+    return "ClassVar" not in text and "InitVar" not in text and "KW_ONLY" not in text
 
 
 @dataclasses.dataclass(init=False, repr=False, eq=False)
