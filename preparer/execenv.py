@@ -24,14 +24,14 @@ DEFAULT_EXEC_ENV = "production"
 SKIPS_FROM = APIVersion(0, 15)
 LISTS_FROM = APIVersion(0, 12)
 #: What pack accepts besides ``production`` and ``test`` (its ``exec-env`` check): letters, digits, ``.`` and ``-``.
-_VALUE = re.compile(r"[a-zA-Z0-9.-]+")
+_VALUE = r"[a-zA-Z0-9.-]+"  # compiled by re's cache: most builds are production or test
 
 
 def exec_env_problem(value: str) -> str | None:
     """Why ``value`` cannot be the build's execution environment, or ``None``: pack's rule, ``production``, ``test``
     or letters, digits, ``.`` and ``-``. The detector itself takes any string (``te$t``, ``test,production``) and
     compares it as written, so such a value never matches a buildpack's list: it is refused before anything runs."""
-    if value in ("production", "test") or _VALUE.fullmatch(value):
+    if value in ("production", "test") or re.fullmatch(_VALUE, value):
         return None
     return (
         f"{ENV_EXEC_ENV}={value!r} is not an execution environment: it must be production, test, or only letters, "

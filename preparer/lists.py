@@ -51,7 +51,7 @@ FORMS = (
 )
 ENV_FORMS = "NAME=VALUE, or NAME for the value the preparer's environment has"
 #: A buildpack named by its id alone (no ``/``, scheme or tag), as pack takes a builder's buildpack: ``my-bp@1.0``.
-_BUILDER_ID = re.compile(r"([A-Za-z0-9._-]+)(?:@(.*))?")
+_BUILDER_ID = r"([A-Za-z0-9._-]+)(?:@(.*))?"  # compiled by re's cache: most runs have no list flag
 
 
 @record
@@ -161,7 +161,7 @@ def _entry(flag: str, key: str, ref: str, base_dir: Path, exists: Callable[[Path
             "-pre-buildpack and -post-buildpack wrap every group of the builder's order"
         )
     local = ref.startswith((".", "/")) or ref.endswith(("/", *ARCHIVE_SUFFIXES)) or exists(base_dir / ref)
-    bare = _BUILDER_ID.fullmatch(ref)
+    bare = re.fullmatch(_BUILDER_ID, ref)
     if bare is not None and not local:
         bp_id, version = bare[1], bare[2]
         if not check_id(bp_id):

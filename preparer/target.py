@@ -37,11 +37,12 @@ ENV_PREPARER_PLATFORM = "CNB_PREPARER_PLATFORM"
 #: Where the distribution is read from when nothing else gives it (freedesktop os-release: ``ID``, ``VERSION_ID``).
 DEFAULT_OS_RELEASE = "/etc/os-release"
 
-_OS = re.compile(r"[a-z0-9]+")
-_ARCH = re.compile(r"[a-z0-9_]+")
-_VARIANT = re.compile(r"[a-z0-9.]+")
+# Compiled by re's cache when a setting is checked: most runs set none.
+_OS = r"[a-z0-9]+"
+_ARCH = r"[a-z0-9_]+"
+_VARIANT = r"[a-z0-9.]+"
 #: os-release's ``ID`` and ``VERSION_ID``: lower case letters, digits, ``.``, ``_`` and ``-``.
-_DISTRO = re.compile(r"[a-z0-9._-]+")
+_DISTRO = r"[a-z0-9._-]+"
 #: The variant an architecture has when none is written (OCI image spec §Platform Variants; containerd).
 _DEFAULT_VARIANT = {"amd64": "v1", "arm64": "v8", "arm": "v7"}
 #: Each variable that needs another to mean something, with the one it needs and why.
@@ -135,8 +136,8 @@ def parse_platform(text: str, setting: str) -> tuple[str, str, str]:
     :raises InvalidInputsError: anything else, upper case included (exit 3).
     """
     parts = text.split("/")
-    if not 2 <= len(parts) <= 3 or not _OS.fullmatch(parts[0]) or not _ARCH.fullmatch(parts[1]) or (
-        len(parts) == 3 and not _VARIANT.fullmatch(parts[2])
+    if not 2 <= len(parts) <= 3 or not re.fullmatch(_OS, parts[0]) or not re.fullmatch(_ARCH, parts[1]) or (
+        len(parts) == 3 and not re.fullmatch(_VARIANT, parts[2])
     ):  # fmt: skip
         raise InvalidInputsError(
             "resolve inputs",
@@ -145,10 +146,8 @@ def parse_platform(text: str, setting: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2] if len(parts) == 3 else ""
 
 
-def _checked(
-    value: str, pattern: re.Pattern[str], setting: str, what: str = "lower case letters and digits"
-) -> str:
-    if not pattern.fullmatch(value):
+def _checked(value: str, pattern: str, setting: str, what: str = "lower case letters and digits") -> str:
+    if not re.fullmatch(pattern, value):
         raise InvalidInputsError("resolve inputs", f"{setting}={value!r} is not valid ({what})")
     return value
 
