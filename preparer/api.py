@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from preparer.errors import BuildpackAPIError, PlatformAPIError
 
-_VERSION = re.compile(r"^v?([0-9]+)\.?([0-9]*)$")
+_VERSION = re.compile(r"^v?([0-9]+)\.?([0-9]*)\Z")
 
 
 class APIVersion(NamedTuple):

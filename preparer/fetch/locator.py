@@ -34,12 +34,12 @@ from preparer.errors import InvalidInputsError
 from preparer.fetch.url import HttpUrl, UrlError, parse_http_url
 
 ARCHIVE_SUFFIXES = (".tgz", ".tar.gz", ".tar", ".cnb")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
 #: A fragment that is a digest pin, the only one shown: any other may be a secret.
 _PIN = re.compile(r"sha256=[0-9a-fA-F]{64}\Z")
-_REGISTRY_ID = re.compile(r"^([a-z0-9.-]{1,253})/([a-z0-9.-]{1,253})$")
+_REGISTRY_ID = re.compile(r"^([a-z0-9.-]{1,253})/([a-z0-9.-]{1,253})\Z")
 #: ``<ns>/<name>[@<version>]``: buildpack id characters, one slash, and a version that is not a digest.
-_BARE_ID = re.compile(r"^([A-Za-z0-9_-][A-Za-z0-9._-]*)/([A-Za-z0-9._-]+)(?:@([^@/:\s]+))?$")
+_BARE_ID = re.compile(r"^([A-Za-z0-9_-][A-Za-z0-9._-]*)/([A-Za-z0-9._-]+)(?:@([^@/:\s]+))?\Z")
 
 
 @record

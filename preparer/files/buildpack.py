@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from preparer.files.toml import Places
 
 #: Buildpack ids may hold letters, digits, ``.``, ``/`` and ``-`` (spec buildpack.md §buildpack.toml).
-_ID = re.compile(r"^[A-Za-z0-9./-]+$")
+_ID = r"[A-Za-z0-9./-]+"  # compiled by re's cache on the first id checked: an env-only run checks none
 _RESERVED_IDS = frozenset({"app", "config", "generated", "sbom"})
 
 
@@ -87,7 +87,7 @@ MAX_NAME = 255
 def check_id(buildpack_id: str) -> bool:
     """Whether ``buildpack_id`` is a valid buildpack id (also safe as a path segment once escaped)."""
     return (
-        bool(_ID.match(buildpack_id))
+        bool(re.fullmatch(_ID, buildpack_id))
         and len(buildpack_id) <= MAX_NAME
         and buildpack_id.lower() not in _RESERVED_IDS
         and not any(part in ("", ".", "..") for part in buildpack_id.split("/"))

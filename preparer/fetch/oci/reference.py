@@ -28,13 +28,13 @@ DOCKER_HUB_API = "registry-1.docker.io"
 DOCKER_HUB_NAME = "docker.io"
 _DOCKER_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
 _LABEL = r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?"
-_HOST_NAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
+_HOST_NAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*\Z")
 #: What the path of a glob may hold: a repository's characters, ``/`` and the glob's own (``*?[!]``).
 _GLOB_PATH = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-/*?[!]")
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_REPOSITORY = re.compile(rf"^{_COMPONENT}(?:/{_COMPONENT})*$")
-_TAG = re.compile(r"^[\w][\w.-]{0,127}$")
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_REPOSITORY = re.compile(rf"^{_COMPONENT}(?:/{_COMPONENT})*\Z")
+_TAG = re.compile(r"^[\w][\w.-]{0,127}\Z", re.ASCII)  # the distribution spec's: \w as Go reads it
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 
 
 @record
