@@ -436,14 +436,7 @@ def _dependency(
 ) -> dict[str, Any]:
     """One order entry's resource descriptor: what it names, where it came from, its digest, how it was trusted."""
     # Deferred: the fetch package stays off the import of this module, as off the pipeline's.
-    from preparer.fetch.locator import (
-        HttpLocator,
-        IdLocator,
-        ImageLocator,
-        InlineLocator,
-        PathLocator,
-        RegistryLocator,
-    )
+    from preparer.fetch import locator as locators
     from preparer.files.buildpack import buildpack_dir
     from preparer.plan import Present
 
@@ -458,25 +451,25 @@ def _dependency(
     locator = step.locator
     recorded = record.not_installed or record.digest  # what was fetched, whichever copy was installed
     match locator:
-        case InlineLocator():
+        case locators.InlineLocator():
             described["digest"] = {"sha256": _sha256(locator.inline.encode())}
             notes["inline"] = True
-        case PathLocator():
+        case locators.PathLocator():
             notes["path"] = _shown_path(locator.path, settings.app_dir)
             digest = fetched.archive or recorded
             described["digest"] = _digest_set(digest) if digest else _tree_digest(installed, notes)
-        case HttpLocator():
+        case locators.HttpLocator():
             described["digest"] = {"sha256": (fetched.archive or recorded or "").removeprefix("sha256:")}
             described["uri"] = locator.shown + (f"#sha256={locator.sha256}" if locator.sha256 else "")
             if locator.sha256:
                 notes["pinned"] = f"sha256:{locator.sha256}"
         # An image, or one the buildpack registry names.
-        case ImageLocator() | RegistryLocator() | IdLocator():
+        case locators.ImageLocator() | locators.RegistryLocator() | locators.IdLocator():
             described["digest"] = {"sha256": (fetched.archive or recorded or "").removeprefix("sha256:")}
-            registry = record.resolved == "registry" or isinstance(locator, RegistryLocator)
+            registry = record.resolved == "registry" or isinstance(locator, locators.RegistryLocator)
             described["uri"] = _image_uri(registry, fetched, record)
             notes |= _image_notes(registry, fetched, record, plan)
-            if isinstance(locator, ImageLocator) and "@" in locator.reference:
+            if isinstance(locator, locators.ImageLocator) and "@" in locator.reference:
                 notes["pinned"] = locator.reference.rpartition("@")[2]
         case _ as never:
             assert_never(never)
