@@ -608,28 +608,19 @@ def _input_files(plan: Plan, settings: ProvenanceSettings) -> Iterable[dict[str,
     """The descriptor (named by its path relative to ``<app>``), the builder's order.toml and the system.toml merged
     (by their names), each with its sha256."""
     made_from = dict(plan.made_from)
+    files: list[tuple[Path, str]] = []
     if plan.descriptor_path is not None:
-        digest = _file_digest(plan.descriptor_path, made_from)
-        if digest is not None:
-            yield {
-                "name": _shown_path(plan.descriptor_path, settings.app_dir),
-                "digest": {"sha256": digest},
-                "annotations": {"role": "descriptor"},
-            }
+        files.append((plan.descriptor_path, "descriptor"))
     if plan.builder_order is not None:
-        digest = _file_digest(settings.order_path, made_from)
-        if digest is not None:
-            yield {
-                "name": _shown_path(settings.order_path, settings.app_dir),
-                "digest": {"sha256": digest},
-                "annotations": {"role": "builder order"},
-            }
+        files.append((settings.order_path, "builder order"))
     detection = plan.detection
     if detection is not None and detection.system is not None and detection.system_path is not None:
-        digest = _file_digest(detection.system_path, made_from)
+        files.append((detection.system_path, "system buildpacks"))
+    for path, role in files:
+        digest = _file_digest(path, made_from)
         if digest is not None:
             yield {
-                "name": _shown_path(detection.system_path, settings.app_dir),
+                "name": _shown_path(path, settings.app_dir),
                 "digest": {"sha256": digest},
-                "annotations": {"role": "system buildpacks"},
+                "annotations": {"role": role},
             }
