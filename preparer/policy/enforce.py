@@ -62,7 +62,8 @@ def describe_signatures(plan: Plan) -> list[str]:
         pulled = _pulled_image(step.locator) if isinstance(step, Fetch) else None
         if pulled is None:
             continue
-        repository, when = pulled
+        repository, named = pulled
+        when = "" if named else ", if it resolves to that image"
         rules = policy.signed_by_rules(repository)
         if not rules:
             verdict = policy.no_match_policy()
@@ -103,23 +104,8 @@ def planned_image(locator: Fetchable) -> str | None:
     """The repository of the image ``locator`` names before anything is fetched (a ``docker://`` or image
     reference), in the form ``[[image.signed-by]]`` matches; ``None`` for any other source. The plan applies
     ``image.no-match-policy`` to these; the fetch, to the images it finds."""
-    # Deferred, as in _decide_step.
-    from preparer.fetch import locator as locators
-    from preparer.fetch.oci.reference import parse_reference
-
-    match locator:
-        case locators.ImageLocator():
-            return parse_reference(locator.reference).name
-        case (
-            locators.IdLocator()
-            | locators.PathLocator()
-            | locators.HttpLocator()
-            | locators.RegistryLocator()
-            | locators.InlineLocator()
-        ):
-            return None
-        case _ as never:
-            assert_never(never)
+    pulled = _pulled_image(locator)
+    return pulled[0] if pulled is not None and pulled[1] else None
 
 
 def _decide_step(step: Step, policy: Policy, store: Store | None) -> Decision:
@@ -161,19 +147,19 @@ def _decide_step(step: Step, policy: Policy, store: Store | None) -> Decision:
             assert_never(never)
 
 
-def _pulled_image(locator: Fetchable) -> tuple[str, str] | None:
+def _pulled_image(locator: Fetchable) -> tuple[str, bool] | None:
     """The repository of the image an entry's source may be pulled as, in the form ``[[image.signed-by]]`` matches,
-    and when (``""``: always); ``None`` for a source that is no image, or whose image only the buildpack registry's
-    index names (known once fetched)."""
+    and whether the source names that image (else it is pulled only if it resolves to it: a bare id); ``None`` for a
+    source that is no image, or whose image only the buildpack registry's index names (known once fetched)."""
     # Deferred, as in _decide_step.
     from preparer.fetch import locator as locators
     from preparer.fetch.oci.reference import parse_reference
 
     match locator:
         case locators.ImageLocator():
-            return parse_reference(locator.reference).name, ""
+            return parse_reference(locator.reference).name, True
         case locators.IdLocator():
-            return _bare_id_image(locator.id), ", if it resolves to that image"
+            return _bare_id_image(locator.id), False
         case (
             locators.PathLocator()
             | locators.HttpLocator()
