@@ -326,9 +326,8 @@ def _lists(settings: ProvenanceSettings, made_from: Mapping[str, str | None]) ->
 
 
 def _entry(entry: GroupEntry) -> dict[str, Any]:
-    from preparer.fetch.locator import (
-        redact,
-    )  # deferred: the fetch package stays off runs without a provenance
+    # Deferred: the fetch package stays off runs without a provenance.
+    from preparer.fetch.locator import redact
 
     written: dict[str, Any] = {"entry": entry.key}
     for name, value in (("id", entry.id), ("version", entry.version)):
