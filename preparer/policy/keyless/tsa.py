@@ -147,7 +147,7 @@ def _directly_issued(response: Any, issuer: Any) -> bool:
     # Deferred: cryptography is loaded only by signatures that carry a timestamp.
     from cryptography import x509
 
-    from preparer.policy.keyless.certs import issued
+    from preparer.policy.keyless.certs import issued  # deferred, as cryptography above
 
     signed = response.signed_data
     infos = list(signed.signer_infos)
