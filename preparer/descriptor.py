@@ -22,7 +22,7 @@ from typing import Any
 
 from preparer._near import closest
 from preparer._record import record
-from preparer._types import KeyPath, TOMLTable
+from preparer._types import KeyPath, TOMLTable, dotted
 from preparer.api import SUPPORTED_PLATFORM_APIS
 from preparer.errors import DescriptorError, with_fields
 from preparer.files.toml import Document, Places, parse_toml, read_toml
@@ -53,13 +53,7 @@ class Layer:
 
     def spell(self, path: KeyPath) -> str:
         """The dotted key of ``path`` as the user wrote it, arrays by index: ``io.buildpacks.group[0].foo``."""
-        text = ""
-        for name in self.written(path):
-            if isinstance(name, int):
-                text += f"[{name}]"
-            else:
-                text = f"{text}.{name}" if text else name
-        return text
+        return dotted(self.written(path))
 
     def written(self, path: KeyPath) -> KeyPath:
         """``path`` as the user wrote it, from the document's root: ``("io", "buildpacks", "group", 0, "foo")``."""

@@ -83,26 +83,20 @@ def _once(measured: list[Measured]) -> tuple[PlannedDownload, ...]:
 def _probe(step: Fetch, policy: bool) -> Callable[[Store, FetchContext | None], Measured] | None:
     """How the plan measures what ``step`` downloads, given the download cache and the probes' context; ``None`` for
     a source that downloads nothing (a path on disk, an inline script)."""
-    from preparer.fetch.locator import (  # deferred, as above
-        HttpLocator,
-        IdLocator,
-        ImageLocator,
-        InlineLocator,
-        PathLocator,
-        RegistryLocator,
-        redact,
-    )
+    from preparer.fetch import locator as locators  # deferred, as above
 
     locator = step.pinned or step.locator
     match locator:
-        case HttpLocator():
+        case locators.HttpLocator():
             return functools.partial(_http, step, locator, policy=policy)
-        case ImageLocator():
+        case locators.ImageLocator():
             return functools.partial(_image, step, locator)
-        case RegistryLocator() | IdLocator():  # resolved through the registry's index: size unknown
-            shown = redact(step.entry.uri or step.entry.id or "")
+        case (
+            locators.RegistryLocator() | locators.IdLocator()
+        ):  # resolved through the registry's index: size unknown
+            shown = locators.redact(step.entry.uri or step.entry.id or "")
             return lambda _cache, _ctx: (_download(step, shown, None), ())
-        case PathLocator() | InlineLocator():
+        case locators.PathLocator() | locators.InlineLocator():
             return None
         case _ as never:
             assert_never(never)

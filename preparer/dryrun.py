@@ -132,25 +132,24 @@ def _runs_on(step: Step, inputs: Inputs) -> str | None:
     """What the buildpack of ``step`` declares it runs on (:func:`preparer.target.describe_runs_on`), when it can be
     read without fetching: one in ``<buildpacks>``, or a local directory; ``None`` for the others (an image, an
     archive, an inline script), whose ``buildpack.toml`` is read once fetched."""
-    from preparer.fetch.locator import (  # deferred, as in source_of
-        HttpLocator,
-        IdLocator,
-        ImageLocator,
-        InlineLocator,
-        PathLocator,
-        RegistryLocator,
-    )
+    from preparer.fetch import locator as locators  # deferred, as in source_of
     from preparer.files.buildpack import buildpack_dir, read_buildpack_toml  # deferred, as in check_present
 
     if isinstance(step, Present):
         root, builder = buildpack_dir(inputs.buildpacks_dir, step.id, step.version), True
     else:
         match step.locator:
-            case PathLocator():
+            case locators.PathLocator():
                 if not step.locator.path.is_dir():
                     return None
                 root, builder = step.locator.path, False
-            case HttpLocator() | ImageLocator() | RegistryLocator() | IdLocator() | InlineLocator():
+            case (
+                locators.HttpLocator()
+                | locators.ImageLocator()
+                | locators.RegistryLocator()
+                | locators.IdLocator()
+                | locators.InlineLocator()
+            ):
                 return None
             case _ as never:
                 assert_never(never)
@@ -186,34 +185,41 @@ def _what_happens(step: Step, buildpacks_dir: Path) -> str:
         return "installed in <buildpacks>" if step.resolved else "present"
     if step.entry.script is not None:
         return "inline script, would generate"
-    from preparer.fetch.locator import (  # deferred: the fetch package stays off runs that fetch nothing
-        HttpLocator,
-        IdLocator,
-        ImageLocator,
-        InlineLocator,
-        PathLocator,
-        RegistryLocator,
-    )
+    from preparer.fetch import (
+        locator as locators,
+    )  # deferred: the fetch package stays off runs that fetch nothing
 
     pinned = step.pinned
     match pinned:
-        case ImageLocator():
+        case locators.ImageLocator():
             return f"would fetch {pinned.reference}, as locked"
-        case HttpLocator():
+        case locators.HttpLocator():
             return f"would fetch, locked to sha256:{pinned.sha256}"
-        case None | PathLocator() | RegistryLocator() | IdLocator() | InlineLocator():
+        case (
+            None
+            | locators.PathLocator()
+            | locators.RegistryLocator()
+            | locators.IdLocator()
+            | locators.InlineLocator()
+        ):
             pass  # not frozen to a lock (which pins an archive's bytes or an image's digest)
         case _ as never:
             assert_never(never)
     locator = step.locator
     match locator:
-        case IdLocator(version=None):
+        case locators.IdLocator(version=None):
             return "not in <buildpacks>: would look it up in the buildpack registry, else pull it as an image"
-        case IdLocator():  # an image reference cannot name a version with '@': the registry only
+        case locators.IdLocator():  # an image reference cannot name a version with '@': the registry only
             installed = installed_versions(buildpacks_dir, locator.id)
             found = f" (found: {', '.join(installed)})" if installed else ""
             return f"not in <buildpacks>{found}: would look it up in the buildpack registry"
-        case PathLocator() | HttpLocator() | ImageLocator() | RegistryLocator() | InlineLocator():
+        case (
+            locators.PathLocator()
+            | locators.HttpLocator()
+            | locators.ImageLocator()
+            | locators.RegistryLocator()
+            | locators.InlineLocator()
+        ):
             return "would fetch"
         case _ as never:
             assert_never(never)

@@ -73,19 +73,17 @@ Step = Present | Fetch
 
 
 def _named_id(locator: Fetchable) -> str | None:
-    from preparer.fetch.locator import (  # deferred, as in _step
-        HttpLocator,
-        IdLocator,
-        ImageLocator,
-        InlineLocator,
-        PathLocator,
-        RegistryLocator,
-    )
+    from preparer.fetch import locator as locators  # deferred, as in _step
 
     match locator:
-        case IdLocator() | InlineLocator():
+        case locators.IdLocator() | locators.InlineLocator():
             return locator.id
-        case PathLocator() | HttpLocator() | ImageLocator() | RegistryLocator():
+        case (
+            locators.PathLocator()
+            | locators.HttpLocator()
+            | locators.ImageLocator()
+            | locators.RegistryLocator()
+        ):
             return None
         case _ as never:
             assert_never(never)
@@ -238,21 +236,14 @@ def _step(
     exists: Callable[[Path], bool],
 ) -> Step:
     # Deferred: the fetch package (and what it imports) stays off runs whose entries name no uri or script.
-    from preparer.fetch.locator import (
-        BuilderLocator,
-        HttpLocator,
-        IdLocator,
-        ImageLocator,
-        InlineLocator,
-        PathLocator,
-        RegistryLocator,
-        redact,
-    )
+    from preparer.fetch import locator as locators
 
     if entry.script is not None:
         assert entry.id is not None  # checked by config: a script entry has an id
         script = entry.script
-        return Fetch(entry, InlineLocator(entry.id, script.api, script.inline, script.shell, entry.version))
+        return Fetch(
+            entry, locators.InlineLocator(entry.id, script.api, script.inline, script.shell, entry.version)
+        )
     if entry.uri is None:
         assert entry.id is not None  # checked by config: an entry has an id, a uri or a script
         version = None if entry.version in (None, "latest") else entry.version
@@ -263,18 +254,24 @@ def _step(
     ):  # found by the configuration's check first, when it was given ``exists``
         raise DescriptorError(f"validate {entry.file}", f"{entry.key}{locator.detail}")
     match locator:
-        case PathLocator():
+        case locators.PathLocator():
             if not exists(locator.path):
                 raise FetchError(
-                    f"resolve {entry.key} ({redact(entry.uri)})", f"{locator.path}: no such file or directory"
+                    f"resolve {entry.key} ({locators.redact(entry.uri)})",
+                    f"{locator.path}: no such file or directory",
                 )
             return Fetch(entry, locator)
-        case HttpLocator() | ImageLocator() | RegistryLocator() | InlineLocator():
+        case (
+            locators.HttpLocator()
+            | locators.ImageLocator()
+            | locators.RegistryLocator()
+            | locators.InlineLocator()
+        ):
             return Fetch(entry, locator)
-        case BuilderLocator():
+        case locators.BuilderLocator():
             version = _resolve(locator.id, locator.version, entry, buildpacks_dir, versions_of)
             return Present(entry, locator.id, version)
-        case IdLocator():
+        case locators.IdLocator():
             # A bare id: the buildpack installed in <buildpacks> when it is there (no request at all), else fetched.
             installed = versions_of(locator.id)
             if installed and (locator.version is None or locator.version in installed):

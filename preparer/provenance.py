@@ -326,9 +326,8 @@ def _lists(settings: ProvenanceSettings, made_from: Mapping[str, str | None]) ->
 
 
 def _entry(entry: GroupEntry) -> dict[str, Any]:
-    from preparer.fetch.locator import (
-        redact,
-    )  # deferred: the fetch package stays off runs without a provenance
+    # Deferred: the fetch package stays off runs without a provenance.
+    from preparer.fetch.locator import redact
 
     written: dict[str, Any] = {"entry": entry.key}
     for name, value in (("id", entry.id), ("version", entry.version)):
@@ -436,14 +435,7 @@ def _dependency(
 ) -> dict[str, Any]:
     """One order entry's resource descriptor: what it names, where it came from, its digest, how it was trusted."""
     # Deferred: the fetch package stays off the import of this module, as off the pipeline's.
-    from preparer.fetch.locator import (
-        HttpLocator,
-        IdLocator,
-        ImageLocator,
-        InlineLocator,
-        PathLocator,
-        RegistryLocator,
-    )
+    from preparer.fetch import locator as locators
     from preparer.files.buildpack import buildpack_dir
     from preparer.plan import Present
 
@@ -458,25 +450,25 @@ def _dependency(
     locator = step.locator
     recorded = record.not_installed or record.digest  # what was fetched, whichever copy was installed
     match locator:
-        case InlineLocator():
+        case locators.InlineLocator():
             described["digest"] = {"sha256": _sha256(locator.inline.encode())}
             notes["inline"] = True
-        case PathLocator():
+        case locators.PathLocator():
             notes["path"] = _shown_path(locator.path, settings.app_dir)
             digest = fetched.archive or recorded
             described["digest"] = _digest_set(digest) if digest else _tree_digest(installed, notes)
-        case HttpLocator():
+        case locators.HttpLocator():
             described["digest"] = {"sha256": (fetched.archive or recorded or "").removeprefix("sha256:")}
             described["uri"] = locator.shown + (f"#sha256={locator.sha256}" if locator.sha256 else "")
             if locator.sha256:
                 notes["pinned"] = f"sha256:{locator.sha256}"
         # An image, or one the buildpack registry names.
-        case ImageLocator() | RegistryLocator() | IdLocator():
+        case locators.ImageLocator() | locators.RegistryLocator() | locators.IdLocator():
             described["digest"] = {"sha256": (fetched.archive or recorded or "").removeprefix("sha256:")}
-            registry = record.resolved == "registry" or isinstance(locator, RegistryLocator)
+            registry = record.resolved == "registry" or isinstance(locator, locators.RegistryLocator)
             described["uri"] = _image_uri(registry, fetched, record)
             notes |= _image_notes(registry, fetched, record, plan)
-            if isinstance(locator, ImageLocator) and "@" in locator.reference:
+            if isinstance(locator, locators.ImageLocator) and "@" in locator.reference:
                 notes["pinned"] = locator.reference.rpartition("@")[2]
         case _ as never:
             assert_never(never)
@@ -615,28 +607,19 @@ def _input_files(plan: Plan, settings: ProvenanceSettings) -> Iterable[dict[str,
     """The descriptor (named by its path relative to ``<app>``), the builder's order.toml and the system.toml merged
     (by their names), each with its sha256."""
     made_from = dict(plan.made_from)
+    files: list[tuple[Path, str]] = []
     if plan.descriptor_path is not None:
-        digest = _file_digest(plan.descriptor_path, made_from)
-        if digest is not None:
-            yield {
-                "name": _shown_path(plan.descriptor_path, settings.app_dir),
-                "digest": {"sha256": digest},
-                "annotations": {"role": "descriptor"},
-            }
+        files.append((plan.descriptor_path, "descriptor"))
     if plan.builder_order is not None:
-        digest = _file_digest(settings.order_path, made_from)
-        if digest is not None:
-            yield {
-                "name": _shown_path(settings.order_path, settings.app_dir),
-                "digest": {"sha256": digest},
-                "annotations": {"role": "builder order"},
-            }
+        files.append((settings.order_path, "builder order"))
     detection = plan.detection
     if detection is not None and detection.system is not None and detection.system_path is not None:
-        digest = _file_digest(detection.system_path, made_from)
+        files.append((detection.system_path, "system buildpacks"))
+    for path, role in files:
+        digest = _file_digest(path, made_from)
         if digest is not None:
             yield {
-                "name": _shown_path(detection.system_path, settings.app_dir),
+                "name": _shown_path(path, settings.app_dir),
                 "digest": {"sha256": digest},
-                "annotations": {"role": "system buildpacks"},
+                "annotations": {"role": role},
             }

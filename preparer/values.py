@@ -48,32 +48,30 @@ def entry_locator(
     :param exists: whether a path is there; a ``uri`` without a scheme names a path when ``base_dir/<uri>`` is.
     """
     # Deferred: the fetch package (and what it imports) stays off runs whose entries name no uri.
-    from preparer.fetch.locator import (
-        BuilderLocator,
-        HttpLocator,
-        IdLocator,
-        ImageLocator,
-        InlineLocator,
-        PathLocator,
-        RegistryLocator,
-        parse_locator,
-        redact,
-    )
+    from preparer.fetch import locator as locators
 
     try:
-        locator = parse_locator(uri, base_dir, exists)
+        locator = locators.parse_locator(uri, base_dir, exists)
     except InvalidInputsError as err:
-        return UriProblem(True, f".uri '{redact(uri)}': {err.cause}", err.cause or "")
+        return UriProblem(True, f".uri '{locators.redact(uri)}': {err.cause}", err.cause or "")
     match locator:
-        case BuilderLocator() | IdLocator():  # a buildpack id and a version, which may not be a range
+        case (
+            locators.BuilderLocator() | locators.IdLocator()
+        ):  # a buildpack id and a version, which may not be a range
             problem = None if locator.version is None else version_range_problem(locator.version)
             if problem:
                 return UriProblem(True, f".uri: {problem}", problem)
-            if isinstance(locator, IdLocator) and bp_id is not None and bp_id != locator.id:
+            if isinstance(locator, locators.IdLocator) and bp_id is not None and bp_id != locator.id:
                 return UriProblem(
                     False, f": id '{bp_id}' does not match uri '{uri}'", f"id '{bp_id}' does not match it"
                 )
-        case PathLocator() | HttpLocator() | ImageLocator() | RegistryLocator() | InlineLocator():
+        case (
+            locators.PathLocator()
+            | locators.HttpLocator()
+            | locators.ImageLocator()
+            | locators.RegistryLocator()
+            | locators.InlineLocator()
+        ):
             pass  # what parsing checked is all there is to check of their text
         case _ as never:
             assert_never(never)

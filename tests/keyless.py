@@ -353,8 +353,8 @@ def _log(url: str, key: Any, details: str, window: Window) -> dict[str, Any]:
     return {
         "baseUrl": url,
         "hashAlgorithm": "SHA2_256",
-        "publicKey": {"rawBytes": _b64(public), "keyDetails": details, "validFor": _valid_for(window)},
-        "logId": {"keyId": _b64(hashlib.sha256(public).digest())},
+        "publicKey": {"rawBytes": b64(public), "keyDetails": details, "validFor": _valid_for(window)},
+        "logId": {"keyId": b64(hashlib.sha256(public).digest())},
     }
 
 
@@ -362,7 +362,7 @@ def _authority(uri: str, chain: tuple[bytes, ...], window: Window) -> dict[str, 
     return {
         "subject": {"organization": "sigstore.test", "commonName": "sigstore-test"},
         "uri": uri,
-        "certChain": {"certificates": [{"rawBytes": _b64(each)} for each in chain]},
+        "certChain": {"certificates": [{"rawBytes": b64(each)} for each in chain]},
         "validFor": _valid_for(window),
     }
 
@@ -372,7 +372,7 @@ def _valid_for(window: Window) -> dict[str, str]:
     return {"start": rfc3339(start)} if end is None else {"start": rfc3339(start), "end": rfc3339(end)}
 
 
-def _b64(data: bytes) -> str:
+def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 

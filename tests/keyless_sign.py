@@ -4,7 +4,6 @@ annotations (cosign up to v2), and a Sigstore bundle v0.3 attached as a referrer
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from preparer.policy.keyless.model import LogKey, Window
-from tests.keyless import GITHUB_ISSUER, T0, WORKFLOW, Leaf, Sigstore, der, make_sigstore, spki
+from tests.keyless import GITHUB_ISSUER, T0, WORKFLOW, Leaf, Sigstore, b64, der, make_sigstore, spki
 from tests.keyless_log import Log, hashedrekord, pem
 from tests.plugins.registry import Registry
 from tests.plugins.signing import BUNDLE, attach_bundle, sign_tag_scheme, simple_signing, statement
@@ -49,10 +48,6 @@ def make_signer(directory: Path) -> Signer:
     return Signer(sigstore, log, sigstore.trusted_root(directory / "trusted_root.json"))
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
-
-
 def cosign_keyless(
     registry: Registry,
     repository: str,
@@ -67,18 +62,26 @@ def cosign_keyless(
     leaf = leaf or signer.leaf(at=at)
     payload = simple_signing(f"{registry.host}/{repository}", signed_digest or digest)
     signature = leaf.sign(payload)
+    annotations = cosign_annotations(signer, leaf, payload, signature, signer.chain_pem, at)
+    return sign_tag_scheme(registry, repository, digest, [(payload, signature)], [annotations])
+
+
+def cosign_annotations(
+    signer: Signer, leaf: Leaf, payload: bytes, signature: bytes, chain: str, at: int = T0
+) -> dict[str, str]:
+    """The annotations of a keyless ``.sig`` layer as cosign v2 writes them: the leaf, the chain it offers (PEM), and
+    the Rekor bundle of ``signature`` over ``payload``, logged as a ``hashedrekord`` in the signer's log at ``at``."""
     body = hashedrekord(signature, leaf.der, payload)
     entry = signer.log.add(body, at=at)
     assert entry.promise is not None
-    rekor = {"SignedEntryTimestamp": _b64(entry.promise),
-             "Payload": {"body": _b64(body), "integratedTime": at, "logIndex": entry.log_index,
+    rekor = {"SignedEntryTimestamp": b64(entry.promise),
+             "Payload": {"body": b64(body), "integratedTime": at, "logIndex": entry.log_index,
                          "logID": entry.log_id.hex()}}  # fmt: skip
-    annotations = {
+    return {
         "dev.sigstore.cosign/certificate": pem(leaf.der),
-        "dev.sigstore.cosign/chain": signer.chain_pem,
+        "dev.sigstore.cosign/chain": chain,
         "dev.sigstore.cosign/bundle": json.dumps(rekor),
     }
-    return sign_tag_scheme(registry, repository, digest, [(payload, signature)], [annotations])
 
 
 def tlog_entry(signer: Signer, body: bytes, kind: str, at: int = T0) -> dict[str, Any]:
@@ -88,13 +91,13 @@ def tlog_entry(signer: Signer, body: bytes, kind: str, at: int = T0) -> dict[str
     assert entry.promise is not None and entry.proof is not None
     proof = entry.proof
     return {
-        "logIndex": str(entry.log_index), "logId": {"keyId": _b64(entry.log_id)},
+        "logIndex": str(entry.log_index), "logId": {"keyId": b64(entry.log_id)},
         "kindVersion": {"kind": kind, "version": "0.0.1"}, "integratedTime": str(at),
-        "inclusionPromise": {"signedEntryTimestamp": _b64(entry.promise)},
-        "inclusionProof": {"logIndex": str(proof.log_index), "rootHash": _b64(proof.root_hash),
-                           "treeSize": str(proof.tree_size), "hashes": [_b64(h) for h in proof.hashes],
+        "inclusionPromise": {"signedEntryTimestamp": b64(entry.promise)},
+        "inclusionProof": {"logIndex": str(proof.log_index), "rootHash": b64(proof.root_hash),
+                           "treeSize": str(proof.tree_size), "hashes": [b64(h) for h in proof.hashes],
                            "checkpoint": {"envelope": proof.checkpoint}},
-        "canonicalizedBody": _b64(body),
+        "canonicalizedBody": b64(body),
     }  # fmt: skip
 
 
@@ -103,17 +106,17 @@ def keyless_bundle(signer: Signer, payload: bytes, leaf: Leaf | None = None, at:
     with a Fulcio leaf, logged in Rekor as ``dsse`` 0.0.1 with its promise, inclusion proof and checkpoint."""
     leaf = leaf or signer.leaf(at=at)
     signature = leaf.sign(b"DSSEv1 %d %b %d %b" % (len(IN_TOTO), IN_TOTO.encode(), len(payload), payload))
-    envelope = {"payload": _b64(payload), "payloadType": IN_TOTO, "signatures": [{"sig": _b64(signature)}]}
+    envelope = {"payload": b64(payload), "payloadType": IN_TOTO, "signatures": [{"sig": b64(signature)}]}
     body = json.dumps({
         "apiVersion": "0.0.1", "kind": "dsse",
         "spec": {"envelopeHash": {"algorithm": "sha256",
                                   "value": hashlib.sha256(json.dumps(envelope).encode()).hexdigest()},
                  "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(payload).hexdigest()},
-                 "signatures": [{"signature": _b64(signature), "verifier": _b64(pem(leaf.der).encode())}]},
+                 "signatures": [{"signature": b64(signature), "verifier": b64(pem(leaf.der).encode())}]},
     }, sort_keys=True, separators=(",", ":")).encode()  # fmt: skip
     return json.dumps({
         "mediaType": BUNDLE,
-        "verificationMaterial": {"certificate": {"rawBytes": _b64(leaf.der)},
+        "verificationMaterial": {"certificate": {"rawBytes": b64(leaf.der)},
                                  "tlogEntries": [tlog_entry(signer, body, "dsse", at)]},
         "dsseEnvelope": envelope,
     }).encode()  # fmt: skip

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from preparer._record import record
+from preparer._types import dotted
 from preparer.entries import GroupEntry
 from preparer.errors import DescriptorError, with_fields
 from preparer.files.locked import Locked
@@ -168,7 +169,7 @@ def parse_lock(data: bytes, name: str) -> LockFile:
     def fail(
         at: tuple[str | int, ...], problem: str, advice: str = "rerun with -update-lock"
     ) -> DescriptorError:
-        key = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in at).lstrip(".")
+        key = dotted(at)
         line = places.line(at)
         spot = f" (line {line})" if line else ""
         error = DescriptorError(f"read lock file {name}", f"{key}{spot}: {problem}; {advice}")

@@ -16,7 +16,7 @@ from typing import Any
 
 from preparer._near import closest
 from preparer._record import record
-from preparer._types import KeyPath
+from preparer._types import KeyPath, dotted
 from preparer.errors import BuilderError
 from preparer.files.toml import Places, read_toml
 
@@ -108,7 +108,7 @@ def _buildpacks(
         where = (*at, n)
         _unknown(item, where, "buildpack", places, path, warnings)
         bp_id, version = (_string(item, (*where, key), places, path) for key in ("id", "version"))
-        key = _dotted(where)
+        key = dotted(where)
         optional = item.get("optional", False)
         buildpack = SystemBuildpack(bp_id, version, key, places.line(where), optional is True)
         if optional is not False:
@@ -125,7 +125,7 @@ def _buildpacks(
 def _table(parent: dict[str, Any], at: KeyPath, places: Places, path: Path) -> dict[str, Any]:
     value = parent.get(str(at[-1]), {})
     if not isinstance(value, dict):
-        raise _wrong(at, value, f"a table ([{_dotted(at)}])", places, path)
+        raise _wrong(at, value, f"a table ([{dotted(at)}])", places, path)
     return value
 
 
@@ -145,7 +145,7 @@ def _wrong(at: KeyPath, value: object, wanted: str, places: Places, path: Path) 
     )
     return BuilderError(
         "read system buildpacks",
-        f"{path}: {_dotted(at)} must be {wanted}, not {kind}{spot}; the lifecycle's detector fails at start-up on "
+        f"{path}: {dotted(at)} must be {wanted}, not {kind}{spot}; the lifecycle's detector fails at start-up on "
         "this file",
     )
 
@@ -160,17 +160,12 @@ def _unknown(
             continue
         line = places.line((*at, key))
         spot = f" (line {line})" if line else ""
-        name = _dotted((*at, key))
+        name = dotted((*at, key))
         if kind == "" and key in ("pre", "post"):
             hint = f": system buildpacks are written under [system], as [[system.{key}.buildpacks]]"
         elif kind == "buildpack" and key == "uri":
             hint = ": a system buildpack is not fetched, it must already be in <buildpacks>"
         else:
             near = closest(key, known)
-            hint = f" (did you mean {_dotted((*at, near))}?)" if near else ""
+            hint = f" (did you mean {dotted((*at, near))}?)" if near else ""
         warnings.append(f"{path}: {name}{spot} is not read by the lifecycle{hint}")
-
-
-def _dotted(at: KeyPath) -> str:
-    """``system.pre.buildpacks[0].id``."""
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in at).lstrip(".")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import tomli
 
@@ -113,14 +113,35 @@ class Document:
     name: str
 
 
+class Reading(TypedDict, total=False):
+    """How :func:`read_toml`, :func:`read_bytes` and :func:`parse_toml` read a file and say its problems; each key
+    may be left out.
+
+    Keys:
+        error: the class of error to raise (default :class:`DescriptorError`, exit 3; the builder's own files
+            differ).
+        action: the message's action, when not ``read <what>`` / ``parse <what>``.
+        limit: the most bytes read (default :data:`MAX_TOML`).
+        named: whether causes start with the file's path (the default); not when ``action`` names the file as the
+            user knows it (a staged copy's path means nothing to them).
+    """
+
+    error: type[PreparerError]
+    action: str | None
+    limit: int
+    named: bool
+
+
 class _Failure:
     """How problems with one file are said: ``error(action, cause)``, the cause naming the file (``named``) and the
-    place, the error's ``path``, ``line`` and ``column`` set where its class has them."""
+    place, the error's ``path``, ``line`` and ``column`` set where its class has them; and the most bytes read."""
 
-    def __init__(
-        self, name: str, what: str, error: type[PreparerError], action: str | None, named: bool
-    ) -> None:
-        self.name, self.what, self.error, self.action, self.named = name, what, error, action, named
+    def __init__(self, name: str, what: str, how: Reading) -> None:
+        self.name, self.what = name, what
+        self.error = how.get("error", DescriptorError)
+        self.action = how.get("action")
+        self.limit = how.get("limit", MAX_TOML)
+        self.named = how.get("named", True)
 
     def __call__(
         self,
@@ -140,45 +161,26 @@ class _Failure:
         return with_fields(failed, **{k: v for k, v in fields.items() if hasattr(failed, k)})
 
 
-def read_toml(
-    path: Path,
-    what: str,
-    *,
-    error: type[PreparerError] = DescriptorError,
-    action: str | None = None,
-    limit: int = MAX_TOML,
-    named: bool = True,
-) -> Document:
+def read_toml(path: Path, what: str, **how: Unpack[Reading]) -> Document:
     """The TOML file ``path``, read bounded and parsed (:func:`read_bytes`, then :func:`parse_toml`).
 
     :param what: names the file's role in messages, e.g. ``project descriptor``.
-    :param error: the class of error to raise (the descriptor's are exit 3; the builder's own files differ).
-    :param action: the message's action, when not ``read <what>`` / ``parse <what>``.
-    :param named: whether causes start with ``path``; not when ``action`` names the file as the user knows it
-        (a staged copy's path means nothing to them).
+    :param how: the error, action, limit and naming of :class:`Reading`.
     :raises DescriptorError: (or ``error``) when the file cannot be read, is not TOML, or builds too much.
     """
-    data = read_bytes(path, what, error=error, action=action, limit=limit, named=named)
-    return parse_toml(data, str(path), what, error=error, action=action, limit=limit, named=named)
+    return parse_toml(read_bytes(path, what, **how), str(path), what, **how)
 
 
-def read_bytes(
-    path: Path,
-    what: str,
-    *,
-    error: type[PreparerError] = DescriptorError,
-    action: str | None = None,
-    limit: int = MAX_TOML,
-    named: bool = True,
-) -> bytes:
+def read_bytes(path: Path, what: str, **how: Unpack[Reading]) -> bytes:
     """The bytes of the file ``path``: a regular file (a link to one is fine) of at most ``limit`` bytes; anything
     else (a FIFO, a device, a directory) is refused at once. The parameters are :func:`read_toml`'s.
 
     :raises DescriptorError: (or ``error``) when it cannot be read.
     """
-    fail = _Failure(str(path), what, error, action, named)
+    fail = _Failure(str(path), what, how)
+    named = fail.named
     try:
-        return read_regular(path, limit)
+        return read_regular(path, fail.limit)
     except FileNotFoundError:
         raise fail(
             "read", f"{path} does not exist" if named else f"there is no {path.name}", prefix=False
@@ -193,23 +195,14 @@ def read_bytes(
         raise fail("read", str(why)) from why
 
 
-def parse_toml(
-    data: str | bytes,
-    name: str,
-    what: str,
-    *,
-    error: type[PreparerError] = DescriptorError,
-    action: str | None = None,
-    limit: int = MAX_TOML,
-    named: bool = True,
-) -> Document:
+def parse_toml(data: str | bytes, name: str, what: str, **how: Unpack[Reading]) -> Document:
     """The document whose bytes (or text) are ``data``, named ``name`` in messages, as :func:`read_toml` reads a
     file: at most ``limit`` bytes (refused before anything is parsed), UTF-8, TOML, within the bounds.
 
     :raises DescriptorError: (or ``error``) as :func:`read_toml`.
     """
-    fail = _Failure(name, what, error, action, named)
-    text = _decode(data, limit, fail)
+    fail = _Failure(name, what, how)
+    text = _decode(data, fail.limit, fail)
     try:
         found = Pass(text, MAX_NESTING, MAX_DEPTH, (MIN_INTEGER, MAX_INTEGER))
         found.document()

@@ -66,14 +66,7 @@ def locked_failure(step: Fetch, error: FetchError) -> FetchError:
     :class:`~preparer.errors.LockMismatch`, from its ``expected`` and ``got``), a locked image the registry no
     longer has. Other errors are returned as they are."""
     from preparer.errors import DigestMismatch, NotFoundError
-    from preparer.fetch.locator import (  # deferred, as above
-        HttpLocator,
-        IdLocator,
-        ImageLocator,
-        InlineLocator,
-        PathLocator,
-        RegistryLocator,
-    )
+    from preparer.fetch import locator as locators  # deferred, as above
 
     lock, pinned, key = step.locked_in, step.pinned, step.entry.key
     if lock is None or pinned is None:
@@ -81,20 +74,25 @@ def locked_failure(step: Fetch, error: FetchError) -> FetchError:
     written = shown(written_of(step.entry))
     failed: FetchError
     match pinned:
-        case HttpLocator() if isinstance(error, DigestMismatch):
+        case locators.HttpLocator() if isinstance(error, DigestMismatch):
             if error.expected != f"sha256:{pinned.sha256}":
                 return error
             action = f"fetch {key} ({pinned.shown})"
             failed = mismatch(lock, key, action, error.expected, error.got, "the download is", written)
-        case ImageLocator() if isinstance(error, NotFoundError):
+        case locators.ImageLocator() if isinstance(error, NotFoundError):
             failed = NotFoundError(
                 f"fetch {key} ({written})",
                 f"{the_lock(lock)} locks it to {pinned.reference}, which the registry no longer has "
                 f"({error.cause}): to lock what {written} names now, rerun with -update-lock={key}",
             )
         case (
-            HttpLocator() | ImageLocator() | PathLocator() | RegistryLocator() | IdLocator() | InlineLocator()
-        ):  # fmt: skip
+            locators.HttpLocator()
+            | locators.ImageLocator()
+            | locators.PathLocator()
+            | locators.RegistryLocator()
+            | locators.IdLocator()
+            | locators.InlineLocator()
+        ):
             return error  # not the lock's decision
         case _ as never:
             assert_never(never)

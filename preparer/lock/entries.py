@@ -33,14 +33,7 @@ def updated(
 
 
 def _resolved(step: Step, result: Fetched | None) -> Locked:
-    from preparer.fetch.locator import (  # deferred
-        HttpLocator,
-        IdLocator,
-        ImageLocator,
-        InlineLocator,
-        PathLocator,
-        RegistryLocator,
-    )
+    from preparer.fetch import locator as locators  # deferred
 
     entry, written = step.entry, written_of(step.entry)
     if isinstance(step, Present) or result is None:
@@ -50,18 +43,22 @@ def _resolved(step: Step, result: Fetched | None) -> Locked:
     locator = step.locator
     source: Source
     match locator:
-        case HttpLocator():
+        case locators.HttpLocator():
             return Locked(entry.key, written, top.id, top.version, "http", locator.shown, result.digest)
-        case ImageLocator() | RegistryLocator() | IdLocator():  # pulled as an image: locked by its digest
+        case (
+            locators.ImageLocator() | locators.RegistryLocator() | locators.IdLocator()
+        ):  # pulled as an image: locked by its digest
             source = (
-                "image" if isinstance(locator, ImageLocator) or result.resolved == "image" else "registry"
+                "image"
+                if isinstance(locator, locators.ImageLocator) or result.resolved == "image"
+                else "registry"
             )
             return Locked(
                 entry.key, written, top.id, top.version, source, result.image, result.digest, result.index
             )
-        case PathLocator():
+        case locators.PathLocator():
             return Locked(entry.key, written, top.id, top.version, "path", None, result.digest)
-        case InlineLocator():
+        case locators.InlineLocator():
             return Locked(entry.key, written, top.id, top.version, "inline")
         case _ as never:
             assert_never(never)

@@ -209,14 +209,7 @@ def _stale(
 def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str], Sequence[str]]) -> Step:
     """The step frozen to ``locked``: a builder buildpack at the locked version, or a fetch whose ``pinned``
     locator is the locked source (the policy still decides on the written ``locator``)."""
-    from preparer.fetch.locator import (  # deferred, as in plan.py
-        HttpLocator,
-        IdLocator,
-        ImageLocator,
-        InlineLocator,
-        PathLocator,
-        RegistryLocator,
-    )
+    from preparer.fetch import locator as locators  # deferred, as in plan.py
 
     entry = step.entry
     written = written_of(entry)
@@ -234,7 +227,7 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
             )
         return Present(entry, locked.id, locked.version, step.resolved if isinstance(step, Present) else None)
     # A bare id the builder has now, locked from elsewhere: fetched as the lock says, decided as a bare id.
-    locator = step.locator if isinstance(step, Fetch) else IdLocator(step.id)
+    locator = step.locator if isinstance(step, Fetch) else locators.IdLocator(step.id)
     if locked.source in ("image", "registry"):
         assert locked.pinned is not None
         if locked.source == "image" and not _same_repository(locator, locked.pinned):
@@ -244,16 +237,21 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
         frozen = (
             locked.pinned if locked.index is None else f"{locked.pinned.rpartition('@')[0]}@{locked.index}"
         )
-        return Fetch(entry, locator, ImageLocator(frozen), lock)
+        return Fetch(entry, locator, locators.ImageLocator(frozen), lock)
     if locked.source == "http":
         assert locked.pinned is not None and locked.digest is not None
         match locator:
-            case HttpLocator() if locator.shown == locked.pinned:
-                pinned = HttpLocator(locator.url, locked.digest.removeprefix("sha256:"))
+            case locators.HttpLocator() if locator.shown == locked.pinned:
+                pinned = locators.HttpLocator(locator.url, locked.digest.removeprefix("sha256:"))
                 return Fetch(entry, locator, pinned, lock)
             case (
-                HttpLocator() | PathLocator() | ImageLocator() | RegistryLocator() | IdLocator() | InlineLocator()
-            ):  # fmt: skip
+                locators.HttpLocator()
+                | locators.PathLocator()
+                | locators.ImageLocator()
+                | locators.RegistryLocator()
+                | locators.IdLocator()
+                | locators.InlineLocator()
+            ):
                 raise _stale(lock, f"{entry.key} locks {locked.pinned}, which is not the URL it names")
             case _ as never:
                 assert_never(never)
@@ -263,29 +261,22 @@ def _frozen(step: Step, locked: Locked, lock: Path, versions_of: Callable[[str],
 
 def _sources(step: Step) -> tuple[Source, ...]:
     """The sources an entry may have resolved to."""
-    from preparer.fetch.locator import (  # deferred, as above
-        HttpLocator,
-        IdLocator,
-        ImageLocator,
-        InlineLocator,
-        PathLocator,
-        RegistryLocator,
-    )
+    from preparer.fetch import locator as locators  # deferred, as above
 
     if isinstance(step, Present):
         return ("builder", "registry", "image") if step.resolved == "installed" else ("builder",)
     match step.locator:
-        case IdLocator():
+        case locators.IdLocator():
             return ("builder", "registry", "image")
-        case HttpLocator():
+        case locators.HttpLocator():
             return ("http",)
-        case ImageLocator():
+        case locators.ImageLocator():
             return ("image",)
-        case RegistryLocator():
+        case locators.RegistryLocator():
             return ("registry",)
-        case PathLocator():
+        case locators.PathLocator():
             return ("path",)
-        case InlineLocator():
+        case locators.InlineLocator():
             return ("inline",)
         case _ as never:
             assert_never(never)
@@ -293,22 +284,20 @@ def _sources(step: Step) -> tuple[Source, ...]:
 
 def _same_repository(locator: Fetchable, pinned: str) -> bool:
     """Whether ``pinned`` is in the repository the written image reference (or bare id) names."""
-    from preparer.fetch.locator import (  # deferred, as above
-        HttpLocator,
-        IdLocator,
-        ImageLocator,
-        InlineLocator,
-        PathLocator,
-        RegistryLocator,
-    )
+    from preparer.fetch import locator as locators  # deferred, as above
     from preparer.fetch.oci.reference import parse_reference
 
     match locator:
-        case ImageLocator():
+        case locators.ImageLocator():
             written = parse_reference(locator.reference)
-        case IdLocator():
+        case locators.IdLocator():
             written = parse_reference(locator.id)
-        case PathLocator() | HttpLocator() | RegistryLocator() | InlineLocator():
+        case (
+            locators.PathLocator()
+            | locators.HttpLocator()
+            | locators.RegistryLocator()
+            | locators.InlineLocator()
+        ):
             return False
         case _ as never:
             assert_never(never)

@@ -62,7 +62,8 @@ def describe_signatures(plan: Plan) -> list[str]:
         pulled = _pulled_image(step.locator) if isinstance(step, Fetch) else None
         if pulled is None:
             continue
-        repository, when = pulled
+        repository, named = pulled
+        when = "" if named else ", if it resolves to that image"
         rules = policy.signed_by_rules(repository)
         if not rules:
             verdict = policy.no_match_policy()
@@ -103,52 +104,28 @@ def planned_image(locator: Fetchable) -> str | None:
     """The repository of the image ``locator`` names before anything is fetched (a ``docker://`` or image
     reference), in the form ``[[image.signed-by]]`` matches; ``None`` for any other source. The plan applies
     ``image.no-match-policy`` to these; the fetch, to the images it finds."""
-    # Deferred, as in _decide_step.
-    from preparer.fetch.locator import (
-        HttpLocator,
-        IdLocator,
-        ImageLocator,
-        InlineLocator,
-        PathLocator,
-        RegistryLocator,
-    )
-    from preparer.fetch.oci.reference import parse_reference
-
-    match locator:
-        case ImageLocator():
-            return parse_reference(locator.reference).name
-        case IdLocator() | PathLocator() | HttpLocator() | RegistryLocator() | InlineLocator():
-            return None
-        case _ as never:
-            assert_never(never)
+    pulled = _pulled_image(locator)
+    return pulled[0] if pulled is not None and pulled[1] else None
 
 
 def _decide_step(step: Step, policy: Policy, store: Store | None) -> Decision:
     # Deferred: the locators are the fetch package's (kept off runs without a policy or a uri).
-    from preparer.fetch.locator import (
-        HttpLocator,
-        IdLocator,
-        ImageLocator,
-        InlineLocator,
-        PathLocator,
-        RegistryLocator,
-        redact,
-    )
+    from preparer.fetch import locator as locators
     from preparer.fetch.oci.reference import parse_reference
 
     entry = step.entry
-    written = written_as(entry.uri, entry.id, redact(entry.uri or ""))
+    written = written_as(entry.uri, entry.id, locators.redact(entry.uri or ""))
     if isinstance(step, Present):
         return decide_source(policy, entry.key, written, ("builder",), Target())
     assert isinstance(step, Fetch)
     locator = step.locator
     match locator:
-        case InlineLocator():
+        case locators.InlineLocator():
             return decide_source(policy, entry.key, written, ("inline",), Target())
-        case PathLocator():
+        case locators.PathLocator():
             kind = "cnb" if locator.is_cnb else "path"
             return decide_source(policy, entry.key, written, (kind,), Target())
-        case HttpLocator():
+        case locators.HttpLocator():
             kinds = ("http", "cnb") if locator.is_cnb else ("http",)
             target = Target(
                 url=locator.shown,
@@ -156,41 +133,39 @@ def _decide_step(step: Step, policy: Policy, store: Store | None) -> Decision:
                 cached_digest=store.digest_of(locator.url) if store is not None else None,
             )
             return decide_source(policy, entry.key, written, kinds, target)
-        case ImageLocator():
+        case locators.ImageLocator():
             ref = parse_reference(locator.reference)
             target = Target(image=ref.name, image_digest=ref.digest)
             return decide_source(policy, entry.key, written, ("image",), target)
-        case IdLocator():
+        case locators.IdLocator():
             # Not installed: the buildpack registry is asked first, then Docker Hub: both must be allowed.
             target = Target(image=_bare_id_image(locator.id))
             return decide_source(policy, entry.key, written, ("registry", "image"), target)
-        case RegistryLocator():
+        case locators.RegistryLocator():
             return decide_source(policy, entry.key, written, ("registry",), Target())
         case _ as never:
             assert_never(never)
 
 
-def _pulled_image(locator: Fetchable) -> tuple[str, str] | None:
+def _pulled_image(locator: Fetchable) -> tuple[str, bool] | None:
     """The repository of the image an entry's source may be pulled as, in the form ``[[image.signed-by]]`` matches,
-    and when (``""``: always); ``None`` for a source that is no image, or whose image only the buildpack registry's
-    index names (known once fetched)."""
+    and whether the source names that image (else it is pulled only if it resolves to it: a bare id); ``None`` for a
+    source that is no image, or whose image only the buildpack registry's index names (known once fetched)."""
     # Deferred, as in _decide_step.
-    from preparer.fetch.locator import (
-        HttpLocator,
-        IdLocator,
-        ImageLocator,
-        InlineLocator,
-        PathLocator,
-        RegistryLocator,
-    )
+    from preparer.fetch import locator as locators
     from preparer.fetch.oci.reference import parse_reference
 
     match locator:
-        case ImageLocator():
-            return parse_reference(locator.reference).name, ""
-        case IdLocator():
-            return _bare_id_image(locator.id), ", if it resolves to that image"
-        case PathLocator() | HttpLocator() | RegistryLocator() | InlineLocator():
+        case locators.ImageLocator():
+            return parse_reference(locator.reference).name, True
+        case locators.IdLocator():
+            return _bare_id_image(locator.id), False
+        case (
+            locators.PathLocator()
+            | locators.HttpLocator()
+            | locators.RegistryLocator()
+            | locators.InlineLocator()
+        ):
             return None
         case _ as never:
             assert_never(never)

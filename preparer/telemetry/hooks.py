@@ -164,16 +164,10 @@ def _opened(
 @contextmanager
 def within(recorder: Recorder, name: str, attributes: Mapping[str, Value]) -> Iterator[Handle]:
     """The run's first span, ``name``, recorded by ``recorder`` for the block (the entry points' own)."""
-    handle = recorder.start(name, None, attributes, False)
-    token = _current.set((recorder, handle))
-    try:
-        yield handle
-    except BaseException as err:
-        handle.fail(err)
-        raise
-    finally:
-        _current.reset(token)
-        handle.end()
+    with _opened(recorder, None, name, attributes, False):
+        current = _current.get()
+        assert current is not None  # set by _opened for the block
+        yield current[1]
 
 
 def step(name: str, said: Callable[[Any], Mapping[str, Value | None]] | None = None) -> Decorator:

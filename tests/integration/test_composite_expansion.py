@@ -12,15 +12,12 @@ and 283 MiB, 20 took 122 s and 1,052 MiB, and 26 was still running after 180 s a
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.golden import Layout
-from tests.plugins.cli import Result, base_env
+from tests.plugins.cli import Result, measured
 from tests.plugins.registry import build_package, to_cnb
 from tests.projects import group
 
@@ -64,30 +61,11 @@ def chains(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def run_measured(layout: Layout, tmp_path: Path, cnb: Path) -> tuple[Result, float, float]:
-    """The CLI on a project naming ``cnb``: what it shows, its peak RSS (MiB) and the seconds it took; a run past 120
-    seconds is stopped (and says so)."""
+    """The CLI on a project naming ``cnb``, measured (:func:`~tests.plugins.cli.measured`): what it shows, its peak
+    RSS (MiB) and the seconds it took; a run past 120 seconds is stopped (and says so)."""
     (layout.app / "chain.cnb").write_bytes(cnb.read_bytes())
     (layout.app / "project.toml").write_text(group("chain.cnb"))
-    script = (
-        "import resource, subprocess, sys\n"
-        "try:\n"
-        "    p = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=120)\n"
-        "    code, err = p.returncode, p.stderr\n"
-        "except subprocess.TimeoutExpired as e:\n"
-        "    code, err = -1, 'still running after 120 s'\n"
-        "sys.stderr.write(err)\n"
-        "print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-    )
-    env = base_env(tmp_path, CNB_PREPARER_PLATFORM="linux/amd64")
-    start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-c", script, sys.executable, "-m", "preparer", *layout.flags(),
-         "-download-cache", str(tmp_path / "cache")],
-        capture_output=True, text=True, env=env, timeout=180, check=True,
-    )  # fmt: skip
-    took = time.monotonic() - start
-    code, rss_kib = proc.stdout.split()
-    return Result(int(code), "", proc.stderr), int(rss_kib) / 1024, took
+    return measured(layout, tmp_path, env={"CNB_PREPARER_PLATFORM": "linux/amd64"})
 
 
 def test_the_issues_chain_of_composites_is_refused_at_once_in_a_message_linear_in_the_chain(

@@ -13,14 +13,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.buildpacks import buildpack_toml, many_entries_tgz, raw_header
 from tests.golden import BUILDER, Layout, listing
-from tests.plugins.cli import base_env
+from tests.plugins.cli import measured
 from tests.plugins.http_server import FileServer
 from tests.projects import group
 
@@ -30,22 +29,8 @@ BUDGET_MIB = 64
 def run_measured(layout: Layout, tmp_path: Path, project: str) -> tuple[int, str, float, float]:
     """The CLI on ``project``: exit code, stderr, peak RSS of the preparer (MiB) and seconds taken."""
     (layout.app / "project.toml").write_text(project)
-    script = (
-        "import resource, subprocess, sys\n"
-        "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
-        "sys.stderr.write(p.stderr)\n"
-        "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-    )
-    env = base_env(tmp_path, CNB_PREPARER_HTTP_TIMEOUT="5")
-    start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-c", script, sys.executable, "-m", "preparer", *layout.flags(),
-         "-download-cache", str(tmp_path / "cache")],
-        capture_output=True, text=True, env=env, timeout=120, check=True,
-    )  # fmt: skip
-    took = time.monotonic() - start
-    code, rss_kib = proc.stdout.split()
-    return int(code), proc.stderr, int(rss_kib) / 1024, took
+    result, peak, took = measured(layout, tmp_path, env={"CNB_PREPARER_HTTP_TIMEOUT": "5"})
+    return result.code, result.stderr, peak, took
 
 
 def long_name_bomb(path: Path, names: int = 2000, length: int = 60_000) -> Path:

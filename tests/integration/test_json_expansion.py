@@ -14,15 +14,12 @@ import hashlib
 import io
 import json
 import os
-import subprocess
-import sys
 import tarfile
-import time
 from pathlib import Path
 
 from tests.buildpacks import raw_header
 from tests.golden import Layout
-from tests.plugins.cli import Result, base_env
+from tests.plugins.cli import Result, measured
 from tests.plugins.http_server import FileServer
 from tests.projects import group
 
@@ -35,30 +32,11 @@ BUDGET_MIB = 64
 
 
 def run_measured(
-    layout: Layout, tmp_path: Path, project: str, env: dict[str, str] | None = None, seconds: float = 120
+    layout: Layout, tmp_path: Path, project: str, env: dict[str, str] | None = None
 ) -> tuple[Result, float, float]:
-    """The CLI on ``project``: what it shows, its peak RSS (MiB) and the seconds it took; a run past ``seconds``
-    is stopped, and says so."""
+    """The CLI on ``project``, measured (:func:`~tests.plugins.cli.measured`)."""
     (layout.app / "project.toml").write_text(project)
-    script = (
-        "import resource, subprocess, sys\n"
-        "try:\n"
-        f"    p = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout={seconds})\n"
-        "    code, err = p.returncode, p.stderr\n"
-        "except subprocess.TimeoutExpired as e:\n"
-        f"    code, err = -1, 'still running after {seconds} s'\n"
-        "sys.stderr.write(err)\n"
-        "print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-    )
-    start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-c", script, sys.executable, "-m", "preparer", *layout.flags(),
-         "-download-cache", str(tmp_path / "cache")],
-        capture_output=True, text=True, env=base_env(tmp_path, **(env or {})), timeout=seconds + 60, check=True,
-    )  # fmt: skip
-    took = time.monotonic() - start
-    code, rss_kib = proc.stdout.split()
-    return Result(int(code), "", proc.stderr), int(rss_kib) / 1024, took
+    return measured(layout, tmp_path, env=env)
 
 
 def empty_objects(size: int, head: bytes = b"[", tail: bytes = b"]") -> bytes:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -24,7 +23,6 @@ from preparer import (
     Cancel,
     Cancelled,
     Download,
-    Inputs,
     Plan,
     PreparerError,
     Report,
@@ -34,21 +32,8 @@ from preparer import (
     run_plan,
 )
 from tests.buildpacks import make_tgz
-from tests.golden import BUILDER, Layout
 from tests.plugins.http_server import FileServer
-from tests.projects import group
-
-
-def build(root: Path, *uris: str) -> Inputs:
-    layout = Layout(root)
-    shutil.copytree(BUILDER / "buildpacks", layout.buildpacks)
-    layout.app.mkdir(parents=True)
-    layout.layers.mkdir()
-    (layout.app / "project.toml").write_text(group(*uris))
-    return Inputs(
-        app_dir=str(layout.app), layers_dir=str(layout.layers), platform_dir=str(layout.platform),
-        buildpacks_dir=str(layout.buildpacks), order_path=str(layout.order), download_cache=None,
-    )  # fmt: skip
+from tests.service import build
 
 
 class Lines(logging.Handler):

@@ -34,22 +34,12 @@ from preparer import (
     run_plan,
 )
 from tests.buildpacks import make_tgz
-from tests.golden import BUILDER, Layout
 from tests.plugins.http_server import FileServer
-from tests.projects import group
+from tests.service import build as service_build
 
 
 def build(root: Path, *uris: str, policy: Path | None = None) -> Inputs:
-    layout = Layout(root)
-    shutil.copytree(BUILDER / "buildpacks", layout.buildpacks)
-    layout.app.mkdir(parents=True)
-    layout.layers.mkdir()
-    (layout.app / "project.toml").write_text(group(*uris))
-    return Inputs(
-        app_dir=str(layout.app), layers_dir=str(layout.layers), platform_dir=str(layout.platform),
-        buildpacks_dir=str(layout.buildpacks), order_path=str(layout.order), download_cache=None,
-        policy=None if policy is None else str(policy),
-    )  # fmt: skip
+    return service_build(root, *uris, policy=None if policy is None else str(policy))
 
 
 def test_dir_lists_every_public_name_without_importing_them() -> None:

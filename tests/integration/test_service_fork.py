@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import shutil
 import signal
 import tarfile
 import threading
@@ -22,25 +21,15 @@ import pytest
 from preparer import Inputs, prepare
 from preparer._fs import PER_FILE_WORK
 from tests.buildpacks import buildpack_toml, make_tgz
-from tests.golden import BUILDER, Layout
 from tests.plugins.http_server import FileServer
-from tests.projects import group
+from tests.service import build as service_build
 
 #: Seconds a child may take to build before it is taken for hung.
 CHILD_LIMIT = 20
 
 
 def build(root: Path, *uris: str, cache: Path | None = None) -> Inputs:
-    layout = Layout(root)
-    shutil.copytree(BUILDER / "buildpacks", layout.buildpacks)
-    layout.app.mkdir(parents=True)
-    layout.layers.mkdir()
-    (layout.app / "project.toml").write_text(group(*uris))
-    return Inputs(
-        app_dir=str(layout.app), layers_dir=str(layout.layers), platform_dir=str(layout.platform),
-        buildpacks_dir=str(layout.buildpacks), order_path=str(layout.order),
-        download_cache=None if cache is None else str(cache),
-    )  # fmt: skip
+    return service_build(root, *uris, download_cache=None if cache is None else str(cache))
 
 
 def many_files(path: Path, bp_id: str, count: int = 4000) -> None:

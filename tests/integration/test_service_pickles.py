@@ -17,9 +17,8 @@ from pathlib import Path
 
 from preparer import Inputs, Plan, Policy, Report, parse_policy, plan_run, run_plan
 from tests.buildpacks import make_tgz
-from tests.golden import BUILDER, Layout
 from tests.plugins.http_server import FileServer
-from tests.projects import group
+from tests.service import build as service_build
 
 DATA = Path(__file__).parent.parent / "data"
 
@@ -48,16 +47,7 @@ def policy_dir(root: Path) -> Path:
 
 
 def build(root: Path, uri: str, policy: Path) -> Inputs:
-    layout = Layout(root)
-    shutil.copytree(BUILDER / "buildpacks", layout.buildpacks)
-    layout.app.mkdir(parents=True)
-    layout.layers.mkdir()
-    (layout.app / "project.toml").write_text(group(uri))
-    return Inputs(
-        app_dir=str(layout.app), layers_dir=str(layout.layers), platform_dir=str(layout.platform),
-        buildpacks_dir=str(layout.buildpacks), order_path=str(layout.order), download_cache=None,
-        policy=str(policy),
-    )  # fmt: skip
+    return service_build(root, uri, policy=str(policy))
 
 
 def apply_in_worker(plan: Plan, inputs: Inputs) -> Report:

@@ -25,26 +25,15 @@ import pytest
 from preparer import Cancel, Cancelled, Inputs, plan_run, prepare, run_plan
 from preparer.errors import FetchError
 from tests.buildpacks import make_tgz
-from tests.golden import BUILDER, Layout
 from tests.plugins.http_server import FileServer
 from tests.plugins.registry import Registry, buildpack_layer, push_package
-from tests.projects import HEAD
+from tests.service import build as service_build
 
 RUNS, POOL = 200, 8
 
 
 def build(root: Path, *uris: str, cache: Path | None = None) -> Inputs:
-    layout = Layout(root)
-    shutil.copytree(BUILDER / "buildpacks", layout.buildpacks)
-    layout.app.mkdir(parents=True)
-    layout.layers.mkdir()
-    text = HEAD + "".join(f'[[io.buildpacks.group]]\nuri = "{uri}"\n' for uri in uris)
-    (layout.app / "project.toml").write_text(text)
-    return Inputs(
-        app_dir=str(layout.app), layers_dir=str(layout.layers), platform_dir=str(layout.platform),
-        buildpacks_dir=str(layout.buildpacks), order_path=str(layout.order),
-        download_cache=None if cache is None else str(cache),
-    )  # fmt: skip
+    return service_build(root, *uris, download_cache=None if cache is None else str(cache))
 
 
 def descriptors() -> int:

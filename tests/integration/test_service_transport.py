@@ -10,7 +10,6 @@ in a shared pool is what another would take), holds an answer back (``slow``), a
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import threading
 import time
@@ -22,24 +21,14 @@ import pytest
 from preparer import Cancel, Cancelled, FetchError, Inputs, InvalidInputsError, PreparerError, prepare
 from preparer.fetch.transport import Transport
 from tests.buildpacks import make_tgz
-from tests.golden import BUILDER, Layout
 from tests.plugins.http_server import FileServer
-from tests.projects import group
+from tests.service import build as service_build
 
 
 def build(
     root: Path, *uris: str, environ: Mapping[str, str] | None = None, transport: Transport | None = None
 ) -> Inputs:
-    layout = Layout(root)
-    shutil.copytree(BUILDER / "buildpacks", layout.buildpacks)
-    layout.app.mkdir(parents=True)
-    layout.layers.mkdir()
-    (layout.app / "project.toml").write_text(group(*uris))
-    return Inputs(
-        app_dir=str(layout.app), layers_dir=str(layout.layers), platform_dir=str(layout.platform),
-        buildpacks_dir=str(layout.buildpacks), order_path=str(layout.order), download_cache=None,
-        environ={} if environ is None else environ, transport=transport,
-    )  # fmt: skip
+    return service_build(root, *uris, environ={} if environ is None else environ, transport=transport)
 
 
 def descriptors() -> int:

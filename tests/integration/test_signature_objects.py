@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.golden import Layout
-from tests.plugins.cli import Result, base_env
+from tests.plugins.cli import Result, measured
 from tests.plugins.registry import Front, upload_blob
 from tests.plugins.signing import (
     BUNDLE,
@@ -249,19 +247,8 @@ def test_a_registry_whose_referrers_api_answers_an_error_falls_back_to_the_tag_s
 
 def run_measured(layout: Layout, tmp_path: Path, *args: str) -> tuple[Result, float]:
     """The CLI and its peak RSS in MiB (of the preparer's process alone: a parent that only waits for it)."""
-    script = (
-        "import resource, subprocess, sys\n"
-        "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
-        "sys.stderr.write(p.stderr)\n"
-        "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", script, sys.executable, "-m", "preparer", *layout.flags(),
-         "-download-cache", str(tmp_path / "cache"), *args],
-        capture_output=True, text=True, env=base_env(tmp_path), timeout=300, check=True,
-    )  # fmt: skip
-    code, rss_kib = proc.stdout.split()
-    return Result(int(code), "", proc.stderr), int(rss_kib) / 1024
+    result, peak, _ = measured(layout, tmp_path, *args, seconds=300)
+    return result, peak
 
 
 #: Each bundle about 3.05 MiB: 16 of them are 49 MiB, 20 (61 MiB) go past the 64 MiB bound with the lists' 8 MiB.

@@ -6,7 +6,8 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,33 @@ def run_cli(args: list[str], env: dict[str, str], cwd: Path | None = None, timeo
         capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout, check=False,
     )  # fmt: skip
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def measured(
+    layout: Layout, tmp_path: Path, *args: str, env: Mapping[str, str] | None = None, seconds: float = 120
+) -> tuple[Result, float, float]:
+    """The CLI on ``layout`` (``args`` after its flags, a download cache in ``tmp_path``): what it shows, its peak RSS
+    in MiB (of the preparer's process alone: a parent that only waits for it) and the seconds it took; a run past
+    ``seconds`` is stopped, and says so."""
+    script = (
+        "import resource, subprocess, sys\n"
+        "try:\n"
+        f"    p = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout={seconds})\n"
+        "    code, err = p.returncode, p.stderr\n"
+        "except subprocess.TimeoutExpired as e:\n"
+        f"    code, err = -1, 'still running after {seconds} s'\n"
+        "sys.stderr.write(err)\n"
+        "print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", script, sys.executable, "-m", "preparer", *layout.flags(),
+         "-download-cache", str(tmp_path / "cache"), *args],
+        capture_output=True, text=True, env=base_env(tmp_path, **(env or {})), timeout=seconds + 60, check=True,
+    )  # fmt: skip
+    took = time.monotonic() - start
+    code, rss_kib = proc.stdout.split()
+    return Result(int(code), "", proc.stderr), int(rss_kib) / 1024, took
 
 
 @pytest.fixture

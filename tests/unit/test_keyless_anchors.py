@@ -9,7 +9,6 @@ whole (``verify``), with a Sigstore of the tests' own (tests/keyless.py).
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 from pathlib import Path
@@ -24,9 +23,9 @@ from preparer.policy.keyless.evidence import from_bundle, from_cosign_layer
 from preparer.policy.keyless.model import Evidence, KeylessProblem, TrustedRoot
 from preparer.policy.keyless.root import load_root
 from preparer.policy.keyless.verify import verify
-from tests.keyless import GITHUB_ISSUER, T0, WORKFLOW, YEAR, Leaf, Sigstore, der, new_key, rfc3339
-from tests.keyless_log import hashedrekord, pem
-from tests.keyless_sign import Signer, keyless_bundle, make_signer
+from tests.keyless import GITHUB_ISSUER, T0, WORKFLOW, YEAR, Leaf, Sigstore, b64, der, new_key, rfc3339
+from tests.keyless_log import pem
+from tests.keyless_sign import Signer, cosign_annotations, keyless_bundle, make_signer
 from tests.plugins.signing import simple_signing, statement
 
 DIGEST = "sha256:" + "ab" * 32
@@ -86,10 +85,6 @@ def root_with(signer: Signer, tmp_path: Path, extra: x509.Certificate | None = N
     return load_root(path)
 
 
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
-
-
 def leaf_of(signer: Signer, issuing: tuple[x509.Certificate, Any] | None) -> Leaf:
     """A Fulcio leaf for the tests' workflow at T0, issued by ``issuing`` (the instance's own intermediate when
     ``None``), its SCT signed by the CT log the root trusts."""
@@ -103,17 +98,7 @@ def cosign_layer(signer: Signer, leaf: Leaf, chain: tuple[x509.Certificate, ...]
     """A keyless ``.sig`` layer as cosign v2 makes it, its chain annotation offering ``chain``."""
     payload = simple_signing("registry.example/acme/bp", DIGEST)
     signature = leaf.sign(payload)
-    body = hashedrekord(signature, leaf.der, payload)
-    entry = signer.log.add(body, at=T0)
-    assert entry.promise is not None
-    rekor = {"SignedEntryTimestamp": b64(entry.promise),
-             "Payload": {"body": b64(body), "integratedTime": T0, "logIndex": entry.log_index,
-                         "logID": entry.log_id.hex()}}  # fmt: skip
-    annotations = {
-        "dev.sigstore.cosign/certificate": pem(leaf.der),
-        "dev.sigstore.cosign/chain": "".join(pem(der(c)) for c in chain),
-        "dev.sigstore.cosign/bundle": json.dumps(rekor),
-    }
+    annotations = cosign_annotations(signer, leaf, payload, signature, "".join(pem(der(c)) for c in chain))
     found = from_cosign_layer(payload, b64(signature), annotations, "the .sig layer 1")
     assert found is not None
     return found

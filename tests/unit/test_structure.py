@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from typing import TypeGuard
 
 import pytest
 
@@ -207,8 +208,16 @@ def _kinds() -> set[str]:
 KINDS = _kinds()
 
 
+def _is_kind(node: ast.AST) -> TypeGuard[ast.Name | ast.Attribute]:
+    """Whether ``node`` names a locator class: ``HttpLocator``, or ``locators.HttpLocator`` (its module imported
+    under a name)."""
+    return (isinstance(node, ast.Name) and node.id in KINDS) or (
+        isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr in KINDS
+    )
+
+
 def _names_a_kind(pattern: ast.pattern) -> bool:
-    return any(isinstance(n, ast.MatchClass) and ast.unparse(n.cls) in KINDS for n in ast.walk(pattern))
+    return any(isinstance(n, ast.MatchClass) and _is_kind(n.cls) for n in ast.walk(pattern))
 
 
 def _is_never(case: ast.match_case) -> bool:
@@ -284,9 +293,7 @@ def test_kinds_of_source_are_told_apart_only_by_such_matches(module: str) -> Non
                     if isinstance(node, ast.Call) and ast.unparse(node.func) == "isinstance":
                         allowed |= {id(n) for n in ast.walk(node.args[1])}
     named = [
-        f"line {n.lineno}: {n.id}"
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Name) and n.id in KINDS and id(n) not in allowed
+        f"line {n.lineno}: {ast.unparse(n)}" for n in ast.walk(tree) if _is_kind(n) and id(n) not in allowed
     ]
     assert named == []
 

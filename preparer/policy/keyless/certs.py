@@ -107,7 +107,7 @@ def _foreign_issuer(cert: Any, offered: list[Any], root: TrustedRoot, at: int) -
         if authority.window.holds(at):
             continue
         for der in authority.chain:
-            if _issued(cert, x509.load_der_x509_certificate(der)):
+            if issued(cert, x509.load_der_x509_certificate(der)):
                 window = authority.window
                 until = "it is still in use" if window.end is None else f"to {when(window.end)}"
                 named = f" ({authority.uri})" if authority.uri else ""
@@ -116,7 +116,7 @@ def _foreign_issuer(cert: Any, offered: list[Any], root: TrustedRoot, at: int) -
                     f"from {when(window.start)} {until}, not at the signing time; the signature's own chain cannot "
                     "make it count"
                 )
-    if any(_issued(cert, candidate) for candidate in offered):
+    if any(issued(cert, candidate) for candidate in offered):
         return (
             f": its issuer {_name(cert.issuer)} is offered by the signature's own chain, and the trusted root does "
             "not list it; only the trusted root's certificates are anchors and intermediates"
@@ -124,7 +124,7 @@ def _foreign_issuer(cert: Any, offered: list[Any], root: TrustedRoot, at: int) -
     return ""
 
 
-def _issued(cert: Any, candidate: Any) -> bool:
+def issued(cert: Any, candidate: Any) -> bool:
     """Whether ``candidate``'s key signed ``cert`` (and its subject is ``cert``'s issuer)."""
     # Deferred: importing this module costs nothing until a keyless signature is checked.
     from cryptography.exceptions import InvalidSignature
@@ -144,16 +144,10 @@ def issued_by(leaf: bytes, candidates: tuple[bytes, ...]) -> bytes:
 
     :raises KeylessProblem: none of them issued it.
     """
-    # Deferred: importing this module costs nothing until a keyless signature is checked.
-    from cryptography.exceptions import InvalidSignature
-
     cert = _certificate(leaf, "the certificate")
     for der in candidates:
-        try:
-            cert.verify_directly_issued_by(_certificate(der, "a certificate of the chain"))
-        except (InvalidSignature, ValueError, TypeError):
-            continue
-        return der
+        if issued(cert, _certificate(der, "a certificate of the chain")):
+            return der
     raise KeylessProblem(
         f"no certificate of the chain issued the certificate (issued by {_name(cert.issuer)})"
     )
