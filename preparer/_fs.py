@@ -24,6 +24,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+def build_owner(uid: int | None, gid: int | None) -> tuple[int, int] | None:
+    """``(uid, gid)`` for files the build reads (``-1``: the one not given, left as it is), when running as root and
+    either was given; else ``None``: the files stay the process's."""
+    if os.geteuid() != 0 or (uid is None and gid is None):
+        return None
+    return (uid if uid is not None else -1, gid if gid is not None else -1)
+
+
 def make_dirs(path: Path, mode: int = 0o755) -> list[Path]:
     """Create ``path`` and any missing parents, each with exactly ``mode``; existing ones are left as they are.
 

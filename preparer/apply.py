@@ -9,7 +9,6 @@ deleted. A failure in any step undoes the steps before it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from preparer import interrupt, telemetry
+from preparer._fs import build_owner
 from preparer._logger import CallerFailed, log
 from preparer._record import record
 from preparer.api import verify_buildpack_api
@@ -201,13 +201,6 @@ def _check_still_present(steps: Sequence[Step], buildpacks_dir: Path) -> None:
                 )
 
 
-def _owner(inputs: Inputs) -> tuple[int, int] | None:
-    """``(uid, gid)`` for files the build reads, when running as root and they were given."""
-    if os.geteuid() != 0 or (inputs.uid is None and inputs.gid is None):
-        return None
-    return (inputs.uid if inputs.uid is not None else -1, inputs.gid if inputs.gid is not None else -1)
-
-
 @telemetry.step(
     "cnb.commit", lambda done: {"cnb.commit.files": len(done.written), "cnb.app.removed": done.removed}
 )
@@ -221,7 +214,7 @@ def _commit(
 ) -> Outcome:
     """Write everything, each step undone if a later one fails (see the module's docstring)."""
     _check_still_present(plan.steps, inputs.buildpacks_dir)
-    owner = _owner(inputs)
+    owner = build_owner(inputs.uid, inputs.gid)
     pending = PendingWrites(inputs.build_dirs)
     trash = Trash(inputs.app_dir)
     installation = _installation(inputs.buildpacks_dir) if results else None

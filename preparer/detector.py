@@ -25,7 +25,7 @@ from preparer.errors import DetectionRefused, TargetRefused, with_fields
 from preparer.execenv import ENV_EXEC_ENV, SKIPS_FROM, shown, skip_reason
 from preparer.files.buildpack import check_id, installed_versions, version_problem
 from preparer.files.system import DEFAULT_SYSTEM_PATH, SystemBuildpack, SystemBuildpacks, read_system
-from preparer.plan import Fetch, Plan, Present, Step, wrap
+from preparer.plan import Plan, Present, Step, source_of, wrap
 
 if TYPE_CHECKING:
     from preparer.api import APIVersion
@@ -204,15 +204,7 @@ def _project(step: Step, results: Mapping[int, Fetched]) -> Member:
     fetched = results.get(id(step))
     if fetched is not None:
         return Member(fetched.top.id, fetched.top.version, "project", key)
-    return Member(step.buildpack_id or "", "", "project", key, source=_source(step), known=False)
-
-
-def _source(step: Fetch) -> str:
-    if step.entry.script is not None:
-        return f"inline script ({step.entry.id})"
-    from preparer.fetch.locator import redact  # deferred, as everywhere a uri is shown
-
-    return redact(step.entry.uri or "")
+    return Member(step.buildpack_id or "", "", "project", key, source=source_of(step), known=False)
 
 
 def _merged(group: tuple[Member, ...], system: SystemBuildpacks | None) -> tuple[Member, ...]:

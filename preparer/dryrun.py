@@ -15,7 +15,7 @@ from preparer.files.buildpack import installed_versions
 from preparer.inputs import Inputs
 from preparer.lock.modes import dry_lock
 from preparer.metadata import describe_metadata
-from preparer.plan import Plan, Present, Step
+from preparer.plan import Plan, Present, Step, source_of
 from preparer.report import LockRecord, Report
 from preparer.reporting import kept_report, plan_report
 from preparer.target import describe_runs_on, directory_files
@@ -132,7 +132,7 @@ def _runs_on(step: Step, inputs: Inputs) -> str | None:
     """What the buildpack of ``step`` declares it runs on (:func:`preparer.target.describe_runs_on`), when it can be
     read without fetching: one in ``<buildpacks>``, or a local directory; ``None`` for the others (an image, an
     archive, an inline script), whose ``buildpack.toml`` is read once fetched."""
-    from preparer.fetch import locator as locators  # deferred, as in source_of
+    from preparer.fetch import locator as locators  # deferred, as in plan.source_of
     from preparer.files.buildpack import buildpack_dir, read_buildpack_toml  # deferred, as in check_present
 
     if isinstance(step, Present):
@@ -167,17 +167,6 @@ def entry_source(entry: GroupEntry) -> str:
     if entry.key.startswith("-"):
         return entry.key
     return f"{entry.key} in {Path(entry.file).name}"
-
-
-def source_of(step: Step) -> str:
-    """How an entry names its buildpack, for the plan (credentials removed)."""
-    if isinstance(step, Present):
-        return f"{step.id}@{step.version}"
-    if step.entry.script is not None:
-        return f"inline script ({step.entry.id})"
-    from preparer.fetch.locator import redact  # deferred: the fetch package stays off runs that fetch nothing
-
-    return redact(step.entry.uri or "")
 
 
 def _what_happens(step: Step, buildpacks_dir: Path) -> str:

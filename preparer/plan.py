@@ -184,6 +184,17 @@ class Plan:
         return sum(1 for d in self.downloads if d.size is None)
 
 
+def source_of(step: Step) -> str:
+    """How an entry names its buildpack, for the plan and the detector's groups (credentials removed)."""
+    if isinstance(step, Present):
+        return f"{step.id}@{step.version}"
+    if step.entry.script is not None:
+        return f"inline script ({step.entry.id})"
+    from preparer.fetch.locator import redact  # deferred: the fetch package stays off runs that fetch nothing
+
+    return redact(step.entry.uri or "")
+
+
 def make_plan(
     config: EffectiveConfig,
     *,

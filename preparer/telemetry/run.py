@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from preparer._fs import UnsafeDirectory, make_dirs, open_dir, open_subdir
+from preparer._fs import UnsafeDirectory, build_owner, make_dirs, open_dir, open_subdir
 from preparer._logger import log
 from preparer._version import __version__
 from preparer.telemetry.hooks import within
@@ -96,17 +96,11 @@ def append_spans(recorder: Kept, path: Path, inputs: RunInputs) -> bool:
     spans = sorted(recorder.ended, key=lambda s: s.start_ns)
     line = encode_line(spans, recorder.trace_id, resource(), SCOPE)
     try:
-        _append(line, path, inputs.layers_dir, _owner(inputs))
+        _append(line, path, inputs.layers_dir, build_owner(inputs.uid, inputs.gid))
     except OSError as err:
         log.warning("the run's telemetry is not written to %s: %s", path, err.strerror or err)
         return False
     return True
-
-
-def _owner(inputs: RunInputs) -> tuple[int, int] | None:
-    if os.geteuid() != 0 or (inputs.uid is None and inputs.gid is None):
-        return None
-    return (inputs.uid if inputs.uid is not None else -1, inputs.gid if inputs.gid is not None else -1)
 
 
 def _append(line: bytes, path: Path, layers: Path, owner: tuple[int, int] | None) -> None:
