@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any
 
 import tomli
 
@@ -26,6 +26,29 @@ from preparer._record import record
 from preparer._types import KeyPath, TOMLTable
 from preparer.errors import DescriptorError, PreparerError, with_fields
 from preparer.files._toml_pass import Pass, TooMuch, flat_elements
+
+# For type checkers only: a TypedDict made at run time costs every process its class (start-up).
+if TYPE_CHECKING:
+    from typing import TypedDict, Unpack
+
+    class Reading(TypedDict, total=False):
+        """How :func:`read_toml`, :func:`read_bytes` and :func:`parse_toml` read a file and say its problems; each key
+        may be left out.
+
+        Keys:
+            error: the class of error to raise (default :class:`DescriptorError`, exit 3; the builder's own files
+                differ).
+            action: the message's action, when not ``read <what>`` / ``parse <what>``.
+            limit: the most bytes read (default :data:`MAX_TOML`).
+            named: whether causes start with the file's path (the default); not when ``action`` names the file as the
+                user knows it (a staged copy's path means nothing to them).
+        """
+
+        error: type[PreparerError]
+        action: str | None
+        limit: int
+        named: bool
+
 
 #: The largest TOML file read (a project descriptor is a few KiB; a platform's files are not much more).
 MAX_TOML = 1 << 20
@@ -111,25 +134,6 @@ class Document:
     table: TOMLTable
     places: Places
     name: str
-
-
-class Reading(TypedDict, total=False):
-    """How :func:`read_toml`, :func:`read_bytes` and :func:`parse_toml` read a file and say its problems; each key
-    may be left out.
-
-    Keys:
-        error: the class of error to raise (default :class:`DescriptorError`, exit 3; the builder's own files
-            differ).
-        action: the message's action, when not ``read <what>`` / ``parse <what>``.
-        limit: the most bytes read (default :data:`MAX_TOML`).
-        named: whether causes start with the file's path (the default); not when ``action`` names the file as the
-            user knows it (a staged copy's path means nothing to them).
-    """
-
-    error: type[PreparerError]
-    action: str | None
-    limit: int
-    named: bool
 
 
 class _Failure:
