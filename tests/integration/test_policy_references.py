@@ -128,3 +128,22 @@ def test_a_glob_that_can_never_match_is_exit_3_naming_it_its_key_and_line(
     assert result.stderr == (
         f"ERROR: failed to read policy {pol}: {where}: '{glob}' can never match an image: {problem}\n"
     )
+
+
+@pytest.mark.parametrize("ref", ["LOCALHOST/other/bp", "LocalHost/other/bp:1"])
+def test_localhost_in_another_case_without_a_port_is_the_registry_localhost(
+    scene: Scene, tmp_path: Path, ref: str
+) -> None:
+    """``LOCALHOST:5000/x`` was the registry ``localhost:5000`` and ``LOCALHOST/x`` a Docker Hub path refused as
+    "not a valid repository name", and a glob ``LOCALHOST/corp/*`` was refused as upper case in a repository:
+    the host was read by its case. Now both are ``localhost``, as Docker reads them: the glob matches, and a
+    reference it does not match is refused by the rule, in its canonical name, before any request."""
+    pol = tmp_path / "policy.toml"
+    pol.write_text('[image]\nallow = ["LOCALHOST/corp/*"]\n')
+    result = scene.run(pol, ref)
+    assert result.code == 3, result.stderr
+    assert (
+        f"the platform policy: localhost/other/bp matches no pattern of image.allow, line 2 of {pol}"
+        in result.stderr
+    ), result.stderr
+    assert not (scene.layout.layers / "order.toml").exists()

@@ -33,6 +33,8 @@ SAME_IMAGE = {
     ],
     "[::1]:5000/bp": ["[::1]:5000/bp", "[0:0:0:0:0:0:0:1]:05000/bp", "[0::0001]:5000/bp"],
     "127.0.0.1:5000/bp": ["127.0.0.1:5000/bp", "[::ffff:127.0.0.1]:5000/bp", "[::FFFF:7f00:1]:5000/bp"],
+    # localhost in any case is a registry with or without a port (Docker's rule), never a Docker Hub path.
+    "localhost/corp/bp": ["localhost/corp/bp", "LOCALHOST/corp/bp:1", "LocalHost/corp/bp@" + DIGEST],
 }  # fmt: skip
 LABELS = "letters, digits and '-' in labels separated by single dots"
 SPELLINGS = [(name, ref) for name, refs in SAME_IMAGE.items() for ref in refs]
@@ -93,6 +95,8 @@ def test_a_registry_read_more_than_one_way_is_exit_3(ref: str, problem: str) -> 
         ("*/corp/*", "*/corp/*"),
         ("*.Corp.Example:0443/*", "*.corp.example:443/*"),
         ("localhost/bp-[0-9]", "localhost/bp-[0-9]"),
+        ("LOCALHOST/corp/*", "localhost/corp/*"),
+        ("LocalHost/bp", "localhost/bp"),
     ],
 )
 def test_a_glob_is_read_as_a_reference_is(glob: str, canonical: str) -> None:

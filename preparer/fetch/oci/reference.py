@@ -1,6 +1,7 @@
 """Image references: ``[registry/]repository[:tag][@digest]``, normalised as Docker and go-containerregistry do.
 
-- No registry part (the first component has no ``.`` or ``:`` and is not ``localhost``) means Docker Hub.
+- No registry part (the first component has no ``.`` or ``:`` and is not ``localhost``, in any case: ``LOCALHOST/x``
+  is the registry ``localhost``, as ``LOCALHOST:5000/x`` is ``localhost:5000``) means Docker Hub.
 - Docker Hub's API is at ``registry-1.docker.io`` while its credentials are keyed ``index.docker.io``, and a
   one-component repository there is ``library/<name>``.
 - No tag and no digest means ``latest``.
@@ -78,7 +79,7 @@ def parse_reference(text: str) -> Reference:
     if digest and not _DIGEST.match(digest):
         raise InvalidInputsError(action, f"'{digest}' is not a sha256 digest")
     first, slash, remainder = rest.partition("/")
-    if slash and ("." in first or ":" in first or first == "localhost" or first.startswith("[")):
+    if slash and ("." in first or ":" in first or first.lower() == "localhost" or first.startswith("[")):
         registry, path = first, remainder
     else:
         registry, path = DOCKER_HUB, rest
@@ -159,7 +160,7 @@ def canonical_glob(glob: str) -> str:
             wild = False
         except ValueError:
             pass
-    if slash and (wild or "." in first or ":" in first or first == "localhost"):
+    if slash and (wild or "." in first or ":" in first or first.lower() == "localhost"):
         registry, path = first.lower(), rest
         if wild:
             host, colon, port = registry.rpartition(":")
