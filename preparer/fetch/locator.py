@@ -5,12 +5,13 @@ Order of the decision (pack's ``GetLocatorType`` made the same choices; docs/dec
 1. ``urn:cnb:builder:<id>[@<version>]`` and ``urn:buildpack:<id>``: a buildpack already in ``<buildpacks>``.
 2. ``urn:cnb:registry:<ns>/<name>[@<version>]``: a buildpack registry entry.
 3. ``http://`` and ``https://``: an archive to download; ``#sha256=<hex>`` pins its digest.
-4. ``file://``: a local path.
+4. ``file://``: a local path (``file:`` without ``//``, a relative file URL, is refused: exit 3).
 5. ``docker://<ref>``: a buildpackage image.
 6. Any other ``<scheme>://``: unsupported (exit 3).
 7. No scheme (pack's order, which descriptors in the wild are written for):
 
-   a. a path when it starts with ``.`` or ``/``, ends in ``/``, ``.tgz``, ``.tar.gz``, ``.tar`` or ``.cnb``, or
+   a. (one holding ``#sha256=``, in any case, is refused whatever is on disk: a pin is never read as a name)
+      a path when it starts with ``.`` or ``/``, ends in ``/``, ``.tgz``, ``.tar.gz``, ``.tar`` or ``.cnb``, or
       exists relative to the descriptor's directory;
    b. a buildpack id when it reads ``<ns>/<name>`` or ``<ns>/<name>@<version>`` with no registry host (a first
       component holding ``.`` or ``:``, or ``localhost``), no ``:tag`` and no ``@sha256:`` digest: the buildpack
@@ -168,7 +169,8 @@ _ONE_SLASH = re.compile(r"(https?|file|docker):/(?!/)", re.IGNORECASE)
 
 def _refuse_misspelled_scheme(uri: str, action: str) -> None:
     """Refuse a ``uri`` that starts with a URN the preparer does not read (``urn:cnb:buidler:``) or a scheme with
-    one slash (``https:/host``): read on, they would be taken for an image reference with a strange port.
+    one slash (``https:/host``): read on, they would be taken for an image reference with a strange port; and
+    ``file:`` without ``//`` (``file:bp.tgz``), which would be read as a file named so.
 
     :raises InvalidInputsError: naming the scheme, and the one meant when it is a typo away (exit 3).
     """
@@ -180,6 +182,12 @@ def _refuse_misspelled_scheme(uri: str, action: str) -> None:
     slash = _ONE_SLASH.match(uri)
     if slash is not None:
         raise InvalidInputsError(action, f"'{slash[0]}' has one slash: did you mean {slash[1]}://?")
+    if uri[:5].lower() == "file:" and not uri[5:6] == "/":  # file:bp.tgz: no relative file URL is read
+        raise InvalidInputsError(
+            action,
+            f"'{uri[:5]}' without '//': a file:// URI names an absolute path (file:///srv/bp.tgz); a relative path"
+            f" is written without a scheme ({uri[5:] or 'bp.tgz'})",
+        )
 
 
 def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.path.exists) -> Locator:
@@ -220,8 +228,8 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
     if not uri:
         raise InvalidInputsError(action, "empty uri")
     candidate = base_dir / uri
-    if "#sha256=" in uri and not exists(candidate):
-        raise InvalidInputsError(action, _NO_PIN_ON_PATHS)
+    if "#sha256=" in uri.lower():  # a pin, whatever is on disk: the same text never reads two ways
+        raise InvalidInputsError(action, _NO_PIN_ON_PATHS + _PIN_IN_A_NAME)
     if uri.startswith((".", "/")) or uri.endswith(("/", *ARCHIVE_SUFFIXES)) or exists(candidate):
         return PathLocator(Path(os.path.normpath(candidate)))
     bare = _BARE_ID.match(uri)
@@ -232,8 +240,9 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
 
 
 def _is_registry_host(component: str) -> bool:
-    """Whether the first component of a reference names a registry (Docker's rule)."""
-    return "." in component or ":" in component or component == "localhost"
+    """Whether the first component of a reference names a registry (Docker's rule; ``localhost`` in any case, as
+    :func:`preparer.fetch.oci.reference.parse_reference` reads it)."""
+    return "." in component or ":" in component or component.lower() == "localhost"
 
 
 def _image(reference: str, action: str) -> ImageLocator:
@@ -252,6 +261,10 @@ _NO_PIN_ON_PATHS = (
     "a #sha256= pin is checked on http(s) URIs only, and a local path is read as it is: remove the pin, or serve"
     " the archive over https and pin that URI"
 )
+
+
+#: How a file whose name holds what reads as a pin is still named.
+_PIN_IN_A_NAME = " (a file whose name holds '#sha256=' is named by a file:// URI with '#' written as %23)"
 
 
 def _file(uri: str, action: str) -> PathLocator:

@@ -185,6 +185,49 @@ def test_a_pin_on_a_local_path_is_refused_not_passed_over(
     assert not (layout.buildpacks / "me_tgz").exists() and not (layout.layers / "order.toml").exists()
 
 
+@pytest.mark.parametrize("written", [f"bp.tgz{PIN}", f"./bp.tgz{PIN}", f"{{app}}/bp.tgz{PIN.upper()}"])
+def test_a_pin_on_a_path_is_refused_even_when_a_file_is_named_so(
+    preparer: Callable[..., Result], layout: Layout, written: str
+) -> None:
+    """A bare path holding ``#sha256=`` was a pin when no file had that name, and a file name (installed unchecked,
+    the reviewer reading a pin) when one did: a project could ship ``bp.tgz#sha256=<the good digest>`` with other
+    bytes. The same text now reads one way whatever is on disk: refused, saying how such a file is named."""
+    make_tgz(layout.app / "bp.tgz", "me/good", "1.0.0")
+    name = written.format(app=layout.app).rsplit("/", 1)[-1]
+    make_tgz(layout.app / name, "me/other", "6.6.6")
+    before = listing(layout.buildpacks)
+    result = preparer(project=group(written.format(app=layout.app)))
+    assert result.code == 3, result.stderr
+    assert result.stderr.splitlines()[-1].endswith(
+        "a #sha256= pin is checked on http(s) URIs only, and a local path is read as it is: remove the pin, or "
+        "serve the archive over https and pin that URI (a file whose name holds '#sha256=' is named by a file:// "
+        "URI with '#' written as %23)"
+    ), result.stderr
+    assert listing(layout.buildpacks) == before
+    assert not (layout.layers / "order.toml").exists()
+    quoted = f"file://{layout.app}/{name}".replace("#", "%23")
+    assert preparer(project=group(quoted)).code == 0  # the file named so, as the message says
+    assert (layout.buildpacks / "me_other").is_dir()
+
+
+@pytest.mark.parametrize("written", ["file:bp.tgz", "FILE:./bp.tgz", "file:"])
+def test_a_relative_file_url_is_refused_saying_how_to_write_the_path(
+    preparer: Callable[..., Result], layout: Layout, written: str
+) -> None:
+    """``file:bp.tgz`` was read as a file named ``file:bp.tgz`` (exit 1, "no such file"), with nothing saying that
+    ``file:`` is not read as a scheme there."""
+    make_tgz(layout.app / "bp.tgz", "me/tgz", "2.0.0")
+    result = preparer(project=group(written))
+    assert result.code == 3, result.stderr
+    shown = written[5:] or "bp.tgz"
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to validate {layout.app / 'project.toml'}: io.buildpacks.group[0].uri '{written}': "
+        f"'{written[:5]}' without '//': a file:// URI names an absolute path (file:///srv/bp.tgz); a relative path "
+        f"is written without a scheme ({shown})"
+    ), result.stderr
+    assert not (layout.buildpacks / "me_tgz").exists() and not (layout.layers / "order.toml").exists()
+
+
 @pytest.mark.parametrize(
     "written",
     [
