@@ -464,3 +464,25 @@ def test_an_env_name_with_a_layer_suffix_gets_a_warning(
         "<platform>/env" in result.stderr
     )
     assert (layout.platform / "env" / "JAVA_OPTS.append").read_text() == "-Xmx1g"
+
+
+@pytest.mark.parametrize("mode", [0o775, 0o1777])
+def test_a_cache_others_can_write_is_not_used_and_the_warning_says_how_to_fix_it(
+    preparer: Callable[..., Result], http_server: FileServer, tmp_path: Path, mode: int
+) -> None:
+    """A cache directory made by hand under ``umask 002`` is group-writable: another user of the group could plant
+    what a later run installs. It is not used (nothing is written in it), the build goes on, and the warning says
+    what to change (it said only what was wrong)."""
+    cache = tmp_path / "shared-cache"
+    cache.mkdir()
+    cache.chmod(mode)
+    make_tgz(http_server.root / "bp.tgz", "me/http")
+    result = preparer("-download-cache", str(cache), project=group(http_server.url("bp.tgz")))
+    assert result.code == 0, result.stderr
+    said = (
+        f"Warning: the download cache is not used: {cache} is writable by its group or by others (mode {mode:o}): "
+        f"chmod go-w {cache}, or give -download-cache (CNB_DOWNLOAD_CACHE_DIR) a directory only this user can write"
+    )
+    assert result.warnings == [said], result.stderr
+    assert list(cache.iterdir()) == []
+    assert listing(tmp_path / "build" / "cnb" / "buildpacks" / "me_http") != []
