@@ -27,7 +27,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote_to_bytes, urlsplit
 
 from preparer._near import closest
 from preparer._record import field, record
@@ -271,8 +271,14 @@ def _file(uri: str, action: str) -> PathLocator:
     """A ``file://`` URI's path. A query or fragment is refused, never passed over: a ``#sha256=`` pin would read as
     checked when it is not, and what else either holds may be a secret."""
     parts = urlsplit(uri)
-    if parts.netloc not in ("", "localhost"):
+    if "@" in parts.netloc:  # never shown (redacted): say what is wrong with it
+        raise InvalidInputsError(
+            action, "a file:// URI takes no user information ('user@'): write file:///<path>"
+        )
+    if parts.netloc.lower() not in ("", "localhost"):  # a host name has no case
         raise InvalidInputsError(action, "file:// URIs must name a local path")
+    if not parts.path:
+        raise InvalidInputsError(action, "it names no path: write file:///<absolute path>")
     if parts.fragment.startswith("sha256="):
         raise InvalidInputsError(action, _NO_PIN_ON_PATHS)
     if "#" in uri or "?" in uri:
@@ -280,7 +286,8 @@ def _file(uri: str, action: str) -> PathLocator:
             action,
             "a file:// URI takes no query (?) or fragment (#): write a '?' or '#' in a file name as %3F or %23",
         )
-    return PathLocator(Path(unquote(parts.path)))
+    # Escapes decoded to bytes, as the file system names files: %C3%28 is those two bytes, not U+FFFD.
+    return PathLocator(Path(os.fsdecode(unquote_to_bytes(parts.path))))
 
 
 def _http(uri: str, action: str) -> HttpLocator:

@@ -251,3 +251,68 @@ def test_no_part_of_a_uri_that_may_hold_a_secret_is_shown(
         assert "s3cr3t" not in result.stdout + result.stderr, result.stderr
         assert not report.exists() or "s3cr3t" not in report.read_text()
     assert not (layout.buildpacks / "me_tgz").exists()
+
+
+@pytest.mark.parametrize("written", ["..", "../cnb", "{buildpacks}"])
+def test_a_directory_holding_the_buildpacks_directory_is_refused_not_copied_into_itself(
+    preparer: Callable[..., Result], layout: Layout, written: str
+) -> None:
+    """``uri = ".."`` (or the builder's own directory) held ``<buildpacks>``, where staging is: the copy went on
+    copying its own copy until a name was too long, then "an error the preparer does not foresee". Refused before
+    anything is copied, naming the directory and what to write instead."""
+    uri = written.format(buildpacks=layout.buildpacks)
+    before = listing(layout.buildpacks)
+    result = preparer(project=group(uri))
+    assert result.code == 1, result.stderr
+    source = os.path.normpath(layout.app / uri)
+    what = "is" if source == str(layout.buildpacks) else "holds"
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to copy buildpack from {source}: it {what} {layout.buildpacks}, where the preparer stages "
+        "the buildpacks it installs, and would be copied into itself: name the buildpack's own directory (the one "
+        "holding buildpack.toml), outside it"
+    ), result.stderr
+    assert listing(layout.buildpacks) == before  # no staging left behind
+    assert not (layout.layers / "order.toml").exists()
+
+
+def test_a_buildpacks_repository_holding_the_buildpacks_directory_is_refused(
+    preparer: Callable[..., Result], tmp_path: Path
+) -> None:
+    """A buildpack author's own checkout (buildpack.toml at its top) given ``-buildpacks ./out`` inside it."""
+    repo = make_dir(tmp_path / "repo", "me/dev")
+    (repo / "out").mkdir()
+    result = preparer("-buildpacks", str(repo / "out"), project=group(str(repo)))
+    assert result.code == 1, result.stderr
+    assert (
+        f"failed to copy buildpack from {repo}: it holds {repo / 'out'}, where the preparer" in result.stderr
+    )
+    assert listing(repo / "out") == []
+
+
+@pytest.mark.parametrize(
+    ("written", "problem"),
+    [
+        ("file://", "it names no path: write file:///<absolute path>"),
+        ("file://localhost", "it names no path: write file:///<absolute path>"),
+        ("file://me:s3cr3t@localhost{archive}", "a file:// URI takes no user information ('user@'): write file:///<path>"),
+    ],
+)  # fmt: skip
+def test_a_file_uri_without_a_path_or_with_a_user_is_refused_saying_so(
+    preparer: Callable[..., Result], layout: Layout, written: str, problem: str
+) -> None:
+    """``file://`` read as the process's working directory and copied it (into itself, here); user information
+    got "must name a local path" beside a shown ``file://localhost/...``, which does."""
+    make_tgz(layout.app / "bp.tgz", "me/tgz")
+    result = preparer(project=group(written.format(archive=layout.app / "bp.tgz")), cwd=layout.root)
+    assert result.code == 3, result.stderr
+    assert result.stderr.splitlines()[-1].endswith(problem), result.stderr
+    assert "s3cr3t" not in result.stderr
+    assert not (layout.buildpacks / "me_tgz").exists() and not (layout.layers / "order.toml").exists()
+
+
+def test_a_file_uri_names_its_host_in_any_case(preparer: Callable[..., Result], layout: Layout) -> None:
+    """A host has no case: ``file://LOCALHOST/...`` was refused as not a local path."""
+    make_tgz(layout.app / "bp.tgz", "me/tgz")
+    result = preparer(project=group(f"file://LOCALHOST{layout.app}/bp.tgz"))
+    assert result.code == 0, result.stderr
+    assert (layout.buildpacks / "me_tgz" / "1.0.0" / "buildpack.toml").is_file()
