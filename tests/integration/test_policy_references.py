@@ -111,6 +111,8 @@ EMPTY = "it has an empty path component ('//', or a '/' at its start or end)"
         ("image", "registry.example:0/corp/*", "the port of 'registry.example:0' is not a number from 1 to 65535"),
         ("signed-by", "corp/bp:latest", TAG),
         ("signed-by", "registry.example/corp/", EMPTY),
+        ("signed-by", "docker://registry.example/corp/*",
+         "a scheme ('docker://') is never part of what is matched: write 'registry.example/corp/*'"),
     ],
 )  # fmt: skip
 def test_a_glob_that_can_never_match_is_exit_3_naming_it_its_key_and_line(

@@ -155,7 +155,9 @@ def test_the_default_images_of_a_signature_rule_cover_every_image(tmp_path: Path
         ("registry.example/corp//*", "it has an empty path component ('//', or a '/' at its start or end)"),
         ("registry.example/corp bp", "it holds a character no repository name has"),
         ("127.1:5000/*", "'127.1:5000' is an IPv4 address written another way: write it as 127.0.0.1"),
-        ("docker://registry.example/*", "'docker:' has an empty port"),
+        # As a project writes its uri: the scheme is named ("'docker:' has an empty port" said nothing of it).
+        ("docker://registry.example/*", "a scheme ('docker://') is never part of what is matched: write 'registry.example/*'"),
+        ("https://ghcr.io/corp/*", "a scheme ('https://') is never part of what is matched: write 'ghcr.io/corp/*'"),
     ],
 )  # fmt: skip
 def test_a_glob_that_can_never_match_is_refused_when_the_policy_is_read(

@@ -150,6 +150,11 @@ def canonical_glob(glob: str) -> str:
     """
     if set(glob) == {"*"}:
         return glob
+    scheme, sep, rest = glob.partition("://")
+    if (
+        sep and "/" not in scheme
+    ):  # docker://, as a project's uri is written: read on, 'docker:' an empty port
+        raise ValueError(f"a scheme ('{scheme}://') is never part of what is matched: write '{rest}'")
     if "@" in glob:
         raise ValueError("a digest ('@sha256:...') is never part of what is matched: name the repository")
     first, slash, rest = glob.partition("/")
