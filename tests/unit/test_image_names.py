@@ -57,6 +57,9 @@ def test_docker_hub_is_keyed_and_asked_as_before() -> None:
 @pytest.mark.parametrize(
     ("ref", "problem"),
     [
+        # A zone is no part of Docker's grammar, and %eth0 / %25eth0 would be two names of one host.
+        ("[fe80::1%eth0]:5000/bp", "'[fe80::1%eth0]:5000' names an IPv6 zone ('%...'): Docker's references have none; name the host"),
+        ("[fe80::1%25eth0]/bp", "'[fe80::1%25eth0]' names an IPv6 zone ('%...'): Docker's references have none; name the host"),
         ("127.1:5000/bp", "'127.1:5000' is an IPv4 address written another way: write it as 127.0.0.1"),
         ("0x7f.0.0.1/bp", "'0x7f.0.0.1' is an IPv4 address written another way: write it as 127.0.0.1"),
         ("010.0.0.1/bp", "'010.0.0.1' is an IPv4 address written another way: write it as 8.0.0.1"),

@@ -110,6 +110,10 @@ def canonical_registry(text: str) -> str:
         after = host[close + 1 :] if close > 0 else "x"
         if after and not after.startswith(":"):
             raise ValueError(f"'{text}' is not a registry host[:port]")
+        if "%" in host[1:close]:  # fe80::1%eth0 and fe80::1%25eth0 would be two names of one host
+            raise ValueError(
+                f"'{text}' names an IPv6 zone ('%...'): Docker's references have none; name the host"
+            )
         try:
             address = ipaddress.IPv6Address(host[1:close])
         except ValueError:
