@@ -28,7 +28,7 @@ import pytest
 
 from tests.buildpacks import buildpack_toml, make_dir, make_tgz
 from tests.golden import BUILDER, Layout, listing
-from tests.plugins.cli import Result, base_env
+from tests.plugins.cli import Result, base_env, run_cli
 from tests.plugins.http_server import FileServer
 from tests.plugins.registry import PASSWORD, USER, Registry, build_package, push, push_package
 from tests.projects import HEAD, group
@@ -486,3 +486,26 @@ def test_a_cache_others_can_write_is_not_used_and_the_warning_says_how_to_fix_it
     assert result.warnings == [said], result.stderr
     assert list(cache.iterdir()) == []
     assert listing(tmp_path / "build" / "cnb" / "buildpacks" / "me_http") != []
+
+
+@pytest.mark.parametrize("how", ["flag", "variable"])
+def test_a_cache_path_with_a_tilde_no_shell_expanded_is_not_made(
+    layout: Layout, http_server: FileServer, tmp_path: Path, how: str
+) -> None:
+    """``-download-cache '~/cache'`` (or the variable set in a Dockerfile, where no shell expands ``~``) made a
+    directory named ``~`` in the working directory, silently, run after run. Not made, and the warning says why."""
+    work = tmp_path / "work"
+    work.mkdir()
+    make_tgz(http_server.root / "bp.tgz", "me/http")
+    (layout.app / "project.toml").write_text(group(http_server.url("bp.tgz")))
+    flags = ["-download-cache", "~/cache"] if how == "flag" else []
+    env = base_env(tmp_path, **({"CNB_DOWNLOAD_CACHE_DIR": "~/cache"} if how == "variable" else {}))
+    result = run_cli([*layout.flags(), *flags], env, cwd=work)
+    assert result.code == 0, result.stderr
+    said = (
+        f"Warning: the download cache is not used: {work}/~/cache would be made with a directory named ~: a '~' no "
+        "shell expanded; write the home directory's path"
+    )
+    assert result.warnings == [said], result.stderr
+    assert list(work.iterdir()) == []
+    assert (layout.buildpacks / "me_http").is_dir()
