@@ -276,7 +276,11 @@ def _file(uri: str, action: str) -> PathLocator:
             action, "a file:// URI takes no user information ('user@'): write file:///<path>"
         )
     if parts.netloc.lower() not in ("", "localhost"):  # a host name has no case
-        raise InvalidInputsError(action, "file:// URIs must name a local path")
+        raise InvalidInputsError(
+            action,
+            f"file:// URIs must name a local path, and '{parts.netloc}' is read as a host: write file:///<absolute"
+            " path>, or a relative path without a scheme",
+        )
     if not parts.path:
         raise InvalidInputsError(action, "it names no path: write file:///<absolute path>")
     if parts.fragment.startswith("sha256="):

@@ -294,6 +294,9 @@ def test_a_buildpacks_repository_holding_the_buildpacks_directory_is_refused(
     [
         ("file://", "it names no path: write file:///<absolute path>"),
         ("file://localhost", "it names no path: write file:///<absolute path>"),
+        # A relative path after file:// is read as a host: say so (it said "must name a local path" alone).
+        ("file://./bp.tgz", "file:// URIs must name a local path, and '.' is read as a host: write file:///<absolute path>, or a relative path without a scheme"),
+        ("file://bp.tgz", "file:// URIs must name a local path, and 'bp.tgz' is read as a host: write file:///<absolute path>, or a relative path without a scheme"),
         ("file://me:s3cr3t@localhost{archive}", "a file:// URI takes no user information ('user@'): write file:///<path>"),
     ],
 )  # fmt: skip
