@@ -10,13 +10,15 @@ Order of the decision (pack's ``GetLocatorType`` made the same choices; docs/dec
 6. Any other ``<scheme>://``: unsupported (exit 3).
 7. No scheme (pack's order, which descriptors in the wild are written for):
 
-   a. (one holding ``#sha256=``, in any case, is refused whatever is on disk: a pin is never read as a name)
-      a path when it starts with ``.`` or ``/``, ends in ``/``, ``.tgz``, ``.tar.gz``, ``.tar`` or ``.cnb``, or
+   a. a path when it starts with ``.`` or ``/``, ends in ``/``, ``.tgz``, ``.tar.gz``, ``.tar`` or ``.cnb``, or
       exists relative to the descriptor's directory;
    b. a buildpack id when it reads ``<ns>/<name>`` or ``<ns>/<name>@<version>`` with no registry host (a first
       component holding ``.`` or ``:``, or ``localhost``), no ``:tag`` and no ``@sha256:`` digest: the buildpack
       installed in ``<buildpacks>``, else the buildpack registry, else an image (see :class:`IdLocator`);
    c. otherwise an image reference.
+
+``#sha256=`` (in any case) in a ``uri`` of any kind but ``http(s)://`` is refused first, whatever is on disk: a
+pin is never read as part of an id, a version, a tag or a file name, where nothing would check it.
 
 Image references are parsed here too, so that a malformed one exits 3 before any request, in a dry run as well.
 """
@@ -196,13 +198,16 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
     :raises InvalidInputsError: for an unsupported scheme or a malformed URN or digest pin.
     """
     action = f"parse buildpack uri '{redact(uri)}'"
+    pinned = "#sha256=" in uri.lower()  # refused on every kind but http(s) (file:// says so itself)
     for prefix in ("urn:cnb:builder:", "urn:buildpack:"):
         if uri.startswith(prefix):
+            _refuse_pin(pinned, action)
             bp_id, version = _split_version(uri.removeprefix(prefix))
             if not bp_id or version == "":
                 raise InvalidInputsError(action, f"expected {prefix}<id>[@<version>]")
             return BuilderLocator(bp_id, None if version == "latest" else version)
     if uri.startswith("urn:cnb:registry:"):
+        _refuse_pin(pinned, action)
         rest, version = _split_version(uri.removeprefix("urn:cnb:registry:"))
         match = _REGISTRY_ID.match(rest)
         if match is None or version == "":
@@ -217,6 +222,7 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
         if scheme == "file":
             return _file(uri, action)
         if scheme == "docker":
+            _refuse_pin(pinned, action)
             reference = uri[len("docker://") :]
             if not reference:
                 raise InvalidInputsError(action, "expected docker://<image reference>")
@@ -227,9 +233,8 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
         raise InvalidInputsError(action, f"unsupported protocol '{scheme}' ({hint})")
     if not uri:
         raise InvalidInputsError(action, "empty uri")
+    _refuse_pin(pinned, action)  # a path, a buildpack id or an image reference, whatever is on disk
     candidate = base_dir / uri
-    if "#sha256=" in uri.lower():  # a pin, whatever is on disk: the same text never reads two ways
-        raise InvalidInputsError(action, _NO_PIN_ON_PATHS + _PIN_IN_A_NAME)
     if uri.startswith((".", "/")) or uri.endswith(("/", *ARCHIVE_SUFFIXES)) or exists(candidate):
         return PathLocator(Path(os.path.normpath(candidate)))
     bare = _BARE_ID.match(uri)
@@ -237,6 +242,13 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
         version = bare[3]
         return IdLocator(f"{bare[1]}/{bare[2]}", None if version in (None, "latest") else version)
     return _image(uri, action)
+
+
+def _refuse_pin(pinned: bool, action: str) -> None:
+    """Refuse a ``#sha256=`` pin where nothing would check it: read on, it would be part of an id, a version, a
+    tag or a file name, and read as held (exit 3)."""
+    if pinned:
+        raise InvalidInputsError(action, _NO_PIN_HERE + _PIN_IN_A_NAME)
 
 
 def _is_registry_host(component: str) -> bool:
@@ -256,15 +268,15 @@ def _image(reference: str, action: str) -> ImageLocator:
     return ImageLocator(reference)
 
 
-#: Why a path takes no pin: the preparer would neither check it nor could it tell the user so.
-_NO_PIN_ON_PATHS = (
-    "a #sha256= pin is checked on http(s) URIs only, and a local path is read as it is: remove the pin, or serve"
-    " the archive over https and pin that URI"
+#: Why no source but an http(s) archive takes a pin: the preparer would neither check it nor could it tell the user.
+_NO_PIN_HERE = (
+    "a #sha256= pin is checked on http(s) URIs only: remove it (an image is pinned by its digest, <image>@sha256:"
+    "<digest>; a local path is read as it is: serve the archive over https and pin that URI)"
 )
 
 
 #: How a file whose name holds what reads as a pin is still named.
-_PIN_IN_A_NAME = " (a file whose name holds '#sha256=' is named by a file:// URI with '#' written as %23)"
+_PIN_IN_A_NAME = "; a file whose name holds '#sha256=' is named by a file:// URI with '#' written as %23"
 
 
 def _file(uri: str, action: str) -> PathLocator:
@@ -284,7 +296,7 @@ def _file(uri: str, action: str) -> PathLocator:
     if not parts.path:
         raise InvalidInputsError(action, "it names no path: write file:///<absolute path>")
     if parts.fragment.startswith("sha256="):
-        raise InvalidInputsError(action, _NO_PIN_ON_PATHS)
+        raise InvalidInputsError(action, _NO_PIN_HERE)
     if "#" in uri or "?" in uri:
         raise InvalidInputsError(
             action,

@@ -185,6 +185,43 @@ def test_a_pin_on_a_local_path_is_refused_not_passed_over(
     assert not (layout.buildpacks / "me_tgz").exists() and not (layout.layers / "order.toml").exists()
 
 
+#: What a pin where nothing checks it is told.
+NO_PIN = (
+    "a #sha256= pin is checked on http(s) URIs only: remove it (an image is pinned by its digest, <image>@sha256:"
+    "<digest>; a local path is read as it is: serve the archive over https and pin that URI); a file whose name "
+    "holds '#sha256=' is named by a file:// URI with '#' written as %23"
+)
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        f"docker://registry.example/corp/bp:1{PIN}",
+        f"registry.example/corp/bp:1{PIN}",
+        f"urn:cnb:registry:acme/bp@1.0.0{PIN}",
+        f"urn:cnb:builder:examples/node{PIN}",
+        f"urn:buildpack:examples/node{PIN}",
+        f"examples/node{PIN}",
+        f"examples/node@1.0.0{PIN}",
+    ],
+)
+def test_a_pin_on_any_source_but_an_http_archive_is_refused_as_unchecked(
+    preparer: Callable[..., Result], layout: Layout, written: str
+) -> None:
+    """A ``#sha256=`` pin on a registry entry was read into its version (the dry run said "would download" and
+    exit 0), on a builder URN into its id ("not found", exit 1), on an image into its tag ("not a valid tag"), and
+    on a bare id as a local path. Every kind but an http(s) archive refuses it the same way, in the dry run and the
+    run alike, before any request."""
+    for flags in (("-dry-run",), ()):
+        result = preparer(*flags, project=group(written))
+        assert result.code == 3, result.stderr
+        assert result.stderr.splitlines()[-1] == (
+            f"ERROR: failed to validate {layout.app / 'project.toml'}: io.buildpacks.group[0].uri '{written}': "
+            + NO_PIN
+        ), result.stderr
+    assert not (layout.layers / "order.toml").exists()
+
+
 @pytest.mark.parametrize("written", [f"bp.tgz{PIN}", f"./bp.tgz{PIN}", f"{{app}}/bp.tgz{PIN.upper()}"])
 def test_a_pin_on_a_path_is_refused_even_when_a_file_is_named_so(
     preparer: Callable[..., Result], layout: Layout, written: str
@@ -198,11 +235,7 @@ def test_a_pin_on_a_path_is_refused_even_when_a_file_is_named_so(
     before = listing(layout.buildpacks)
     result = preparer(project=group(written.format(app=layout.app)))
     assert result.code == 3, result.stderr
-    assert result.stderr.splitlines()[-1].endswith(
-        "a #sha256= pin is checked on http(s) URIs only, and a local path is read as it is: remove the pin, or "
-        "serve the archive over https and pin that URI (a file whose name holds '#sha256=' is named by a file:// "
-        "URI with '#' written as %23)"
-    ), result.stderr
+    assert result.stderr.splitlines()[-1].endswith(NO_PIN), result.stderr
     assert listing(layout.buildpacks) == before
     assert not (layout.layers / "order.toml").exists()
     quoted = f"file://{layout.app}/{name}".replace("#", "%23")
