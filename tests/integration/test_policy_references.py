@@ -149,3 +149,37 @@ def test_localhost_in_another_case_without_a_port_is_the_registry_localhost(
         in result.stderr
     ), result.stderr
     assert not (scene.layout.layers / "order.toml").exists()
+
+
+@pytest.mark.parametrize(
+    ("rule", "ref"),
+    [
+        ("registry.example/corp/*", "registry.example:443/corp/bp"),
+        ("registry.example:443/corp/*", "registry.example/corp/bp"),
+        ("*.example/corp/*", "registry.example:0443/corp/bp"),
+    ],
+)
+def test_a_signature_rule_cannot_be_escaped_by_writing_the_https_default_port(
+    scene: Scene, key: Key, rule: str, ref: str
+) -> None:
+    """``registry.example:443/corp/bp`` reaches the server ``registry.example/corp/*`` names, but matched no rule:
+    under the default no-match policy it went unchecked with a warning, under ``deny`` it was refused as unnamed.
+    A rule restricts, so it covers both spellings of the https default port (the dry run asks nothing of the
+    registry: none is needed to see which rule applies)."""
+    policy = scene.policy(Rule([rule], keys=[key.public]), head='[image]\nno-match-policy = "deny"\n')
+    result = scene.run(policy, ref, "-dry-run")
+    assert result.code == 0, result.stderr
+    assert "Warning" not in result.stderr, result.stderr
+    assert f"): image.signed-by, line 4 of {policy}: key " in result.stdout, result.stdout
+
+
+def test_a_loopback_registrys_port_443_is_no_default_port(scene: Scene, key: Key) -> None:
+    """A loopback registry is asked over plain http: its :443 is a port like any other, and another registry."""
+    policy = scene.policy(
+        Rule(["127.0.0.1/corp/*"], keys=[key.public]), head='[image]\nno-match-policy = "deny"\n'
+    )
+    result = scene.run(policy, "127.0.0.1:443/corp/bp", "-dry-run")
+    assert result.code == 3, result.stderr
+    assert "the image 127.0.0.1:443/corp/bp matches no [[image.signed-by]] rule" in result.stderr, (
+        result.stderr
+    )
