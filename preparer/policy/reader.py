@@ -256,10 +256,8 @@ def _elsewhere(key: str, table: str) -> str:
     """``did you mean image.no-match-policy? ``: the places of the schema other than ``table`` where ``key`` is
     read (a key written in the wrong table, or at the top), or nothing."""
     places = [f"{t}.{key}" if t else key for t, keys in _SCHEMA.items() if t != table and key in keys]
-    if not places or key in (
-        "allow",
-        "deny",
-    ):  # what these say depends on their table: sources.deny is no env.deny
+    # What allow and deny say depends on their table: sources.deny is no env.deny.
+    if not places or key in ("allow", "deny"):
         return ""
     return f"did you mean {' or '.join(places)}? "
 

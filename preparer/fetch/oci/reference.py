@@ -154,11 +154,10 @@ def canonical_glob(glob: str) -> str:
     """
     if set(glob) == {"*"}:
         return glob
-    scheme, sep, rest = glob.partition("://")
-    if (
-        sep and "/" not in scheme
-    ):  # docker://, as a project's uri is written: read on, 'docker:' an empty port
-        raise ValueError(f"a scheme ('{scheme}://') is never part of what is matched: write '{rest}'")
+    # docker://, as a project's uri is written: read on, 'docker:' would be a registry with an empty port.
+    scheme, sep, after = glob.partition("://")
+    if sep and "/" not in scheme:
+        raise ValueError(f"a scheme ('{scheme}://') is never part of what is matched: write '{after}'")
     if "@" in glob:
         raise ValueError("a digest ('@sha256:...') is never part of what is matched: name the repository")
     first, slash, rest = glob.partition("/")
