@@ -10,9 +10,29 @@ def closest(word: str, candidates: Sequence[str], most: int = 2) -> str | None:
     nearest first; ``None`` when none is, or ``word`` is one of them. For "did you mean" in messages."""
     if word in candidates:
         return None
+    # Case is no edit: ``No-Match-Policy`` is ``no-match-policy`` miswritten, not three letters away from it.
+    folded = word.casefold()
     # Lengths further apart than ``most`` are further apart in edits too: a long or foreign word costs nothing.
-    scored = sorted((_distance(word, c), c) for c in candidates if abs(len(c) - len(word)) <= most)
-    return scored[0][1] if scored and scored[0][0] <= most else None
+    scored = sorted(
+        (_distance(folded, c.casefold()), c) for c in candidates if abs(len(c) - len(word)) <= most
+    )
+    if scored and scored[0][0] <= most:
+        return scored[0][1]
+    return _shortened(folded, candidates)
+
+
+def _shortened(folded: str, candidates: Sequence[str]) -> str | None:
+    """The one candidate that ``folded`` begins, up to one of its ``-``, ``_`` or ``.`` (``no-match`` for
+    ``no-match-policy``): a name written short, too many edits away to be found as a typo. ``None`` when several
+    are (``no`` begins too much to say which), or the word is under four letters."""
+    if len(folded) < 4:
+        return None
+    begun = [
+        c for c in candidates
+        if len(c) > len(folded) and c.casefold().replace("_", "-").startswith(folded.replace("_", "-"))
+        and c[len(folded)] in "-_."
+    ]  # fmt: skip
+    return begun[0] if len(begun) == 1 else None
 
 
 def _distance(a: str, b: str) -> int:

@@ -177,6 +177,16 @@ class DownloadCache:
 
         :raises CacheUnusable: naming what is wrong.
         """
+        tilde = next(
+            (p for p in (root, *root.parents) if p.name.startswith("~") and not os.path.lexists(p)), None
+        )
+        if tilde is not None:
+            # -download-cache '~/cache', or a variable set where no shell expands '~': a directory named '~' would
+            # be made in the working directory, run after run.
+            raise CacheUnusable(
+                f"{root} would be made with a directory named {tilde.name}: a '~' no shell expanded; write the"
+                " home directory's path"
+            )
         _check_ancestors(root.parent)
         root = Path(os.path.realpath(root))  # a link to the cache is fine where its directory is
         try:
@@ -523,13 +533,21 @@ def _check_private(path: Path) -> None:
     if stat.S_ISLNK(info.st_mode):
         raise CacheUnusable(f"{path} is a symbolic link")
     if not stat.S_ISDIR(info.st_mode):
-        raise CacheUnusable(f"{path} is not a directory")
+        raise CacheUnusable(f"{path} is not a directory: {_ANOTHER}")
     if info.st_uid != os.geteuid():
-        raise CacheUnusable(f"{path} is owned by uid {info.st_uid}, not by the user the preparer runs as")
+        raise CacheUnusable(
+            f"{path} is owned by uid {info.st_uid}, not by the user the preparer runs as (one cache serves one"
+            f" user: {_ANOTHER})"
+        )
     if info.st_mode & 0o022:
         raise CacheUnusable(
-            f"{path} is writable by its group or by others (mode {stat.S_IMODE(info.st_mode):o})"
+            f"{path} is writable by its group or by others (mode {stat.S_IMODE(info.st_mode):o}): chmod go-w"
+            f" {path}, or {_ANOTHER}"
         )
+
+
+#: What to do when a cache directory is not private.
+_ANOTHER = "give -download-cache (CNB_DOWNLOAD_CACHE_DIR) a directory only this user can write"
 
 
 def _check_ancestors(directory: Path) -> None:
@@ -538,7 +556,7 @@ def _check_ancestors(directory: Path) -> None:
     problem = shared_with_others(directory)
     if problem is not None:
         where, why = problem
-        raise CacheUnusable(f"{where}, above the cache, {why}")
+        raise CacheUnusable(f"{where}, above the cache, {why} ({_ANOTHER})")
 
 
 def _make_parents(directory: Path) -> None:

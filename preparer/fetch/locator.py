@@ -5,7 +5,7 @@ Order of the decision (pack's ``GetLocatorType`` made the same choices; docs/dec
 1. ``urn:cnb:builder:<id>[@<version>]`` and ``urn:buildpack:<id>``: a buildpack already in ``<buildpacks>``.
 2. ``urn:cnb:registry:<ns>/<name>[@<version>]``: a buildpack registry entry.
 3. ``http://`` and ``https://``: an archive to download; ``#sha256=<hex>`` pins its digest.
-4. ``file://``: a local path.
+4. ``file://``: a local path (``file:`` without ``//``, a relative file URL, is refused: exit 3).
 5. ``docker://<ref>``: a buildpackage image.
 6. Any other ``<scheme>://``: unsupported (exit 3).
 7. No scheme (pack's order, which descriptors in the wild are written for):
@@ -17,6 +17,9 @@ Order of the decision (pack's ``GetLocatorType`` made the same choices; docs/dec
       installed in ``<buildpacks>``, else the buildpack registry, else an image (see :class:`IdLocator`);
    c. otherwise an image reference.
 
+``#sha256=`` (in any case) in a ``uri`` of any kind but ``http(s)://`` is refused first, whatever is on disk: a
+pin is never read as part of an id, a version, a tag or a file name, where nothing would check it.
+
 Image references are parsed here too, so that a malformed one exits 3 before any request, in a dry run as well.
 """
 
@@ -26,7 +29,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote_to_bytes, urlsplit
 
 from preparer._near import closest
 from preparer._record import field, record
@@ -168,7 +171,8 @@ _ONE_SLASH = re.compile(r"(https?|file|docker):/(?!/)", re.IGNORECASE)
 
 def _refuse_misspelled_scheme(uri: str, action: str) -> None:
     """Refuse a ``uri`` that starts with a URN the preparer does not read (``urn:cnb:buidler:``) or a scheme with
-    one slash (``https:/host``): read on, they would be taken for an image reference with a strange port.
+    one slash (``https:/host``): read on, they would be taken for an image reference with a strange port; and
+    ``file:`` without ``//`` (``file:bp.tgz``), which would be read as a file named so.
 
     :raises InvalidInputsError: naming the scheme, and the one meant when it is a typo away (exit 3).
     """
@@ -180,6 +184,12 @@ def _refuse_misspelled_scheme(uri: str, action: str) -> None:
     slash = _ONE_SLASH.match(uri)
     if slash is not None:
         raise InvalidInputsError(action, f"'{slash[0]}' has one slash: did you mean {slash[1]}://?")
+    if uri[:5].lower() == "file:" and not uri[5:6] == "/":  # file:bp.tgz: no relative file URL is read
+        raise InvalidInputsError(
+            action,
+            f"'{uri[:5]}' without '//': a file:// URI names an absolute path (file:///srv/bp.tgz); a relative path"
+            f" is written without a scheme ({uri[5:] or 'bp.tgz'})",
+        )
 
 
 def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.path.exists) -> Locator:
@@ -188,13 +198,16 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
     :raises InvalidInputsError: for an unsupported scheme or a malformed URN or digest pin.
     """
     action = f"parse buildpack uri '{redact(uri)}'"
+    pinned = "#sha256=" in uri.lower()  # refused on every kind but http(s) (file:// says so itself)
     for prefix in ("urn:cnb:builder:", "urn:buildpack:"):
         if uri.startswith(prefix):
+            _refuse_pin(pinned, action)
             bp_id, version = _split_version(uri.removeprefix(prefix))
             if not bp_id or version == "":
                 raise InvalidInputsError(action, f"expected {prefix}<id>[@<version>]")
             return BuilderLocator(bp_id, None if version == "latest" else version)
     if uri.startswith("urn:cnb:registry:"):
+        _refuse_pin(pinned, action)
         rest, version = _split_version(uri.removeprefix("urn:cnb:registry:"))
         match = _REGISTRY_ID.match(rest)
         if match is None or version == "":
@@ -209,6 +222,7 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
         if scheme == "file":
             return _file(uri, action)
         if scheme == "docker":
+            _refuse_pin(pinned, action)
             reference = uri[len("docker://") :]
             if not reference:
                 raise InvalidInputsError(action, "expected docker://<image reference>")
@@ -219,9 +233,8 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
         raise InvalidInputsError(action, f"unsupported protocol '{scheme}' ({hint})")
     if not uri:
         raise InvalidInputsError(action, "empty uri")
+    _refuse_pin(pinned, action)  # a path, a buildpack id or an image reference, whatever is on disk
     candidate = base_dir / uri
-    if "#sha256=" in uri and not exists(candidate):
-        raise InvalidInputsError(action, _NO_PIN_ON_PATHS)
     if uri.startswith((".", "/")) or uri.endswith(("/", *ARCHIVE_SUFFIXES)) or exists(candidate):
         return PathLocator(Path(os.path.normpath(candidate)))
     bare = _BARE_ID.match(uri)
@@ -231,9 +244,17 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
     return _image(uri, action)
 
 
+def _refuse_pin(pinned: bool, action: str) -> None:
+    """Refuse a ``#sha256=`` pin where nothing would check it: read on, it would be part of an id, a version, a
+    tag or a file name, and read as held (exit 3)."""
+    if pinned:
+        raise InvalidInputsError(action, _NO_PIN_HERE + _PIN_IN_A_NAME)
+
+
 def _is_registry_host(component: str) -> bool:
-    """Whether the first component of a reference names a registry (Docker's rule)."""
-    return "." in component or ":" in component or component == "localhost"
+    """Whether the first component of a reference names a registry (Docker's rule; ``localhost`` in any case, as
+    :func:`preparer.fetch.oci.reference.parse_reference` reads it)."""
+    return "." in component or ":" in component or component.lower() == "localhost"
 
 
 def _image(reference: str, action: str) -> ImageLocator:
@@ -247,27 +268,42 @@ def _image(reference: str, action: str) -> ImageLocator:
     return ImageLocator(reference)
 
 
-#: Why a path takes no pin: the preparer would neither check it nor could it tell the user so.
-_NO_PIN_ON_PATHS = (
-    "a #sha256= pin is checked on http(s) URIs only, and a local path is read as it is: remove the pin, or serve"
-    " the archive over https and pin that URI"
+#: Why no source but an http(s) archive takes a pin: the preparer would neither check it nor could it tell the user.
+_NO_PIN_HERE = (
+    "a #sha256= pin is checked on http(s) URIs only: remove it (an image is pinned by its digest, <image>@sha256:"
+    "<digest>; a local path is read as it is: serve the archive over https and pin that URI)"
 )
+
+
+#: How a file whose name holds what reads as a pin is still named.
+_PIN_IN_A_NAME = "; a file whose name holds '#sha256=' is named by a file:// URI with '#' written as %23"
 
 
 def _file(uri: str, action: str) -> PathLocator:
     """A ``file://`` URI's path. A query or fragment is refused, never passed over: a ``#sha256=`` pin would read as
     checked when it is not, and what else either holds may be a secret."""
     parts = urlsplit(uri)
-    if parts.netloc not in ("", "localhost"):
-        raise InvalidInputsError(action, "file:// URIs must name a local path")
+    if "@" in parts.netloc:  # never shown (redacted): say what is wrong with it
+        raise InvalidInputsError(
+            action, "a file:// URI takes no user information ('user@'): write file:///<path>"
+        )
+    if parts.netloc.lower() not in ("", "localhost"):  # a host name has no case
+        raise InvalidInputsError(
+            action,
+            f"file:// URIs must name a local path, and '{parts.netloc}' is read as a host: write file:///<absolute"
+            " path>, or a relative path without a scheme",
+        )
+    if not parts.path:
+        raise InvalidInputsError(action, "it names no path: write file:///<absolute path>")
     if parts.fragment.startswith("sha256="):
-        raise InvalidInputsError(action, _NO_PIN_ON_PATHS)
+        raise InvalidInputsError(action, _NO_PIN_HERE)
     if "#" in uri or "?" in uri:
         raise InvalidInputsError(
             action,
             "a file:// URI takes no query (?) or fragment (#): write a '?' or '#' in a file name as %3F or %23",
         )
-    return PathLocator(Path(unquote(parts.path)))
+    # Escapes decoded to bytes, as the file system names files: %C3%28 is those two bytes, not U+FFFD.
+    return PathLocator(Path(os.fsdecode(unquote_to_bytes(parts.path))))
 
 
 def _http(uri: str, action: str) -> HttpLocator:

@@ -76,8 +76,10 @@ def copy_tree(src: Path, dest: Path, source: str, guard: Guard | None = None) ->
     Like extraction, the copy is per-file work: it holds ``PER_FILE_WORK``, so that parallel fetches copy one
     tree at a time instead of trading the interpreter lock at every system call.
 
-    :raises FetchError: for links leaving the buildpack, special files, setuid/setgid bits.
+    :raises FetchError: for links leaving the buildpack, special files, setuid/setgid bits; ``src`` holds ``dest``
+        (it would be copied into itself until names grow too long).
     """
+    _refuse_copy_into_itself(src, dest, source)
     with PER_FILE_WORK:
         links = _copy_entries(str(src), str(dest), source, current_umask(), guard)
     # Each target was checked alone; resolved through each other (``x -> .``, ``y -> x/..``) they must stay too.
@@ -87,6 +89,26 @@ def copy_tree(src: Path, dest: Path, source: str, guard: Guard | None = None) ->
             raise FetchError(
                 f"copy buildpack from {source}",
                 f"refusing entry '{rel}': symbolic link '{link}' leaves the buildpack",
+            )
+
+
+def _refuse_copy_into_itself(src: Path, dest: Path, source: str) -> None:
+    """Refuse to copy ``src`` when ``dest`` is inside it (``uri = ".."`` from an app under ``<buildpacks>``'s
+    parent, or a buildpack's own repository holding ``-buildpacks``), compared by device and inode, not by name."""
+    try:
+        held = src.stat()
+        places = [(p, p.stat()) for p in (dest, *dest.parents)]
+    except OSError:
+        return  # the copy says what cannot be read
+    # ``dest`` is ``<staging>/dir-*``, staging in ``<buildpacks>`` (or $TMPDIR): name that, not a random name.
+    staged_in = dest.parent.parent
+    for place, info in places:
+        if (info.st_dev, info.st_ino) == (held.st_dev, held.st_ino):
+            what = "is" if place == staged_in else "holds"
+            raise FetchError(
+                f"copy buildpack from {source}",
+                f"it {what} {staged_in}, where the preparer stages the buildpacks it installs, and would be copied"
+                " into itself: name the buildpack's own directory (the one holding buildpack.toml), outside it",
             )
 
 

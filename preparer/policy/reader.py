@@ -133,9 +133,10 @@ class _Parser:
             dotted = f"{prefix}.{key}" if prefix else key
             if key not in allowed:
                 path = (*prefix.split("."), key) if prefix else (key,)  # as written: a key may hold a dot
-                self.found.problems.append(
-                    self.found.fail(dotted, f"unknown key ({known_here(key, sorted(allowed))})", path)
-                )
+                known = known_here(key, sorted(allowed))
+                if not known.startswith("did you mean"):
+                    known = _elsewhere(key, prefix) + known
+                self.found.problems.append(self.found.fail(dotted, f"unknown key ({known})", path))
                 continue
             if dotted == "image.signed-by":
                 continue  # an array of tables: read by signed_by()
@@ -249,6 +250,16 @@ class _Parser:
             no_match=self.found.attempt(lambda: self.no_match(doc), None),
             rules=self.found.rules,
         )
+
+
+def _elsewhere(key: str, table: str) -> str:
+    """``did you mean image.no-match-policy? ``: the places of the schema other than ``table`` where ``key`` is
+    read (a key written in the wrong table, or at the top), or nothing."""
+    places = [f"{t}.{key}" if t else key for t, keys in _SCHEMA.items() if t != table and key in keys]
+    # What allow and deny say depends on their table: sources.deny is no env.deny.
+    if not places or key in ("allow", "deny"):
+        return ""
+    return f"did you mean {' or '.join(places)}? "
 
 
 def _count(value: object) -> TypeGuard[int]:

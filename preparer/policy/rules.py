@@ -99,12 +99,40 @@ class Policy:
 
     def signed_by_rules(self, repository: str) -> tuple[SignedBy, ...]:
         """The ``[[image.signed-by]]`` rules whose ``images`` match ``repository`` (``registry/repository`` in the
-        canonical form of :attr:`preparer.fetch.oci.reference.Reference.name`)."""
-        return tuple(rule for rule in self.signed_by if matches(repository, rule.images) is not None)
+        canonical form of :attr:`preparer.fetch.oci.reference.Reference.name`).
+
+        A rule restricts, so it applies to both spellings of an https registry's default port: ``ghcr.io:443/x``
+        and ``ghcr.io/x`` reach one server, and a rule naming either must be met by both (``image.allow``, which
+        permits, names the one spelling it allows)."""
+        names = https_spellings(repository)
+        return tuple(
+            rule
+            for rule in self.signed_by
+            if any(
+                matches(name, patterns) is not None for name in names for patterns in _spelled(rule.images)
+            )
+        )
 
 
 #: ``image.no-match-policy``'s words, policy-controller's.
 NO_MATCH = ("deny", "warn", "allow")
+
+
+def https_spellings(name: str) -> tuple[str, ...]:
+    """``name`` (an image's ``registry/repository``, or a glob of them) and, when its registry is written with the
+    https default port ``:443`` and is not reached over plain http (loopback), the same without it."""
+    registry, slash, path = name.partition("/")
+    host, colon, port = registry.rpartition(":")
+    if not slash or not colon or port != "443" or not host or host.endswith(":"):
+        return (name,)
+    from preparer.fetch.oci.reference import is_loopback  # deferred: only policies with signature rules
+
+    return (name,) if is_loopback(host) else (name, f"{host}/{path}")
+
+
+def _spelled(patterns: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """``patterns`` as written, and each without an https default port (:func:`https_spellings`)."""
+    return (patterns, tuple(spelling for pattern in patterns for spelling in https_spellings(pattern)[1:]))
 
 
 def matches(value: str, patterns: tuple[str, ...]) -> str | None:

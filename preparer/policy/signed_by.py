@@ -108,7 +108,7 @@ class SignedByReader:
                 )
                 continue
             # One way to a key from its PEM: written in the policy, or given as bytes by name (parse_policy's keys).
-            inline = written.lstrip().startswith("-----BEGIN ")
+            inline = inline_pem(written)
             given = None if inline else self.given_keys.get(written)
             path = None if inline or given is not None else self.resolve(written)
             if inline:
@@ -126,9 +126,18 @@ class SignedByReader:
                     keys.append(load_key(path))
             except KeyProblem as problem:
                 self.found.problems.append(
-                    self.found.error(key, line, f"{key} ({where}): {shown}: {problem}")
+                    self.found.error(key, line, f"{key} ({where}): {shown}: {problem}{self.given(written)}")
                 )
         return tuple(keys)
+
+    def given(self, written: str) -> str:
+        """``; did you mean 'Team.pub', a key given with the policy?`` when ``written`` is near such a name."""
+        if inline_pem(written) or not self.given_keys:
+            return ""
+        from preparer._near import closest  # deferred: only a mistake asks
+
+        near = closest(written, list(self.given_keys))
+        return f"; did you mean '{near}', a key given with the policy?" if near else ""
 
     def resolve(self, written: str) -> Path | None:
         """The path ``written`` in the policy names: relative to the policy's directory (``None``: it has none)."""
@@ -195,3 +204,8 @@ class SignedByReader:
         except RootProblem as problem:
             inside = f" (at {problem.where})" if problem.where else ""
             raise self.found.fail(key, f"{path}{inside}: {problem}") from None
+
+
+def inline_pem(written: str) -> bool:
+    """Whether a ``keys`` entry is a PEM block written in the policy rather than a name or a path."""
+    return written.lstrip().startswith("-----BEGIN ")

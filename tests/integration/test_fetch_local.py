@@ -185,6 +185,82 @@ def test_a_pin_on_a_local_path_is_refused_not_passed_over(
     assert not (layout.buildpacks / "me_tgz").exists() and not (layout.layers / "order.toml").exists()
 
 
+#: What a pin where nothing checks it is told.
+NO_PIN = (
+    "a #sha256= pin is checked on http(s) URIs only: remove it (an image is pinned by its digest, <image>@sha256:"
+    "<digest>; a local path is read as it is: serve the archive over https and pin that URI); a file whose name "
+    "holds '#sha256=' is named by a file:// URI with '#' written as %23"
+)
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        f"docker://registry.example/corp/bp:1{PIN}",
+        f"registry.example/corp/bp:1{PIN}",
+        f"urn:cnb:registry:acme/bp@1.0.0{PIN}",
+        f"urn:cnb:builder:examples/node{PIN}",
+        f"urn:buildpack:examples/node{PIN}",
+        f"examples/node{PIN}",
+        f"examples/node@1.0.0{PIN}",
+    ],
+)
+def test_a_pin_on_any_source_but_an_http_archive_is_refused_as_unchecked(
+    preparer: Callable[..., Result], layout: Layout, written: str
+) -> None:
+    """A ``#sha256=`` pin on a registry entry was read into its version (the dry run said "would download" and
+    exit 0), on a builder URN into its id ("not found", exit 1), on an image into its tag ("not a valid tag"), and
+    on a bare id as a local path. Every kind but an http(s) archive refuses it the same way, in the dry run and the
+    run alike, before any request."""
+    for flags in (("-dry-run",), ()):
+        result = preparer(*flags, project=group(written))
+        assert result.code == 3, result.stderr
+        assert result.stderr.splitlines()[-1] == (
+            f"ERROR: failed to validate {layout.app / 'project.toml'}: io.buildpacks.group[0].uri '{written}': "
+            + NO_PIN
+        ), result.stderr
+    assert not (layout.layers / "order.toml").exists()
+
+
+@pytest.mark.parametrize("written", [f"bp.tgz{PIN}", f"./bp.tgz{PIN}", f"{{app}}/bp.tgz{PIN.upper()}"])
+def test_a_pin_on_a_path_is_refused_even_when_a_file_is_named_so(
+    preparer: Callable[..., Result], layout: Layout, written: str
+) -> None:
+    """A bare path holding ``#sha256=`` was a pin when no file had that name, and a file name (installed unchecked,
+    the reviewer reading a pin) when one did: a project could ship ``bp.tgz#sha256=<the good digest>`` with other
+    bytes. The same text now reads one way whatever is on disk: refused, saying how such a file is named."""
+    make_tgz(layout.app / "bp.tgz", "me/good", "1.0.0")
+    name = written.format(app=layout.app).rsplit("/", 1)[-1]
+    make_tgz(layout.app / name, "me/other", "6.6.6")
+    before = listing(layout.buildpacks)
+    result = preparer(project=group(written.format(app=layout.app)))
+    assert result.code == 3, result.stderr
+    assert result.stderr.splitlines()[-1].endswith(NO_PIN), result.stderr
+    assert listing(layout.buildpacks) == before
+    assert not (layout.layers / "order.toml").exists()
+    quoted = f"file://{layout.app}/{name}".replace("#", "%23")
+    assert preparer(project=group(quoted)).code == 0  # the file named so, as the message says
+    assert (layout.buildpacks / "me_other").is_dir()
+
+
+@pytest.mark.parametrize("written", ["file:bp.tgz", "FILE:./bp.tgz", "file:"])
+def test_a_relative_file_url_is_refused_saying_how_to_write_the_path(
+    preparer: Callable[..., Result], layout: Layout, written: str
+) -> None:
+    """``file:bp.tgz`` was read as a file named ``file:bp.tgz`` (exit 1, "no such file"), with nothing saying that
+    ``file:`` is not read as a scheme there."""
+    make_tgz(layout.app / "bp.tgz", "me/tgz", "2.0.0")
+    result = preparer(project=group(written))
+    assert result.code == 3, result.stderr
+    shown = written[5:] or "bp.tgz"
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to validate {layout.app / 'project.toml'}: io.buildpacks.group[0].uri '{written}': "
+        f"'{written[:5]}' without '//': a file:// URI names an absolute path (file:///srv/bp.tgz); a relative path "
+        f"is written without a scheme ({shown})"
+    ), result.stderr
+    assert not (layout.buildpacks / "me_tgz").exists() and not (layout.layers / "order.toml").exists()
+
+
 @pytest.mark.parametrize(
     "written",
     [
@@ -208,3 +284,71 @@ def test_no_part_of_a_uri_that_may_hold_a_secret_is_shown(
         assert "s3cr3t" not in result.stdout + result.stderr, result.stderr
         assert not report.exists() or "s3cr3t" not in report.read_text()
     assert not (layout.buildpacks / "me_tgz").exists()
+
+
+@pytest.mark.parametrize("written", ["..", "../cnb", "{buildpacks}"])
+def test_a_directory_holding_the_buildpacks_directory_is_refused_not_copied_into_itself(
+    preparer: Callable[..., Result], layout: Layout, written: str
+) -> None:
+    """``uri = ".."`` (or the builder's own directory) held ``<buildpacks>``, where staging is: the copy went on
+    copying its own copy until a name was too long, then "an error the preparer does not foresee". Refused before
+    anything is copied, naming the directory and what to write instead."""
+    uri = written.format(buildpacks=layout.buildpacks)
+    before = listing(layout.buildpacks)
+    result = preparer(project=group(uri))
+    assert result.code == 1, result.stderr
+    source = os.path.normpath(layout.app / uri)
+    what = "is" if source == str(layout.buildpacks) else "holds"
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to copy buildpack from {source}: it {what} {layout.buildpacks}, where the preparer stages "
+        "the buildpacks it installs, and would be copied into itself: name the buildpack's own directory (the one "
+        "holding buildpack.toml), outside it"
+    ), result.stderr
+    assert listing(layout.buildpacks) == before  # no staging left behind
+    assert not (layout.layers / "order.toml").exists()
+
+
+def test_a_buildpacks_repository_holding_the_buildpacks_directory_is_refused(
+    preparer: Callable[..., Result], tmp_path: Path
+) -> None:
+    """A buildpack author's own checkout (buildpack.toml at its top) given ``-buildpacks ./out`` inside it."""
+    repo = make_dir(tmp_path / "repo", "me/dev")
+    (repo / "out").mkdir()
+    result = preparer("-buildpacks", str(repo / "out"), project=group(str(repo)))
+    assert result.code == 1, result.stderr
+    assert (
+        f"failed to copy buildpack from {repo}: it holds {repo / 'out'}, where the preparer" in result.stderr
+    )
+    assert listing(repo / "out") == []
+
+
+@pytest.mark.parametrize(
+    ("written", "problem"),
+    [
+        ("file://", "it names no path: write file:///<absolute path>"),
+        ("file://localhost", "it names no path: write file:///<absolute path>"),
+        # A relative path after file:// is read as a host: say so (it said "must name a local path" alone).
+        ("file://./bp.tgz", "file:// URIs must name a local path, and '.' is read as a host: write file:///<absolute path>, or a relative path without a scheme"),
+        ("file://bp.tgz", "file:// URIs must name a local path, and 'bp.tgz' is read as a host: write file:///<absolute path>, or a relative path without a scheme"),
+        ("file://me:s3cr3t@localhost{archive}", "a file:// URI takes no user information ('user@'): write file:///<path>"),
+    ],
+)  # fmt: skip
+def test_a_file_uri_without_a_path_or_with_a_user_is_refused_saying_so(
+    preparer: Callable[..., Result], layout: Layout, written: str, problem: str
+) -> None:
+    """``file://`` read as the process's working directory and copied it (into itself, here); user information
+    got "must name a local path" beside a shown ``file://localhost/...``, which does."""
+    make_tgz(layout.app / "bp.tgz", "me/tgz")
+    result = preparer(project=group(written.format(archive=layout.app / "bp.tgz")), cwd=layout.root)
+    assert result.code == 3, result.stderr
+    assert result.stderr.splitlines()[-1].endswith(problem), result.stderr
+    assert "s3cr3t" not in result.stderr
+    assert not (layout.buildpacks / "me_tgz").exists() and not (layout.layers / "order.toml").exists()
+
+
+def test_a_file_uri_names_its_host_in_any_case(preparer: Callable[..., Result], layout: Layout) -> None:
+    """A host has no case: ``file://LOCALHOST/...`` was refused as not a local path."""
+    make_tgz(layout.app / "bp.tgz", "me/tgz")
+    result = preparer(project=group(f"file://LOCALHOST{layout.app}/bp.tgz"))
+    assert result.code == 0, result.stderr
+    assert (layout.buildpacks / "me_tgz" / "1.0.0" / "buildpack.toml").is_file()

@@ -377,3 +377,19 @@ def test_a_report_counts_only_the_removals_its_run_made(tmp_path: Path) -> None:
     report = preparer.run_plan(dataclasses.replace(plan, made_from=(), inputs=None), inputs)
     assert report.app_removed == 1
     assert sorted(p.name for p in layout.app.iterdir()) == ["main.py", "project.toml"]
+
+
+@pytest.mark.parametrize("base", [None, "policies"])
+def test_a_key_name_near_one_given_with_the_policy_is_named(tmp_path: Path, base: str | None) -> None:
+    """A service gives its keys by name (``keys={"Team.pub": ...}``) and the policy writes ``team.pub``: it was
+    read as a path ("a relative path, and the policy was given without a base directory", or a missing file),
+    never pointing at the name given. ``check_policy`` and ``parse_policy`` say it alike."""
+    text = '[[image.signed-by]]\nimages = ["*"]\nkeys = ["team.pub"]\n'
+    directory = None if base is None else tmp_path / base
+    problems = check_policy(text=text, base=directory, keys={"Team.pub": KEY})
+    assert [(p.line, p.key) for p in problems] == [(1, "image.signed-by")]
+    assert str(problems[0]).endswith("; did you mean 'Team.pub', a key given with the policy?")
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(text, base=directory, keys={"Team.pub": KEY})
+    assert str(caught.value) == str(problems[0])
+    assert parse_policy(text.replace("team.pub", "Team.pub"), keys={"Team.pub": KEY}).signed_by

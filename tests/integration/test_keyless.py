@@ -146,6 +146,32 @@ def test_a_warm_run_verifies_the_recorded_keyless_signature_again_and_asks_nothi
     assert front.requests != []
 
 
+def test_a_recorded_keyless_signature_is_not_reused_once_the_trusted_root_changed(
+    scene: Scene, tmp_path: Path, front: Front, signer: Signer
+) -> None:
+    """The platform rotates its trusted root (another Sigstore, the same identity rule) after a run recorded the
+    signature: the record is judged against the new root, does not satisfy it, and the registry is asked again."""
+    image = scene.image()
+    image.sign_keyless(signer, "sig")
+    ref = image.via(front.host).pinned
+    assert (
+        scene.run(scene.policy(Rule(["*"], identities=[RELEASES]), trusted_root=signer.root), ref).code == 0
+    )
+    other = make_signer(tmp_path / "other-sigstore")
+    order = (scene.layout.layers / "order.toml").read_bytes()
+    front.requests.clear()
+    pol = scene.policy(Rule(["*"], identities=[RELEASES]), trusted_root=other.root, name="rotated.toml")
+    result = scene.run(pol, ref)
+    assert result.code == 1, result.stderr
+    assert (
+        f"not signed by an identity the platform policy trusts (image.signed-by, line 4 of {pol})"
+        in result.stderr
+    )
+    assert "which the trusted root does not name" in result.stderr, result.stderr
+    assert front.requests != []
+    assert (scene.layout.layers / "order.toml").read_bytes() == order  # the refused run changed nothing
+
+
 def test_the_dry_run_shows_each_identity_and_the_trusted_roots_fingerprint(
     scene: Scene, registry: Registry, signer: Signer
 ) -> None:

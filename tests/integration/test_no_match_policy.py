@@ -125,3 +125,27 @@ def test_an_image_found_by_fetching_is_decided_when_found(
             result.stderr
         )
         assert scene.installed()
+
+
+@pytest.mark.parametrize(
+    ("written", "meant"),
+    [
+        ("no-match", "no-match-policy"),
+        ("No-Match-Policy", "no-match-policy"),
+        ("NO_MATCH", "no-match-policy"),
+    ],
+)
+def test_the_setting_written_short_or_in_another_case_is_named(
+    scene: Scene, key: Key, written: str, meant: str
+) -> None:
+    """``no-match`` (the setting written short) and ``No-Match-Policy`` got "unknown key" and the list of keys, no
+    suggestion: too many edits away for the typo search. Exit 3, the line, the key meant; nothing installed."""
+    image = scene.image()
+    policy = scene.policy(Rule(["*"], keys=[key.public]), head=f'[image]\n{written} = "deny"\n')
+    result = scene.run(policy, image.tagged)
+    assert result.code == 3, result.stderr
+    assert result.stderr.splitlines()[0] == (
+        f"ERROR: failed to read policy {policy}: image.{written} (line 2 of {policy}): unknown key (did you mean "
+        f"{meant}? known here: allow, no-match-policy, require-pin, signature-max-age, signed-by)"
+    ), result.stderr
+    assert not scene.installed()

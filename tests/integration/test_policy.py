@@ -273,6 +273,38 @@ def test_a_malformed_policy_exits_3_naming_key_and_line(
     assert error.format(policy=policy) in result.stderr
 
 
+TOP = "known here: app, env, http, image, limits, sigstore, sources"
+IMAGE = "known here: allow, no-match-policy, require-pin, signature-max-age, signed-by"
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ('no-match-policy = "deny"\n', f"no-match-policy (line 1 of {{policy}}): unknown key (did you mean image.no-match-policy? {TOP})"),
+        ('[[signed-by]]\nimages = ["*"]\n', f"signed-by (line 1 of {{policy}}): unknown key (did you mean image.signed-by? {TOP})"),
+        ('[image]\ntrusted-root = "root.json"\n', f"image.trusted-root (line 2 of {{policy}}): unknown key (did you mean sigstore.trusted-root? {IMAGE})"),
+        ("[image.limits.run]\nentries = 3\n", f"image.limits (line 1 of {{policy}}): unknown key (did you mean limits? {IMAGE})"),
+        ('[sources]\ndeny = ["http"]\n', "sources.deny (line 2 of {policy}): unknown key (known here: allow)"),
+    ],
+    ids=["a setting at the top", "rules at the top", "the root under image", "limits under image", "deny"],
+)  # fmt: skip
+def test_a_key_written_in_another_table_is_named_where_it_belongs(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path, text: str, error: str
+) -> None:
+    """A key the policy reads, written in the wrong table (``no-match-policy`` at the top, ``trusted-root`` under
+    ``[image]``), got "unknown key" and the table's keys, never where it belongs. ``allow``/``deny`` mean what
+    their table says: ``sources.deny`` is not pointed at ``env.deny``."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text(text)
+    before = listing(layout.buildpacks)
+    result = preparer("-policy", str(policy), project=HEAD)
+    assert result.code == 3
+    assert result.stderr.splitlines() == [
+        f"ERROR: failed to read policy {policy}: {error.format(policy=policy)}"
+    ]
+    assert listing(layout.buildpacks) == before and not (layout.layers / "order.toml").exists()
+
+
 def test_dry_run_and_report_show_each_decision(
     preparer: Callable[..., Result], layout: Layout, tmp_path: Path, registry: Registry
 ) -> None:

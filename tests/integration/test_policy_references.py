@@ -111,6 +111,8 @@ EMPTY = "it has an empty path component ('//', or a '/' at its start or end)"
         ("image", "registry.example:0/corp/*", "the port of 'registry.example:0' is not a number from 1 to 65535"),
         ("signed-by", "corp/bp:latest", TAG),
         ("signed-by", "registry.example/corp/", EMPTY),
+        ("signed-by", "docker://registry.example/corp/*",
+         "a scheme ('docker://') is never part of what is matched: write 'registry.example/corp/*'"),
     ],
 )  # fmt: skip
 def test_a_glob_that_can_never_match_is_exit_3_naming_it_its_key_and_line(
@@ -127,4 +129,57 @@ def test_a_glob_that_can_never_match_is_exit_3_naming_it_its_key_and_line(
     assert result.code == 3
     assert result.stderr == (
         f"ERROR: failed to read policy {pol}: {where}: '{glob}' can never match an image: {problem}\n"
+    )
+
+
+@pytest.mark.parametrize("ref", ["LOCALHOST/other/bp", "LocalHost/other/bp:1"])
+def test_localhost_in_another_case_without_a_port_is_the_registry_localhost(
+    scene: Scene, tmp_path: Path, ref: str
+) -> None:
+    """``LOCALHOST:5000/x`` was the registry ``localhost:5000`` and ``LOCALHOST/x`` a Docker Hub path refused as
+    "not a valid repository name", and a glob ``LOCALHOST/corp/*`` was refused as upper case in a repository:
+    the host was read by its case. Now both are ``localhost``, as Docker reads them: the glob matches, and a
+    reference it does not match is refused by the rule, in its canonical name, before any request."""
+    pol = tmp_path / "policy.toml"
+    pol.write_text('[image]\nallow = ["LOCALHOST/corp/*"]\n')
+    result = scene.run(pol, ref)
+    assert result.code == 3, result.stderr
+    assert (
+        f"the platform policy: localhost/other/bp matches no pattern of image.allow, line 2 of {pol}"
+        in result.stderr
+    ), result.stderr
+    assert not (scene.layout.layers / "order.toml").exists()
+
+
+@pytest.mark.parametrize(
+    ("rule", "ref"),
+    [
+        ("registry.example/corp/*", "registry.example:443/corp/bp"),
+        ("registry.example:443/corp/*", "registry.example/corp/bp"),
+        ("*.example/corp/*", "registry.example:0443/corp/bp"),
+    ],
+)
+def test_a_signature_rule_cannot_be_escaped_by_writing_the_https_default_port(
+    scene: Scene, key: Key, rule: str, ref: str
+) -> None:
+    """``registry.example:443/corp/bp`` reaches the server ``registry.example/corp/*`` names, but matched no rule:
+    under the default no-match policy it went unchecked with a warning, under ``deny`` it was refused as unnamed.
+    A rule restricts, so it covers both spellings of the https default port (the dry run asks nothing of the
+    registry: none is needed to see which rule applies)."""
+    policy = scene.policy(Rule([rule], keys=[key.public]), head='[image]\nno-match-policy = "deny"\n')
+    result = scene.run(policy, ref, "-dry-run")
+    assert result.code == 0, result.stderr
+    assert "Warning" not in result.stderr, result.stderr
+    assert f"): image.signed-by, line 4 of {policy}: key " in result.stdout, result.stdout
+
+
+def test_a_loopback_registrys_port_443_is_no_default_port(scene: Scene, key: Key) -> None:
+    """A loopback registry is asked over plain http: its :443 is a port like any other, and another registry."""
+    policy = scene.policy(
+        Rule(["127.0.0.1/corp/*"], keys=[key.public]), head='[image]\nno-match-policy = "deny"\n'
+    )
+    result = scene.run(policy, "127.0.0.1:443/corp/bp", "-dry-run")
+    assert result.code == 3, result.stderr
+    assert "the image 127.0.0.1:443/corp/bp matches no [[image.signed-by]] rule" in result.stderr, (
+        result.stderr
     )

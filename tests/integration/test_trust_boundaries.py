@@ -28,7 +28,7 @@ import pytest
 
 from tests.buildpacks import buildpack_toml, make_dir, make_tgz
 from tests.golden import BUILDER, Layout, listing
-from tests.plugins.cli import Result, base_env
+from tests.plugins.cli import Result, base_env, run_cli
 from tests.plugins.http_server import FileServer
 from tests.plugins.registry import PASSWORD, USER, Registry, build_package, push, push_package
 from tests.projects import HEAD, group
@@ -464,3 +464,48 @@ def test_an_env_name_with_a_layer_suffix_gets_a_warning(
         "<platform>/env" in result.stderr
     )
     assert (layout.platform / "env" / "JAVA_OPTS.append").read_text() == "-Xmx1g"
+
+
+@pytest.mark.parametrize("mode", [0o775, 0o1777])
+def test_a_cache_others_can_write_is_not_used_and_the_warning_says_how_to_fix_it(
+    preparer: Callable[..., Result], http_server: FileServer, tmp_path: Path, mode: int
+) -> None:
+    """A cache directory made by hand under ``umask 002`` is group-writable: another user of the group could plant
+    what a later run installs. It is not used (nothing is written in it), the build goes on, and the warning says
+    what to change (it said only what was wrong)."""
+    cache = tmp_path / "shared-cache"
+    cache.mkdir()
+    cache.chmod(mode)
+    make_tgz(http_server.root / "bp.tgz", "me/http")
+    result = preparer("-download-cache", str(cache), project=group(http_server.url("bp.tgz")))
+    assert result.code == 0, result.stderr
+    said = (
+        f"Warning: the download cache is not used: {cache} is writable by its group or by others (mode {mode:o}): "
+        f"chmod go-w {cache}, or give -download-cache (CNB_DOWNLOAD_CACHE_DIR) a directory only this user can write"
+    )
+    assert result.warnings == [said], result.stderr
+    assert list(cache.iterdir()) == []
+    assert listing(tmp_path / "build" / "cnb" / "buildpacks" / "me_http") != []
+
+
+@pytest.mark.parametrize("how", ["flag", "variable"])
+def test_a_cache_path_with_a_tilde_no_shell_expanded_is_not_made(
+    layout: Layout, http_server: FileServer, tmp_path: Path, how: str
+) -> None:
+    """``-download-cache '~/cache'`` (or the variable set in a Dockerfile, where no shell expands ``~``) made a
+    directory named ``~`` in the working directory, silently, run after run. Not made, and the warning says why."""
+    work = tmp_path / "work"
+    work.mkdir()
+    make_tgz(http_server.root / "bp.tgz", "me/http")
+    (layout.app / "project.toml").write_text(group(http_server.url("bp.tgz")))
+    flags = ["-download-cache", "~/cache"] if how == "flag" else []
+    env = base_env(tmp_path, **({"CNB_DOWNLOAD_CACHE_DIR": "~/cache"} if how == "variable" else {}))
+    result = run_cli([*layout.flags(), *flags], env, cwd=work)
+    assert result.code == 0, result.stderr
+    said = (
+        f"Warning: the download cache is not used: {work}/~/cache would be made with a directory named ~: a '~' no "
+        "shell expanded; write the home directory's path"
+    )
+    assert result.warnings == [said], result.stderr
+    assert list(work.iterdir()) == []
+    assert (layout.buildpacks / "me_http").is_dir()

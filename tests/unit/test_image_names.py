@@ -33,6 +33,8 @@ SAME_IMAGE = {
     ],
     "[::1]:5000/bp": ["[::1]:5000/bp", "[0:0:0:0:0:0:0:1]:05000/bp", "[0::0001]:5000/bp"],
     "127.0.0.1:5000/bp": ["127.0.0.1:5000/bp", "[::ffff:127.0.0.1]:5000/bp", "[::FFFF:7f00:1]:5000/bp"],
+    # localhost in any case is a registry with or without a port (Docker's rule), never a Docker Hub path.
+    "localhost/corp/bp": ["localhost/corp/bp", "LOCALHOST/corp/bp:1", "LocalHost/corp/bp@" + DIGEST],
 }  # fmt: skip
 LABELS = "letters, digits and '-' in labels separated by single dots"
 SPELLINGS = [(name, ref) for name, refs in SAME_IMAGE.items() for ref in refs]
@@ -55,6 +57,9 @@ def test_docker_hub_is_keyed_and_asked_as_before() -> None:
 @pytest.mark.parametrize(
     ("ref", "problem"),
     [
+        # A zone is no part of Docker's grammar, and %eth0 / %25eth0 would be two names of one host.
+        ("[fe80::1%eth0]:5000/bp", "'[fe80::1%eth0]:5000' names an IPv6 zone ('%...'): Docker's references have none; name the host"),
+        ("[fe80::1%25eth0]/bp", "'[fe80::1%25eth0]' names an IPv6 zone ('%...'): Docker's references have none; name the host"),
         ("127.1:5000/bp", "'127.1:5000' is an IPv4 address written another way: write it as 127.0.0.1"),
         ("0x7f.0.0.1/bp", "'0x7f.0.0.1' is an IPv4 address written another way: write it as 127.0.0.1"),
         ("010.0.0.1/bp", "'010.0.0.1' is an IPv4 address written another way: write it as 8.0.0.1"),
@@ -93,6 +98,8 @@ def test_a_registry_read_more_than_one_way_is_exit_3(ref: str, problem: str) -> 
         ("*/corp/*", "*/corp/*"),
         ("*.Corp.Example:0443/*", "*.corp.example:443/*"),
         ("localhost/bp-[0-9]", "localhost/bp-[0-9]"),
+        ("LOCALHOST/corp/*", "localhost/corp/*"),
+        ("LocalHost/bp", "localhost/bp"),
     ],
 )
 def test_a_glob_is_read_as_a_reference_is(glob: str, canonical: str) -> None:
@@ -151,7 +158,9 @@ def test_the_default_images_of_a_signature_rule_cover_every_image(tmp_path: Path
         ("registry.example/corp//*", "it has an empty path component ('//', or a '/' at its start or end)"),
         ("registry.example/corp bp", "it holds a character no repository name has"),
         ("127.1:5000/*", "'127.1:5000' is an IPv4 address written another way: write it as 127.0.0.1"),
-        ("docker://registry.example/*", "'docker:' has an empty port"),
+        # As a project writes its uri: the scheme is named ("'docker:' has an empty port" said nothing of it).
+        ("docker://registry.example/*", "a scheme ('docker://') is never part of what is matched: write 'registry.example/*'"),
+        ("https://ghcr.io/corp/*", "a scheme ('https://') is never part of what is matched: write 'ghcr.io/corp/*'"),
     ],
 )  # fmt: skip
 def test_a_glob_that_can_never_match_is_refused_when_the_policy_is_read(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,10 @@ def test_bad_uris_exit_3(uri: str) -> None:
 def test_redact_removes_credentials() -> None:
     assert redact("https://user:s3cret@host/x.tgz?token=abc") == "https://host/x.tgz"
     assert redact("https://user:s3cret@[::1/x?t=1") == "https://[::1/x"
+
+
+def test_a_file_uris_escapes_are_bytes_of_the_name() -> None:
+    """``%C3%28`` (not UTF-8) was decoded as U+FFFD, naming a file that is not the one written."""
+    locator = parse_locator("file:///srv/b%C3%28.tgz", Path("/app"))
+    assert isinstance(locator, PathLocator)
+    assert os.fsencode(locator.path) == b"/srv/b\xc3(.tgz"

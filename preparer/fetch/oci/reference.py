@@ -1,6 +1,7 @@
 """Image references: ``[registry/]repository[:tag][@digest]``, normalised as Docker and go-containerregistry do.
 
-- No registry part (the first component has no ``.`` or ``:`` and is not ``localhost``) means Docker Hub.
+- No registry part (the first component has no ``.`` or ``:`` and is not ``localhost``, in any case: ``LOCALHOST/x``
+  is the registry ``localhost``, as ``LOCALHOST:5000/x`` is ``localhost:5000``) means Docker Hub.
 - Docker Hub's API is at ``registry-1.docker.io`` while its credentials are keyed ``index.docker.io``, and a
   one-component repository there is ``library/<name>``.
 - No tag and no digest means ``latest``.
@@ -78,7 +79,7 @@ def parse_reference(text: str) -> Reference:
     if digest and not _DIGEST.match(digest):
         raise InvalidInputsError(action, f"'{digest}' is not a sha256 digest")
     first, slash, remainder = rest.partition("/")
-    if slash and ("." in first or ":" in first or first == "localhost" or first.startswith("[")):
+    if slash and ("." in first or ":" in first or first.lower() == "localhost" or first.startswith("[")):
         registry, path = first, remainder
     else:
         registry, path = DOCKER_HUB, rest
@@ -109,6 +110,10 @@ def canonical_registry(text: str) -> str:
         after = host[close + 1 :] if close > 0 else "x"
         if after and not after.startswith(":"):
             raise ValueError(f"'{text}' is not a registry host[:port]")
+        if "%" in host[1:close]:  # fe80::1%eth0 and fe80::1%25eth0 would be two names of one host
+            raise ValueError(
+                f"'{text}' names an IPv6 zone ('%...'): Docker's references have none; name the host"
+            )
         try:
             address = ipaddress.IPv6Address(host[1:close])
         except ValueError:
@@ -149,6 +154,10 @@ def canonical_glob(glob: str) -> str:
     """
     if set(glob) == {"*"}:
         return glob
+    # docker://, as a project's uri is written: read on, 'docker:' would be a registry with an empty port.
+    scheme, sep, after = glob.partition("://")
+    if sep and "/" not in scheme:
+        raise ValueError(f"a scheme ('{scheme}://') is never part of what is matched: write '{after}'")
     if "@" in glob:
         raise ValueError("a digest ('@sha256:...') is never part of what is matched: name the repository")
     first, slash, rest = glob.partition("/")
@@ -159,7 +168,7 @@ def canonical_glob(glob: str) -> str:
             wild = False
         except ValueError:
             pass
-    if slash and (wild or "." in first or ":" in first or first == "localhost"):
+    if slash and (wild or "." in first or ":" in first or first.lower() == "localhost"):
         registry, path = first.lower(), rest
         if wild:
             host, colon, port = registry.rpartition(":")
