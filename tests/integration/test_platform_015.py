@@ -434,3 +434,26 @@ def test_a_system_buildpack_for_another_target_is_refused_naming_system_toml(
     assert error.endswith(f"; {system} (system.pre.buildpacks[0]) names it")
     ok = preparer("-system", str(system), project=app, env={"CNB_PREPARER_PLATFORM": "linux/arm64"})
     assert ok.code == 0, ok.stderr
+
+
+@pytest.mark.parametrize("written", ['version = "1.0.0"', 'id = ""\nversion = ""'])
+def test_a_system_buildpack_without_an_id_is_refused_whatever_the_group_holds(
+    preparer: Callable[..., Result], layout: Layout, written: str
+) -> None:
+    # The detector looks <buildpacks>/buildpack.toml up for it and fails at start-up. An element without an id
+    # must not pass for one of the project's not fetched yet, which leaves the group's system buildpacks unchecked.
+    installed(layout, "sys/post")
+    system = layout.root / "system.toml"
+    system.write_text(f"[system]\n[[system.pre.buildpacks]]\n{written}\n")
+    project = group("urn:cnb:builder:examples/node@1.2.0")
+    refusal = (
+        f"ERROR: failed to use system buildpack system.pre.buildpacks[0]: system.pre.buildpacks[0] of {system} has "
+        f"no id: the detector fails at start-up without it; write the id and version of a buildpack in "
+        f"{layout.buildpacks} there"
+    )
+    dry = preparer("-system", str(system), "-dry-run", project=project)
+    assert (dry.code, dry.stderr.splitlines()[-1]) == (1, refusal)
+    before = untouched(layout)
+    result = preparer("-system", str(system), project=project)
+    refused_and_untouched(result, layout, before)
+    assert result.stderr.splitlines()[-1] == refusal
