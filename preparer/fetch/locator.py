@@ -228,6 +228,10 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
     if bare is not None and not _is_registry_host(bare[1]):
         version = bare[3]
         return IdLocator(f"{bare[1]}/{bare[2]}", None if version in (None, "latest") else version)
+    if uri.endswith("@"):  # an id's version left empty (pack reads no image of it); never the tag 'latest'
+        raise InvalidInputsError(
+            action, "nothing follows '@': write <id>@<version>, an image's @sha256:<digest>, or no '@'"
+        )
     return _image(uri, action)
 
 

@@ -400,3 +400,31 @@ def test_a_credential_in_a_list_s_value_is_never_shown_whatever_the_mistake(
         assert result.code == code, (args, result.stderr)
         assert said in result.stderr, result.stderr
         assert "hunter" not in result.stderr + result.stdout
+
+
+def test_an_at_with_nothing_after_it_is_exit_3_never_the_tag_latest(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    # Read on, 'examples/node@' and 'docker://corp/bp@' were the image ...:latest, downloaded from Docker Hub; pack
+    # and go-containerregistry read no image of either.
+    before = listing(layout.buildpacks)
+    forms = (
+        "; -buildpack takes <id>[@<version>], urn:cnb:builder:<id>, urn:cnb:registry:<id>, docker://<image>, an "
+        "image, an http(s) or file URL, or a path from <app>"
+    )
+    bare = "nothing follows '@': write <id>@<version>, an image's @sha256:<digest>, or no '@'"
+    for value, cause in (
+        ("examples/node@", bare),
+        ("docker://corp/bp@", "nothing follows '@': give a digest (@sha256:<64 hex digits>) or no '@'"),
+        ("registry.example/corp/bp:v1@", bare),
+    ):
+        for flags in (["-buildpack", value], ["-dry-run", "-buildpack", value]):
+            result = preparer(*flags, project=GROUP_NODE)
+            assert (result.code, result.stderr.splitlines()[-1]) == (
+                3, f"ERROR: failed to validate -buildpack: -buildpack[0] '{value}': {cause}{forms}"
+            ), result.stderr  # fmt: skip
+            assert "would download" not in result.stdout
+            assert unchanged(layout, before)
+    described = preparer(project=HEAD + '[[io.buildpacks.group]]\nuri = "docker://corp/bp@"\n')
+    assert described.code == 3
+    assert "nothing follows '@'" in described.stderr
