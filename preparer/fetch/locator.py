@@ -212,6 +212,12 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
             reference = uri[len("docker://") :]
             if not reference:
                 raise InvalidInputsError(action, "expected docker://<image reference>")
+            if _image_userinfo(reference):
+                raise InvalidInputsError(
+                    action,
+                    "an image reference takes no user name or password: give the registry's credentials in "
+                    "CNB_REGISTRY_AUTH or a Docker config.json (DOCKER_CONFIG)",
+                )
             return _image(reference, action)
     if sep and scheme and "/" not in scheme:  # any other <scheme>://: never a file's or an image's name
         meant = closest(scheme.lower(), ("http", "https", "file", "docker"), most=1)
@@ -258,6 +264,20 @@ _NO_PIN_ON_PATHS = (
 )
 
 
+#: What follows a digest's ``@`` in an image reference: ``<algorithm>:<hex>``.
+_DIGEST_AFTER_AT = re.compile(r"[A-Za-z0-9_+.-]+:[0-9a-fA-F]")
+
+
+def _image_userinfo(reference: str) -> int:
+    """Where an image reference begins after the user information written before it (``me:secret@ghcr.io/bp``):
+    after the last ``@`` that a name, not a digest, follows (the only ``@`` an image reference has is its
+    digest's; one at the end is an empty digest); 0 when there is none."""
+    ats = [
+        n for n, c in enumerate(reference[:-1]) if c == "@" and not _DIGEST_AFTER_AT.match(reference, n + 1)
+    ]
+    return ats[-1] + 1 if ats else 0
+
+
 def _file(uri: str, action: str) -> PathLocator:
     """A ``file://`` URI's path. A query or fragment is refused, never passed over: a ``#sha256=`` pin would read as
     checked when it is not, and what else either holds may be a secret."""
@@ -301,14 +321,17 @@ def redact(uri: str) -> str:
     >>> redact("https://host/bp@1.0.tgz"), redact("https://ghp_token@host/x")
     ('https://host/bp@1.0.tgz', 'https://host/x')
 
-    An image reference holds no user information: its ``@`` introduces a digest, kept.
+    An image reference's ``@`` introduces a digest, kept; user information written before its registry (which no
+    image reference takes, and which the preparer refuses) goes.
 
-    >>> redact("docker://registry:5000/bp@sha256:00")
-    'docker://registry:5000/bp@sha256:00'
+    >>> redact("docker://registry:5000/bp@sha256:00"), redact("docker://me:secret@ghcr.io/bp@sha256:00")
+    ('docker://registry:5000/bp@sha256:00', 'docker://ghcr.io/bp@sha256:00')
     """
     scheme, sep, rest = uri.partition("://")
-    if not sep or scheme == "docker":
+    if not sep:
         return uri
+    if scheme == "docker":
+        return f"docker://{rest[_image_userinfo(rest) :]}"
     at = rest.rfind("@")
     if at >= 0 and (":" in rest[:at] or "/" not in rest[:at]):
         rest = rest[at + 1 :]

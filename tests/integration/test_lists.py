@@ -428,3 +428,35 @@ def test_an_at_with_nothing_after_it_is_exit_3_never_the_tag_latest(
     described = preparer(project=HEAD + '[[io.buildpacks.group]]\nuri = "docker://corp/bp@"\n')
     assert described.code == 3
     assert "nothing follows '@'" in described.stderr
+
+
+def test_a_password_written_into_an_image_reference_is_refused_and_never_shown(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    # Written as a git or https URL takes them, 'docker://bot:hunter2@ghcr.io/...' was shown whole in the error, the
+    # report's [error] and every message naming the entry.
+    before = listing(layout.buildpacks)
+    report = layout.root / "report.toml"
+    refused = (
+        "an image reference takes no user name or password: give the registry's credentials in CNB_REGISTRY_AUTH "
+        "or a Docker config.json (DOCKER_CONFIG)"
+    )
+    for value, shown in (
+        ("docker://bot:hunter2@ghcr.io/corp/bp", "docker://ghcr.io/corp/bp"),
+        (
+            "docker://bot:hun@ter2@ghcr.io/corp/bp@sha256:" + "0" * 64,
+            "docker://ghcr.io/corp/bp@sha256:" + "0" * 64,
+        ),
+    ):
+        for dry in ([], ["-dry-run"]):
+            result = preparer(*dry, "-buildpack", value, "-prepare-report", str(report))
+            assert result.code == 3, result.stderr
+            assert f"-buildpack[0] '{shown}': {refused}" in result.stderr.splitlines()[-1]
+            assert "hunter" not in result.stdout + result.stderr + report.read_text()
+            assert unchanged(layout, before)
+        described = preparer(
+            "-prepare-report", str(report), project=f'{HEAD}[[io.buildpacks.group]]\nuri = "{value}"\n'
+        )
+        assert described.code == 3
+        assert refused in described.stderr
+        assert "hunter" not in described.stdout + described.stderr + report.read_text()
