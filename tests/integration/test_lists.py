@@ -460,3 +460,25 @@ def test_a_password_written_into_an_image_reference_is_refused_and_never_shown(
         assert described.code == 3
         assert refused in described.stderr
         assert "hunter" not in described.stdout + described.stderr + report.read_text()
+
+
+def test_an_empty_item_of_a_list_s_variable_is_exit_3_naming_the_variable_not_a_flag(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    # "$BASE,$EXTRA" with EXTRA unset: the user wrote a variable, and was told of -buildpack[1] or -env-file[1].
+    (tmp_path / "a.env").write_text("A=1\n")
+    before = listing(layout.buildpacks)
+    for name, value, position, what in (
+        ("CNB_PREPARER_BUILDPACKS", "heroku/nodejs,", 2, "a buildpack"),
+        ("CNB_PREPARER_PRE_BUILDPACKS", ",heroku/python", 1, "a buildpack"),
+        ("CNB_PREPARER_POST_BUILDPACKS", "heroku/procfile,,heroku/python", 2, "a buildpack"),
+        ("CNB_PREPARER_ENV_FILES", f"{tmp_path}/a.env,", 2, "a file"),
+    ):
+        result = preparer(env={name: value}, project=GROUP_NODE)
+        said = (
+            f"ERROR: failed to resolve inputs: {name}={value!r}: item {position} is empty: name {what} in each item "
+            "(comma-separated), or leave the variable unset"
+        )
+        assert (result.code, result.stderr.splitlines()[-1]) == (3, said), result.stderr
+        assert "Traceback" not in result.stderr
+        assert unchanged(layout, before)
