@@ -13,6 +13,7 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
+from preparer.lists import ENV_FORMS
 from tests.buildpacks import make_dir, make_tgz
 from tests.golden import Layout, env_files, listing
 from tests.plugins.cli import Result
@@ -482,3 +483,27 @@ def test_an_empty_item_of_a_list_s_variable_is_exit_3_naming_the_variable_not_a_
         assert (result.code, result.stderr.splitlines()[-1]) == (3, said), result.stderr
         assert "Traceback" not in result.stderr
         assert unchanged(layout, before)
+
+
+def test_an_env_name_longer_than_a_file_name_can_be_is_exit_3_in_a_dry_run_too(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    # It names <platform>/env/<NAME>: read on, the dry run said all was well and the run failed at its commit,
+    # exit 1, "File name too long". 86 euro signs are 258 bytes: the bound is the file system's, in bytes.
+    before = listing(layout.buildpacks)
+    for name in ("A" * 256, "€" * 86):
+        said = (
+            f"env name '{name[:32]}…' is {len(name.encode())} bytes long: it names a file in <platform>/env, and a "
+            "file's name holds at most 255 bytes"
+        )
+        for dry in ([], ["-dry-run"]):
+            result = preparer(*dry, "-env", f"{name}=1", project=GROUP_NODE)
+            assert (result.code, result.stderr.splitlines()[-1]) == (
+                3, f"ERROR: failed to validate -env: -env[0] '{name}=…': {said}; -env takes {ENV_FORMS}"
+            ), result.stderr  # fmt: skip
+            assert unchanged(layout, before)
+        described = preparer(project=f'{HEAD}[[io.buildpacks.build.env]]\nname = "{name}"\nvalue = "1"\n')
+        assert described.code == 3, described.stderr
+        assert said in described.stderr
+        assert unchanged(layout, before)
+    assert preparer("-env", f"{'A' * 255}=1", project=GROUP_NODE).code == 0  # as long as it can be
