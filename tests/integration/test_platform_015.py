@@ -207,6 +207,8 @@ def test_a_project_buildpack_runs_or_is_skipped_on_its_exec_env(
         assert "runs" not in notes
         return
     why = f"its exec-env = {values} does not hold {build}, this build's (CNB_EXEC_ENV)"
+    if values == '["Production"]':  # the same word but for its case: said
+        why += ", only Production, which the detector does not take for it (it compares them as written, case and all)"
     assert result.warnings == [
         (
             f"Warning: me/t@1.0.0 (project, io.buildpacks.group[0]) will not run: {why}; the detector skips it "
@@ -457,3 +459,18 @@ def test_a_system_buildpack_without_an_id_is_refused_whatever_the_group_holds(
     result = preparer("-system", str(system), project=project)
     refused_and_untouched(result, layout, before)
     assert result.stderr.splitlines()[-1] == refusal
+
+
+def test_an_exec_env_that_differs_from_a_buildpack_s_only_in_case_says_so(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    # CNB_EXEC_ENV=Production is a valid value (pack's letters), and the detector compares it as written: every
+    # buildpack that lists production is skipped. The message says why the value that looks right does not match.
+    local(layout.app / "t", "me/t", 'exec-env = ["test", "production"]\n', api="0.12")
+    before = untouched(layout)
+    result = preparer(project=group("./t"), env={"CNB_EXEC_ENV": "Production"})
+    refused_and_untouched(result, layout, before)
+    assert (
+        'me/t@1.0.0: its exec-env = ["test", "production"] does not hold Production, this build\'s (CNB_EXEC_ENV), '
+        "only production, which the detector does not take for it (it compares them as written, case and all)"
+    ) in result.stderr.splitlines()[-1]
