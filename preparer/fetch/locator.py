@@ -234,6 +234,12 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
     if bare is not None and not _is_registry_host(bare[1]):
         version = bare[3]
         return IdLocator(f"{bare[1]}/{bare[2]}", None if version in (None, "latest") else version)
+    if uri == "~" or uri.startswith(
+        "~/"
+    ):  # a home directory a shell would have expanded: never an image's name
+        raise InvalidInputsError(
+            action, "'~' is not expanded (no shell reads the value): write the path absolute, or relative"
+        )
     if uri.endswith("@"):  # an id's version left empty (pack reads no image of it); never the tag 'latest'
         raise InvalidInputsError(
             action, "nothing follows '@': write <id>@<version>, an image's @sha256:<digest>, or no '@'"

@@ -507,3 +507,18 @@ def test_an_env_name_longer_than_a_file_name_can_be_is_exit_3_in_a_dry_run_too(
         assert said in described.stderr
         assert unchanged(layout, before)
     assert preparer("-env", f"{'A' * 255}=1", project=GROUP_NODE).code == 0  # as long as it can be
+
+
+def test_a_path_from_home_written_in_quotes_says_no_shell_expands_it(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    # -buildpack "~/bp" (quoted, or from a variable): no shell expands it; it was "'~/bp' is not a valid repository".
+    result = preparer("-buildpack", "~/bp", project=GROUP_NODE)
+    assert result.code == 3
+    assert result.stderr.splitlines()[-1].startswith(
+        "ERROR: failed to validate -buildpack: -buildpack[0] '~/bp': '~' is not expanded (no shell reads the value): "
+        "write the path absolute, or relative; -buildpack takes"
+    ), result.stderr
+    described = preparer(project=f'{HEAD}[[io.buildpacks.group]]\nuri = "~/bp"\n')
+    assert described.code == 3
+    assert "'~' is not expanded (no shell reads the value): write the path absolute" in described.stderr
