@@ -209,16 +209,7 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
         if scheme == "file":
             return _file(uri, action)
         if scheme == "docker":
-            reference = uri[len("docker://") :]
-            if not reference:
-                raise InvalidInputsError(action, "expected docker://<image reference>")
-            if _image_userinfo(reference):
-                raise InvalidInputsError(
-                    action,
-                    "an image reference takes no user name or password: give the registry's credentials in "
-                    "CNB_REGISTRY_AUTH or a Docker config.json (DOCKER_CONFIG)",
-                )
-            return _image(reference, action)
+            return _docker(uri[len("docker://") :], action)
     if sep and scheme and "/" not in scheme:  # any other <scheme>://: never a file's or an image's name
         meant = closest(scheme.lower(), ("http", "https", "file", "docker"), most=1)
         hint = f"did you mean {meant}://?" if meant else f"a uri is {ACCEPTED}"
@@ -234,6 +225,25 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
     if bare is not None and not _is_registry_host(bare[1]):
         version = bare[3]
         return IdLocator(f"{bare[1]}/{bare[2]}", None if version in (None, "latest") else version)
+    return _naked_image(uri, action)
+
+
+def _docker(reference: str, action: str) -> ImageLocator:
+    """A ``docker://`` uri's image: a reference, with no user information (exit 3 otherwise)."""
+    if not reference:
+        raise InvalidInputsError(action, "expected docker://<image reference>")
+    if _image_userinfo(reference):
+        raise InvalidInputsError(
+            action,
+            "an image reference takes no user name or password: give the registry's credentials in "
+            "CNB_REGISTRY_AUTH or a Docker config.json (DOCKER_CONFIG)",
+        )
+    return _image(reference, action)
+
+
+def _naked_image(uri: str, action: str) -> ImageLocator:
+    """A ``uri`` without a scheme that is neither a path nor a buildpack id: an image reference, unless it is a
+    mistake read so (exit 3)."""
     if uri == "~" or uri.startswith(
         "~/"
     ):  # a home directory a shell would have expanded: never an image's name
