@@ -474,3 +474,28 @@ def test_an_exec_env_that_differs_from_a_buildpack_s_only_in_case_says_so(
         'me/t@1.0.0: its exec-env = ["test", "production"] does not hold Production, this build\'s (CNB_EXEC_ENV), '
         "only production, which the detector does not take for it (it compares them as written, case and all)"
     ) in result.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize("how", ["a link to itself", "below a file"])
+def test_a_system_toml_that_cannot_be_opened_for_another_reason_than_its_absence_is_refused(
+    preparer: Callable[..., Result], layout: Layout, how: str
+) -> None:
+    # The detector merges none only when opening the file says it does not exist (ENOENT); a link loop or a path
+    # through a file fails its start-up ("failed to read system file"). Read on, both passed for "does not exist".
+    if how == "a link to itself":
+        system = layout.root / "system.toml"
+        system.symlink_to(system)
+        cause = "Too many levels of symbolic links"
+    else:
+        (layout.root / "cnb-file").write_text("")
+        system = layout.root / "cnb-file" / "system.toml"
+        cause = "Not a directory"
+    project = group("urn:cnb:builder:examples/node@1.2.0")
+    for dry in ([], ["-dry-run"]):
+        before = untouched(layout)
+        result = preparer(*dry, "-system", str(system), project=project)
+        refused_and_untouched(result, layout, before)
+        assert result.stderr.splitlines()[-1] == f"ERROR: failed to read system buildpacks: {system}: {cause}"
+    # A link to nothing is a file that does not exist, for the detector as for the preparer.
+    (layout.root / "nothing.toml").symlink_to(layout.root / "absent.toml")
+    assert preparer("-system", str(layout.root / "nothing.toml"), project=project).code == 0
