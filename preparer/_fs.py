@@ -56,6 +56,13 @@ def make_dirs(path: Path, mode: int = 0o755) -> list[Path]:
     return [path]
 
 
+def name_beside(name: str, tail: str) -> str:
+    """A hidden name beside the file ``name``: ``.<name><tail>``, with as much of ``name`` as a file's name has room
+    for (255 bytes), so that a file or directory whose name is as long as it can be is staged too."""
+    head = os.fsencode(name)[: 255 - 1 - len(os.fsencode(tail))]
+    return f".{os.fsdecode(head)}{tail}"
+
+
 def is_inside(root: str, path: str) -> bool:
     """Whether the resolved ``path`` is ``root`` or below it (both already ``os.path.realpath``)."""
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)

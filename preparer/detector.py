@@ -235,7 +235,7 @@ def _require(
     ``<buildpacks>``, readable, of a supported Buildpack API; a system buildpack able to run on ``target``. A group
     whose elements are not all known yet (one the run fetches by ``uri``) may still leave a system buildpack out:
     one not there is a warning until they are known, and checked again then (before anything is written)."""
-    certain = all(m.id for m in group)
+    certain = all(m.id for m in group if m.origin == "project")  # a system.toml's without an id is refused
     for member in group:
         if member.origin == "project" or member.ref in checked:
             continue
@@ -271,7 +271,7 @@ def _nameable(member: Member) -> bool:
 def _not_there(member: Member, settings: DetectorSettings) -> DetectionRefused:
     """The refusal of a system buildpack, or one of the builder's order, that the detector will not find."""
     buildpacks = settings.buildpacks_dir
-    ref = member.ref if member.version else member.id or member.entry
+    ref = (member.ref if member.version else member.id) or member.entry
     has = installed_versions(buildpacks, member.id) if check_id(member.id) else []
     found = f"; {buildpacks} has {member.id} {', '.join(has)}" if has else ""
     if member.origin == "system.toml":
@@ -285,6 +285,7 @@ def _not_there(member: Member, settings: DetectorSettings) -> DetectionRefused:
         fix = f"install it into {buildpacks}, or give the order of the buildpacks there (-order)"
     if not member.id:
         why = f"{member.entry} of {file} has no id"
+        fix = f"write the id and version of a buildpack in {buildpacks} there"
     elif not member.version:
         looked = buildpacks / member.id.replace("/", "_") / "buildpack.toml"
         why = f"{member.entry} of {file} names {member.id} without a version, and the detector looks for {looked}{found}"

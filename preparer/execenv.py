@@ -57,6 +57,10 @@ def skip_reason(descriptor: BuildpackDescriptor, exec_env: str, platform_api: AP
         return None
     if api < LISTS_FROM or exec_env in descriptor.exec_env or "*" in descriptor.exec_env:
         return None
-    return (
+    why = (
         f"its exec-env = {shown(descriptor.exec_env)} does not hold {exec_env}, this build's ({ENV_EXEC_ENV})"
     )
+    alike = [value for value in descriptor.exec_env if value.casefold() == exec_env.casefold()]
+    if alike:  # Production for production: a value that looks right, and never matches
+        why += f", only {alike[0]}, which the detector does not take for it (it compares them as written, case and all)"
+    return why

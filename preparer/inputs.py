@@ -431,8 +431,9 @@ def _absolute(name: str, value: object) -> Path:
         path = os.fspath(value)
         if isinstance(path, str) and path:
             return Path(os.path.abspath(path))
+    said = repr(value) if value == "" else type(value).__name__  # "not str" of an empty one says nothing
     error = InvalidInputsError(
-        "resolve inputs", f"Inputs.{name} must be a path (str or os.PathLike), not {type(value).__name__}"
+        "resolve inputs", f"Inputs.{name} must be a path (str or os.PathLike), not {said}"
     )
     raise with_fields(error, field=name)
 

@@ -57,8 +57,23 @@ def _files_named(inputs: Inputs) -> list[tuple[str, Path]]:
         ("-project-metadata", inputs.project_metadata_path),
         ("-prepare-report", inputs.prepare_report),
         ("-provenance", inputs.provenance),
+        # What the detector reads next (the platform's system.toml, analyzed.toml), the list flags' env files, and
+        # the telemetry file a run appends to.
+        ("-system", inputs.system_path),
+        ("-analyzed", inputs.analyzed_path),
+        *((f"-env-file[{n}]", path) for n, path in enumerate(inputs.env_files)),
+        ("-telemetry", _telemetry_file(inputs)),
     ]
     return [(flag, path) for flag, path in named if path is not None]
+
+
+def _telemetry_file(inputs: Inputs) -> Path | None:
+    """The file a run's telemetry is appended to, when it records (docs/telemetry.md)."""
+    if not (inputs.telemetry or inputs.traceparent):
+        return None
+    from preparer.telemetry.run import FILE  # deferred: only a run that records names it
+
+    return inputs.layers_dir.joinpath(*FILE)
 
 
 def _clash(inputs: Inputs, flag: str) -> str | None:

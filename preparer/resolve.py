@@ -338,6 +338,18 @@ def _env_list(environ: Mapping[str, str], flag: str) -> tuple[str, ...]:
             f"{name}={shown_list(value)!r} is not a comma-separated list: {err} (an item with a comma or a quote is written in "
             "double quotes, a quote doubled)",
         ) from None
+    if (
+        "" in items
+    ):  # "$BASE,$EXTRA" with EXTRA unset: named here, where the variable is known, not as a flag's
+        what = "a file" if flag == "env-file" else "a buildpack"
+        error = InvalidInputsError(
+            "resolve inputs",
+            f"{name}={shown_list(value)!r}: item {items.index('') + 1} is empty: name {what} in each item "
+            "(comma-separated), or leave the variable unset",
+        )
+        raise with_fields(
+            error, field=flag.replace("-", "_") + "s"
+        )  # the Inputs field: pre_buildpacks, env_files
     warning = split_warning(f"{name}=", value, items)
     if warning is not None:
         log.warning("%s", warning)

@@ -348,7 +348,7 @@ def build_target(
     :raises InvalidInputsError: analyzed.toml cannot be read, or a target is invalid (exit 3).
     """
     said = warnings if warnings is not None else []
-    if analyzed.exists() or analyzed.is_symlink():
+    if _there(analyzed):
         from preparer.files.toml import read_toml  # deferred: most runs have no analyzed.toml
 
         doc = read_toml(analyzed, "analyzed.toml", action="read analyzed.toml").table
@@ -362,6 +362,18 @@ def build_target(
             "and the target is the platform's (CNB_TARGET_*, CNB_PREPARER_PLATFORM, the host)"
         )
     return from_statement(given, target_platform, platform_source_, os_release)
+
+
+def _there(analyzed: Path) -> bool:
+    """Whether analyzed.toml is to be read: unless opening it would say it does not exist, as the detector takes
+    it for absent only then (a link loop or a path through a file fail it); a link to nothing is read, and refused."""
+    try:
+        analyzed.stat()
+    except FileNotFoundError:
+        return analyzed.is_symlink()
+    except OSError:
+        return True  # the read says why
+    return True
 
 
 def overridden(

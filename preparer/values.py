@@ -130,9 +130,13 @@ def lookalike_in(name: str) -> str:
     return "" if found is None else f": its character {name[found[0]]!r} is {found[1]}"
 
 
+#: The longest name of a file, in bytes (``NAME_MAX`` of every file system a build runs on).
+_NAME_MAX = 255
+
+
 def env_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be a file in ``<platform>/env`` (empty, ``.``, ``..``, or holding ``/``, ``=`` or NUL),
-    or ``None`` when it can."""
+    """Why ``name`` cannot be a file in ``<platform>/env`` (empty, ``.``, ``..``, holding ``/``, ``=`` or NUL, or
+    longer than a file's name can be), or ``None`` when it can."""
     if not name:
         return "an env name must not be empty"
     if name in (".", ".."):
@@ -140,4 +144,12 @@ def env_name_problem(name: str) -> str | None:
     for char, label in (("/", "'/'"), ("=", "'='"), ("\0", "NUL")):
         if char in name:
             return f"env name {name!r} must not contain {label}"
+    size = len(name.encode("utf-8", "surrogateescape"))
+    if (
+        size > _NAME_MAX
+    ):  # refused here, not by the commit's write (exit 1, after a dry run said all was well)
+        return (
+            f"env name '{name[:32]}…' is {size} bytes long: it names a file in <platform>/env, and a file's name "
+            f"holds at most {_NAME_MAX} bytes"
+        )
     return None

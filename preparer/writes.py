@@ -13,7 +13,7 @@ import re
 import stat
 from pathlib import Path
 
-from preparer._fs import full_disk, make_dirs, no_space, open_dir, open_subdir
+from preparer._fs import full_disk, make_dirs, name_beside, no_space, open_dir, open_subdir
 from preparer.errors import ApplyError, NoSpaceError, with_fields
 
 _COUNTER = itertools.count()
@@ -174,7 +174,7 @@ def _locked_temp(directory: int, name: str) -> tuple[int, str]:
 
     for _ in range(3):
         # A name no other writer uses (tempfile would cost its import on every run): pid and a counter.
-        tmp = f".{name}.preparer-{os.getpid()}-{next(_COUNTER)}.tmp"
+        tmp = name_beside(name, f".preparer-{os.getpid()}-{next(_COUNTER)}.tmp")
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(tmp, flags, 0o600, dir_fd=directory)
         with contextlib.suppress(OSError):  # a file system without locks: never swept, as if always in use

@@ -223,10 +223,7 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
             return _file(uri, action)
         if scheme == "docker":
             _refuse_pin(pinned, action)
-            reference = uri[len("docker://") :]
-            if not reference:
-                raise InvalidInputsError(action, "expected docker://<image reference>")
-            return _image(reference, action)
+            return _docker(uri[len("docker://") :], action)
     if sep and scheme and "/" not in scheme:  # any other <scheme>://: never a file's or an image's name
         meant = closest(scheme.lower(), ("http", "https", "file", "docker"), most=1)
         hint = f"did you mean {meant}://?" if meant else f"a uri is {ACCEPTED}"
@@ -241,6 +238,35 @@ def parse_locator(uri: str, base_dir: Path, exists: Callable[[Path], bool] = os.
     if bare is not None and not _is_registry_host(bare[1]):
         version = bare[3]
         return IdLocator(f"{bare[1]}/{bare[2]}", None if version in (None, "latest") else version)
+    return _naked_image(uri, action)
+
+
+def _docker(reference: str, action: str) -> ImageLocator:
+    """A ``docker://`` uri's image: a reference, with no user information (exit 3 otherwise)."""
+    if not reference:
+        raise InvalidInputsError(action, "expected docker://<image reference>")
+    if _image_userinfo(reference):
+        raise InvalidInputsError(
+            action,
+            "an image reference takes no user name or password: give the registry's credentials in "
+            "CNB_REGISTRY_AUTH or a Docker config.json (DOCKER_CONFIG)",
+        )
+    return _image(reference, action)
+
+
+def _naked_image(uri: str, action: str) -> ImageLocator:
+    """A ``uri`` without a scheme that is neither a path nor a buildpack id: an image reference, unless it is a
+    mistake read so (exit 3)."""
+    if uri == "~" or uri.startswith(
+        "~/"
+    ):  # a home directory a shell would have expanded: never an image's name
+        raise InvalidInputsError(
+            action, "'~' is not expanded (no shell reads the value): write the path absolute, or relative"
+        )
+    if uri.endswith("@"):  # an id's version left empty (pack reads no image of it); never the tag 'latest'
+        raise InvalidInputsError(
+            action, "nothing follows '@': write <id>@<version>, an image's @sha256:<digest>, or no '@'"
+        )
     return _image(uri, action)
 
 
@@ -277,6 +303,20 @@ _NO_PIN_HERE = (
 
 #: How a file whose name holds what reads as a pin is still named.
 _PIN_IN_A_NAME = "; a file whose name holds '#sha256=' is named by a file:// URI with '#' written as %23"
+
+
+#: What follows a digest's ``@`` in an image reference: ``<algorithm>:<hex>``.
+_DIGEST_AFTER_AT = re.compile(r"[A-Za-z0-9_+.-]+:[0-9a-fA-F]")
+
+
+def _image_userinfo(reference: str) -> int:
+    """Where an image reference begins after the user information written before it (``me:secret@ghcr.io/bp``):
+    after the last ``@`` that a name, not a digest, follows (the only ``@`` an image reference has is its
+    digest's; one at the end is an empty digest); 0 when there is none."""
+    ats = [
+        n for n, c in enumerate(reference[:-1]) if c == "@" and not _DIGEST_AFTER_AT.match(reference, n + 1)
+    ]
+    return ats[-1] + 1 if ats else 0
 
 
 def _file(uri: str, action: str) -> PathLocator:
@@ -333,14 +373,17 @@ def redact(uri: str) -> str:
     >>> redact("https://host/bp@1.0.tgz"), redact("https://ghp_token@host/x")
     ('https://host/bp@1.0.tgz', 'https://host/x')
 
-    An image reference holds no user information: its ``@`` introduces a digest, kept.
+    An image reference's ``@`` introduces a digest, kept; user information written before its registry (which no
+    image reference takes, and which the preparer refuses) goes.
 
-    >>> redact("docker://registry:5000/bp@sha256:00")
-    'docker://registry:5000/bp@sha256:00'
+    >>> redact("docker://registry:5000/bp@sha256:00"), redact("docker://me:secret@ghcr.io/bp@sha256:00")
+    ('docker://registry:5000/bp@sha256:00', 'docker://ghcr.io/bp@sha256:00')
     """
     scheme, sep, rest = uri.partition("://")
-    if not sep or scheme == "docker":
+    if not sep:
         return uri
+    if scheme == "docker":
+        return f"docker://{rest[_image_userinfo(rest) :]}"
     at = rest.rfind("@")
     if at >= 0 and (":" in rest[:at] or "/" not in rest[:at]):
         rest = rest[at + 1 :]

@@ -26,6 +26,7 @@ from preparer._fs import (
     file_record,
     is_inside,
     make_dirs,
+    name_beside,
     new_dir,
     open_dir,
     open_subdir,
@@ -389,7 +390,7 @@ class Installation:
     def _move_aside(self, id_fd: int, version: str) -> None:
         import secrets  # deferred: only a replaced inline buildpack needs a name
 
-        aside = f".{version}.replaced-{secrets.token_hex(6)}"
+        aside = name_beside(version, f".replaced-{secrets.token_hex(6)}")
         os.rename(version, aside, src_dir_fd=id_fd, dst_dir_fd=id_fd)
         self._aside.append((os.dup(id_fd), aside, version))
 
@@ -528,7 +529,7 @@ def _move_into(tree: Path, id_fd: int, version: str) -> None:
             raise
     import secrets  # deferred: only a copy from another file system needs a name
 
-    tmp = f".{version}.{secrets.token_hex(6)}"
+    tmp = name_beside(version, f".{secrets.token_hex(6)}")
     tmp_fd, _ = open_subdir(id_fd, tmp, tree, create=True)
     try:
         # The kernel's name of the new directory: the copy cannot be led elsewhere by a link in the path.

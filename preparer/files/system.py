@@ -73,8 +73,14 @@ def read_system(path: Path) -> SystemBuildpacks | None:
     :raises BuilderError: it cannot be read (a directory, not TOML), or a key the detector reads is of the wrong
         type (exit 1, located).
     """
-    if not path.exists():
+    try:
+        path.stat()
+    except (
+        FileNotFoundError
+    ):  # only its absence is none, as for the detector (a link loop, a path through a file fail)
         return None
+    except OSError:
+        pass  # said by the read, located
     read = read_toml(path, "system.toml", error=BuilderError, action="read system buildpacks")
     return parse_system(read.table, read.places, path)
 

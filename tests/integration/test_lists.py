@@ -13,6 +13,7 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
+from preparer.lists import ENV_FORMS
 from tests.buildpacks import make_dir, make_tgz
 from tests.golden import Layout, env_files, listing
 from tests.plugins.cli import Result
@@ -400,3 +401,124 @@ def test_a_credential_in_a_list_s_value_is_never_shown_whatever_the_mistake(
         assert result.code == code, (args, result.stderr)
         assert said in result.stderr, result.stderr
         assert "hunter" not in result.stderr + result.stdout
+
+
+def test_an_at_with_nothing_after_it_is_exit_3_never_the_tag_latest(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    # Read on, 'examples/node@' and 'docker://corp/bp@' were the image ...:latest, downloaded from Docker Hub; pack
+    # and go-containerregistry read no image of either.
+    before = listing(layout.buildpacks)
+    forms = (
+        "; -buildpack takes <id>[@<version>], urn:cnb:builder:<id>, urn:cnb:registry:<id>, docker://<image>, an "
+        "image, an http(s) or file URL, or a path from <app>"
+    )
+    bare = "nothing follows '@': write <id>@<version>, an image's @sha256:<digest>, or no '@'"
+    for value, cause in (
+        ("examples/node@", bare),
+        ("docker://corp/bp@", "nothing follows '@': give a digest (@sha256:<64 hex digits>) or no '@'"),
+        ("registry.example/corp/bp:v1@", bare),
+    ):
+        for flags in (["-buildpack", value], ["-dry-run", "-buildpack", value]):
+            result = preparer(*flags, project=GROUP_NODE)
+            assert (result.code, result.stderr.splitlines()[-1]) == (
+                3, f"ERROR: failed to validate -buildpack: -buildpack[0] '{value}': {cause}{forms}"
+            ), result.stderr  # fmt: skip
+            assert "would download" not in result.stdout
+            assert unchanged(layout, before)
+    described = preparer(project=HEAD + '[[io.buildpacks.group]]\nuri = "docker://corp/bp@"\n')
+    assert described.code == 3
+    assert "nothing follows '@'" in described.stderr
+
+
+def test_a_password_written_into_an_image_reference_is_refused_and_never_shown(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    # Written as a git or https URL takes them, 'docker://bot:hunter2@ghcr.io/...' was shown whole in the error, the
+    # report's [error] and every message naming the entry.
+    before = listing(layout.buildpacks)
+    report = layout.root / "report.toml"
+    refused = (
+        "an image reference takes no user name or password: give the registry's credentials in CNB_REGISTRY_AUTH "
+        "or a Docker config.json (DOCKER_CONFIG)"
+    )
+    for value, shown in (
+        ("docker://bot:hunter2@ghcr.io/corp/bp", "docker://ghcr.io/corp/bp"),
+        (
+            "docker://bot:hun@ter2@ghcr.io/corp/bp@sha256:" + "0" * 64,
+            "docker://ghcr.io/corp/bp@sha256:" + "0" * 64,
+        ),
+    ):
+        for dry in ([], ["-dry-run"]):
+            result = preparer(*dry, "-buildpack", value, "-prepare-report", str(report))
+            assert result.code == 3, result.stderr
+            assert f"-buildpack[0] '{shown}': {refused}" in result.stderr.splitlines()[-1]
+            assert "hunter" not in result.stdout + result.stderr + report.read_text()
+            assert unchanged(layout, before)
+        described = preparer(
+            "-prepare-report", str(report), project=f'{HEAD}[[io.buildpacks.group]]\nuri = "{value}"\n'
+        )
+        assert described.code == 3
+        assert refused in described.stderr
+        assert "hunter" not in described.stdout + described.stderr + report.read_text()
+
+
+def test_an_empty_item_of_a_list_s_variable_is_exit_3_naming_the_variable_not_a_flag(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    # "$BASE,$EXTRA" with EXTRA unset: the user wrote a variable, and was told of -buildpack[1] or -env-file[1].
+    (tmp_path / "a.env").write_text("A=1\n")
+    before = listing(layout.buildpacks)
+    for name, value, position, what in (
+        ("CNB_PREPARER_BUILDPACKS", "heroku/nodejs,", 2, "a buildpack"),
+        ("CNB_PREPARER_PRE_BUILDPACKS", ",heroku/python", 1, "a buildpack"),
+        ("CNB_PREPARER_POST_BUILDPACKS", "heroku/procfile,,heroku/python", 2, "a buildpack"),
+        ("CNB_PREPARER_ENV_FILES", f"{tmp_path}/a.env,", 2, "a file"),
+    ):
+        result = preparer(env={name: value}, project=GROUP_NODE)
+        said = (
+            f"ERROR: failed to resolve inputs: {name}={value!r}: item {position} is empty: name {what} in each item "
+            "(comma-separated), or leave the variable unset"
+        )
+        assert (result.code, result.stderr.splitlines()[-1]) == (3, said), result.stderr
+        assert "Traceback" not in result.stderr
+        assert unchanged(layout, before)
+
+
+def test_an_env_name_longer_than_a_file_name_can_be_is_exit_3_in_a_dry_run_too(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    # It names <platform>/env/<NAME>: read on, the dry run said all was well and the run failed at its commit,
+    # exit 1, "File name too long". 86 euro signs are 258 bytes: the bound is the file system's, in bytes.
+    before = listing(layout.buildpacks)
+    for name in ("A" * 256, "€" * 86):
+        said = (
+            f"env name '{name[:32]}…' is {len(name.encode())} bytes long: it names a file in <platform>/env, and a "
+            "file's name holds at most 255 bytes"
+        )
+        for dry in ([], ["-dry-run"]):
+            result = preparer(*dry, "-env", f"{name}=1", project=GROUP_NODE)
+            assert (result.code, result.stderr.splitlines()[-1]) == (
+                3, f"ERROR: failed to validate -env: -env[0] '{name}=…': {said}; -env takes {ENV_FORMS}"
+            ), result.stderr  # fmt: skip
+            assert unchanged(layout, before)
+        described = preparer(project=f'{HEAD}[[io.buildpacks.build.env]]\nname = "{name}"\nvalue = "1"\n')
+        assert described.code == 3, described.stderr
+        assert said in described.stderr
+        assert unchanged(layout, before)
+    assert preparer("-env", f"{'A' * 255}=1", project=GROUP_NODE).code == 0  # as long as it can be
+
+
+def test_a_path_from_home_written_in_quotes_says_no_shell_expands_it(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    # -buildpack "~/bp" (quoted, or from a variable): no shell expands it; it was "'~/bp' is not a valid repository".
+    result = preparer("-buildpack", "~/bp", project=GROUP_NODE)
+    assert result.code == 3
+    assert result.stderr.splitlines()[-1].startswith(
+        "ERROR: failed to validate -buildpack: -buildpack[0] '~/bp': '~' is not expanded (no shell reads the value): "
+        "write the path absolute, or relative; -buildpack takes"
+    ), result.stderr
+    described = preparer(project=f'{HEAD}[[io.buildpacks.group]]\nuri = "~/bp"\n')
+    assert described.code == 3
+    assert "'~' is not expanded (no shell reads the value): write the path absolute" in described.stderr

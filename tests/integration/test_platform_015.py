@@ -207,6 +207,8 @@ def test_a_project_buildpack_runs_or_is_skipped_on_its_exec_env(
         assert "runs" not in notes
         return
     why = f"its exec-env = {values} does not hold {build}, this build's (CNB_EXEC_ENV)"
+    if values == '["Production"]':  # the same word but for its case: said
+        why += ", only Production, which the detector does not take for it (it compares them as written, case and all)"
     assert result.warnings == [
         (
             f"Warning: me/t@1.0.0 (project, io.buildpacks.group[0]) will not run: {why}; the detector skips it "
@@ -434,3 +436,66 @@ def test_a_system_buildpack_for_another_target_is_refused_naming_system_toml(
     assert error.endswith(f"; {system} (system.pre.buildpacks[0]) names it")
     ok = preparer("-system", str(system), project=app, env={"CNB_PREPARER_PLATFORM": "linux/arm64"})
     assert ok.code == 0, ok.stderr
+
+
+@pytest.mark.parametrize("written", ['version = "1.0.0"', 'id = ""\nversion = ""'])
+def test_a_system_buildpack_without_an_id_is_refused_whatever_the_group_holds(
+    preparer: Callable[..., Result], layout: Layout, written: str
+) -> None:
+    # The detector looks <buildpacks>/buildpack.toml up for it and fails at start-up. An element without an id
+    # must not pass for one of the project's not fetched yet, which leaves the group's system buildpacks unchecked.
+    installed(layout, "sys/post")
+    system = layout.root / "system.toml"
+    system.write_text(f"[system]\n[[system.pre.buildpacks]]\n{written}\n")
+    project = group("urn:cnb:builder:examples/node@1.2.0")
+    refusal = (
+        f"ERROR: failed to use system buildpack system.pre.buildpacks[0]: system.pre.buildpacks[0] of {system} has "
+        f"no id: the detector fails at start-up without it; write the id and version of a buildpack in "
+        f"{layout.buildpacks} there"
+    )
+    dry = preparer("-system", str(system), "-dry-run", project=project)
+    assert (dry.code, dry.stderr.splitlines()[-1]) == (1, refusal)
+    before = untouched(layout)
+    result = preparer("-system", str(system), project=project)
+    refused_and_untouched(result, layout, before)
+    assert result.stderr.splitlines()[-1] == refusal
+
+
+def test_an_exec_env_that_differs_from_a_buildpack_s_only_in_case_says_so(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    # CNB_EXEC_ENV=Production is a valid value (pack's letters), and the detector compares it as written: every
+    # buildpack that lists production is skipped. The message says why the value that looks right does not match.
+    local(layout.app / "t", "me/t", 'exec-env = ["test", "production"]\n', api="0.12")
+    before = untouched(layout)
+    result = preparer(project=group("./t"), env={"CNB_EXEC_ENV": "Production"})
+    refused_and_untouched(result, layout, before)
+    assert (
+        'me/t@1.0.0: its exec-env = ["test", "production"] does not hold Production, this build\'s (CNB_EXEC_ENV), '
+        "only production, which the detector does not take for it (it compares them as written, case and all)"
+    ) in result.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize("how", ["a link to itself", "below a file"])
+def test_a_system_toml_that_cannot_be_opened_for_another_reason_than_its_absence_is_refused(
+    preparer: Callable[..., Result], layout: Layout, how: str
+) -> None:
+    # The detector merges none only when opening the file says it does not exist (ENOENT); a link loop or a path
+    # through a file fails its start-up ("failed to read system file"). Read on, both passed for "does not exist".
+    if how == "a link to itself":
+        system = layout.root / "system.toml"
+        system.symlink_to(system)
+        cause = "Too many levels of symbolic links"
+    else:
+        (layout.root / "cnb-file").write_text("")
+        system = layout.root / "cnb-file" / "system.toml"
+        cause = "Not a directory"
+    project = group("urn:cnb:builder:examples/node@1.2.0")
+    for dry in ([], ["-dry-run"]):
+        before = untouched(layout)
+        result = preparer(*dry, "-system", str(system), project=project)
+        refused_and_untouched(result, layout, before)
+        assert result.stderr.splitlines()[-1] == f"ERROR: failed to read system buildpacks: {system}: {cause}"
+    # A link to nothing is a file that does not exist, for the detector as for the preparer.
+    (layout.root / "nothing.toml").symlink_to(layout.root / "absent.toml")
+    assert preparer("-system", str(layout.root / "nothing.toml"), project=project).code == 0

@@ -492,3 +492,39 @@ def test_trees_differing_only_in_a_link_are_told_apart(
         found.append(described)
     assert found[0]["digest"] == found[1]["digest"] == {"dirHash": find_dir_hash(tree)}
     assert found[0]["annotations"]["linkHash"] != found[1]["annotations"]["linkHash"]
+
+
+@pytest.mark.parametrize("flag", ["-provenance", "-prepare-report"])
+@pytest.mark.parametrize("read", ["-system", "-analyzed", "-env-file", "-telemetry"])
+def test_an_output_over_an_input_this_round_added_is_refused_and_the_file_kept(
+    preparer: Callable[..., Result], layout: Layout, flag: str, read: str
+) -> None:
+    # system.toml, analyzed.toml (which the detector reads next), an env file and the telemetry file were written
+    # over by the report or the provenance, exit 0.
+    written = project('uri = "urn:cnb:builder:examples/node"')
+    kept = {
+        "-system": (
+            '[system]\n[[system.pre.buildpacks]]\nid = "examples/npm"\nversion = "0.3.1"\n',
+            "-system",
+        ),
+        "-analyzed": ('[run-image.target]\nos = "linux"\narch = "amd64"\n', "-analyzed"),
+        "-env-file": ("A=1\n", "-env-file[0]"),
+    }
+    if read == "-telemetry":
+        same = layout.layers / "tracing" / "lifecycle" / "prepare.jsonl"
+        args, text, named = ["-telemetry"], None, "-telemetry"
+    else:
+        same = layout.root / "input.toml"
+        text, named = kept[read]
+        same.write_text(text)
+        args = [read, str(same)]
+    result = preparer(*args, flag, str(same), project=written)
+    assert result.code == 3, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"ERROR: failed to resolve inputs: {flag} and {named} name the same file {same}: give each its own"
+    )
+    if text is not None:
+        assert same.read_text() == text
+    else:  # the failed run's spans, each line one of OTLP/JSON: no report, no provenance
+        assert all(json.loads(line)["resourceSpans"] for line in same.read_text().splitlines())
+    assert not (layout.layers / "order.toml").exists()

@@ -187,3 +187,30 @@ def test_runs_cancelled_mid_download_hold_nothing_after(keep_alive: FileServer, 
 
     before, after = many_runs(tmp_path, 24, one)
     assert_nothing_held(before, after)
+
+
+def test_runs_given_the_round_s_inputs_hold_nothing_after(keep_alive: FileServer, tmp_path: Path) -> None:
+    """What this round added opens files of its own in each run: the list flags' env files, system.toml, the
+    telemetry file each run appends to. Many runs at once leave no descriptor, thread or memory behind."""
+    system = tmp_path / "system.toml"
+    system.write_text('[system]\n[[system.post.buildpacks]]\nid = "examples/procfile"\nversion = "5.0.0"\n')
+    env_file = tmp_path / "build.env"
+    env_file.write_text("# the platform's\nA=1\r\nB=2")
+
+    def one(root: Path) -> None:
+        inputs = dataclasses.replace(
+            build(root),
+            buildpacks=(keep_alive.url("bp0.tgz"), "examples/node@1.2.0"),
+            env_files=(str(env_file),),
+            build_env=("C=3", "HOME"),
+            environ={"HOME": "/home/tenant"},
+            system_path=str(system),
+            telemetry=True,
+        )
+        report = prepare(inputs)
+        assert [m.id for m in report.groups[0].members] == ["svc/bp0", "examples/node", "examples/procfile"]
+        assert (root / "layers" / "tracing" / "lifecycle" / "prepare.jsonl").is_file()
+        assert (root / "platform" / "env" / "HOME").read_text() == "/home/tenant"
+
+    before, after = many_runs(tmp_path, 40, one)  # a descriptor held per run would show 40 times
+    assert_nothing_held(before, after)

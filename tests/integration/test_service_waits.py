@@ -344,3 +344,22 @@ def test_a_cancel_stops_a_name_lookup_that_is_never_answered(tmp_path: Path) -> 
     assert seen["left"] == ["preparer-resolve"]  # the lookup left behind, in its own thread...
     assert seen["still"] == [] and seen["gone_after"] < 3, seen  # ...ends when the resolver gives up
     assert list(inputs.layers_dir.iterdir()) == []
+
+
+def test_a_cancel_stops_a_retry_s_backoff_at_once(http_server: FileServer, tmp_path: Path) -> None:
+    """A server that answers 500 sends the run into its backoff (30 s here) before the next attempt."""
+    import dataclasses
+
+    from preparer.fetch.transport import Transport
+
+    make_tgz(http_server.root / "flaky.tgz", "example/flaky")
+    http_server.fail("flaky.tgz", "500", "500", "500", "500")
+    inputs = http_build(tmp_path, http_server.url("flaky.tgz"))
+    inputs = dataclasses.replace(inputs, transport=Transport(backoff=30.0))
+    error, took, layers = cancelled_when(
+        inputs, lambda: any(s == 500 for s, _ in http_server.seen("flaky.tgz"))
+    )
+    assert isinstance(error, Cancelled), error
+    assert took < 0.5, took  # 11 ms measured
+    assert [s for s, _ in http_server.seen("flaky.tgz")] == [500]  # no attempt after the cancel
+    assert list(layers.iterdir()) == []

@@ -812,3 +812,24 @@ def test_an_index_without_the_builds_platform_names_where_the_target_came_from(
     assert named.code == 1, named.stderr
     assert f"no image for linux/ppc64le ({analyzed} [run-image.target]) {has}" in named.stderr
     assert not (layout.layers / "order.toml").exists()
+
+
+def test_an_analyzed_toml_below_a_file_is_refused_not_taken_for_absent(
+    preparer: Callable[..., Result], layout: Layout
+) -> None:
+    # The detector takes analyzed.toml for absent only when opening it says so (ENOENT); a path through a file
+    # fails its start-up ("failed to read analyzed file"). Read on, it was "no analyzed.toml" and the host's target.
+    (layout.root / "layers-file").write_text("")
+    analyzed = layout.root / "layers-file" / "analyzed.toml"
+    for dry in ([], ["-dry-run"]):
+        before = untouched(layout)
+        result = preparer(
+            *dry, "-analyzed", str(analyzed), project=group("urn:cnb:builder:examples/node@1.2.0")
+        )
+        assert result.code == 3, result.stderr
+        assert (
+            result.stderr.splitlines()[-1]
+            == f"ERROR: failed to read analyzed.toml: {analyzed}: Not a directory"
+        )
+        assert untouched(layout) == before
+        assert not (layout.layers / "order.toml").exists()

@@ -224,7 +224,9 @@ def test_paths_may_be_strings_or_path_likes_and_become_absolute(tmp_path: Path) 
     ("field", "value", "message"),
     [
         ("app_dir", 42, "Inputs.app_dir must be a path (str or os.PathLike), not int"),
-        ("order_path", "", "Inputs.order_path must be a path (str or os.PathLike), not str"),
+        # An empty one is a str: the message names the value, as an empty item of env_files does.
+        ("order_path", "", "Inputs.order_path must be a path (str or os.PathLike), not ''"),
+        ("system_path", "", "Inputs.system_path must be a path (str or os.PathLike), not ''"),
         ("download_cache", b"/cache", "Inputs.download_cache must be a path (str or os.PathLike), not bytes"),
         ("uid", "1000", "Inputs.uid must be int or NoneType, not str"),
         ("dry_run", "yes", "Inputs.dry_run must be bool, not str"),

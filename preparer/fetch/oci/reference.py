@@ -75,7 +75,11 @@ def parse_reference(text: str) -> Reference:
     :raises InvalidInputsError: not a valid reference (exit 3).
     """
     action = f"parse image reference '{text}'"
-    rest, _, digest = text.partition("@")
+    rest, at, digest = text.partition("@")
+    if at and not digest:  # go-containerregistry refuses it too; read on, it would be the tag 'latest'
+        raise InvalidInputsError(
+            action, "nothing follows '@': give a digest (@sha256:<64 hex digits>) or no '@'"
+        )
     if digest and not _DIGEST.match(digest):
         raise InvalidInputsError(action, f"'{digest}' is not a sha256 digest")
     first, slash, remainder = rest.partition("/")
