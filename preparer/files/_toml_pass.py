@@ -20,7 +20,7 @@ class TooMuch(Exception):
         self.cause, self.offset = cause, offset
 
 
-_BLANK = r"[ \t\r\n]*(?:\#[^\n]*[ \t\r\n]*)*"  # spaces, newlines and comments
+_BLANK = r"[ \t\r\n]*(?:\#[^\n]*+[ \t\r\n]*)*"  # spaces, newlines and comments, each to its line's end
 _BARE_KEY = r"[A-Za-z0-9_-]+(?:[ \t]*\.[ \t]*[A-Za-z0-9_-]+)*"
 _STRING = r""""(?!"")[^"\\\n]*(?:\\.[^"\\\n]*)*"|'(?!'')[^'\n]*'"""
 _SCALAR = r"""[^ \t\r\n\#\[{"',\]}][^\r\n\#,\]}]*?"""
