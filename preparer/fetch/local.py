@@ -31,7 +31,7 @@ def fetch_path(locator: PathLocator, ctx: FetchContext) -> Fetched:
         raise FetchError(f"fetch buildpack from {source}", "not a directory or a regular file")
     if path.is_dir():
         root = new_root(ctx.sink.staging, "dir-")
-        copy_tree(path, root, source, ctx.sink.guard)
+        copy_tree(path, root, source, ctx.sink.guard, ctx.sink.above_staging)
         staged = staged_buildpack(root, source)
         return Fetched(staged.descriptor, (staged,), source)
     if locator.is_cnb:

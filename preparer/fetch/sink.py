@@ -8,7 +8,7 @@ from pathlib import Path
 
 from preparer._fs import no_space
 from preparer._logger import log
-from preparer._record import record
+from preparer._record import field, record
 from preparer.errors import NoSpaceError, with_fields
 from preparer.fetch.guard import Guard
 from preparer.fetch.streams import ProgressFn
@@ -35,6 +35,10 @@ class Sink:
     warn: Callable[[str], None] = log_warning
     #: The platform policy's limits and decisions for this fetch (``None``: no policy).
     guard: Guard | None = None
+    #: The staging directory and every directory above it, by device and inode, found by the run's first copy of a
+    #: local directory (:func:`preparer.fetch.tree.copy_tree`) and shared by the run's fetches (a sink made from
+    #: this one with ``replace`` holds the same dict): a directory among them is never copied.
+    above_staging: dict[tuple[int, int], Path] = field(default_factory=dict, compare=False, repr=False)
 
     def staging_full(self, source: str, full: OSError) -> NoSpaceError:
         """The error of installing ``source`` into staging on a full disk (``full``), naming where staging is:

@@ -71,16 +71,24 @@ def _no_descriptor(root: Path) -> str:
     )
 
 
-def copy_tree(src: Path, dest: Path, source: str, guard: Guard | None = None) -> None:
+def copy_tree(
+    src: Path,
+    dest: Path,
+    source: str,
+    guard: Guard | None = None,
+    above: dict[tuple[int, int], Path] | None = None,
+) -> None:
     """Copy the buildpack directory ``src`` into the existing empty ``dest``, checking every entry.
 
     Like extraction, the copy is per-file work: it holds ``PER_FILE_WORK``, so that parallel fetches copy one
     tree at a time instead of trading the interpreter lock at every system call.
 
+    :param above: the directories above ``dest`` by device and inode, when the caller keeps them for its run (a
+        sink's ``above_staging``); filled here the first time. Without it they are found for this copy alone.
     :raises FetchError: for links leaving the buildpack, special files, setuid/setgid bits; ``src`` holds ``dest``
         (it would be copied into itself until names grow too long).
     """
-    _refuse_copy_into_itself(src, dest, source)
+    _refuse_copy_into_itself(src, dest, source, {} if above is None else above)
     with PER_FILE_WORK:
         links = _copy_entries(str(src), str(dest), source, current_umask(), guard)
     # Each target was checked alone; resolved through each other (``x -> .``, ``y -> x/..``) they must stay too.
@@ -93,24 +101,33 @@ def copy_tree(src: Path, dest: Path, source: str, guard: Guard | None = None) ->
             )
 
 
-def _refuse_copy_into_itself(src: Path, dest: Path, source: str) -> None:
+def _refuse_copy_into_itself(src: Path, dest: Path, source: str, above: dict[tuple[int, int], Path]) -> None:
     """Refuse to copy ``src`` when ``dest`` is inside it (``uri = ".."`` from an app under ``<buildpacks>``'s
-    parent, or a buildpack's own repository holding ``-buildpacks``), compared by device and inode, not by name."""
+    parent, or a buildpack's own repository holding ``-buildpacks``), compared by device and inode, not by name.
+    ``above`` holds the directories above ``dest`` (the staging directory and up), found once when it is empty: a
+    run's copies all stage in one directory, and finding them again cost each local buildpack a stat of every
+    directory up to the root."""
     try:
         held = src.stat()
-        places = [(p, p.stat()) for p in (dest, *dest.parents)]
+        if not above:  # filled whole at once: the run's fetch threads may copy at the same time
+            found = {}
+            for parent in dest.parents:
+                info = parent.stat()
+                found[(info.st_dev, info.st_ino)] = parent
+            above.update(found)
     except OSError:
         return  # the copy says what cannot be read
+    place = above.get((held.st_dev, held.st_ino))
+    if place is None:
+        return  # dest itself is new and empty: never the source
     # ``dest`` is ``<staging>/dir-*``, staging in ``<buildpacks>`` (or $TMPDIR): name that, not a random name.
     staged_in = dest.parent.parent
-    for place, info in places:
-        if (info.st_dev, info.st_ino) == (held.st_dev, held.st_ino):
-            what = "is" if place == staged_in else "holds"
-            raise FetchError(
-                f"copy buildpack from {source}",
-                f"it {what} {staged_in}, where the preparer stages the buildpacks it installs, and would be copied"
-                " into itself: name the buildpack's own directory (the one holding buildpack.toml), outside it",
-            )
+    what = "is" if place == staged_in else "holds"
+    raise FetchError(
+        f"copy buildpack from {source}",
+        f"it {what} {staged_in}, where the preparer stages the buildpacks it installs, and would be copied"
+        " into itself: name the buildpack's own directory (the one holding buildpack.toml), outside it",
+    )
 
 
 def _copy_entries(src: str, dest: str, source: str, masked: int, guard: Guard | None) -> dict[str, str]:

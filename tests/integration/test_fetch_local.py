@@ -308,6 +308,21 @@ def test_a_directory_holding_the_buildpacks_directory_is_refused_not_copied_into
     assert not (layout.layers / "order.toml").exists()
 
 
+def test_the_refusal_holds_for_any_local_buildpack_of_a_run(
+    preparer: Callable[..., Result], layout: Layout, tmp_path: Path
+) -> None:
+    """The directories above staging are found once per run and shared by its fetches: the one holding
+    ``<buildpacks>`` is refused whichever of the run's copies found them."""
+    good = [str(make_dir(tmp_path / f"bp{n}", f"tiny/bp{n}")) for n in range(6)]
+    before = listing(layout.buildpacks)
+    for uris in ([*good, ".."], ["..", *good], [*good[:3], "..", *good[3:]]):
+        result = preparer(project=group(*uris))
+        assert result.code == 1, result.stderr
+        assert f"holds {layout.buildpacks}, where the preparer stages" in result.stderr, result.stderr
+        assert listing(layout.buildpacks) == before
+        assert not (layout.layers / "order.toml").exists()
+
+
 def test_a_buildpacks_repository_holding_the_buildpacks_directory_is_refused(
     preparer: Callable[..., Result], tmp_path: Path
 ) -> None:
